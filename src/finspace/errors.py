@@ -1,0 +1,97 @@
+"""Domain errors, in one place.
+
+Every error carries a message that says what went wrong *and* what to change.
+Each boundary translates them once: ``gr.Error`` in the UI, an HTTP status in
+REST (``http_status``), exit code 2 in the CLI.
+"""
+
+from __future__ import annotations
+
+
+class FinspaceError(Exception):
+    """Base class. ``str(err)`` is shown to users as is; keep it actionable."""
+
+    http_status: int = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message
+
+
+class CatalogError(FinspaceError):
+    """models.yaml is invalid: names the entry and the field."""
+
+    http_status = 500
+
+
+class UnknownModel(FinspaceError):
+    """A model key that is not in the catalogue (never a repo id or a path)."""
+
+    http_status = 422
+
+
+class ConfigError(FinspaceError):
+    """A config.json the planner cannot read (missing field, unknown architecture)."""
+
+    http_status = 400
+
+
+class DoesNotFit(FinspaceError):
+    """The planner says vLLM would refuse to start: carries the plan."""
+
+    http_status = 400
+
+    def __init__(self, message: str, plan=None):
+        super().__init__(message)
+        self.plan = plan
+
+
+class BadInput(FinspaceError):
+    """A chat request or a setting that is out of bounds."""
+
+    http_status = 422
+
+
+class SwitchInProgress(FinspaceError):
+    http_status = 409
+
+
+class ModelSwitching(FinspaceError):
+    """Raised into a running chat when the model is being switched away."""
+
+    http_status = 503
+
+
+class NotReady(FinspaceError):
+    """No model is loaded (or the engine is restarting)."""
+
+    http_status = 503
+
+
+class EngineFailed(FinspaceError):
+    """The engine died or failed to start; the message holds vLLM's reason."""
+
+    http_status = 503
+
+
+class LoadFailed(FinspaceError):
+    """A load failed; the message holds vLLM's error beside the planner's reading."""
+
+    http_status = 500
+
+
+class Unauthorized(FinspaceError):
+    http_status = 401
+
+
+class Busy(FinspaceError):
+    """Too many requests in flight: retry later."""
+
+    http_status = 429
+
+    def __init__(self, message: str, retry_after_s: int = 5):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -1,0 +1,111 @@
+"""Live memory readings: NVML per GPU, host RAM when there is no NVIDIA GPU.
+
+NVML is reached only through the ``nvml`` object handed in (``pynvml`` by
+default), so tests replace exactly that edge and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import psutil
+
+from finspace.hardware import GPUSpec, match_nvml_name
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    index: int
+    name: str
+    kind: str  # "gpu" or "host"
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+    engine_bytes: int | None  # memory held by the engine's processes (None: unknown)
+    at: float  # time.time() of the reading
+
+    def as_mib(self) -> dict:
+        return {
+            "index": self.index, "name": self.name, "kind": self.kind,
+            "total_mib": self.total_bytes // MIB, "used_mib": self.used_bytes // MIB,
+            "free_mib": self.free_bytes // MIB,
+            "engine_mib": None if self.engine_bytes is None else self.engine_bytes // MIB,
+        }
+
+
+def _load_pynvml() -> Any | None:
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # no library, no driver, no GPU
+        return None
+
+
+class MemoryMonitor:
+    """Reads device memory. ``nvml`` is the pynvml module (or a stand-in in tests)."""
+
+    def __init__(self, nvml: Any | None = "auto"):
+        self.nvml = _load_pynvml() if nvml == "auto" else nvml
+        self._count = 0
+        if self.nvml is not None:
+            try:
+                self._count = int(self.nvml.nvmlDeviceGetCount())
+            except Exception:
+                self._count = 0
+        if self._count == 0:
+            self.nvml = None
+
+    @property
+    def has_gpu(self) -> bool:
+        return self._count > 0
+
+    @property
+    def gpu_count(self) -> int:
+        return self._count
+
+    def gpu_spec(self) -> GPUSpec | None:
+        """The known GPU this machine has (first device), or None on CPU."""
+        if not self.has_gpu:
+            return None
+        h = self.nvml.nvmlDeviceGetHandleByIndex(0)
+        name = self.nvml.nvmlDeviceGetName(h)
+        if isinstance(name, bytes):
+            name = name.decode()
+        total = int(self.nvml.nvmlDeviceGetMemoryInfo(h).total)
+        return match_nvml_name(name, total)
+
+    def read(self, engine_pids: Iterable[int] = ()) -> list[DeviceReading]:
+        now = time.time()
+        pids = set(engine_pids)
+        if not self.has_gpu:
+            vm = psutil.virtual_memory()
+            engine = 0
+            for pid in pids | {os.getpid()}:
+                try:
+                    engine += psutil.Process(pid).memory_info().rss
+                except psutil.Error:
+                    pass
+            return [DeviceReading(0, "host RAM (no NVIDIA GPU)", "host", vm.total, vm.total - vm.available,
+                                  vm.available, engine, now)]
+        out = []
+        for i in range(self._count):
+            h = self.nvml.nvmlDeviceGetHandleByIndex(i)
+            name = self.nvml.nvmlDeviceGetName(h)
+            if isinstance(name, bytes):
+                name = name.decode()
+            mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
+            engine: int | None = None
+            try:
+                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(h)
+                engine = sum(int(p.usedGpuMemory or 0) for p in procs if p.pid in pids or p.pid == os.getpid())
+            except Exception:
+                engine = None
+            out.append(DeviceReading(i, name, "gpu", int(mem.total), int(mem.used), int(mem.free), engine, now))
+        return out
