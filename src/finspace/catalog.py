@@ -149,7 +149,7 @@ class ModelEntry:
             dtype=s.dtype,
             quantization=s.quantization,
             kv_cache_dtype=s.kv_cache_dtype,
-            max_model_len=None if s.max_model_len == "auto" else s.max_model_len,
+            max_model_len=-1 if s.max_model_len == "auto" else s.max_model_len,  # -1: largest that fits, as vLLM
             gpu_memory_utilization=s.gpu_memory_utilization,
             tensor_parallel_size=s.tensor_parallel_size,
             max_num_batched_tokens=s.max_num_batched_tokens,

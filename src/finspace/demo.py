@@ -93,6 +93,15 @@ def _train_tokenizer():
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    # Pad the vocabulary to the model's size with plain words, so every id a
+    # random model samples decodes to visible text.
+    syllables = ["ba", "ce", "di", "fo", "gu", "ka", "le", "mi", "no", "pu", "ra", "se", "ti", "vo", "xu", "ze"]
+    words, i = [], 0
+    while tok.get_vocab_size() + len(words) < VOCAB_SIZE:
+        a, b, c = syllables[i % 16], syllables[(i // 16) % 16], syllables[(i // 256) % 16]
+        words.append(f" {a}{b}{c}")
+        i += 1
+    tok.add_tokens(words)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|end|>", pad_token="<|pad|>",
     )

@@ -1,0 +1,238 @@
+"""`python -m finspace fit [MODEL]`: which models start on this GPU, with what context, and what to change.
+
+Without MODEL: every catalogue model as a table. With MODEL (a catalogue key)
+or ``--config PATH`` (any config.json): one model's breakdown with the
+arithmetic. ``--json`` prints the planner's figures as one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from finspace import planner, render
+from finspace.errors import FinspaceError
+from finspace.hardware import GIB, KNOWN_GPUS, GPUSpec, custom_gpu
+
+DEFAULT_GPU = "l40s"  # the Space's GPU, when none is detected
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give e.g. 2") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive; give e.g. 2")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give e.g. 44.4") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive; give e.g. 44.4")
+    return v
+
+
+def _utilization(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction such as 0.90") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]; it is a fraction of GPU memory, e.g. 0.90")
+    return v
+
+
+def _max_len(text: str) -> int:
+    if text.lower() in ("auto", "-1"):
+        return -1
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; give e.g. 8192 or 'auto'") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a positive token count (or 'auto'); e.g. 8192")
+    return v
+
+
+def _quantization(text: str) -> str:
+    if text.lower() == "none":
+        return "none"
+    if text not in planner.QUANTIZATIONS:
+        raise argparse.ArgumentTypeError(
+            f"unknown quantization {text!r}; use one of {', '.join(planner.QUANTIZATIONS)} or none"
+        )
+    return text
+
+
+def _gpu_key(text: str) -> str:
+    if text.lower() not in KNOWN_GPUS:
+        raise argparse.ArgumentTypeError(
+            f"unknown GPU {text!r}; use one of {', '.join(KNOWN_GPUS)} (or --gpu-memory-gib for another card)"
+        )
+    return text.lower()
+
+
+def _config_path(text: str) -> Path:
+    p = Path(text)
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file; give the path of a config.json")
+    return p
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="which models start on this GPU, with what context, and what to change",
+        description=(
+            "Plan GPU memory the way vLLM does: weights, activation, overhead, KV cache, "
+            "and whether the engine will start. Without MODEL: every catalogue model."
+        ),
+    )
+    p.add_argument("model", nargs="?", help="a catalogue key (default: all of them)")
+    p.add_argument("--config", type=_config_path, metavar="PATH", help="plan any config.json instead of a catalogue model")
+    p.add_argument("--total-size-bytes", type=_positive_int, metavar="N",
+                   help="with --config: the checkpoint's exact safetensors total_size")
+    p.add_argument("--gpu", type=_gpu_key, metavar="KEY",
+                   help=f"plan for this GPU instead of the detected one: {', '.join(KNOWN_GPUS)}")
+    p.add_argument("--gpu-memory-gib", type=_positive_float, metavar="X",
+                   help="GPU memory as CUDA reports it (e.g. 44.4); with --gpu, overrides its size")
+    p.add_argument("--gpus", type=_positive_int, metavar="N",
+                   help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size)")
+    p.add_argument("--gpu-memory-utilization", type=_utilization, metavar="F")
+    p.add_argument("--max-model-len", type=_max_len, metavar="N", help="tokens, or 'auto' for the longest that fits")
+    p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"))
+    p.add_argument("--quantization", type=_quantization, metavar="Q",
+                   help=f"{', '.join(planner.QUANTIZATIONS)} or none")
+    p.add_argument("--kv-cache-dtype", choices=planner.KV_CACHE_DTYPES)
+    p.add_argument("--tensor-parallel-size", type=_positive_int, metavar="N")
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="N")
+    p.add_argument("--max-num-seqs", type=_positive_int, metavar="N")
+    p.add_argument("--usage-context", choices=planner.USAGE_CONTEXTS,
+                   help="whose batch defaults: engine (the app, default), serve (vllm serve), llm (LLM class)")
+    p.add_argument("--vllm-version", choices=planner.VLLM_VERSIONS,
+                   help="whose memory rules (default: %s)" % planner.CURRENT_VLLM)
+    p.add_argument("--json", action="store_true", help="print one JSON object (names documented in the README)")
+    p.set_defaults(func=run)
+
+
+def _detect() -> tuple[GPUSpec | None, int]:
+    try:
+        from finspace.gpu import MemoryMonitor
+
+        mon = MemoryMonitor()
+        if mon.has_gpu:
+            return mon.gpu_spec(), mon.gpu_count
+    except FinspaceError:
+        raise
+    except Exception:  # no pynvml / psutil, no driver
+        pass
+    return None, 0
+
+
+def _target(args) -> tuple[GPUSpec, int | None]:
+    """The GPU to plan for and the machine's GPU count (None: assume what each model needs)."""
+    if args.gpu:
+        gpu = KNOWN_GPUS[args.gpu]
+        if args.gpu_memory_gib:
+            gpu = replace(gpu, key="custom", name=f"{gpu.name} ({args.gpu_memory_gib:g} GiB)",
+                          total_bytes=int(args.gpu_memory_gib * GIB))
+        return gpu, args.gpus
+    if args.gpu_memory_gib:
+        return custom_gpu(int(args.gpu_memory_gib * GIB), name=f"GPU with {args.gpu_memory_gib:g} GiB"), args.gpus
+    gpu, count = _detect()
+    if gpu is not None:
+        return gpu, args.gpus or count
+    print(f"note: no NVIDIA GPU detected; planning for {KNOWN_GPUS[DEFAULT_GPU].name} "
+          "(give --gpu KEY or --gpu-memory-gib X to choose)", file=sys.stderr)
+    return KNOWN_GPUS[DEFAULT_GPU], args.gpus
+
+
+def _overrides(args, base: planner.Settings) -> planner.Settings:
+    changes = {}
+    for name in ("gpu_memory_utilization", "max_model_len", "dtype", "kv_cache_dtype", "tensor_parallel_size",
+                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version"):
+        v = getattr(args, name)
+        if v is not None:
+            changes[name] = v
+    if args.quantization is not None:
+        changes["quantization"] = None if args.quantization == "none" else args.quantization
+    return replace(base, **changes)
+
+
+def _entry_settings(entry, args) -> planner.Settings:
+    """The entry's serving settings with the flags applied; max_model_len "auto" auto-fits (vLLM's -1)."""
+    settings = _overrides(args, entry.planner_settings())
+    if args.max_model_len is None and getattr(entry.serving, "max_model_len", None) == "auto":
+        settings = replace(settings, max_model_len=-1)
+    return settings
+
+
+def _load_catalog():
+    from finspace.catalog import load_catalog
+
+    return load_catalog()
+
+
+def run(args: argparse.Namespace) -> int:
+    gpu, machine_gpus = _target(args)
+
+    if args.config is not None:
+        try:
+            config = json.loads(args.config.read_text())
+        except (OSError, ValueError) as exc:
+            raise FinspaceError(f"cannot read {args.config} as JSON: {exc}; give a config.json") from None
+        settings = _overrides(args, planner.Settings())
+        gpus = machine_gpus or settings.tensor_parallel_size
+        p = planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=args.total_size_bytes)
+        label = args.model or args.config.name
+        _show_one(p, label, args.json)
+        return 0
+    if args.total_size_bytes is not None:
+        raise FinspaceError("--total-size-bytes goes with --config; catalogue models carry their own")
+
+    catalog = _load_catalog()
+    if args.model:
+        entry = catalog.get(args.model)
+        settings = _entry_settings(entry, args)
+        gpus = machine_gpus or settings.tensor_parallel_size
+        p = planner.plan(entry.config(), gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
+        _show_one(p, entry.label, args.json, key=entry.key)
+        return 0
+
+    rows: list[tuple[str, planner.Plan | Exception]] = []
+    for entry in catalog.entries:
+        try:
+            settings = _entry_settings(entry, args)
+            gpus = machine_gpus or settings.tensor_parallel_size
+            rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
+                                                 total_size_bytes=entry.total_size_bytes)))
+        except FinspaceError as exc:
+            rows.append((entry.key, exc))
+    if args.json:
+        out = {
+            "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": round(gpu.total_bytes / GIB, 2)},
+            "gpus": machine_gpus,
+            "models": {k: ({"error": str(p)} if isinstance(p, Exception) else planner.plan_json(p)) for k, p in rows},
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(render.fit_table(rows, gpu, machine_gpus))
+    return 0
+
+
+def _show_one(p: planner.Plan, label: str, as_json: bool, key: str | None = None) -> None:
+    if as_json:
+        obj = planner.plan_json(p)
+        if key:
+            obj = {"model": key, **obj}
+        print(json.dumps(obj, indent=2))
+    else:
+        print(render.breakdown(p, label))

@@ -1,0 +1,1223 @@
+"""GPU-memory planner: will this model start under vLLM on this GPU, and with what context?
+
+Pure arithmetic on a model's config.json: no torch, no vllm, no I/O. Every figure
+is per GPU (per tensor-parallel rank), in integer bytes, like vLLM's own logs.
+
+What vLLM does, and where (file/function names; 0.19.0 and 0.32/0.33 wheels, see
+shared/vllm-memory-mechanism.md, checked against the installed vllm 0.32 source):
+
+* Budget: ``requested = ceil(total_memory * gpu_memory_utilization)``
+  (``vllm/v1/worker/utils.py::request_memory``, called from ``Worker.init_device``).
+  ``total_memory`` is what CUDA reports (``hardware.GPUSpec.total_bytes``).
+* KV budget: ``available_kv = requested - non_kv`` where ``non_kv = weights +
+  torch activation peak of the profiling run + non-torch memory`` and, from
+  vLLM 0.21 on, ``- cudagraph_estimate`` (``Worker.determine_available_memory``
+  in ``vllm/v1/worker/gpu_worker.py``; ``vllm/utils/mem_utils.py::memory_profiling``;
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.19, 1 since 0.21).
+  ``Settings.vllm_version`` picks the rules: "0.32" (default, our CUDA target)
+  subtracts CUDA-graph memory, "0.19" (the calibration logs) does not.
+* Weights (``model_runner.model_memory_usage``, logged "Model loading took"):
+  parameters counted from the config (llama, mistral, qwen2, qwen3, gemma2,
+  gemma3 + SigLIP tower + projector, gemma3_text, gpt_neox) times the serving
+  dtype, plus the rotary cos/sin caches vLLM registers as buffers
+  (``vllm/model_executor/layers/rotary_embedding/base.py``: ``max_positions x
+  rotary_dim`` in the model dtype; linear/dynamic/YaRN scaling multiplies the
+  positions by ``factor``, ``linear_scaling_rope.py``). Per rank with tensor
+  parallelism: linear layers and the vocab-parallel embedding/lm_head are split,
+  norms and biases of row-parallel layers are replicated, KV heads are
+  replicated when tp > kv_heads. dtype "auto" follows torch_dtype, float32
+  checkpoints serve as bf16 (``vllm/config/model.py::_resolve_auto_dtype``).
+  Quantization: online fp8 keeps embeddings and lm_head in bf16
+  (``layers/quantization/fp8.py``); AWQ/GPTQ/compressed-tensors int4 add
+  group scales (+ zero points when asymmetric); bitsandbytes nf4 adds an fp32
+  absmax per 64 weights. vLLM 0.32 no longer ships bitsandbytes
+  (``layers/quantization/__init__.py::QuantizationMethods``), so it is refused
+  under the 0.32 rules.
+* Activation peak: ``GPUModelRunner.profile_run`` (``gpu_model_runner.py``):
+  multimodal encoder profile, one dummy forward of ``max_num_batched_tokens``
+  tokens, then ``_dummy_sampler_run`` over ``min(max_num_seqs, tokens)``
+  requests' logits (full vocab on every rank). Fitted to the 0.19 H100 logs
+  (see ``activation_bytes`` below). Defaults for max_num_batched_tokens /
+  max_num_seqs: ``EngineArgs.get_batch_defaults`` and
+  ``_set_default_max_num_seqs_and_batched_tokens_args`` (``vllm/engine/arg_utils.py``);
+  ``AsyncLLM.from_engine_args`` uses ``UsageContext.ENGINE_CONTEXT``, which is
+  not in that table, so an in-process engine gets ``SchedulerConfig``'s
+  2048 tokens / 128 sequences on every GPU (``vllm serve`` gets 2048/256 on
+  GPUs < 70 GiB, 8192/1024 on H100/H200).
+* KV bytes: page per layer per block = ``2 x block_size x kv_heads_per_rank x
+  head_dim x kv_dtype_bytes`` (``vllm/v1/kv_cache_interface.py::AttentionSpec``),
+  ``kv_heads_per_rank = max(1, kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``).
+  fp8 KV = 1 byte. Hybrid sliding-window models (Gemma 2/3): layers grouped by
+  spec, ``group_size = min(#layers per type)`` (max if max < 1.5 min), one
+  shared block pool of ``group_size x page`` bytes per block
+  (``kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size``); a sliding
+  layer needs ``cdiv(min(window - 1 + T, max_model_len), block_size) + 1``
+  blocks per request (``SlidingWindowSpec.max_admission_blocks_per_request``),
+  ``T = max_num_batched_tokens`` in 0.19 and ``max_in_flight_tokens =
+  2 x max_num_batched_tokens`` (async scheduling) in 0.32.
+* Start check: ``kv_cache_utils.py::check_enough_kv_cache_memory`` /
+  ``_check_enough_kv_cache_memory``: refuse when ``available <= 0`` or when one
+  ``max_model_len`` request (sum over layers of ``max_memory_usage_bytes``)
+  exceeds it; 0.32 first holds back one block (the null block).
+  ``estimate_max_model_len`` binary-searches the largest length that fits.
+  ``max_model_len=-1`` auto-fits (``_auto_fit_max_model_len``).
+* Reported capacity: tokens = ``num_blocks // num_groups x block_size`` and
+  concurrency = ``num_blocks / sum over groups of blocks per request``
+  (``_report_kv_cache_config``, ``get_max_concurrency_for_kv_cache_config``).
+
+Calibration (tests/test_calibration.py, ten vLLM 0.19 H100 start-up logs):
+mean |error| weights 0.10%, KV cache 0.07%; worst weights -0.74% (GPTQ w4a16),
+worst KV +0.27% (float32). The weights and KV-layout formulas are derived, not
+fitted; the activation and non-torch constants below were fitted on those same
+logs, so the KV figures are in-sample. The Gemma 3 rotary cache (0.56 GiB: the
+global layers' linear x8 scaling makes it 1,048,576 positions long) explains
+most of the gap between its parameters (22.70 GiB) and vLLM's 23.31 GiB.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from finspace.errors import BadInput, ConfigError
+from finspace.hardware import GIB, GPUSpec
+
+MIB = 1 << 20
+
+#: vLLM 0.32's default (``CacheConfig.gpu_memory_utilization``; 0.9 in 0.19).
+VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+#: The highest utilization the planner suggests: leaves ~2 GiB on a 48 GB card
+#: for the CUDA context and allocator slack.
+SAFE_MAX_UTILIZATION = 0.95
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+VOCAB_PADDING = 64  # DEFAULT_VOCAB_PADDING_SIZE in vocab_parallel_embedding.py
+CURRENT_VLLM = "0.32"
+#: The shortest context a "lower max_model_len" suggestion may propose.
+MIN_USEFUL_CONTEXT = 1024
+
+# --- fitted constants (priors from vllm-figures.yaml; see module docstring) ---
+#: Sampler profile: bytes per (request x vocab entry): fp32 logits, softmax,
+#: top-k/top-p sort values and int64 indices. Llama-3.1-8B 1.89 GiB, Qwen3-8B
+#: 2.21 GiB at 1024 requests x 8192 tokens.
+SAMPLER_BYTES_PER_LOGIT = 14
+#: Hidden states held through the profile: copies of tokens x hidden x dtype.
+#: Fitted with the float32 case (2.21 GiB).
+HELD_HIDDEN_COPIES = 3
+#: Multimodal encoder profile and encoder cache, in copies of tokens x text
+#: hidden x dtype over the encoder budget (gemma-3-12b-it: 3.94 GiB in total).
+VISION_PROFILE_COPIES = 4.5
+#: Non-torch memory growth (cuBLAS workspaces; NCCL buffers with tp >= 2).
+NON_TORCH_TP1_BYTES = int(0.25 * GIB)
+NON_TORCH_TP_BYTES = int(2.1 * GIB)
+#: CUDA-graph estimate (vLLM >= 0.21 subtracts it): base + per decoder layer.
+#: From the 0.19 estimates: 0.84 GiB (32 layers), 1.02 GiB (48 layers).
+CUDAGRAPH_BASE_BYTES = int(0.48 * GIB)
+CUDAGRAPH_PER_LAYER_BYTES = int(0.01125 * GIB)
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_DTYPE_ALIASES = {
+    "auto": "auto", "float32": "float32", "float": "float32", "fp32": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "half": "float16", "fp16": "float16",
+}
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
+QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes")
+USAGE_CONTEXTS = ("engine", "serve", "llm")
+VLLM_VERSIONS = ("0.19", "0.32")
+SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text", "gpt_neox")
+_MAX_LEN_KEYS = (
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+    "model_max_length", "max_sequence_length", "max_seq_length", "seq_len",
+)
+# rope types whose max_position_embeddings is already the scaled length
+_ROPE_NO_LEN_SCALING = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+# rope types whose cos/sin cache covers max_position x factor
+_ROPE_CACHE_SCALED = ("linear", "dynamic", "yarn")
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------
+# Model shape
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    """A SigLIP-style vision tower (Gemma 3) and its projector."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    patch_size: int
+    image_size: int
+    num_channels: int
+    use_head: bool
+    tokens_per_image: int
+    projector_params: int
+
+
+@dataclass(frozen=True)
+class QuantScheme:
+    """How linear-layer weights are stored on the GPU."""
+
+    method: str  # fp8 | awq | gptq | compressed-tensors | bitsandbytes
+    bits: int
+    group_size: int = 0  # 0: per-channel or per-tensor scales (negligible)
+    zero_points: bool = False
+    scale_bytes: int = 2
+    online: bool = False  # quantized at load time from a bf16/fp16 checkpoint
+    quantize_vision: bool = True
+
+    @property
+    def bytes_per_param(self) -> float:
+        b = self.bits / 8
+        if self.group_size > 0:
+            b += self.scale_bytes / self.group_size
+            if self.zero_points:
+                b += (self.bits / 8) / self.group_size
+        return b
+
+    @property
+    def label(self) -> str:
+        if self.method == "fp8":
+            return "fp8 (online)" if self.online else "fp8 (checkpoint)"
+        g = f", group {self.group_size}" if self.group_size > 0 else ""
+        return f"{self.method} {self.bits}-bit{g}" + (" (online)" if self.online else "")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    model_type: str
+    architecture: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int
+    derived_max_model_len: int  # what vLLM uses when max_model_len is not given
+    torch_dtype: str | None
+    layer_types: tuple[str, ...]  # "full" | "sliding" per decoder layer
+    sliding_window: int | None
+    rope_caches: tuple[tuple[int, int], ...]  # (positions, rotary_dim) per distinct cache
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_gated: bool = True
+    mlp_bias: bool = False
+    norm_params_per_layer: int = 0
+    final_norm_params: int = 0
+    qk_norm: bool = False
+    vision: VisionShape | None = None
+    quantization: QuantScheme | None = None  # from config.json's quantization_config
+    num_params: int = 0  # total, all ranks
+
+    @property
+    def num_sliding_layers(self) -> int:
+        return sum(1 for t in self.layer_types if t == "sliding")
+
+    @property
+    def num_full_layers(self) -> int:
+        return self.num_layers - self.num_sliding_layers
+
+
+def _need(cfg: dict, key: str, where: str) -> int:
+    v = cfg.get(key)
+    if v is None:
+        raise ConfigError(f"config.json{where} has no {key!r}; the planner needs it to size the model")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or int(v) != v:
+        raise ConfigError(f"config.json{where} field {key!r} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def _opt_int(cfg: dict, key: str, default: int | None, where: str) -> int | None:
+    if cfg.get(key) is None:
+        return default
+    return _need(cfg, key, where)
+
+
+def _rope_scaling(cfg: dict) -> dict | None:
+    rs = cfg.get("rope_scaling")
+    if rs is None and isinstance(cfg.get("rope_parameters"), dict):
+        rp = cfg["rope_parameters"]
+        # transformers >= 4.57 nests per layer type or writes rope_type "default"
+        if "rope_type" in rp:
+            rs = rp
+        elif isinstance(rp.get("full_attention"), dict):
+            rs = rp["full_attention"]
+    if not isinstance(rs, dict):
+        return None
+    rope_type = rs.get("rope_type", rs.get("type", "default"))
+    if rope_type == "default":
+        return None
+    return {**rs, "rope_type": rope_type}
+
+
+def _derived_max_len(cfg: dict, model_type: str, text: dict) -> int:
+    lens = [int(text[k]) for k in _MAX_LEN_KEYS if isinstance(text.get(k), (int, float)) and text.get(k)]
+    derived = min(lens) if lens else 2048  # vLLM warns and assumes 2048
+    rs = _rope_scaling(text)
+    if rs and "gemma3" not in model_type and rs["rope_type"] not in _ROPE_NO_LEN_SCALING:
+        derived = int(derived * float(rs.get("factor") or 1.0))
+    return derived
+
+
+def _parse_quant(qc: object) -> QuantScheme | None:
+    if qc is None:
+        return None
+    if not isinstance(qc, dict):
+        raise ConfigError("config.json field 'quantization_config' must be an object")
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "awq":
+        bits = int(qc.get("bits", qc.get("w_bit", 4)))
+        g = int(qc.get("group_size", qc.get("q_group_size", 128)))
+        return QuantScheme("awq", bits, max(g, 0), bool(qc.get("zero_point", True)), 2, quantize_vision=False)
+    if method == "gptq":
+        bits = int(qc.get("bits", 4))
+        g = int(qc.get("group_size", 128))
+        return QuantScheme("gptq", bits, max(g, 0), not bool(qc.get("sym", True)), 2, quantize_vision=False)
+    if method in ("fp8", "fbgemm_fp8"):
+        return QuantScheme("fp8", 8)
+    if method == "bitsandbytes":
+        if qc.get("load_in_8bit"):
+            return QuantScheme("bitsandbytes", 8)
+        double = bool(qc.get("bnb_4bit_use_double_quant", False))
+        return QuantScheme("bitsandbytes", 4, 64, False, 1 if double else 4)
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        weights = None
+        for grp in groups.values() if isinstance(groups, dict) else []:
+            if isinstance(grp, dict) and isinstance(grp.get("weights"), dict):
+                weights = grp["weights"]
+                break
+        if weights is None:
+            raise ConfigError("quantization_config (compressed-tensors) has no config_groups.*.weights; cannot size the weights")
+        bits = int(weights.get("num_bits", 8))
+        g = weights.get("group_size") or 0
+        strategy = str(weights.get("strategy", "")).lower()
+        if strategy != "group":
+            g = 0
+        wtype = str(weights.get("type", "int")).lower()
+        scale_bytes = 1 if (wtype == "float" and bits == 4) else 2  # nvfp4: fp8 scales
+        return QuantScheme("compressed-tensors", bits, int(g), not bool(weights.get("symmetric", True)), scale_bytes)
+    raise ConfigError(
+        f"quantization_config quant_method {method or '(missing)'!r} is not supported by the planner; "
+        "supported: awq, gptq, fp8, compressed-tensors, bitsandbytes"
+    )
+
+
+def _gemma3_layer_types(text: dict, n: int, where: str) -> tuple[str, ...]:
+    lt = text.get("layer_types")
+    if isinstance(lt, list) and len(lt) == n:
+        return tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
+    pattern = text.get("sliding_window_pattern", text.get("_sliding_window_pattern", 6))
+    pattern = int(pattern) if pattern else 6
+    return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(n))
+
+
+def model_shape(config: dict) -> ModelShape:
+    """Read the fields the planner needs from a Hugging Face config.json.
+
+    Raises ConfigError naming the missing field or the unsupported architecture.
+    Fields that transformers fills with a default (Gemma 3's head_dim 256, vocab
+    262208, ...) get the same default here.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("config.json must be a JSON object")
+    model_type = config.get("model_type")
+    arch = (config.get("architectures") or [""])[0] if isinstance(config.get("architectures"), list) else ""
+    if model_type not in SUPPORTED_ARCHITECTURES:
+        raise ConfigError(
+            f"unknown architecture model_type={model_type!r} ({arch or 'no architectures'}); "
+            f"the planner supports: {', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    vision = None
+    if model_type == "gemma3":
+        text = config.get("text_config")
+        if not isinstance(text, dict):
+            raise ConfigError("config.json (gemma3) has no 'text_config'; use a Gemma 3 config or model_type gemma3_text")
+        where = ".text_config"
+    else:
+        text = config
+        where = ""
+    gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
+    gemma3 = model_type in ("gemma3", "gemma3_text")
+
+    hidden = _need(text, "hidden_size", where)
+    layers = _need(text, "num_hidden_layers", where)
+    heads = _need(text, "num_attention_heads", where)
+    inter = _need(text, "intermediate_size", where)
+    vocab = _opt_int(text, "vocab_size", 262208 if gemma3 else (256000 if gemma else None), where)
+    if vocab is None:
+        _need(text, "vocab_size", where)
+    kv = _opt_int(text, "num_key_value_heads", heads, where)  # absent (gpt_neox): multi-head attention
+    head_dim = _opt_int(text, "head_dim", 256 if gemma else hidden // heads, where)
+    if heads % kv:
+        raise ConfigError(f"config.json{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+    if gemma3:
+        text = {"max_position_embeddings": 131072, **text}
+    elif model_type == "gemma2":
+        text = {"max_position_embeddings": 8192, **text}
+    max_pos = _opt_int(text, "max_position_embeddings", None, where) or 2048
+    derived = _derived_max_len(config, model_type, text)
+
+    tie_default = gemma
+    tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings", tie_default))
+    tie = bool(tie_default if tie is None else tie)
+    torch_dtype = config.get("torch_dtype") or config.get("dtype") or text.get("torch_dtype") or text.get("dtype")
+    if torch_dtype is not None:
+        torch_dtype = _DTYPE_ALIASES.get(str(torch_dtype).replace("torch.", ""), None)
+
+    # layer types and sliding windows
+    window = text.get("sliding_window")
+    if model_type in ("qwen2", "qwen3"):
+        if not text.get("use_sliding_window", False):
+            window = None
+    if gemma3:
+        window = int(window or 4096)
+        layer_types = _gemma3_layer_types(text, layers, where)
+    elif model_type == "gemma2":
+        window = int(window or 4096)
+        lt = text.get("layer_types")
+        if isinstance(lt, list) and len(lt) == layers:
+            layer_types = tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
+        else:
+            layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
+    elif window:
+        window = int(window)
+        if model_type == "qwen2":
+            mwl = int(text.get("max_window_layers", layers))
+            layer_types = tuple("sliding" if i >= mwl else "full" for i in range(layers))
+        else:
+            layer_types = ("sliding",) * layers
+    else:
+        window = None
+        layer_types = ("full",) * layers
+    if window is not None and window >= derived:
+        # a window as long as the context is full attention
+        layer_types = ("full",) * layers
+        window = None
+    if "sliding" not in layer_types:
+        window = None
+
+    # rotary caches
+    rotary_dim = head_dim
+    if model_type == "gpt_neox":
+        rotary_dim = int(head_dim * float(text.get("rotary_pct", 1.0)))
+    rs = _rope_scaling(text)
+
+    def cache(scaling: dict | None) -> tuple[int, int]:
+        pos = max_pos
+        if scaling and scaling["rope_type"] in _ROPE_CACHE_SCALED:
+            pos = int(max_pos * float(scaling.get("factor") or 1.0))
+        return (pos, rotary_dim)
+
+    caches = [cache(rs)]
+    if gemma3 and "sliding" in layer_types:
+        caches.append(cache(None))  # local layers: rope_local_base_freq, unscaled
+    rope_caches = tuple(dict.fromkeys(caches)) if not gemma3 else tuple(caches)
+
+    # per-architecture details
+    if model_type == "gpt_neox":
+        qkv_bias, o_bias, gated, mlp_bias = True, True, False, True
+        norms, final = 4 * hidden, 2 * hidden  # two LayerNorms (weight + bias)
+        qk_norm = False
+    else:
+        qkv_bias = bool(text.get("attention_bias", model_type == "qwen2"))
+        o_bias = bool(text.get("attention_bias", False)) and model_type != "qwen2"
+        gated, mlp_bias = True, bool(text.get("mlp_bias", False))
+        norms = (4 if gemma else 2) * hidden
+        final = hidden
+        qk_norm = model_type in ("qwen3", "gemma3", "gemma3_text")
+
+    if model_type == "gemma3":
+        vc = config.get("vision_config")
+        if isinstance(vc, dict):
+            vh = _opt_int(vc, "hidden_size", 1152, ".vision_config")
+            vision = VisionShape(
+                hidden_size=vh,
+                intermediate_size=_opt_int(vc, "intermediate_size", 4304, ".vision_config"),
+                num_layers=_opt_int(vc, "num_hidden_layers", 27, ".vision_config"),
+                num_heads=_opt_int(vc, "num_attention_heads", 16, ".vision_config"),
+                patch_size=_opt_int(vc, "patch_size", 14, ".vision_config"),
+                image_size=_opt_int(vc, "image_size", 896, ".vision_config"),
+                num_channels=_opt_int(vc, "num_channels", 3, ".vision_config"),
+                use_head=bool(vc.get("vision_use_head", False)),
+                tokens_per_image=int(config.get("mm_tokens_per_image", 256)),
+                # Gemma3MultiModalProjector: mm_input_projection_weight + mm_soft_emb_norm
+                projector_params=vh * hidden + vh,
+            )
+
+    shape = ModelShape(
+        model_type=model_type, architecture=arch or model_type,
+        hidden_size=hidden, intermediate_size=inter, num_layers=layers, num_heads=heads,
+        num_kv_heads=kv, head_dim=head_dim, vocab_size=vocab, tie_word_embeddings=tie,
+        max_position_embeddings=max_pos, derived_max_model_len=derived, torch_dtype=torch_dtype,
+        layer_types=layer_types, sliding_window=window, rope_caches=rope_caches,
+        qkv_bias=qkv_bias, o_bias=o_bias, mlp_gated=gated, mlp_bias=mlp_bias,
+        norm_params_per_layer=norms, final_norm_params=final, qk_norm=qk_norm,
+        vision=vision, quantization=_parse_quant(config.get("quantization_config")),
+    )
+    total = sum(_inventory(shape, 1, pad_vocab=False).values())
+    return replace(shape, num_params=total)
+
+
+def _inventory(shape: ModelShape, tp: int, *, pad_vocab: bool = True) -> dict[str, int]:
+    """Parameters held by one tensor-parallel rank, by kind.
+
+    linear: quantizable text linears; vision_linear: vision-tower linears;
+    embedding: embed_tokens (+ lm_head when untied); other: norms, biases,
+    position embeddings, projector (kept in the model dtype).
+    """
+    h, inter, hd = shape.hidden_size, shape.intermediate_size, shape.head_dim
+    q_out = shape.num_heads * hd
+    kv_rank = max(1, shape.num_kv_heads // tp)
+    q_rank = q_out // tp
+    inter_rank = inter // tp
+    lin = h * q_rank + 2 * h * kv_rank * hd + q_rank * h
+    lin += (3 if shape.mlp_gated else 2) * h * inter_rank
+    other = shape.norm_params_per_layer
+    if shape.qkv_bias:
+        other += q_rank + 2 * kv_rank * hd
+    if shape.o_bias:
+        other += h
+    if shape.mlp_bias:
+        other += (2 if shape.mlp_gated else 1) * inter_rank + h
+    if shape.qk_norm:
+        other += 2 * hd
+    inv = {"linear": lin * shape.num_layers, "vision_linear": 0, "embedding": 0, "other": other * shape.num_layers}
+    inv["other"] += shape.final_norm_params
+    vocab = cdiv(shape.vocab_size, VOCAB_PADDING) * VOCAB_PADDING if pad_vocab else shape.vocab_size
+    emb = cdiv(vocab, tp) * h
+    inv["embedding"] = emb * (1 if shape.tie_word_embeddings else 2)
+    v = shape.vision
+    if v is not None:
+        vh, vi = v.hidden_size, v.intermediate_size
+        patches = (v.image_size // v.patch_size) ** 2
+        inv["other"] += v.num_channels * v.patch_size**2 * vh + vh  # patch conv
+        inv["other"] += patches * vh  # position embedding
+        per = 4 * vh * (vh // tp) + 2 * vh * (vi // tp)  # q,k,v,o + fc1,fc2
+        per_other = 3 * (vh // tp) + vh + (vi // tp) + vh + 4 * vh  # biases + 2 LayerNorms
+        inv["vision_linear"] += per * v.num_layers
+        inv["other"] += per_other * v.num_layers + 2 * vh  # post_layernorm
+        if v.use_head:
+            inv["vision_linear"] += 4 * vh * vh + 2 * vh * vi
+            inv["other"] += vh + 4 * vh + vi + vh + 2 * vh
+        inv["other"] += v.projector_params
+    return inv
+
+
+# ---------------------------------------------------------------------------
+# Settings and plans
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """vLLM engine arguments the planner models (names as in vLLM's EngineArgs).
+
+    max_model_len: None -> the model's derived maximum (vLLM's default);
+    -1 -> auto-fit: the largest length that fits (vLLM's ``--max-model-len -1``).
+    max_num_batched_tokens / max_num_seqs: None -> vLLM's default for
+    ``usage_context`` on this GPU ("engine": AsyncLLM.from_engine_args, as the
+    app runs it; "serve": ``vllm serve``; "llm": the ``LLM`` class).
+    vllm_version: "0.32" (default; CUDA graphs counted in the budget,
+    2 in-flight batches for sliding windows, null block held back) or "0.19"
+    (the calibration logs' rules).
+    """
+
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    tensor_parallel_size: int = 1
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int = DEFAULT_BLOCK_SIZE
+    enforce_eager: bool = False
+    usage_context: str = "engine"
+    vllm_version: str = CURRENT_VLLM
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    title: str  # e.g. "use kv_cache_dtype fp8"
+    settings: Settings
+    plan_max_model_len: int
+    why: str
+    gpus: int = 1  # GPUs the suggested plan needs
+    kv_cache_tokens: int = 0
+    config_change: str | None = None  # e.g. "an AWQ 4-bit checkpoint" when the repo must change
+
+
+@dataclass(frozen=True)
+class PlanDetail:
+    """The pieces behind the totals, for showing the arithmetic."""
+
+    architecture: str = ""
+    num_params: int = 0
+    rank_params: int = 0
+    dtype: str = "bfloat16"  # resolved serving dtype
+    kv_dtype_bytes: int = 2
+    quant: str = "none"
+    weight_parts: tuple[tuple[str, int, float], ...] = ()  # (kind, params, bytes/param)
+    buffer_bytes: int = 0  # rotary caches
+    weights_source: str = "config"  # or "total_size"
+    non_torch_bytes: int = 0
+    cudagraph_bytes: int = 0  # subtracted from the budget (0 under 0.19 rules)
+    sampler_bytes: int = 0
+    forward_bytes: int = 0
+    held_bytes: int = 0
+    vision_bytes: int = 0
+    max_num_batched_tokens: int = 0
+    max_num_seqs: int = 0
+    model_max_len: int = 0
+    kv_heads_per_rank: int = 0
+    page_bytes: int = 0  # one layer, one block
+    block_bytes: int = 0  # one block of the shared pool (group_size layers)
+    num_groups: int = 1
+    group_size: int = 0
+    full_layers: int = 0
+    sliding_layers: int = 0
+    sliding_window: int | None = None
+    in_flight_tokens: int = 0
+    kv_cache_blocks: int = 0
+    request_kv_bytes: int = 0  # one max_model_len request
+    available_kv_bytes: int = 0  # what the start check compares against (may be < 0)
+
+
+@dataclass(frozen=True)
+class Plan:
+    gpu: GPUSpec
+    gpus: int
+    settings: Settings  # as resolved: max_model_len, max_num_batched_tokens, max_num_seqs filled in
+    weights_bytes: int
+    kv_bytes_per_token: int
+    activation_bytes: int
+    overhead_bytes: int  # non-torch + CUDA graphs (when counted)
+    requested_bytes: int  # total x utilization, per GPU
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    max_model_len: int
+    max_model_len_that_fits: int
+    max_concurrency: float
+    fits: bool
+    reason: str
+    suggestions: tuple[Suggestion, ...] = ()
+    detail: PlanDetail = field(default_factory=PlanDetail)
+    notes: tuple[str, ...] = ()
+
+
+def _version(s: str) -> tuple[int, int]:
+    try:
+        major, minor = str(s).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        raise BadInput(f"vllm_version {s!r} is not like '0.32'; use one of {', '.join(VLLM_VERSIONS)}") from None
+
+
+def _validate(s: Settings, gpus: int) -> None:
+    def positive(name: str, v, allow_none=True):
+        if v is None and allow_none:
+            return
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise BadInput(f"{name} must be a positive integer, got {v!r}")
+
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+        raise BadInput(f"gpus must be a positive integer, got {gpus!r}")
+    u = s.gpu_memory_utilization
+    if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0 < u <= 1):
+        raise BadInput(f"gpu_memory_utilization must be in (0, 1], got {u!r}; e.g. 0.90")
+    if s.max_model_len is not None and s.max_model_len != -1:
+        positive("max_model_len", s.max_model_len)
+    positive("tensor_parallel_size", s.tensor_parallel_size, allow_none=False)
+    positive("max_num_batched_tokens", s.max_num_batched_tokens)
+    positive("max_num_seqs", s.max_num_seqs)
+    positive("block_size", s.block_size, allow_none=False)
+    if str(s.dtype).lower() not in _DTYPE_ALIASES:
+        raise BadInput(f"unknown dtype {s.dtype!r}; use auto, bfloat16, float16 or float32")
+    if s.kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise BadInput(f"unknown kv_cache_dtype {s.kv_cache_dtype!r}; use one of {', '.join(KV_CACHE_DTYPES)}")
+    if s.quantization is not None and s.quantization not in QUANTIZATIONS:
+        raise BadInput(f"unknown quantization {s.quantization!r}; use one of {', '.join(QUANTIZATIONS)} (or none)")
+    if s.usage_context not in USAGE_CONTEXTS:
+        raise BadInput(f"unknown usage_context {s.usage_context!r}; use one of {', '.join(USAGE_CONTEXTS)}")
+    _version(s.vllm_version)
+
+
+def _resolve_dtype(s: Settings, shape: ModelShape) -> str:
+    d = _DTYPE_ALIASES[str(s.dtype).lower()]
+    if d == "auto":
+        d = shape.torch_dtype or "float32"
+        if d == "float32":
+            d = "bfloat16"
+    if d == "float16" and shape.model_type in ("gemma2", "gemma3", "gemma3_text"):
+        raise BadInput(f"vLLM refuses dtype float16 for {shape.model_type} (numerical instability); use bfloat16")
+    return d
+
+
+def _resolve_quant(s: Settings, shape: ModelShape) -> QuantScheme | None:
+    q = s.quantization
+    cq = shape.quantization
+    if q is None:
+        return cq
+    base = {"awq_marlin": "awq", "gptq_marlin": "gptq"}.get(q, q)
+    if cq is not None:
+        if base == cq.method or (base == "gptq" and cq.method == "compressed-tensors"):
+            return cq
+        raise BadInput(
+            f"quantization {q!r} does not match the checkpoint's quantization_config ({cq.method}); "
+            f"leave quantization unset (vLLM reads it from config.json) or set it to {cq.method!r}"
+        )
+    if base == "fp8":
+        return QuantScheme("fp8", 8, online=True)
+    if base == "bitsandbytes":
+        return QuantScheme("bitsandbytes", 4, 64, False, 4, online=True)
+    raise ConfigError(
+        f"quantization {q!r} needs a pre-quantized checkpoint whose config.json has a quantization_config "
+        f"(quant_method {base}); this config has none. Use quantization fp8 to quantize at load time, "
+        f"or plan with the {base.upper()} repo's config.json"
+    )
+
+
+def batch_defaults(gpu: GPUSpec, usage_context: str = "engine", vllm_version: str = CURRENT_VLLM) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when they are not given.
+
+    ``EngineArgs.get_batch_defaults``; ENGINE_CONTEXT (AsyncLLM.from_engine_args)
+    is not in its table and falls back to SchedulerConfig's 2048 / 128.
+    """
+    if usage_context == "engine":
+        return 2048, 128
+    total = gpu.total_bytes
+    if total >= 160 * GIB and _version(vllm_version) >= (0, 32):
+        return 16384, 1024
+    if total >= 70 * GIB and "a100" not in gpu.name.lower():
+        return (16384 if usage_context == "llm" else 8192), 1024
+    return (8192 if usage_context == "llm" else 2048), 256
+
+
+@dataclass(frozen=True)
+class _Kv:
+    page: int
+    block_bytes: int
+    groups: tuple[str, ...]  # kind of each group
+    group_size: int
+    counts: dict
+    window: int | None
+    block_size: int
+    in_flight: int
+
+    def need_per_layer(self, kind: str, length: int) -> int:
+        bs = self.block_size
+        if kind == "sliding":
+            n = min(self.window - 1 + self.in_flight, length)
+            return (cdiv(n, bs) + 1) * self.page
+        return cdiv(length, bs) * self.page
+
+    def request_bytes(self, length: int) -> int:
+        """vLLM's check: sum over real layers of max_memory_usage_bytes."""
+        return sum(n * self.need_per_layer(k, length) for k, n in self.counts.items())
+
+    def blocks_per_request(self, length: int) -> int:
+        return sum(cdiv(self.need_per_layer(k, length), self.page) for k in self.groups)
+
+
+def _kv_layout(shape: ModelShape, s: Settings, kv_bytes: int, tp: int, mnbt: int, v: tuple[int, int]) -> _Kv:
+    kv_rank = max(1, shape.num_kv_heads // tp)
+    page = 2 * s.block_size * kv_rank * shape.head_dim * kv_bytes
+    counts = {"full": shape.num_full_layers, "sliding": shape.num_sliding_layers}
+    counts = {k: n for k, n in counts.items() if n}
+    if len(counts) == 1:
+        kind = next(iter(counts))
+        groups, group_size = (kind,), shape.num_layers
+    else:
+        lo, hi = min(counts.values()), max(counts.values())
+        group_size = hi if hi < 1.5 * lo else lo
+        groups = tuple(k for k, n in counts.items() for _ in range(cdiv(n, group_size)))
+    in_flight = mnbt * (1 if v <= (0, 19) else 2)
+    return _Kv(page, group_size * page, groups, group_size, counts, shape.sliding_window, s.block_size, in_flight)
+
+
+def _kv_dtype_bytes(kv_cache_dtype: str, dtype: str) -> int:
+    """fp8 variants: 1 byte; auto: the model dtype (fp32 -> 4)."""
+    if kv_cache_dtype.startswith("fp8"):
+        return 1
+    return DTYPE_BYTES.get(kv_cache_dtype) or DTYPE_BYTES[dtype]
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    blocks: int
+    tokens: int  # blocks // groups x block_size, as vLLM logs "GPU KV cache size"
+    max_concurrency: float  # requests of max_model_len at once
+    request_bytes: int  # one max_model_len request (vLLM's start check)
+    groups: int
+    block_bytes: int
+
+
+def kv_capacity(shape: ModelShape, settings: Settings, kv_cache_bytes: int) -> KvCapacity:
+    """What a KV pool of ``kv_cache_bytes`` holds under ``settings``.
+
+    ``settings`` must be resolved: max_model_len and max_num_batched_tokens set
+    (``Plan.settings`` is). Used by ``plan`` and by the worked checks in tests.
+    """
+    s = settings
+    if s.max_model_len is None or s.max_model_len < 1 or s.max_num_batched_tokens is None:
+        raise BadInput("kv_capacity needs resolved settings: max_model_len and max_num_batched_tokens set")
+    kv_el = _kv_dtype_bytes(s.kv_cache_dtype, _resolve_dtype(s, shape))
+    kv = _kv_layout(shape, s, kv_el, s.tensor_parallel_size, s.max_num_batched_tokens, _version(s.vllm_version))
+    blocks = max(0, kv_cache_bytes) // kv.block_bytes
+    bpr = kv.blocks_per_request(s.max_model_len)
+    return KvCapacity(blocks, blocks // len(kv.groups) * s.block_size, round(blocks / bpr, 2),
+                      kv.request_bytes(s.max_model_len), len(kv.groups), kv.block_bytes)
+
+
+def _max_len_that_fits(kv: _Kv, available: int, cap: int) -> int:
+    """estimate_max_model_len: binary search over max_model_len."""
+    if available <= 0 or kv.request_bytes(1) > available:
+        return 0
+    lo, hi, best = 1, cap, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if kv.request_bytes(mid) <= available:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f}"
+
+
+def _gpu_short(gpu: GPUSpec) -> str:
+    return gpu.name.replace("NVIDIA ", "")
+
+
+def _round_context(n: int) -> int:
+    if n >= 8192:
+        return n // 1024 * 1024
+    if n >= 1024:
+        return n // 256 * 256
+    return n
+
+
+def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seqs: int, tp: int) -> dict[str, int]:
+    """Torch activation peak of the profiling run, per rank, in parts.
+
+    Peak = held hidden states + max(sampler, forward) + vision profile, where
+      sampler = min(max_num_seqs, tokens) x vocab x 14 B (fp32 logits, probs,
+                sort values and int64 indices; the full vocab on every rank),
+      forward = tokens x dtype x (2 x hidden + 3 x intermediate / tp)
+                (hidden in/out, gate_up and act outputs),
+      held    = tokens x hidden x dtype x 3,
+      vision  = encoder budget (max(tokens, tokens per image)) x text hidden x dtype x 4.5.
+    Calibrated on vLLM 0.19 H100 logs at 8192 tokens / 1024 sequences
+    (Llama-3.1-8B 1.89 GiB, Qwen3-8B 2.21, float32 Llama 2.21, gemma-3-12b-it
+    3.94), where the sampler dominates and tensor parallelism does not change
+    the peak. At the in-process default (2048 / 128) it is extrapolated.
+    """
+    reqs = min(max_num_seqs, mnbt)
+    sampler = reqs * shape.vocab_size * SAMPLER_BYTES_PER_LOGIT
+    inter = shape.intermediate_size // tp
+    forward = mnbt * dtype_bytes * (2 * shape.hidden_size + (3 if shape.mlp_gated else 2) * inter)
+    held = mnbt * shape.hidden_size * dtype_bytes * HELD_HIDDEN_COPIES
+    vision = 0
+    if shape.vision is not None:
+        budget = max(mnbt, shape.vision.tokens_per_image)
+        vision = int(budget * shape.hidden_size * dtype_bytes * VISION_PROFILE_COPIES)
+    return {"sampler": sampler, "forward": forward, "held": held, "vision": vision,
+            "total": held + max(sampler, forward) + vision}
+
+
+def plan(
+    config: dict,
+    gpu: GPUSpec,
+    settings: Settings = Settings(),
+    *,
+    gpus: int = 1,
+    total_size_bytes: int | None = None,
+) -> Plan:
+    """Plan one model on one machine (``gpus`` GPUs of type ``gpu``).
+
+    Raises ConfigError for a config it cannot read and BadInput for settings
+    vLLM would reject outright (bad values, quantization that does not match
+    the checkpoint). Everything else, including "does not fit", is a Plan
+    with ``fits`` and ``reason``; a failing plan carries re-checked suggestions.
+    """
+    _validate(settings, gpus)
+    shape = model_shape(config)
+    if total_size_bytes is not None and (isinstance(total_size_bytes, bool) or total_size_bytes <= 0):
+        raise BadInput(f"total_size_bytes must be positive, got {total_size_bytes!r}")
+    return _plan(config, shape, gpu, settings, gpus, total_size_bytes, suggest=True)
+
+
+def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
+    v = _version(s.vllm_version)
+    tp = s.tensor_parallel_size
+    dtype = _resolve_dtype(s, shape)
+    dbytes = DTYPE_BYTES[dtype]
+    quant = _resolve_quant(s, shape)
+    notes: list[str] = []
+    if s.dtype == "auto" and shape.torch_dtype in (None, "float32"):
+        notes.append(f"checkpoint is {shape.torch_dtype or 'float32 (assumed)'}; vLLM serves it as bfloat16")
+
+    # --- lengths and batch sizes
+    model_max = shape.derived_max_model_len
+    auto_fit = s.max_model_len == -1
+    length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
+    d_mnbt, d_seqs = batch_defaults(gpu, s.usage_context, s.vllm_version)
+    seqs = s.max_num_seqs if s.max_num_seqs is not None else d_seqs
+    if s.max_num_batched_tokens is not None:
+        mnbt = s.max_num_batched_tokens
+    else:
+        mnbt = min(d_mnbt, seqs * length)
+    if s.max_num_seqs is None:
+        seqs = min(seqs, mnbt)
+
+    # --- weights
+    inv = _inventory(shape, tp)
+    parts: list[tuple[str, int, float]] = []
+    q_bpp = quant.bytes_per_param if quant else float(dbytes)
+    parts.append(("linear", inv["linear"], q_bpp))
+    vis_q = quant is not None and quant.quantize_vision
+    if inv["vision_linear"]:
+        parts.append(("vision_linear", inv["vision_linear"], q_bpp if vis_q else float(dbytes)))
+    parts.append(("embedding", inv["embedding"], float(dbytes)))
+    parts.append(("other", inv["other"], float(dbytes)))
+    tensor_bytes = int(sum(n * b for _, n, b in parts))
+    source = "config"
+    ckpt_bytes = DTYPE_BYTES.get(shape.torch_dtype or "", None)
+    if total_size is not None and not (quant and quant.online) and (ckpt_bytes in (None, dbytes)):
+        full = _inventory(shape, 1)
+        full_bytes = int(
+            full["linear"] * q_bpp
+            + full["vision_linear"] * (q_bpp if vis_q else dbytes)
+            + (full["embedding"] + full["other"]) * dbytes
+        )
+        tensor_bytes = round(total_size * tensor_bytes / full_bytes)
+        source = "total_size"
+    buffers = sum(pos * rd * dbytes for pos, rd in shape.rope_caches)
+    weights = tensor_bytes + buffers
+
+    # --- activation, overhead
+    act = activation_bytes(shape, dbytes, mnbt, seqs, tp)
+    non_torch = NON_TORCH_TP1_BYTES if tp == 1 else NON_TORCH_TP_BYTES
+    graphs_counted = v >= (0, 21) and not s.enforce_eager
+    cudagraph = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_BYTES * shape.num_layers) if graphs_counted else 0
+    overhead = non_torch + cudagraph
+    requested = math.ceil(gpu.total_bytes * s.gpu_memory_utilization)
+    available = requested - weights - act["total"] - overhead
+
+    # --- KV cache
+    kv_bytes_el = _kv_dtype_bytes(s.kv_cache_dtype, dtype)
+    kv = _kv_layout(shape, s, kv_bytes_el, tp, mnbt, v)
+    kv_rank = max(1, shape.num_kv_heads // tp)
+    per_token = shape.num_layers * 2 * kv_rank * shape.head_dim * kv_bytes_el
+    kv_cache = max(0, available)
+    blocks = kv_cache // kv.block_bytes
+    tokens = blocks // len(kv.groups) * s.block_size
+    check_avail = available - (kv.block_bytes if v >= (0, 32) else 0)
+    fit_len = _max_len_that_fits(kv, check_avail, model_max)
+    if auto_fit:
+        length = fit_len if fit_len > 0 else model_max
+    need = kv.request_bytes(length)
+    bpr = kv.blocks_per_request(length)
+    concurrency = round(blocks / bpr, 2) if bpr else 0.0
+
+    resolved = replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs)
+    detail = PlanDetail(
+        architecture=shape.architecture, num_params=shape.num_params, rank_params=sum(inv.values()),
+        dtype=dtype, kv_dtype_bytes=kv_bytes_el, quant=quant.label if quant else "none",
+        weight_parts=tuple(parts), buffer_bytes=buffers, weights_source=source,
+        non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
+        sampler_bytes=act["sampler"], forward_bytes=act["forward"], held_bytes=act["held"], vision_bytes=act["vision"],
+        max_num_batched_tokens=mnbt, max_num_seqs=seqs, model_max_len=model_max,
+        kv_heads_per_rank=kv_rank, page_bytes=kv.page, block_bytes=kv.block_bytes,
+        num_groups=len(kv.groups), group_size=kv.group_size,
+        full_layers=shape.num_full_layers, sliding_layers=shape.num_sliding_layers,
+        sliding_window=shape.sliding_window, in_flight_tokens=kv.in_flight,
+        kv_cache_blocks=blocks, request_kv_bytes=need, available_kv_bytes=available,
+    )
+    if not graphs_counted and not s.enforce_eager:
+        notes.append(f"vLLM {s.vllm_version} rules: CUDA graphs come out of the 1 - utilization slack")
+
+    # --- verdict
+    gname = _gpu_short(gpu)
+    setting_problem = None
+    own_fix = ""
+    fix_settings: Settings | None = None
+    fix_gpus = gpus
+    if tp > gpus:
+        setting_problem = f"tensor_parallel_size {tp} needs {tp} GPUs; this machine has {gpus}"
+        own_fix = f"Run on {tp} GPUs or lower tensor_parallel_size to {gpus}."
+        fix_settings = replace(s, tensor_parallel_size=gpus)
+    elif (shape.num_heads % tp or (shape.vision and shape.vision.num_heads % tp)
+          or (shape.num_kv_heads % tp if shape.num_kv_heads >= tp else tp % shape.num_kv_heads)):
+        setting_problem = (
+            f"{shape.num_heads} attention heads ({shape.num_kv_heads} KV heads) do not split evenly over "
+            f"tensor_parallel_size {tp}"
+        )
+        own_fix = "Use a tensor_parallel_size that divides them."
+    elif s.max_model_len is not None and not auto_fit and s.max_model_len > model_max:
+        setting_problem = (
+            f"max_model_len {s.max_model_len} exceeds the model's limit {model_max} (from max_position_embeddings)"
+        )
+        own_fix = f"Lower max_model_len to {model_max} or less."
+        fix_settings = replace(s, max_model_len=model_max)
+    elif s.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8:
+        cc = ".".join(map(str, gpu.compute_capability))
+        setting_problem = f"kv_cache_dtype {s.kv_cache_dtype} needs compute capability 8.9+ (Ada/Hopper); {gname} is {cc}"
+        own_fix = "Use kv_cache_dtype auto."
+        fix_settings = replace(s, kv_cache_dtype="auto")
+    elif quant is not None and quant.method == "bitsandbytes" and v >= (0, 32):
+        setting_problem = f"vLLM {s.vllm_version} has no bitsandbytes quantization"
+        own_fix = "Use an AWQ or GPTQ 4-bit checkpoint (quantization awq) or quantization fp8."
+        fix_settings = replace(s, quantization=None)
+    elif quant is not None and quant.method == "fp8" and gpu.compute_capability < (8, 0):
+        setting_problem = f"fp8 weights need compute capability 8.0+; {gname} is older"
+        own_fix = "Use a 4-bit checkpoint."
+    fits = setting_problem is None
+    problem = setting_problem
+    mem_kind = None
+    if fits:
+        if weights > requested:
+            fits, mem_kind = False, "weights"
+            problem = (
+                f"weights {_gib(weights)} GiB exceed the {_gib(requested)} GiB that gpu_memory_utilization "
+                f"{s.gpu_memory_utilization:.2f} gives on {gname} ({_gib(gpu.total_bytes)} GiB)"
+            )
+        elif available <= 0:
+            fits, mem_kind = False, "budget"
+            problem = (
+                f"no memory left for the KV cache: weights {_gib(weights)} + activation {_gib(act['total'])} "
+                f"+ overhead {_gib(overhead)} GiB exceed the {_gib(requested)} GiB that gpu_memory_utilization "
+                f"{s.gpu_memory_utilization:.2f} gives on {gname}"
+            )
+        elif (auto_fit and fit_len <= 0) or need > check_avail:
+            fits, mem_kind = False, "kv"
+            problem = (
+                f"max_model_len {length} needs {_gib(need)} GiB of KV cache; {_gib(max(0, check_avail))} GiB is free "
+                f"on {gname} at utilization {s.gpu_memory_utilization:.2f}"
+            )
+
+    base = Plan(
+        gpu=gpu, gpus=gpus, settings=resolved, weights_bytes=weights, kv_bytes_per_token=per_token,
+        activation_bytes=act["total"], overhead_bytes=overhead, requested_bytes=requested,
+        kv_cache_bytes=kv_cache, kv_cache_tokens=tokens, max_model_len=length,
+        max_model_len_that_fits=fit_len,
+        max_concurrency=concurrency if fits else 0.0, fits=fits, reason="", detail=detail, notes=tuple(notes),
+    )
+    if fits:
+        reason = (
+            f"starts: {_gib(kv_cache)} GiB of KV cache holds {tokens:,} tokens; "
+            f"{concurrency:.2f} requests of {length:,} tokens at once"
+        )
+        return replace(base, reason=reason)
+    if not suggest:
+        return replace(base, reason=problem + (". " + own_fix if own_fix else "."))
+
+    sugg = _suggestions(config, shape, gpu, s, gpus, total_size, base, fix_settings, fix_gpus)
+    if sugg and mem_kind in ("weights", "budget"):
+        fix = _fix_text(sugg, mem_kind)
+        reason = problem + "; " + fix[0].lower() + fix[1:]
+    elif sugg:
+        reason = problem + ". " + _fix_text(sugg, mem_kind)
+    elif setting_problem is not None:
+        reason = problem + ". " + own_fix
+    else:
+        reason = problem + ". No single change the planner knows makes it fit; use a GPU with more memory."
+    return replace(base, reason=reason, suggestions=tuple(sugg))
+
+
+def _fix_text(sugg: list[Suggestion], mem_kind: str | None) -> str:
+    phrases = []
+    for sg in sugg[:3]:
+        t = sg.title
+        if mem_kind in ("weights", "budget") and t.startswith("raise gpu_memory_utilization to "):
+            t = "raise it to ≥ " + t.rsplit(" ", 1)[1]
+        phrases.append(t)
+    text = phrases[-1] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+    return text[0].upper() + text[1:] + "."
+
+
+def awq_variant(config: dict) -> dict:
+    """The same config as a 4-bit AWQ checkpoint (group 128, zero points, fp16)."""
+    out = dict(config)
+    out["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+    if out.get("model_type") != "gemma3":
+        out["torch_dtype"] = "float16"
+    return out
+
+
+def _suggestions(config, shape, gpu, s, gpus, total_size, base: Plan, fix_settings, fix_gpus) -> list[Suggestion]:
+    out: list[Suggestion] = []
+    seen: set = set()
+    length = base.max_model_len
+    floor = min(MIN_USEFUL_CONTEXT, length)
+
+    def try_plan(settings: Settings, n_gpus: int = gpus, cfg=None, shp=None):
+        try:
+            return _plan(cfg or config, shp or shape, gpu, settings, n_gpus, None if cfg else total_size, suggest=False)
+        except (BadInput, ConfigError):
+            return None
+
+    def add(title, settings, p, why, n_gpus=gpus, change=None):
+        key = (settings, n_gpus, change)
+        if p is None or not p.fits or key in seen:
+            return
+        seen.add(key)
+        out.append(Suggestion(title, settings, p.max_model_len, why, n_gpus, p.kv_cache_tokens, change))
+
+    def with_len(title, settings, why, n_gpus=gpus, cfg=None, shp=None, change=None):
+        """Try `settings` at the requested length, else at its own largest length."""
+        p = try_plan(settings, n_gpus, cfg, shp)
+        if p is None:
+            return
+        if p.fits:
+            add(title, settings, p, why, n_gpus, change)
+            return
+        lowered = _round_context(p.max_model_len_that_fits)
+        if lowered >= floor and lowered < length:
+            s2 = replace(settings, max_model_len=lowered)
+            add(f"{title} with max_model_len {lowered}", s2, try_plan(s2, n_gpus, cfg, shp), why, n_gpus, change)
+
+    if fix_settings is not None:
+        with_len("fix the setting", fix_settings, "the requested setting cannot work on this machine", fix_gpus)
+        if out:
+            first = out[0]
+            out[0] = replace(first, title=_describe_change(s, first.settings))
+
+    # 1. raise utilization, to the least value that fits (<= SAFE_MAX_UTILIZATION)
+    u0 = s.gpu_memory_utilization
+    if u0 < SAFE_MAX_UTILIZATION:
+        p95 = try_plan(replace(s, gpu_memory_utilization=SAFE_MAX_UTILIZATION))
+        if p95 is not None and p95.fits:
+            need = base.weights_bytes + base.activation_bytes + base.overhead_bytes + base.detail.request_kv_bytes
+            need += base.detail.block_bytes
+            u = max(u0 + 0.01, math.ceil(need / gpu.total_bytes * 100) / 100)
+            u = min(round(u, 2), SAFE_MAX_UTILIZATION)
+            while u < SAFE_MAX_UTILIZATION:
+                pu = try_plan(replace(s, gpu_memory_utilization=u))
+                if pu is not None and pu.fits:
+                    break
+                u = round(u + 0.01, 2)
+            su = replace(s, gpu_memory_utilization=u)
+            add(f"raise gpu_memory_utilization to {u:.2f}", su, try_plan(su),
+                f"{u:.2f} x {gpu.total_bytes / GIB:.1f} GiB covers the weights, activation, overhead and one "
+                f"{length}-token request; {SAFE_MAX_UTILIZATION} is the most the planner suggests")
+
+    # 2. lower max_model_len
+    lowered = _round_context(base.max_model_len_that_fits)
+    if floor <= lowered < length:
+        sl = replace(s, max_model_len=lowered)
+        add(f"lower max_model_len to {lowered}", sl, try_plan(sl),
+            f"one request of {lowered} tokens fits the KV cache (at most {base.max_model_len_that_fits})")
+
+    # 3. fp8 KV cache
+    if gpu.supports_fp8 and not s.kv_cache_dtype.startswith("fp8"):
+        with_len("use kv_cache_dtype fp8", replace(s, kv_cache_dtype="fp8"),
+                 "fp8 KV cache halves the bytes per token (Ada/Hopper); quality loss is usually small")
+
+    # 4. fp8 weights
+    if gpu.supports_fp8 and s.quantization is None and shape.quantization is None:
+        with_len("use fp8 weights (quantization fp8)", replace(s, quantization="fp8"),
+                 "online fp8 halves the linear layers' weights (embeddings stay bf16); Ada/Hopper")
+
+    # 5. a 4-bit checkpoint
+    q = shape.quantization
+    if not (q and q.bits <= 4) and s.quantization not in ("awq", "awq_marlin", "gptq", "gptq_marlin"):
+        cfg4 = awq_variant(config)
+        shp4 = model_shape(cfg4)
+        s4 = replace(s, quantization="awq", dtype="auto" if shape.model_type != "gemma3" else s.dtype)
+        with_len("use a 4-bit AWQ checkpoint (quantization awq)", s4,
+                 "4-bit weights take about a quarter of bf16; needs an AWQ (or GPTQ) repo of this model",
+                 cfg=cfg4, shp=shp4, change="a 4-bit AWQ checkpoint of this model")
+
+    # 6. tensor parallel: the smallest N that serves the requested length,
+    #    and a smaller N with a shorter context when one exists
+    tp0 = s.tensor_parallel_size
+    shorter_offered = False
+    for n in (2, 4, 8):
+        if n <= tp0 or shape.num_heads % n or (shape.vision and shape.vision.num_heads % n):
+            continue
+        st = replace(s, tensor_parallel_size=n)
+        n_gpus = max(gpus, n)
+        more = f"; needs {n} GPUs, this machine has {gpus}" if gpus < n else ""
+        title = f"tensor parallel over {n} GPUs (tensor_parallel_size {n}{more})"
+        why = f"each GPU holds 1/{n} of the weights and KV heads"
+        p = try_plan(st, n_gpus)
+        if p is None:
+            continue
+        if p.fits:
+            add(title, st, p, why, n_gpus)
+            break
+        cut = _round_context(p.max_model_len_that_fits)
+        if not shorter_offered and floor <= cut < length:
+            s2 = replace(st, max_model_len=cut)
+            add(f"{title} with max_model_len {cut}", s2, try_plan(s2, n_gpus), why, n_gpus)
+            shorter_offered = True
+    return out
+
+
+def _describe_change(old: Settings, new: Settings) -> str:
+    for name in ("tensor_parallel_size", "max_model_len", "kv_cache_dtype", "quantization"):
+        a, b = getattr(old, name), getattr(new, name)
+        if a != b:
+            return f"set {name} to {b if b is not None else 'none'}"
+    return "change the settings"
+
+
+# ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+
+
+def _g(n: int) -> float:
+    return round(n / GIB, 2)
+
+
+def settings_json(s: Settings) -> dict:
+    return {
+        "dtype": s.dtype, "quantization": s.quantization, "kv_cache_dtype": s.kv_cache_dtype,
+        "max_model_len": s.max_model_len, "gpu_memory_utilization": s.gpu_memory_utilization,
+        "tensor_parallel_size": s.tensor_parallel_size, "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs, "block_size": s.block_size, "enforce_eager": s.enforce_eager,
+        "usage_context": s.usage_context, "vllm_version": s.vllm_version,
+    }
+
+
+def plan_json(p: Plan) -> dict:
+    """The ``--json`` object. Names are stable; GiB values are rounded to 0.01."""
+    d = p.detail
+    return {
+        "gpu": p.gpu.key, "gpu_name": p.gpu.name, "gpu_total_gib": _g(p.gpu.total_bytes), "gpus": p.gpus,
+        "settings": settings_json(p.settings),
+        "dtype": d.dtype, "quantization": d.quant,
+        "num_params": d.num_params,
+        "weights_gib": _g(p.weights_bytes), "weights_bytes": p.weights_bytes,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "activation_gib": _g(p.activation_bytes), "activation_bytes": p.activation_bytes,
+        "overhead_gib": _g(p.overhead_bytes), "overhead_bytes": p.overhead_bytes,
+        "non_torch_gib": _g(d.non_torch_bytes), "cudagraph_gib": _g(d.cudagraph_bytes),
+        "requested_gib": _g(p.requested_bytes), "requested_bytes": p.requested_bytes,
+        "kv_cache_gib": _g(p.kv_cache_bytes), "kv_cache_bytes": p.kv_cache_bytes,
+        "kv_cache_tokens": p.kv_cache_tokens, "kv_cache_blocks": d.kv_cache_blocks,
+        "kv_request_gib": _g(d.request_kv_bytes),
+        "max_model_len": p.max_model_len, "max_model_len_that_fits": p.max_model_len_that_fits,
+        "model_max_len": d.model_max_len,
+        "max_concurrency": p.max_concurrency, "fits": p.fits, "reason": p.reason,
+        "suggestions": [
+            {"title": sg.title, "why": sg.why, "max_model_len": sg.plan_max_model_len, "gpus": sg.gpus,
+             "kv_cache_tokens": sg.kv_cache_tokens, "checkpoint": sg.config_change,
+             "settings": settings_json(sg.settings)}
+            for sg in p.suggestions
+        ],
+        "notes": list(p.notes),
+    }

@@ -1,0 +1,148 @@
+"""Plans as text: the all-models table and one model's breakdown with its arithmetic.
+
+Numbers come from finspace.planner; this module only formats them.
+"""
+
+from __future__ import annotations
+
+from finspace.hardware import GIB, GPUSpec
+from finspace.planner import Plan
+
+KIB = 1 << 10
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GIB:.2f}"
+
+
+def kib(n: int | float) -> str:
+    return f"{n / KIB:.0f}"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def _settings_line(p: Plan) -> str:
+    s, d = p.settings, p.detail
+    dtype = s.dtype if s.dtype == d.dtype else f"{s.dtype}→{d.dtype}"
+    parts = [
+        f"dtype {dtype}",
+        f"quantization {d.quant}",
+        f"kv_cache_dtype {s.kv_cache_dtype}",
+        f"max_model_len {p.max_model_len:,}",
+        f"gpu_memory_utilization {s.gpu_memory_utilization:.2f}",
+        f"tensor_parallel_size {s.tensor_parallel_size}",
+        f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
+        f"max_num_seqs {s.max_num_seqs}",
+    ]
+    return ", ".join(parts)
+
+
+def _short_settings(p: Plan) -> str:
+    s, d = p.settings, p.detail
+    bits = [d.dtype if d.quant == "none" else (s.quantization or d.quant.split(" ")[0])]
+    if s.kv_cache_dtype != "auto":
+        bits.append(f"kv {s.kv_cache_dtype}")
+    if s.tensor_parallel_size > 1:
+        bits.append(f"tp{s.tensor_parallel_size}")
+    bits.append(f"util {s.gpu_memory_utilization:.2f}")
+    bits.append(f"len {p.max_model_len}")
+    return " ".join(bits)
+
+
+def fit_table(rows: list[tuple[str, Plan | Exception]], gpu: GPUSpec, gpus: int | None) -> str:
+    """One line per model; reasons and fixes for the ones that do not start follow the table."""
+    head = ("model", "settings", "weights", "KV/token", "KV budget", "max context", "verdict", "fix")
+    lines: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    for key, p in rows:
+        if isinstance(p, Exception):
+            lines.append((key, "-", "-", "-", "-", "-", "error", str(p)[:60]))
+            notes.append(f"{key}: {p}")
+            continue
+        ctx = f"{p.max_model_len_that_fits:,}"
+        verdict = "starts" if p.fits else "WON'T START"
+        fix = "-" if p.fits else (p.suggestions[0].title if p.suggestions else "bigger GPU")
+        lines.append((
+            key, _short_settings(p), f"{gib(p.weights_bytes)} GiB", f"{kib(p.kv_bytes_per_token)} KiB",
+            f"{gib(p.kv_cache_bytes)} GiB", ctx, verdict, fix,
+        ))
+        if not p.fits:
+            notes.append(f"{key}: {p.reason}")
+    widths = [max(len(r[i]) for r in [head, *lines]) for i in range(len(head) - 1)]
+    if gpus is None:
+        out = [f"{gpu.name} ({gib(gpu.total_bytes)} GiB); figures per GPU; "
+               "a model with tensor_parallel_size N is planned on N of them"]
+    else:
+        out = [f"{gpus} x {gpu.name} ({gib(gpu.total_bytes)} GiB each); figures per GPU"]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1]  # noqa: E731
+    out.append(fmt(head))
+    out.append(fmt(tuple("-" * w for w in widths) + ("---",)))
+    out.extend(fmt(r) for r in lines)
+    if notes:
+        out.append("")
+        out.extend(notes)
+    out.append("")
+    out.append("max context: the longest max_model_len whose KV cache fits (capped at the model's limit). "
+               "`python -m finspace fit MODEL` shows the arithmetic.")
+    return "\n".join(out)
+
+
+def breakdown(p: Plan, label: str = "") -> str:
+    """One plan, step by step, with each figure's arithmetic."""
+    s, d = p.settings, p.detail
+    gname = p.gpu.name
+    out = []
+    title = f"{label} on " if label else ""
+    out.append(f"{title}{p.gpus} x {gname} ({gib(p.gpu.total_bytes)} GiB each), vLLM {s.vllm_version} rules, per GPU")
+    out.append(f"settings: {_settings_line(p)}")
+    out.append("")
+    out.append(f"  budget        {gib(p.gpu.total_bytes)} GiB x {s.gpu_memory_utilization:.2f}"
+               f" = {gib(p.requested_bytes)} GiB")
+    # weights
+    src = " (checkpoint's total_size)" if d.weights_source == "total_size" else ""
+    parts = " + ".join(f"{_count(n)} {k} x {b:.4g} B" for k, n, b in d.weight_parts if n)
+    out.append(f"- weights       {gib(p.weights_bytes)} GiB: {_count(d.num_params)} params{src};"
+               f" this GPU holds {_count(d.rank_params)}: {parts}")
+    out.append(f"                + rotary caches {gib(d.buffer_bytes)} GiB")
+    act = f"held hidden {gib(d.held_bytes)} + max(sampler {gib(d.sampler_bytes)}, forward {gib(d.forward_bytes)})"
+    if d.vision_bytes:
+        act += f" + vision profile {gib(d.vision_bytes)}"
+    out.append(f"- activation    {gib(p.activation_bytes)} GiB: {act}"
+               f" ({d.max_num_batched_tokens:,} batched tokens, {d.max_num_seqs} sequences)")
+    graphs = f"CUDA graphs {gib(d.cudagraph_bytes)}" if d.cudagraph_bytes else "CUDA graphs not in the budget"
+    out.append(f"- overhead      {gib(p.overhead_bytes)} GiB: non-torch {gib(d.non_torch_bytes)} + {graphs}")
+    out.append(f"= KV cache      {gib(d.available_kv_bytes)} GiB")
+    out.append("")
+    # KV
+    layers = d.full_layers + d.sliding_layers
+    per_layer = p.kv_bytes_per_token // max(1, layers)
+    out.append(f"  KV per token  {layers} layers x 2 x {d.kv_heads_per_rank} KV heads x "
+               f"{per_layer // (2 * max(1, d.kv_heads_per_rank) * d.kv_dtype_bytes)} head_dim x "
+               f"{d.kv_dtype_bytes} B = {p.kv_bytes_per_token:,} B ({kib(p.kv_bytes_per_token)} KiB)")
+    if d.sliding_layers:
+        out.append(f"                {d.sliding_layers} of {layers} layers use a {d.sliding_window}-token sliding window: "
+                   f"each holds at most {d.sliding_window} - 1 + {d.in_flight_tokens:,} in-flight tokens per request")
+    out.append(f"  blocks        {gib(p.kv_cache_bytes)} GiB / ({d.group_size} layers x {s.block_size} tokens x "
+               f"{kib(d.page_bytes // s.block_size)} KiB = {kib(d.block_bytes)} KiB) = {d.kv_cache_blocks:,} blocks"
+               + (f" shared by {d.num_groups} layer groups" if d.num_groups > 1 else ""))
+    out.append(f"  capacity      {p.kv_cache_tokens:,} tokens; one request of {p.max_model_len:,} tokens needs "
+               f"{gib(d.request_kv_bytes)} GiB")
+    out.append("")
+    if p.fits:
+        out.append(f"verdict: STARTS: {p.reason.removeprefix('starts: ')}")
+    else:
+        out.append(f"verdict: WON'T START: {p.reason}")
+    if p.fits:
+        out.append(f"max concurrency {p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens")
+    out.append(f"longest max_model_len that fits: {p.max_model_len_that_fits:,} (model limit {d.model_max_len:,})")
+    if p.suggestions:
+        out.append("")
+        out.append("fixes, each re-checked by the planner:")
+        for i, sg in enumerate(p.suggestions, 1):
+            out.append(f"  {i}. {sg.title}: max_model_len {sg.plan_max_model_len:,}, "
+                       f"{sg.kv_cache_tokens:,} KV tokens. {sg.why}")
+    for n in p.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)

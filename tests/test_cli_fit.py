@@ -1,0 +1,106 @@
+"""`python -m finspace fit`, run as a user would (subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA8 = ROOT / "configs" / "meta-llama__Llama-3.1-8B-Instruct.json"
+
+
+def fit(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("FINSPACE_CATALOG", None)
+    return subprocess.run([sys.executable, "-m", "finspace", "fit", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def l40s_table() -> subprocess.CompletedProcess:
+    return fit("--gpu", "l40s")
+
+
+def test_table_lists_all_five_models(l40s_table):
+    r = l40s_table
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for family in (r"pythia-1\.4b", r"llama-3\.1-8b", r"qwen-3-8b", r"gemma-3-12b", r"llama-3\.1-70b"):
+        assert re.search(rf"^\S*{family}\S*\s", out, re.M | re.I), family
+    assert "NVIDIA L40S" in out
+    for col in ("weights", "KV/token", "KV budget", "max context", "verdict", "fix"):
+        assert col in out
+    # Gemma 3 12B gets a working plan on one L40S
+    assert re.search(r"^gemma-3-12b\S*\s.*\bstarts\b", out, re.M)
+
+
+def test_gemma_half_utilization_cannot_start():
+    r = fit("gemma-3-12b-fin", "--gpu", "l40s", "--gpu-memory-utilization", "0.5", "--max-model-len", "256")
+    assert r.returncode == 0, r.stderr
+    assert "WON'T START" in r.stdout
+    assert re.search(r"weights 23\.3 GiB exceed the 22\.2 GiB that gpu_memory_utilization 0\.50 gives on L40S", r.stdout)
+    assert "fixes, each re-checked by the planner" in r.stdout
+
+
+def test_one_model_shows_the_arithmetic():
+    r = fit("--config", str(LLAMA8), "--gpu", "l40s", "--max-model-len", "8192")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "44.39 GiB x 0.92 = 40.84 GiB" in out  # vLLM 0.32's default utilization
+    assert "32 layers x 2 x 8 KV heads x 128 head_dim x 2 B = 131,072 B (128 KiB)" in out
+    assert "verdict: STARTS" in out
+
+
+def test_json_single():
+    r = fit("--config", str(LLAMA8), "--gpu-memory-gib", "22", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    for key in ("weights_gib", "kv_bytes_per_token", "activation_gib", "overhead_gib", "kv_cache_gib",
+                "kv_cache_tokens", "max_model_len", "max_model_len_that_fits", "fits", "reason", "suggestions"):
+        assert key in j
+    assert j["kv_bytes_per_token"] == 131072
+    assert j["fits"] is False and j["max_model_len"] == 131072 and j["suggestions"]
+
+
+def test_json_table():
+    r = fit("--gpu", "h100", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["gpu"]["key"] == "h100"
+    assert len(j["models"]) >= 5
+    assert all("fits" in m or "error" in m for m in j["models"].values())
+
+
+def test_no_gpu_defaults_to_l40s_with_a_note():
+    r = fit("--config", str(LLAMA8), "--max-model-len", "4096")
+    assert r.returncode == 0, r.stderr
+    if "no NVIDIA GPU detected" not in r.stderr:
+        pytest.skip("an NVIDIA GPU was detected")
+    assert "planning for NVIDIA L40S" in r.stderr and "NVIDIA L40S" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--gpu-memory-utilization", "1.5"], r"1\.5 is not in \(0, 1\]"),
+    (["--gpu-memory-utilization", "-0.2"], r"not in \(0, 1\]"),
+    (["--max-model-len", "-5"], r"-5 must be a positive token count"),
+    (["--max-model-len", "lots"], r"'lots' is not a token count"),
+    (["--quantization", "int3"], r"unknown quantization 'int3'; use one of fp8, awq"),
+    (["--gpu", "rtx9090"], r"unknown GPU 'rtx9090'; use one of l4, "),
+    (["--gpus", "0"], r"0 must be positive"),
+    (["--gpu-memory-gib", "-44"], r"must be positive"),
+    (["--tensor-parallel-size", "two"], r"'two' is not a whole number"),
+    (["--kv-cache-dtype", "int4"], r"invalid choice: 'int4'"),
+    (["--config", "no/such/config.json"], r"no such file"),
+    (["no-such-model", "--gpu", "l40s"], r"unknown model 'no-such-model'; choose one of"),
+    (["--gpu", "l40s", "--total-size-bytes", "5"], r"--total-size-bytes goes with --config"),
+])
+def test_bad_flags_exit_2_with_a_message(args, message):
+    r = fit(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert re.search(message, r.stderr), r.stderr
