@@ -104,3 +104,40 @@ def test_bad_flags_exit_2_with_a_message(args, message):
     r = fit(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert re.search(message, r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("model,expected", [
+    # bf16 over 4 GPUs on 1 x L40S: AWQ 4-bit at TP 1 first (runs here), then fp8 over 2 and bf16 over 4
+    ("llama-3.1-70b-fin", [("awq", 1, 1), ("fp8", 2, 2), (None, 4, 4)]),
+    # fp8 over 2 GPUs on 1 x L40S: AWQ 4-bit at TP 1 first, then the entry's own fp8 over 2; no TP 4
+    ("llama-3.1-70b-fin-fp8", [("awq", 1, 1), ("fp8", 2, 2)]),
+])
+def test_one_gpu_fixes_for_multi_gpu_entries(model, expected):
+    r = fit(model, "--gpu", "l40s", "--gpus", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["fits"] is False and j["gpus"] == 1
+    got = [(sg["settings"]["quantization"], sg["settings"]["tensor_parallel_size"], sg["gpus"])
+           for sg in j["suggestions"]]
+    assert got == expected
+    first = j["suggestions"][0]
+    assert first["checkpoint"] and first["max_model_len"] >= 1024
+
+
+def test_table_on_one_gpu_shows_a_fix_that_runs_on_it():
+    r = fit("--gpu", "l40s", "--gpus", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("1 x NVIDIA L40S")
+    rows = [ln for ln in r.stdout.splitlines() if re.match(r"llama-3\.1-70b[\w.-]*\s{2}", ln)]  # table rows, not notes
+    assert len(rows) == 2
+    for row in rows:
+        assert "WON'T START" in row
+        assert "4-bit AWQ checkpoint (quantization awq) at tensor_parallel_size 1" in row, row
+        assert "needs" not in row.split("WON'T START", 1)[1], row
+
+
+def test_table_without_gpus_plans_each_model_on_its_tp(l40s_table):
+    out = l40s_table.stdout
+    assert "a model with tensor_parallel_size N is planned on N of them" in out.splitlines()[0]
+    assert re.search(r"^llama-3\.1-70b-fin\s.*\btp4\b.*\bstarts\b", out, re.M)
+    assert re.search(r"^llama-3\.1-70b-fin-fp8\s.*\btp2\b.*\bstarts\b", out, re.M)

@@ -326,7 +326,8 @@ def test_lower_context_suggestion_is_rounded_and_fits():
 
 def test_tensor_parallel_suggestion_smallest_n():
     p = plan(LLAMA70, L40S, Settings(max_model_len=8192))
-    tp = [s for s in p.suggestions if s.settings.tensor_parallel_size > 1 and "max_model_len" not in s.title]
+    tp = [s for s in p.suggestions if s.settings.tensor_parallel_size > 1 and "max_model_len" not in s.title
+          and s.settings.quantization is None]
     # 131.4 GiB of bf16 weights: 2 x 40.8 GiB is too little, 4 x 32.9 GiB fits
     assert tp and tp[0].settings.tensor_parallel_size == 4 and tp[0].gpus == 4
 
@@ -369,3 +370,96 @@ def test_planner_is_pure():
             mods.add(node.module)
     allowed = {"__future__", "math", "dataclasses", "finspace.errors", "finspace.hardware"}
     assert mods <= allowed, mods - allowed
+
+
+# ----------------------------------------------------------------- fewer GPUs than tensor_parallel_size
+
+def test_tp_on_machine():
+    # largest power of two <= gpus that splits the heads: Llama 70B 64 heads / 8 KV heads,
+    # Qwen2.5 7B 28 heads / 4 KV heads (8 does not divide 28), Gemma 3 16 heads / 8 KV, SigLIP 16
+    table = [(LLAMA70, 1, 1), (LLAMA70, 2, 2), (LLAMA70, 3, 2), (LLAMA70, 6, 4), (LLAMA70, 8, 8),
+             (QWEN25, 8, 4), (GEMMA3, 8, 8), (PYTHIA, 5, 4)]
+    for config, gpus, tp in table:
+        assert planner.tp_on_machine(model_shape(config), gpus) == tp, (config["model_type"], gpus)
+
+
+BF16_TP4 = Settings(dtype="bfloat16", tensor_parallel_size=4, max_model_len=32768, gpu_memory_utilization=0.90)
+FP8_TP2 = Settings(dtype="bfloat16", quantization="fp8", tensor_parallel_size=2, max_model_len=-1,
+                   gpu_memory_utilization=0.90)
+LLAMA70_SIZE = 141_107_412_992  # the bf16 checkpoint's safetensors total_size
+
+
+@pytest.mark.parametrize("settings,gpus,expected", [
+    # models.yaml's llama-3.1-70b-fin (bf16, TP 4) on 1 x L40S: budget 44.39 x 0.90 = 39.95 GiB per GPU.
+    # 1. AWQ 4-bit at TP 1: 39.95 - 37.07 weights - 0.48 activation - 1.63 overhead (0.25 non-torch + 1.38
+    #    CUDA graphs) = 0.77 GiB = 157 blocks of 80 layers x 16 tokens x 4 KiB; one held back -> 156 x 16 =
+    #    2,496 tokens -> rounded down to 2,304 (a multiple of 256)
+    # 2. fp8 over 2 GPUs: 39.95 - 33.87 - 0.32 - 3.48 (2.10 non-torch with TP + 1.38) = 2.28 GiB at
+    #    160 KiB/token -> 14,944 -> 14,336 (multiple of 1024)
+    # 3. bf16 over 4 GPUs (as configured): 39.95 - 32.89 - 0.31 - 3.48 = 3.28 GiB at 80 KiB/token ->
+    #    42,912 tokens >= 32,768 asked
+    (BF16_TP4, 1, [("awq", 1, 1, 2304), ("fp8", 2, 2, 14336), (None, 4, 4, 32768)]),
+    # the same on 2 x L40S: TP 2 runs here; fp8 at TP 2 (14,336, as above) ranks first, then AWQ at TP 2
+    # (18.5 GiB of weights per GPU leave room for 32,768), then bf16 over the 4 GPUs it asks for
+    (BF16_TP4, 2, [("fp8", 2, 2, 14336), ("awq", 2, 2, 32768), (None, 4, 4, 32768)]),
+    # 3 x L40S: TP 2 is the largest power of two <= 3; same plans, on this machine
+    (BF16_TP4, 3, [("fp8", 2, 3, 14336), ("awq", 2, 3, 32768), (None, 4, 4, 32768)]),
+    # models.yaml's llama-3.1-70b-fin-fp8 (fp8, TP 2, max_model_len auto) on 1 x L40S: fp8 at TP 1 is
+    # 67 GiB of weights (no fit); AWQ at TP 1 auto-fits 2,496 tokens (as above, not rounded: auto);
+    # then its own fp8 over 2 GPUs (auto: 14,944). No TP 4: TP 2 already serves the auto length.
+    (FP8_TP2, 1, [("awq", 1, 1, 2496), ("fp8", 2, 2, 14944)]),
+])
+def test_fewer_gpus_than_tensor_parallel(settings, gpus, expected):
+    p = plan(LLAMA70, L40S, settings, gpus=gpus, total_size_bytes=LLAMA70_SIZE)
+    assert not p.fits and p.reason.startswith(f"tensor_parallel_size {settings.tensor_parallel_size} needs")
+    got = [(sg.settings.quantization, sg.settings.tensor_parallel_size, sg.gpus, sg.plan_max_model_len)
+           for sg in p.suggestions]
+    assert got == expected
+    # what runs on this machine first, and each suggestion re-checked
+    on_machine = [sg.gpus <= gpus for sg in p.suggestions]
+    assert on_machine == sorted(on_machine, reverse=True) and on_machine[0]
+    for sg in p.suggestions:
+        four_bit = sg.config_change is not None
+        again = plan(planner.awq_variant(LLAMA70) if four_bit else LLAMA70, L40S, sg.settings, gpus=sg.gpus,
+                     total_size_bytes=None if four_bit else LLAMA70_SIZE)
+        assert again.fits and again.max_model_len == sg.plan_max_model_len, sg.title
+        assert sg.settings.tensor_parallel_size <= sg.gpus
+        assert (f"needs {sg.gpus} GPUs, this machine has {gpus}" in sg.title) == (sg.gpus > gpus)
+
+
+@pytest.mark.parametrize("config,settings,gpus,titles", [
+    # Llama 8B asked for TP 2 on 1 x L40S: at TP 1 it fits as asked (15 GiB of weights), so the setting
+    # fix alone, then the configured TP 2 on 2 GPUs; no quantization offered
+    (LLAMA8, Settings(tensor_parallel_size=2, max_model_len=32768), 1,
+     ["set tensor_parallel_size to 1",
+      "tensor parallel over 2 GPUs (tensor_parallel_size 2, as configured; needs 2 GPUs, this machine has 1)"]),
+    # Llama 70B bf16 TP 8 on 4 x L40S: TP 4 fits 32,768 (42,912 tokens, as above)
+    (LLAMA70, replace(BF16_TP4, tensor_parallel_size=8), 4,
+     ["set tensor_parallel_size to 4",
+      "tensor parallel over 8 GPUs (tensor_parallel_size 8, as configured; needs 8 GPUs, this machine has 4)"]),
+    # Qwen2.5 7B: 28 heads do not split over 8; 4 does
+    (QWEN25, Settings(tensor_parallel_size=8, max_model_len=32768), 8, ["set tensor_parallel_size to 4"]),
+    # the bf16 entry on 1 x L40S: the AWQ line names the TP it runs at and the shortened context
+    (LLAMA70, BF16_TP4, 1,
+     ["use a 4-bit AWQ checkpoint (quantization awq) at tensor_parallel_size 1 with max_model_len 2304",
+      "use fp8 weights (quantization fp8) over 2 GPUs (tensor_parallel_size 2; needs 2 GPUs, this machine has 1)"
+      " with max_model_len 14336",
+      "tensor parallel over 4 GPUs (tensor_parallel_size 4, as configured; needs 4 GPUs, this machine has 1)"]),
+])
+def test_tensor_parallel_setting_fix_titles(config, settings, gpus, titles):
+    p = plan(config, L40S, settings, gpus=gpus, total_size_bytes=LLAMA70_SIZE if config is LLAMA70 else None)
+    assert [sg.title for sg in p.suggestions] == titles
+
+
+def test_util_is_raised_for_a_fix_only_when_raising_alone_does_not_do():
+    # Gemma 3 at 0.50: raising utilization alone (to 0.57) fixes it, so fp8 KV "with utilization 0.57"
+    # would be a bigger change for the same result and is not offered
+    p = plan(GEMMA3, L40S, Settings(gpu_memory_utilization=0.50, max_model_len=256))
+    assert not any("kv_cache_dtype fp8 with gpu_memory_utilization" in sg.title for sg in p.suggestions)
+    # Llama 70B at 8192 on one L40S: nothing at 0.92 fits; AWQ (37.07 GiB) does at 0.94:
+    # 44.39 x 0.94 = 41.73 - 37.07 - 0.48 - 1.63 = 2.54 GiB >= 8192 x 320 KiB = 2.5 GiB (+ one block);
+    # at 0.93: 41.28 - 37.18 = 2.10 GiB < 2.5 GiB
+    p = plan(LLAMA70, L40S, Settings(max_model_len=8192))
+    first = p.suggestions[0]
+    assert first.config_change and first.settings.gpu_memory_utilization == 0.94
+    assert first.title == "use a 4-bit AWQ checkpoint (quantization awq) with gpu_memory_utilization 0.94"

@@ -808,6 +808,25 @@ def _round_context(n: int) -> int:
     return n
 
 
+def _tp_splits(shape: ModelShape, n: int) -> bool:
+    """vLLM's check: attention heads (and the vision tower's) split evenly over n ranks, KV heads split
+    or are replicated evenly."""
+    if shape.num_heads % n or (shape.vision and shape.vision.num_heads % n):
+        return False
+    kv = shape.num_kv_heads
+    return not (kv % n if kv >= n else n % kv)
+
+
+def tp_on_machine(shape: ModelShape, gpus: int) -> int:
+    """The largest power of two <= gpus that splits the model's heads (1 always does)."""
+    best, n = 1, 2
+    while n <= gpus:
+        if _tp_splits(shape, n):
+            best = n
+        n *= 2
+    return best
+
+
 def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seqs: int, tp: int) -> dict[str, int]:
     """Torch activation peak of the profiling run, per rank, in parts.
 
@@ -953,18 +972,19 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
     setting_problem = None
     own_fix = ""
     fix_settings: Settings | None = None
-    fix_gpus = gpus
     if tp > gpus:
+        local = tp_on_machine(shape, gpus)
         setting_problem = f"tensor_parallel_size {tp} needs {tp} GPUs; this machine has {gpus}"
-        own_fix = f"Run on {tp} GPUs or lower tensor_parallel_size to {gpus}."
-        fix_settings = replace(s, tensor_parallel_size=gpus)
-    elif (shape.num_heads % tp or (shape.vision and shape.vision.num_heads % tp)
-          or (shape.num_kv_heads % tp if shape.num_kv_heads >= tp else tp % shape.num_kv_heads)):
+        own_fix = f"Run on {tp} GPUs or lower tensor_parallel_size to {local}."
+        fix_settings = replace(s, tensor_parallel_size=local)
+    elif not _tp_splits(shape, tp):
         setting_problem = (
             f"{shape.num_heads} attention heads ({shape.num_kv_heads} KV heads) do not split evenly over "
             f"tensor_parallel_size {tp}"
         )
-        own_fix = "Use a tensor_parallel_size that divides them."
+        split = tp_on_machine(shape, tp)
+        own_fix = f"Use a tensor_parallel_size that divides them, e.g. {split}."
+        fix_settings = replace(s, tensor_parallel_size=split)
     elif s.max_model_len is not None and not auto_fit and s.max_model_len > model_max:
         setting_problem = (
             f"max_model_len {s.max_model_len} exceeds the model's limit {model_max} (from max_position_embeddings)"
@@ -1023,7 +1043,7 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
     if not suggest:
         return replace(base, reason=problem + (". " + own_fix if own_fix else "."))
 
-    sugg = _suggestions(config, shape, gpu, s, gpus, total_size, base, fix_settings, fix_gpus)
+    sugg = _suggestions(config, shape, gpu, s, gpus, total_size, base, fix_settings)
     if sugg and mem_kind in ("weights", "budget"):
         fix = _fix_text(sugg, mem_kind)
         reason = problem + "; " + fix[0].lower() + fix[1:]
@@ -1056,11 +1076,49 @@ def awq_variant(config: dict) -> dict:
     return out
 
 
-def _suggestions(config, shape, gpu, s, gpus, total_size, base: Plan, fix_settings, fix_gpus) -> list[Suggestion]:
+_FOUR_BIT = ("awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes")
+
+
+def _weight_level(sg: Suggestion, shape: ModelShape) -> int:
+    """How far a suggestion's weights are from full precision: 0 model dtype, 1 fp8, 2 4-bit."""
+    q = sg.settings.quantization
+    if sg.config_change or q in _FOUR_BIT:
+        return 2
+    if q == "fp8":
+        return 1
+    if shape.quantization is not None:
+        return 2 if shape.quantization.bits <= 4 else 1
+    return 0
+
+
+def _dominates(a: Suggestion, b: Suggestion, shape: ModelShape) -> bool:
+    """a needs no more GPUs, quantizes no more and serves at least as long a context as b."""
+    return (a.gpus <= b.gpus and _weight_level(a, shape) <= _weight_level(b, shape)
+            and (a.settings.kv_cache_dtype.startswith("fp8") <= b.settings.kv_cache_dtype.startswith("fp8"))
+            and a.plan_max_model_len >= b.plan_max_model_len)
+
+
+def _suggestions(config, shape, gpu, s, gpus, total_size, base: Plan, fix_settings) -> list[Suggestion]:
+    """Ranked fixes, each re-planned: first what runs on this machine's ``gpus`` GPUs, then what needs more.
+
+    On this machine (tensor_parallel_size ``tp_here``: the entry's own, or, when it asks for
+    more GPUs than there are, the largest power of two <= gpus that splits the heads):
+    the setting fix, raise utilization, lower max_model_len, fp8 KV cache, fp8 weights, a 4-bit
+    checkpoint. Each quantization/KV fix is tried as asked, then with utilization raised (<= 0.95),
+    then with the longest context that fits (>= MIN_USEFUL_CONTEXT).
+    Needing more GPUs: tensor parallel over N > tp_here GPUs (the smallest N that serves the
+    requested length, and a smaller N with a shorter context), and the same for fp8 / 4-bit
+    weights when they do not run on this machine. Of those, one that another beats on every
+    count (GPUs, quantization, context) is dropped.
+    """
     out: list[Suggestion] = []
     seen: set = set()
     length = base.max_model_len
     floor = min(MIN_USEFUL_CONTEXT, length)
+    tp0 = s.tensor_parallel_size
+    tp_here = tp0 if tp0 <= gpus else tp_on_machine(shape, gpus)
+    here = replace(s, tensor_parallel_size=tp_here)
+    at_tp = f" at tensor_parallel_size {tp_here}" if tp_here != tp0 else ""
 
     def try_plan(settings: Settings, n_gpus: int = gpus, cfg=None, shp=None):
         try:
@@ -1068,110 +1126,174 @@ def _suggestions(config, shape, gpu, s, gpus, total_size, base: Plan, fix_settin
         except (BadInput, ConfigError):
             return None
 
+    def usable(p) -> bool:
+        return p is not None and p.fits and p.max_model_len >= floor
+
     def add(title, settings, p, why, n_gpus=gpus, change=None):
         key = (settings, n_gpus, change)
-        if p is None or not p.fits or key in seen:
+        if not usable(p) or key in seen:
             return
         seen.add(key)
+        if settings.max_model_len == -1:
+            title += f" with max_model_len auto ({p.max_model_len})"
         out.append(Suggestion(title, settings, p.max_model_len, why, n_gpus, p.kv_cache_tokens, change))
 
-    def with_len(title, settings, why, n_gpus=gpus, cfg=None, shp=None, change=None):
-        """Try `settings` at the requested length, else at its own largest length."""
+    def least_util(settings: Settings, n_gpus: int = gpus, cfg=None, shp=None):
+        """The least utilization (in hundredths, above the current, <= SAFE_MAX_UTILIZATION) that starts."""
+        lo = math.floor(settings.gpu_memory_utilization * 100 + 1e-9) + 1
+        hi = round(SAFE_MAX_UTILIZATION * 100)
+        if lo > hi:
+            return None
+
+        def at(k: int):
+            s2 = replace(settings, gpu_memory_utilization=round(k / 100, 2))
+            return s2, try_plan(s2, n_gpus, cfg, shp)
+
+        best = at(hi)
+        if not usable(best[1]):
+            return None
+        while lo < hi:  # more memory never fits less (property-tested), so bisect
+            mid = (lo + hi) // 2
+            cand = at(mid)
+            if usable(cand[1]):
+                best, hi = cand, mid
+            else:
+                lo = mid + 1
+        return best
+
+    def fit_variant(title, settings, why, n_gpus=gpus, cfg=None, shp=None, change=None, *,
+                    shorter=True, raise_util=True):
+        """Add `settings` as asked, else with utilization raised, else with the longest context that
+        fits (at its utilization, then at SAFE_MAX_UTILIZATION). Returns "full", "raised", "short" or None."""
         p = try_plan(settings, n_gpus, cfg, shp)
         if p is None:
-            return
-        if p.fits:
+            return None
+        if usable(p):
             add(title, settings, p, why, n_gpus, change)
-            return
-        lowered = _round_context(p.max_model_len_that_fits)
-        if lowered >= floor and lowered < length:
-            s2 = replace(settings, max_model_len=lowered)
-            add(f"{title} with max_model_len {lowered}", s2, try_plan(s2, n_gpus, cfg, shp), why, n_gpus, change)
+            return "full"
+        raised = least_util(settings, n_gpus, cfg, shp) if raise_util else None
+        if raised is not None:
+            s2, p2 = raised
+            add(f"{title} with gpu_memory_utilization {s2.gpu_memory_utilization:.2f}", s2, p2, why, n_gpus, change)
+            return "raised"
+        if not shorter or settings.max_model_len == -1:
+            return None
+        for u in (settings.gpu_memory_utilization, SAFE_MAX_UTILIZATION)[: 2 if raise_util else 1]:
+            su = replace(settings, gpu_memory_utilization=u)
+            pu = p if u == settings.gpu_memory_utilization else try_plan(su, n_gpus, cfg, shp)
+            if pu is None:
+                continue
+            cut = _round_context(pu.max_model_len_that_fits)
+            if floor <= cut < pu.max_model_len:
+                s2 = replace(su, max_model_len=cut)
+                p2 = try_plan(s2, n_gpus, cfg, shp)
+                if usable(p2):
+                    util = "" if u == settings.gpu_memory_utilization else f"gpu_memory_utilization {u:.2f} and "
+                    add(f"{title} with {util}max_model_len {cut}", s2, p2, why, n_gpus, change)
+                    return "short"
+        return None
 
+    # ---- on this machine
+    plain = None  # how the settings themselves (setting fixed) start here: "full", "raised", "short", None
     if fix_settings is not None:
-        with_len("fix the setting", fix_settings, "the requested setting cannot work on this machine", fix_gpus)
-        if out:
-            first = out[0]
-            out[0] = replace(first, title=_describe_change(s, first.settings))
+        before = len(out)
+        plain = fit_variant("fix the setting", fix_settings, "the requested setting cannot work on this machine")
+        if len(out) > before:
+            first = out[before]
+            out[before] = replace(first, title=_describe_change(s, first.settings))
 
-    # 1. raise utilization, to the least value that fits (<= SAFE_MAX_UTILIZATION)
-    u0 = s.gpu_memory_utilization
-    if u0 < SAFE_MAX_UTILIZATION:
-        p95 = try_plan(replace(s, gpu_memory_utilization=SAFE_MAX_UTILIZATION))
-        if p95 is not None and p95.fits:
-            need = base.weights_bytes + base.activation_bytes + base.overhead_bytes + base.detail.request_kv_bytes
-            need += base.detail.block_bytes
-            u = max(u0 + 0.01, math.ceil(need / gpu.total_bytes * 100) / 100)
-            u = min(round(u, 2), SAFE_MAX_UTILIZATION)
-            while u < SAFE_MAX_UTILIZATION:
-                pu = try_plan(replace(s, gpu_memory_utilization=u))
-                if pu is not None and pu.fits:
-                    break
-                u = round(u + 0.01, 2)
-            su = replace(s, gpu_memory_utilization=u)
-            add(f"raise gpu_memory_utilization to {u:.2f}", su, try_plan(su),
+    if tp_here == tp0:
+        # 1. raise utilization, to the least value that fits (<= SAFE_MAX_UTILIZATION)
+        raised = least_util(s)
+        if raised is not None:
+            plain = plain or "raised"
+            su, pu = raised
+            u = su.gpu_memory_utilization
+            add(f"raise gpu_memory_utilization to {u:.2f}", su, pu,
                 f"{u:.2f} x {gpu.total_bytes / GIB:.1f} GiB covers the weights, activation, overhead and one "
-                f"{length}-token request; {SAFE_MAX_UTILIZATION} is the most the planner suggests")
+                f"{pu.max_model_len}-token request; {SAFE_MAX_UTILIZATION} is the most the planner suggests")
 
-    # 2. lower max_model_len
-    lowered = _round_context(base.max_model_len_that_fits)
-    if floor <= lowered < length:
-        sl = replace(s, max_model_len=lowered)
-        add(f"lower max_model_len to {lowered}", sl, try_plan(sl),
-            f"one request of {lowered} tokens fits the KV cache (at most {base.max_model_len_that_fits})")
+        # 2. lower max_model_len
+        lowered = _round_context(base.max_model_len_that_fits)
+        if floor <= lowered < length:
+            sl = replace(s, max_model_len=lowered)
+            add(f"lower max_model_len to {lowered}", sl, try_plan(sl),
+                f"one request of {lowered} tokens fits the KV cache (at most {base.max_model_len_that_fits})")
+
+    # When the setting fix alone starts it as asked, nothing more is needed here. When raising
+    # utilization alone does, a fix that also raises it is never the simpler one.
+    settled = plain == "full"
+    raise_util = plain not in ("full", "raised")
 
     # 3. fp8 KV cache
-    if gpu.supports_fp8 and not s.kv_cache_dtype.startswith("fp8"):
-        with_len("use kv_cache_dtype fp8", replace(s, kv_cache_dtype="fp8"),
-                 "fp8 KV cache halves the bytes per token (Ada/Hopper); quality loss is usually small")
+    if not settled and gpu.supports_fp8 and not s.kv_cache_dtype.startswith("fp8"):
+        fit_variant(f"use kv_cache_dtype fp8{at_tp}", replace(here, kv_cache_dtype="fp8"),
+                    "fp8 KV cache halves the bytes per token (Ada/Hopper); quality loss is usually small",
+                    raise_util=raise_util)
 
     # 4. fp8 weights
-    if gpu.supports_fp8 and s.quantization is None and shape.quantization is None:
-        with_len("use fp8 weights (quantization fp8)", replace(s, quantization="fp8"),
-                 "online fp8 halves the linear layers' weights (embeddings stay bf16); Ada/Hopper")
+    quant_variants = []  # (title, settings, why, cfg, shp, change) to try over more GPUs if not here
+    if not settled and gpu.supports_fp8 and s.quantization is None and shape.quantization is None:
+        v8 = ("use fp8 weights (quantization fp8)", replace(here, quantization="fp8"),
+              "online fp8 halves the linear layers' weights (embeddings stay bf16); Ada/Hopper", None, None, None)
+        if fit_variant(v8[0] + at_tp, *v8[1:3], gpus, *v8[3:], raise_util=raise_util) is None:
+            quant_variants.append(v8)
 
     # 5. a 4-bit checkpoint
     q = shape.quantization
-    if not (q and q.bits <= 4) and s.quantization not in ("awq", "awq_marlin", "gptq", "gptq_marlin"):
+    if not settled and not (q and q.bits <= 4) and s.quantization not in _FOUR_BIT[:4]:
         cfg4 = awq_variant(config)
-        shp4 = model_shape(cfg4)
-        s4 = replace(s, quantization="awq", dtype="auto" if shape.model_type != "gemma3" else s.dtype)
-        with_len("use a 4-bit AWQ checkpoint (quantization awq)", s4,
-                 "4-bit weights take about a quarter of bf16; needs an AWQ (or GPTQ) repo of this model",
-                 cfg=cfg4, shp=shp4, change="a 4-bit AWQ checkpoint of this model")
+        v4 = ("use a 4-bit AWQ checkpoint (quantization awq)",
+              replace(here, quantization="awq", dtype="auto" if shape.model_type != "gemma3" else s.dtype),
+              "4-bit weights take about a quarter of bf16; needs an AWQ (or GPTQ) repo of this model",
+              cfg4, model_shape(cfg4), "a 4-bit AWQ checkpoint of this model")
+        if fit_variant(v4[0] + at_tp, *v4[1:3], gpus, *v4[3:], raise_util=raise_util) is None:
+            quant_variants.append(v4)
 
-    # 6. tensor parallel: the smallest N that serves the requested length,
-    #    and a smaller N with a shorter context when one exists
-    tp0 = s.tensor_parallel_size
+    # ---- over more GPUs: tensor parallel over N > tp_here
+    n_here = len(out)
+    ns = [n for n in (2, 4, 8) if n > tp_here and _tp_splits(shape, n)]
+
+    def more(n: int) -> str:
+        return f"; needs {n} GPUs, this machine has {gpus}" if gpus < n else ""
+
     shorter_offered = False
-    for n in (2, 4, 8):
-        if n <= tp0 or shape.num_heads % n or (shape.vision and shape.vision.num_heads % n):
-            continue
-        st = replace(s, tensor_parallel_size=n)
-        n_gpus = max(gpus, n)
-        more = f"; needs {n} GPUs, this machine has {gpus}" if gpus < n else ""
-        title = f"tensor parallel over {n} GPUs (tensor_parallel_size {n}{more})"
-        why = f"each GPU holds 1/{n} of the weights and KV heads"
-        p = try_plan(st, n_gpus)
-        if p is None:
-            continue
-        if p.fits:
-            add(title, st, p, why, n_gpus)
+    for n in ns:  # the settings as they are: the smallest N for the requested length, a smaller one shorter
+        st = replace(here, tensor_parallel_size=n)
+        own = ", as configured" if n == tp0 and tp0 != tp_here else ""
+        r = fit_variant(f"tensor parallel over {n} GPUs (tensor_parallel_size {n}{own}{more(n)})", st,
+                        f"each GPU holds 1/{n} of the weights and KV heads", max(gpus, n),
+                        shorter=not shorter_offered)
+        if r == "full":
             break
-        cut = _round_context(p.max_model_len_that_fits)
-        if not shorter_offered and floor <= cut < length:
-            s2 = replace(st, max_model_len=cut)
-            add(f"{title} with max_model_len {cut}", s2, try_plan(s2, n_gpus), why, n_gpus)
-            shorter_offered = True
-    return out
+        shorter_offered = shorter_offered or r == "short"
+    for title, sv, why, cfg_v, shp_v, change in quant_variants:  # fp8 / 4-bit that did not run here
+        for n in ns:
+            st = replace(sv, tensor_parallel_size=n)
+            r = fit_variant(f"{title} over {n} GPUs (tensor_parallel_size {n}{more(n)})", st,
+                            f"{why}; each GPU holds 1/{n} of them", max(gpus, n), cfg_v, shp_v, change)
+            if r is not None:
+                break
+
+    # among these, drop one that another beats on every count (fp8 over 4 GPUs when bf16 over 4 serves as long)
+    extra = sorted(out[n_here:], key=lambda sg: (sg.gpus, _weight_level(sg, shape)))
+    kept = [sg for i, sg in enumerate(extra)
+            if not any(_dominates(a, sg, shape) and (j < i or not _dominates(sg, a, shape))
+                       for j, a in enumerate(extra) if j != i)]
+    ranked = out[:n_here] + kept
+    # what runs on this machine's GPUs first (stable: each group keeps its order)
+    ranked.sort(key=lambda sg: sg.gpus > gpus)
+    return ranked
 
 
 def _describe_change(old: Settings, new: Settings) -> str:
-    for name in ("tensor_parallel_size", "max_model_len", "kv_cache_dtype", "quantization"):
-        a, b = getattr(old, name), getattr(new, name)
-        if a != b:
-            return f"set {name} to {b if b is not None else 'none'}"
-    return "change the settings"
+    changes = [f"{name} to {getattr(new, name) if getattr(new, name) is not None else 'none'}"
+               for name in ("tensor_parallel_size", "quantization", "kv_cache_dtype", "gpu_memory_utilization",
+                            "max_model_len")
+               if getattr(old, name) != getattr(new, name)]
+    if not changes:
+        return "change the settings"
+    return "set " + (changes[0] if len(changes) == 1 else ", ".join(changes[:-1]) + " and " + changes[-1])
 
 
 # ---------------------------------------------------------------------------

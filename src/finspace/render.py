@@ -63,7 +63,9 @@ def fit_table(rows: list[tuple[str, Plan | Exception]], gpu: GPUSpec, gpus: int 
             continue
         ctx = f"{p.max_model_len_that_fits:,}"
         verdict = "starts" if p.fits else "WON'T START"
-        fix = "-" if p.fits else (p.suggestions[0].title if p.suggestions else "bigger GPU")
+        # the first fix that runs on this machine's GPUs (the planner ranks those first)
+        here = [sg for sg in p.suggestions if sg.gpus <= p.gpus] or list(p.suggestions)
+        fix = "-" if p.fits else (here[0].title if here else "bigger GPU")
         lines.append((
             key, _short_settings(p), f"{gib(p.weights_bytes)} GiB", f"{kib(p.kv_bytes_per_token)} KiB",
             f"{gib(p.kv_cache_bytes)} GiB", ctx, verdict, fix,
