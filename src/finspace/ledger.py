@@ -1,0 +1,358 @@
+"""The load ledger: one JSON line per load attempt, the plan beside what vLLM did.
+
+The engine hands every load attempt to ``Ledger.append`` (its ``on_load``
+callback). Each line holds when, which model and revision, the hardware, the
+engine settings, the planner's prediction and what vLLM actually did (KV blocks,
+block size, the tokens that fit, time per stage, memory in use), or, for a
+failure, the stage, the exception type and vLLM's message. ``kv_tokens_error_pct``
+is the planner's error on the KV tokens: ``(planned - actual) / actual * 100``,
+both counted as the engine counts them (KV blocks x block size; see
+``_planned_pool_tokens``).
+
+Writes are atomic per line: one ``os.write`` of the whole line on an
+``O_APPEND`` descriptor (the kernel appends it in one piece, so processes never
+interleave), under a process-local lock for threads and an advisory ``flock``
+between processes (closing the descriptor releases it). Reading skips a corrupt or
+truncated line with a warning; the ledger never stops a load or the app.
+
+``status_for`` turns the ledger into the model picker's feedback: verified on
+this GPU (with the measured KV tokens and context), or the reason it failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from finspace.errors import FinspaceError
+
+log = logging.getLogger("finspace.ledger")
+
+SCHEMA = 1
+FILENAME = "loads.jsonl"
+SPACE_DATA_DIR = Path("/data")  # a Space's persistent storage, when attached
+
+# The planner's prediction kept in a record (planner.plan_json names).
+PLAN_FIELDS = (
+    "gpu", "gpu_name", "gpus", "dtype", "quantization",
+    "weights_gib", "weights_bytes", "kv_bytes_per_token", "requested_gib",
+    "kv_cache_gib", "kv_cache_bytes", "kv_cache_tokens", "kv_cache_blocks",
+    "max_model_len", "max_model_len_that_fits", "model_max_len", "max_concurrency", "fits", "reason",
+    "block_size",
+)
+# Engine kwargs that are paths on this machine, not settings.
+_NOT_SETTINGS = ("model", "tokenizer")
+# Failures before vLLM was configured (planner refusal, download) say nothing about the hardware.
+_NO_VLLM_STAGES = ("plan", "fetch")
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class LedgerError(FinspaceError):
+    """The ledger file cannot be read (permissions, a folder in its place)."""
+
+    http_status = 500
+
+
+def default_data_dir() -> Path:
+    """$FINSPACE_DATA_DIR, else /data on a Space with persistent storage, else ./data."""
+    env = os.environ.get("FINSPACE_DATA_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    if SPACE_DATA_DIR.is_dir() and os.access(SPACE_DATA_DIR, os.W_OK | os.X_OK):
+        return SPACE_DATA_DIR
+    return Path.cwd() / "data"
+
+
+@dataclass(frozen=True)
+class LedgerStatus:
+    """What the ledger says about one model on one GPU: the picker's badge."""
+
+    verified: bool  # a load succeeded on this GPU
+    kv_cache_tokens: int | None  # measured (verified) or None
+    max_model_len: int | None  # the context vLLM started with (verified) or the one that failed
+    reason: str | None  # why it failed (not verified); None when verified
+    at: float  # when that load ran (epoch seconds)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    key = os.path.abspath(path)
+    with _locks_guard:
+        lock = _locks.get(key)
+        if lock is None:
+            lock = _locks[key] = threading.Lock()
+        return lock
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _jsonable(v: Any) -> Any:
+    """Settings may hold enums, paths or tuples; keep what JSON can say, stringify the rest."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_jsonable(x) for x in v]
+    if is_dataclass(v) and not isinstance(v, type):
+        return _jsonable(asdict(v))
+    return str(v)
+
+
+def _settings(settings: Any) -> dict:
+    if not isinstance(settings, dict):
+        return {}
+    return {k: v for k, v in _jsonable(settings).items() if k not in _NOT_SETTINGS}
+
+
+def _plan(plan: Any) -> dict | None:
+    """The prediction's fields from ``planner.plan_json`` (the block size comes from its settings)."""
+    if not isinstance(plan, dict):
+        return None
+    out = {k: _jsonable(plan[k]) for k in PLAN_FIELDS if k in plan}
+    settings = plan.get("settings")
+    if "block_size" not in out and isinstance(settings, dict) and "block_size" in settings:
+        out["block_size"] = _int(settings["block_size"])
+    return out
+
+
+def _planned_pool_tokens(plan: dict | None) -> int | None:
+    """The planner's KV pool in the engine's units: blocks x block size.
+
+    The engine records vLLM's ``num_gpu_blocks x block_size``: every block of the
+    pool. The planner's ``kv_cache_tokens`` divides the pool among the KV groups
+    of a hybrid model (sliding + full attention), as vLLM's log line does, so for
+    those models it is not the same quantity. Blocks x block size is, for every
+    model; for single-group models both are equal.
+    """
+    if not plan:
+        return None
+    blocks, block_size = _int(plan.get("kv_cache_blocks")), _int(plan.get("block_size"))
+    if blocks is not None and block_size:
+        return blocks * block_size
+    return _int(plan.get("kv_cache_tokens"))
+
+
+def kv_tokens_error_pct(planned: Any, actual: Any) -> float | None:
+    """The planner's error on KV tokens, in percent of what vLLM reported; None without both."""
+    p, a = _int(planned), _int(actual)
+    if p is None or a is None or a <= 0:
+        return None
+    return round((p - a) / a * 100, 2)
+
+
+def normalize(record: Any) -> dict:
+    """A LoadRecord (or its dict, or a ledger line) -> the JSON-able dict the ledger writes."""
+    if is_dataclass(record) and not isinstance(record, type):
+        raw = asdict(record)
+    elif isinstance(record, dict):
+        raw = dict(record)
+    else:
+        raise TypeError(f"a load record must be a LoadRecord or a dict, got {type(record).__name__}")
+    at = raw.get("at")
+    at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) else time.time()
+    plan = _plan(raw.get("plan"))
+    stages = raw.get("stage_seconds")
+    stages = {str(k): float(v) for k, v in stages.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} \
+        if isinstance(stages, dict) else {}
+    settings = _settings(raw.get("settings"))
+    num_blocks, block_size = _int(raw.get("num_gpu_blocks")), _int(raw.get("block_size"))
+    kv_tokens = _int(raw.get("kv_cache_tokens"))
+    if kv_tokens is None and num_blocks and block_size:
+        kv_tokens = num_blocks * block_size
+    outcome = "ok" if raw.get("outcome") == "ok" else "failed"
+    max_len = _int(raw.get("max_model_len"))
+    if max_len is None and outcome == "ok":
+        max_len = _int(settings.get("max_model_len"))
+    hardware = raw.get("hardware")
+    planned = _planned_pool_tokens(plan)
+    out = {
+        "v": SCHEMA,
+        "at": at,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+        "model_key": _jsonable(raw.get("model_key")),
+        "repo": _jsonable(raw.get("repo")),
+        "revision": _jsonable(raw.get("revision")),
+        "reason": _jsonable(raw.get("reason") or "load"),
+        "outcome": outcome,
+        "hardware": _jsonable(hardware) if isinstance(hardware, dict) else {},
+        "settings": settings,
+        "plan": plan,
+        "num_gpu_blocks": num_blocks,
+        "block_size": block_size,
+        "kv_cache_tokens": kv_tokens,
+        "max_model_len": max_len,
+        "memory_used_bytes": _int(raw.get("memory_used_bytes")),
+        "stage_seconds": stages,
+        "load_seconds": round(sum(stages.values()), 3) if stages else None,
+        "planned_kv_cache_tokens": planned,
+        "kv_tokens_error_pct": kv_tokens_error_pct(planned, kv_tokens),
+        "error_stage": _jsonable(raw.get("error_stage")),
+        "error_type": _jsonable(raw.get("error_type")),
+        "error_message": _jsonable(raw.get("error_message")),
+    }
+    return out
+
+
+def _gpu_key(record: dict) -> str | None:
+    hw = record.get("hardware")
+    return hw.get("gpu_key") if isinstance(hw, dict) else None
+
+
+def failure_reason(record: dict) -> str:
+    """One line: where and why a load failed."""
+    stage, kind, msg = record.get("error_stage"), record.get("error_type"), record.get("error_message")
+    head = f"failed at stage '{stage}'" if stage else "failed"
+    if msg and kind and not str(msg).startswith(f"{kind}:"):
+        msg = f"{kind}: {msg}"
+    return f"{head}: {msg or kind or 'no message recorded'}"
+
+
+class Ledger:
+    """The JSON Lines file of load records (``<data dir>/loads.jsonl``)."""
+
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path is not None else default_data_dir() / FILENAME
+        self._lock = _lock_for(self.path)
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    # ----------------------------------------------------------------- write
+    def __call__(self, record: Any) -> dict:
+        """So a ledger can be passed as the engine's ``on_load`` directly."""
+        return self.append(record)
+
+    def append(self, record: Any) -> dict:
+        """Write one record as one line; returns the dict written. Never raises on I/O trouble."""
+        try:
+            data = normalize(record)
+        except Exception:
+            log.exception("a load record could not be read; it is not in the ledger")
+            return {}
+        try:
+            line = (json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        except (TypeError, ValueError) as exc:  # pragma: no cover - normalize keeps it JSON-able
+            log.error("load record for %s could not be serialised: %s", data.get("model_key"), exc)
+            return data
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    # Writers take turns (best effort: some network filesystems have no locks) so the
+                    # check below never sees another writer's line half-copied.
+                    with contextlib.suppress(OSError):
+                        fcntl.flock(fd, fcntl.LOCK_EX)
+                    # A line cut short by a crash would swallow this one: start on a fresh line.
+                    size = os.fstat(fd).st_size
+                    if size and os.pread(fd, 1, size - 1) != b"\n":
+                        line = b"\n" + line
+                    written = os.write(fd, line)
+                finally:
+                    os.close(fd)
+                if written != len(line):
+                    log.error("load ledger %s: only %d of %d bytes written (disk full?); the line is cut short",
+                              self.path, written, len(line))
+            except OSError as exc:
+                log.error("cannot append to the load ledger %s: %s; the load itself is unaffected", self.path, exc)
+        return data
+
+    # ------------------------------------------------------------------ read
+    def records(self, limit: int | None = None) -> list[dict]:
+        """The records, oldest first (newest last); the last ``limit`` when given. Bad lines are skipped."""
+        if limit is not None and limit <= 0:
+            return []
+        try:
+            with open(self.path, "rb") as f:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # not mid-way through a writer's line
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise LedgerError(f"cannot read the load ledger {self.path}: {exc.strerror or exc}; "
+                              f"check FINSPACE_DATA_DIR and the folder's permissions") from None
+        lines = raw.split(b"\n")
+        last = len(lines) - 1
+        out: list[dict] = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+            except (ValueError, UnicodeDecodeError) as exc:
+                what = "truncated last line" if i == last else "corrupt line"
+                log.warning("load ledger %s: skipping %s %d (%s)", self.path, what, i + 1, str(exc)[:120])
+                continue
+            out.append(rec)
+        return out[-limit:] if limit else out
+
+    # -------------------------------------------------------------- feedback
+    def status_for(self, model_key: str, gpu_key: str, settings: dict | None = None) -> LedgerStatus | None:
+        """The latest relevant record for ``model_key`` on ``gpu_key``, as the picker's badge.
+
+        A successful load (any settings) -> verified, with the measured KV tokens and
+        the context vLLM started with. A failure -> its reason, when ``settings`` is
+        None or equals the settings it failed with (engine kwargs; "model" and
+        "tokenizer" are ignored). Failures before vLLM was configured (the planner's
+        refusal, a download) are not hardware evidence and are skipped. None when
+        no record applies: the planner's prediction stays the default.
+        """
+        return self._status(self.records(), model_key, gpu_key, settings)
+
+    def statuses(self, gpu_key: str) -> dict[str, LedgerStatus]:
+        """``status_for`` of every model with a record on ``gpu_key``, reading the file once."""
+        recs = self.records()
+        keys = {r.get("model_key") for r in recs if _gpu_key(r) == gpu_key and isinstance(r.get("model_key"), str)}
+        out = {}
+        for key in sorted(keys):
+            st = self._status(recs, key, gpu_key, None)
+            if st is not None:
+                out[key] = st
+        return out
+
+    @staticmethod
+    def _status(recs: list[dict], model_key: str, gpu_key: str, settings: dict | None) -> LedgerStatus | None:
+        wanted = _settings(settings) if settings is not None else None
+        for rec in reversed(recs):
+            if rec.get("model_key") != model_key or _gpu_key(rec) != gpu_key:
+                continue
+            at = rec.get("at") if isinstance(rec.get("at"), (int, float)) else 0.0
+            if rec.get("outcome") == "ok":
+                max_len = _int(rec.get("max_model_len"))
+                if max_len is None and isinstance(rec.get("settings"), dict):
+                    max_len = _int(rec["settings"].get("max_model_len"))
+                return LedgerStatus(True, _int(rec.get("kv_cache_tokens")), max_len, None, float(at))
+            if rec.get("error_stage") in _NO_VLLM_STAGES or not rec.get("settings"):
+                continue
+            if wanted is not None and _settings(rec.get("settings")) != wanted:
+                continue
+            return LedgerStatus(False, None, _int(rec["settings"].get("max_model_len")), failure_reason(rec),
+                                float(at))
+        return None
