@@ -128,6 +128,7 @@ class LoadRecord:
     num_gpu_blocks: int | None = None
     block_size: int | None = None
     kv_cache_tokens: int | None = None
+    max_model_len: int | None = None
     memory_used_bytes: int | None = None
     error_stage: str | None = None
     error_type: str | None = None
@@ -484,6 +485,7 @@ class Engine:
             cache = llm.vllm_config.cache_config
             record.num_gpu_blocks = cache.num_gpu_blocks
             record.block_size = cache.block_size
+            record.max_model_len = self._max_model_len
             if cache.num_gpu_blocks:
                 record.kv_cache_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
             readings = self.monitor.read(self._engine_pids)
