@@ -5,8 +5,10 @@ written); ``write_demo_model(path, name)`` needs transformers and tokenizers and
 writes a complete checkpoint: config, safetensors weights, a byte-level BPE
 tokenizer trained on a few sentences, and a chat template.
 
-The end-of-turn token's output row is zeroed, so greedy decoding never stops
-early on random weights: every token the benchmark asks for is generated.
+The output rows of the special tokens (end-of-turn included) and of byte
+tokens that are not whole characters are zeroed, so greedy decoding never stops
+early on random weights (every token the benchmark asks for is generated) and
+the demo streams readable nonsense.
 """
 
 from __future__ import annotations
@@ -128,12 +130,18 @@ def write_demo_model(path: str | Path, preset: str = "tiny-llama", seed: int = 0
         model_type = cfg_dict.pop("model_type")
         config = AutoConfig.for_model(model_type, **cfg_dict)
         model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        tokenizer = _train_tokenizer()
         with torch.no_grad():
-            model.get_output_embeddings().weight[EOS_ID].zero_()
+            out = model.get_output_embeddings().weight
+            out[EOS_ID].zero_()
+            # Byte tokens that are not whole characters would stream as "\ufffd": never pick them greedily.
+            for i in range(VOCAB_SIZE):
+                if "\ufffd" in tokenizer.decode([i]) or i < len(SPECIAL_TOKENS):
+                    out[i].zero_()
         model.save_pretrained(tmp, safe_serialization=True)
         GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
                          temperature=0.7, top_p=0.95, do_sample=True).save_pretrained(tmp)
-        _train_tokenizer().save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
