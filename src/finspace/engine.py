@@ -238,7 +238,7 @@ class Engine:
         self.gpu: GPUSpec | None = monitor.gpu_spec()
         self.gpus = monitor.gpu_count
         self.cpu_kv_cache_bytes = cpu_kv_cache_bytes or int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")) << 20
-        self.max_in_flight = max_in_flight
+        self.max_in_flight = int(os.environ.get("FINSPACE_MAX_IN_FLIGHT") or max_in_flight)  # the chat queue bound
         self.release_timeout_s = release_timeout_s
         self.auto_restart = auto_restart
         self.on_load = on_load
@@ -333,22 +333,47 @@ class Engine:
         if self.gpu is not None:
             return planner.plan(config, self.gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
         host = custom_gpu(psutil.virtual_memory().total, name="CPU (host RAM)")
+        shape = planner.model_shape(config)
         if settings.max_model_len == -1:
             full = planner.plan(config, host, replace(settings, max_model_len=None), gpus=gpus,
                                 total_size_bytes=entry.total_size_bytes)
-            per_tok = max(1, full.kv_bytes_per_token)
-            fit = (self.cpu_kv_cache_bytes // per_tok) // 16 * 16
-            settings = replace(settings, max_model_len=max(16, min(full.max_model_len, fit)))
+            settings = replace(settings, max_model_len=max(16, self._cpu_fit_len(shape, full)))
         p = planner.plan(config, host, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
-        return self._on_cpu_pool(p, planner.model_shape(config))
+        return self._on_cpu_pool(p, shape)
+
+    def _cpu_fit_len(self, shape: planner.ModelShape, p: planner.Plan) -> int:
+        """The longest max_model_len (a multiple of 16, at most p's) whose one request fits the CPU KV pool."""
+        pool = self.cpu_kv_cache_bytes
+        lo, hi, best = 1, max(1, p.max_model_len // 16), 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            need = planner.kv_capacity(shape, replace(p.settings, max_model_len=mid * 16), pool).request_bytes
+            if need <= pool:
+                best, lo = mid * 16, mid + 1
+            else:
+                hi = mid - 1
+        return best
 
     def _on_cpu_pool(self, p: planner.Plan, shape: planner.ModelShape) -> planner.Plan:
         pool = self.cpu_kv_cache_bytes
         cap = planner.kv_capacity(shape, p.settings, pool)
-        fit_len = (pool // max(1, p.kv_bytes_per_token)) // 16 * 16
+        model_max = p.detail.model_max_len or p.max_model_len
+        fit_len = self._cpu_fit_len(shape, replace(p, settings=replace(p.settings, max_model_len=model_max)))
         fits = cap.request_bytes <= pool
         mib = 2**20
-        if fits:
+        tp = p.settings.tensor_parallel_size
+        ram = psutil.virtual_memory().total
+        need_ram = p.weights_bytes + pool
+        if tp > 1:
+            fits, reason = False, (f"it needs tensor_parallel_size {tp}, i.e. {tp} NVIDIA GPUs; this machine has none. "
+                                   f"Run it on a GPU Space.")
+        elif p.settings.quantization or p.settings.kv_cache_dtype != "auto":
+            q = p.settings.quantization or f"kv_cache_dtype {p.settings.kv_cache_dtype}"
+            fits, reason = False, f"{q} needs an NVIDIA GPU (fp8: Ada or Hopper); run it on a GPU Space."
+        elif need_ram > 0.9 * ram:
+            fits, reason = False, (f"it needs {need_ram / 2**30:.1f} GiB of host RAM for weights and KV cache; this "
+                                   f"machine has {ram / 2**30:.1f} GiB. Run it on a GPU Space.")
+        elif fits:
             reason = (f"starts on CPU: {pool / mib:.0f} MiB of KV cache holds {cap.tokens:,} tokens; "
                       f"{cap.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once")
         else:
@@ -357,8 +382,7 @@ class Engine:
                       f"or raise FINSPACE_CPU_KV_CACHE_MIB.")
         detail = replace(p.detail, kv_cache_blocks=cap.blocks)
         return replace(p, kv_cache_bytes=pool, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency,
-                       max_model_len_that_fits=min(fit_len, p.detail.model_max_len or fit_len), fits=fits,
-                       reason=reason, suggestions=(), detail=detail)
+                       max_model_len_that_fits=fit_len, fits=fits, reason=reason, suggestions=(), detail=detail)
 
     def check_fits(self, entry: ModelEntry) -> planner.Plan:
         """Raise DoesNotFit before vLLM is touched when the planner says the load would fail."""

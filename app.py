@@ -1,0 +1,41 @@
+"""The Hugging Face Space's entry point (app_file in README_HF_SPACE.md): `python app.py`.
+
+Reads the environment, builds the app (finspace.server.build_app: REST routes
+beside the Gradio UI) and serves it with uvicorn on 0.0.0.0:$PORT (7860).
+
+    FINSPACE_MODEL       catalogue key to load at start (default: the catalogue's
+                         default for this hardware: GPU model, or the offline demo on CPU)
+    FINSPACE_CATALOG     models.yaml to use (default: the repo's)
+    FINSPACE_DATA_DIR    where the load ledger lives (default ./data; /data on a Space
+                         with persistent storage)
+    FINSPACE_ADMIN_TOKEN if set, switching models needs it (Bearer header / UI field)
+    HF_TOKEN             for gated Hub repos
+    PORT                 default 7860 (FINSPACE_HOST: the address, default 0.0.0.0)
+
+The `if __name__ == "__main__":` guard matters: vLLM starts its engine core as a
+spawned process, which imports the main module again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))  # a Space runs app.py without `pip install -e .`
+
+
+def main() -> int:
+    from finspace.server import run
+
+    try:
+        port = int(os.environ.get("PORT", "7860"))
+    except ValueError:
+        print(f"error: PORT={os.environ['PORT']!r} is not a port number; use e.g. 7860", file=sys.stderr)
+        return 2
+    return run(host=os.environ.get("FINSPACE_HOST", "0.0.0.0"), port=port,
+               model=os.environ.get("FINSPACE_MODEL") or None)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""The named Gradio API: /chat (streaming), /load_model, /models, /health, /loads.
+
+These are ``gr.api`` endpoints: no UI components, raw JSON in and out, typed by
+the signatures below (kept free of ``from __future__ import annotations``:
+Gradio reads the hints at run time). Inputs are validated here and by the
+engine; every failure reaches the client as a ``gr.Error`` with an actionable
+message, never a traceback.
+
+    from gradio_client import Client
+    c = Client("http://127.0.0.1:7860/")
+    for reply_so_far in c.submit("What is EBITDA?", [], api_name="/chat"): ...
+    c.predict("demo-qwen3", "", api_name="/load_model")
+    c.predict(api_name="/models"); c.predict(api_name="/health"); c.predict(20, api_name="/loads")
+"""
+
+import contextlib
+import logging
+from typing import Any, AsyncIterator, Callable
+
+import gradio as gr
+
+from finspace.engine import ChatSettings
+from finspace.errors import BadInput, FinspaceError
+from finspace.ui.chat import coalesce, interval_for
+from finspace.ui.service import Service
+
+log = logging.getLogger("finspace.api")
+
+CHAT_CONCURRENCY_ID = "chat"
+
+
+def user_error(svc: Service, exc: BaseException) -> gr.Error:
+    """The one translation from a domain error (or a surprise) to what a Gradio client sees."""
+    if isinstance(exc, FinspaceError):
+        return gr.Error(svc.redact(str(exc)), print_exception=False)
+    log.error("unexpected %s in an API call", type(exc).__name__, exc_info=exc)
+    return gr.Error(f"unexpected server error ({type(exc).__name__}); the request was dropped and the app is still "
+                    f"running", print_exception=False)
+
+
+def chat_settings(system_prompt: Any, temperature: Any, max_tokens: Any) -> ChatSettings:
+    """Type checks the engine can't do on None-able values; ranges are the engine's (clear BadInput)."""
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise BadInput(f"system_prompt must be text or null, got {type(system_prompt).__name__}")
+    for name, value in (("temperature", temperature), ("max_tokens", max_tokens)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise BadInput(f"{name} must be a number or null, got {type(value).__name__}")
+    return ChatSettings(system_prompt=system_prompt or None, temperature=temperature, max_tokens=max_tokens)
+
+
+def api_messages(message: Any, history: Any) -> list:
+    if not isinstance(message, str):
+        raise BadInput(f"message must be text, got {type(message).__name__}")
+    if history is None:
+        history = []
+    if not isinstance(history, list):
+        raise BadInput(f"history must be a list of {{'role', 'content'}} objects, got {type(history).__name__}")
+    return [*history, {"role": "user", "content": message}]
+
+
+async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> AsyncIterator[str]:
+    """The engine's reply, coalesced; counts the stream so intervals stretch under load."""
+    svc.active_streams += 1
+    try:
+        async with contextlib.aclosing(svc.engine.chat(messages, settings)) as deltas:
+            async for text in coalesce(deltas, lambda: interval_for(svc.active_streams)):
+                yield text
+    finally:
+        svc.active_streams -= 1
+
+
+def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
+    """Add the named endpoints to the Blocks being built (call inside ``with gr.Blocks()``)."""
+
+    async def chat(message: str, history: list[dict] | None = None, system_prompt: str | None = None,
+                   temperature: float | None = None, max_tokens: int | None = None) -> str:
+        """Stream a reply. history: earlier turns [{"role": "user"|"assistant", "content": str}];
+        system_prompt/temperature/max_tokens: null for the model's defaults. Yields the reply so far."""
+        try:
+            messages = api_messages(message, history)
+            settings = chat_settings(system_prompt, temperature, max_tokens)
+            text = ""
+            async for text in stream_reply(svc, messages, settings):
+                yield text
+            if not text:
+                yield ""
+        except FinspaceError as exc:
+            raise user_error(svc, exc) from None
+        except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
+            raise user_error(svc, exc) from None
+
+    async def load_model(model: str, admin_token: str | None = None) -> dict:
+        """Switch to catalogue model `model` (a key from /models, never a repo id or path) and wait until it
+        is ready. Needs admin_token when the Space sets FINSPACE_ADMIN_TOKEN. Returns /health."""
+        try:
+            svc.authorize(admin_token)
+            await svc.load(model)
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(svc, exc) from None
+        return svc.health()[0]
+
+    async def models() -> list[dict]:
+        """The catalogue: each model's planner verdict for this hardware, max context, fixes, ledger mark."""
+        try:
+            return svc.models()
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(svc, exc) from None
+
+    async def health() -> dict:
+        """Status, model, engine state and stage, memory per GPU (or host RAM), uptime, version."""
+        try:
+            return svc.health()[0]
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(svc, exc) from None
+
+    async def loads(limit: int = 50) -> list[dict]:
+        """The last `limit` load records (planned vs actual KV tokens, errors) from the load ledger."""
+        try:
+            return svc.loads(limit)
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(svc, exc) from None
+
+    endpoints: list[tuple[Callable, str, Any]] = [
+        (chat, "chat", chat_concurrency),
+        (load_model, "load_model", 4),
+        (models, "models", None),
+        (health, "health", None),
+        (loads, "loads", None),
+    ]
+    for fn, name, limit in endpoints:
+        gr.api(fn, api_name=name, concurrency_limit=limit,
+               concurrency_id=CHAT_CONCURRENCY_ID if name == "chat" else None)

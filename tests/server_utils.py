@@ -1,0 +1,139 @@
+"""Start the real app (`python app.py`) on 127.0.0.1 and a free port, for end-to-end tests.
+
+The server runs as a subprocess in its own session (vLLM's engine core is its
+child); ``stop()`` asks it to shut down (SIGTERM: the lifespan closes the
+engine) and kills that process group by id if it does not exit in time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from helpers import REPO, demo_entry, write_catalog
+
+ADMIN_TOKEN = "test-admin-token-1234"
+# CPU KV space for the test servers: "a" (tiny-llama, 512 tokens, ~1 MiB) and "b" fit; "big" (2,048
+# tokens of tiny-llama: 2 layers x K,V x 2 heads x 64 x 4 bytes = 2 KiB/token -> 4 MiB) does not.
+CPU_KV_MIB = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_catalog(folder: Path, model_dir: Path, *, max_tokens: int = 32) -> Path:
+    """Two tiny models that fit the test KV space, and one that the planner must refuse on CPU."""
+    models = {
+        "a": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_tokens=max_tokens),
+        "b": demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3", max_tokens=max_tokens),
+        "big": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama long context",
+                          max_model_len=2048),
+    }
+    return write_catalog(folder, models, default="a")
+
+
+class Server:
+    def __init__(self, workdir: Path, catalog: Path, *, admin_token: str | None = ADMIN_TOKEN,
+                 env: dict | None = None):
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "server.log"
+        self.admin_token = admin_token
+        full_env = {
+            **os.environ,
+            "PORT": str(self.port),
+            "FINSPACE_HOST": "127.0.0.1",
+            "FINSPACE_CATALOG": str(catalog),
+            "FINSPACE_DATA_DIR": str(workdir / "data"),
+            "FINSPACE_CPU_KV_CACHE_MIB": str(CPU_KV_MIB),
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        full_env.pop("FINSPACE_MODEL", None)
+        if admin_token:
+            full_env["FINSPACE_ADMIN_TOKEN"] = admin_token
+        else:
+            full_env.pop("FINSPACE_ADMIN_TOKEN", None)
+        if env and "FINSPACE_MODEL" in env:
+            full_env["FINSPACE_MODEL"] = env["FINSPACE_MODEL"]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "app.py")], cwd=workdir, env=full_env,
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def wait(self, *, ready: bool = True, timeout: float = 400.0) -> float:
+        """Wait until the page answers (and, with ready, until /health says 200). Returns seconds waited."""
+        t0 = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                r = httpx.get(self.url + "/health", timeout=5)
+                if r.status_code == 200 or (not ready and r.status_code == 503):
+                    return time.monotonic() - t0
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"the server was not {'ready' if ready else 'up'} in {timeout:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def auth(self, token: str | None = None) -> dict:
+        return {"Authorization": f"Bearer {token or self.admin_token}"}
+
+    def health(self) -> dict:
+        return httpx.get(self.url + "/health", timeout=10).json()
+
+    def wait_model(self, key: str, timeout: float = 400.0) -> dict:
+        t0 = time.monotonic()
+        while True:
+            r = httpx.get(self.url + "/health", timeout=10)
+            body = r.json()
+            if r.status_code == 200 and body["model"] == key:
+                return body
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"model {key} not ready in {timeout:.0f} s: {body}\n{self.log_tail()}")
+            time.sleep(0.3)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM, then SIGKILL to the server's process group (its engine core included), by id."""
+        if self.proc.poll() is None:
+            with _suppress():
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        with _suppress():
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left in its group (vLLM's engine core)
+        with _suppress():
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
+class _suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return exc[0] is not None and issubclass(exc[0], (ProcessLookupError, PermissionError, OSError,
+                                                          subprocess.TimeoutExpired))

@@ -1,0 +1,160 @@
+"""The page in a real browser: Debian's chromium driven by Playwright against `python app.py` on localhost.
+
+Opens the page, sends a message and watches the reply grow, switches model and
+sees the progress then the new label (and the switch marked in the chat), and
+sees the memory panel change between two timer ticks. Screenshots go to
+test-artifacts/ (gitignored). Skipped only when /usr/bin/chromium is absent
+(`make browser` installs it).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from server_utils import ADMIN_TOKEN, Server, make_catalog
+
+pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(600)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+SHOTS = REPO / "test-artifacts"
+
+if not CHROMIUM.exists():
+    pytest.skip("no /usr/bin/chromium: install it with `make browser` (apt-get install chromium)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model_dir):
+    root = tmp_path_factory.mktemp("browser")
+    srv = Server(root, make_catalog(root / "catalog", model_dir, max_tokens=300))
+    try:
+        srv.wait(ready=True)
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        pg.goto(server.url + "/", wait_until="domcontentloaded")
+        pg.wait_for_selector("#chat-input textarea", timeout=60_000)
+        pg.page_errors = errors
+        yield pg
+        browser.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"browser-{name}.png"), full_page=True)
+
+
+def bot_texts(page) -> list[str]:
+    return page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")
+
+
+WATCH_REPLY = """() => {
+  window.__lengths = [];
+  const box = document.querySelector('#chatbot');
+  const read = () => { const bots = box.querySelectorAll('[data-testid="bot"]');
+                       const last = bots[bots.length - 1]; return last ? last.innerText.length : 0; };
+  new MutationObserver(() => { const n = read(); const l = window.__lengths;
+                               if (!l.length || l[l.length - 1] !== n) l.push(n); })
+    .observe(box, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_page_shows_banner_model_and_memory(page):
+    page.wait_for_function("document.querySelector('#current-model').innerText.includes('Tiny Llama')",
+                           timeout=30_000)
+    banner = page.inner_text("#banner")
+    assert "No NVIDIA GPU" in banner and "Tiny Llama" in banner
+    assert "host RAM" in page.inner_text("#memory-readings")
+    assert page.is_visible("#admin-token")
+    shot(page, "1-opened")
+
+
+def test_send_a_message_and_see_the_reply_stream(page):
+    page.evaluate(WATCH_REPLY)
+    page.fill("#chat-input textarea", "What is free cash flow?")
+    page.click("#send")
+    page.wait_for_function("window.__lengths.some(n => n > 0)", timeout=30_000)
+    shot(page, "2-streaming")
+    # wait until the reply stops growing
+    last, stable_since = -1, time.monotonic()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        texts = bot_texts(page)
+        n = len(texts[-1]) if texts else 0
+        if n != last:
+            last, stable_since = n, time.monotonic()
+        elif n > 0 and time.monotonic() - stable_since > 2.0:
+            break
+        time.sleep(0.1)
+    lengths = page.evaluate("window.__lengths")
+    growing = [n for n in lengths if n > 0]
+    assert len(set(growing)) >= 3, f"the reply did not grow in steps: {lengths}"
+    assert growing == sorted(growing), lengths
+    assert page.input_value("#chat-input textarea") == ""  # the input was cleared
+    shot(page, "3-replied")
+
+
+def test_switch_model_shows_progress_then_the_new_label(page):
+    page.click("#model-picker input")
+    page.click('li[data-testid="dropdown-option"]:has-text("Tiny Qwen3")')
+    page.fill("#admin-token input", ADMIN_TOKEN)
+    page.click("#load-model")
+    # the engine's stages show as a progress bar (stage: message) over the load status
+    page.wait_for_function(
+        "/(plan|fetch|stop|release|start|warmup):/.test(document.querySelector('#load-status').innerText)",
+        timeout=60_000)
+    status = page.inner_text("#load-status")
+    shot(page, "4-loading")
+    assert re.search(r"(plan|fetch|stop|release|start|warmup):", status), status
+    # chat is paused with a notice while the switch runs
+    page.wait_for_function("document.querySelector('#chat-input textarea').disabled", timeout=10_000)
+    assert "paused" in page.inner_text("#chat-notice")
+    page.wait_for_function("document.querySelector('#current-model').innerText.includes('Serving Tiny Qwen3')",
+                           timeout=420_000)
+    page.wait_for_function("!document.querySelector('#chat-input textarea').disabled", timeout=30_000)
+    assert "is ready" in page.inner_text("#load-status")
+    assert "Tiny Qwen3" in page.inner_text("#banner")
+    shot(page, "5-switched")
+
+
+def test_chat_after_a_switch_is_marked(page):
+    page.fill("#chat-input textarea", "And now?")
+    page.click("#send")
+    page.wait_for_function(
+        "document.querySelector('#chatbot').innerText.includes('switched to Tiny Qwen3')", timeout=30_000)
+    page.wait_for_function(
+        "document.querySelectorAll('#chatbot [data-testid=\"bot\"]').length >= 2", timeout=60_000)
+    shot(page, "6-marked")
+
+
+def test_memory_panel_updates_between_ticks(page):
+    stamp = re.compile(r"sampled (\d\d:\d\d:\d\d)")
+    first = page.inner_text("#memory-readings")
+    assert stamp.search(first), first
+    # a later timer tick brings a new reading: the sample time (and usually the figures) change
+    page.wait_for_function(
+        """prev => { const m = /sampled (\\d\\d:\\d\\d:\\d\\d)/.exec(document.querySelector('#memory-readings').innerText);
+                    return m && m[1] !== prev; }""", arg=stamp.search(first).group(1), timeout=15_000)
+    second = page.inner_text("#memory-readings")
+    assert second != first
+    assert page.locator("#memory-plot").is_visible() and page.locator("#breakdown-plot").is_visible()
+    shot(page, "7-memory")
+    assert not page.page_errors, page.page_errors

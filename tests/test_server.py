@@ -1,0 +1,205 @@
+"""The app end to end over HTTP: `python app.py` on 127.0.0.1 with tiny generated models, real vLLM (CPU).
+
+One server for the whole module (each engine load costs ~20 s here). Tests run
+in file order and each leaves model "a" ready for the next.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+
+import httpx
+import pytest
+from gradio_client import Client
+
+from server_utils import ADMIN_TOKEN, Server, make_catalog
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
+
+QUESTION = "What is free cash flow?"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model_dir):
+    root = tmp_path_factory.mktemp("server")
+    srv = Server(root, make_catalog(root / "catalog", model_dir, max_tokens=32))
+    try:
+        srv.wait(ready=False)
+        # The page and /health answer while the first model is still loading.
+        srv.early_health = httpx.get(srv.url + "/health", timeout=10)
+        srv.early_page = httpx.get(srv.url + "/", timeout=30)
+        srv.startup_s = srv.wait(ready=True)
+        yield srv
+    finally:
+        srv.stop()
+
+
+def gclient(server: Server) -> Client:
+    """A fresh gradio_client per call sequence: gradio_client 2.7.2 can cancel a job submitted on a Client
+    whose previous event stream is just closing (its sse_v3 reader race), so tests never reuse one."""
+    return Client(server.url + "/", verbose=False)
+
+
+@pytest.fixture
+def client(server):
+    return gclient(server)
+
+
+def ensure_a(server: Server) -> None:
+    if server.health()["model"] != "a" or server.health()["status"] != "ready":
+        server.wait(ready=True)
+        if server.health()["model"] != "a":
+            r = httpx.post(server.url + "/load-model", json={"model": "a"}, headers=server.auth(), timeout=30)
+            assert r.status_code == 202, r.text
+        server.wait_model("a")
+
+
+# ------------------------------------------------------------------ start-up
+def test_page_and_health_answer_during_first_load(server):
+    h = server.early_health
+    assert h.status_code == 503, h.text
+    assert h.json()["status"] in ("loading", "none"), h.json()
+    assert server.early_page.status_code == 200
+    assert "<html" in server.early_page.text.lower()
+
+
+def test_health_when_ready(server):
+    r = httpx.get(server.url + "/health", timeout=10)
+    assert r.status_code == 200
+    h = r.json()
+    assert (h["status"], h["ready"], h["model"], h["model_label"]) == ("ready", True, "a", "Tiny Llama")
+    assert h["engine"]["state"] == "ready" and h["engine"]["stage"] == "ready" and h["engine"]["alive"]
+    assert h["device"] == "cpu" and h["gpus"] == []
+    assert h["host_ram"]["total_mib"] > 0 and h["host_ram"]["free_mib"] > 0
+    assert h["loaded_since"].endswith("Z") and h["uptime_s"] > 0
+    assert h["version"]["finspace"] and h["version"]["vllm"] and h["version"]["gradio"] == "6.31.0"
+    assert h["last_error"] is None
+    assert ADMIN_TOKEN not in r.text
+
+
+# --------------------------------------------------------------------- chat
+def test_gradio_client_streams_a_chat_in_pieces(server, client):
+    job = client.submit(QUESTION, [], None, 0.0, 200, api_name="/chat")
+    final = job.result(timeout=120)
+    outputs = job.outputs()
+    assert final and isinstance(final, str)
+    assert len(outputs) >= 3, f"the reply arrived in {len(outputs)} piece(s): {outputs!r}"
+    for before, after in zip(outputs, outputs[1:]):
+        assert after.startswith(before), (before, after)  # each piece is the reply so far
+    assert outputs[-1] == final
+
+
+def test_chat_with_history_and_settings(client):
+    history = [{"role": "user", "content": "Define EBITDA."}, {"role": "assistant", "content": "Earnings before..."}]
+    reply = client.predict("And free cash flow?", history, "Be brief.", 0.5, 8, api_name="/chat")
+    assert isinstance(reply, str) and reply
+
+
+# ------------------------------------------------------------------- models
+def test_models_lists_each_plan_for_this_hardware(server):
+    r = httpx.get(server.url + "/models", timeout=30)
+    assert r.status_code == 200
+    models = {m["key"]: m for m in r.json()}
+    assert set(models) == {"a", "b", "big"}
+    a, big = models["a"], models["big"]
+    assert a["fits"] and a["loaded"] and a["max_model_len"] == 512 and a["plan"]["weights_gib"] >= 0
+    assert "kv_bytes_per_token" in a["plan"] and a["plan"]["fits"] in (True, False)
+    assert not big["fits"] and not big["loaded"]
+    assert "max_model_len 2048" in big["reason"] and "Lower max_model_len to" in big["reason"]
+    assert a["ledger"] and a["ledger"]["verified"], a["ledger"]  # the start-up load is in the ledger
+    via_gradio = {m["key"]: m for m in gclient(server).predict(api_name="/models")}
+    assert via_gradio["big"]["reason"] == big["reason"] and via_gradio["a"]["fits"]
+
+
+# --------------------------------------------------------------- load-model
+def test_load_model_refuses_without_a_valid_token(server):
+    before = server.health()
+    for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": ADMIN_TOKEN},
+                    {"Authorization": "Basic " + ADMIN_TOKEN}):
+        r = httpx.post(server.url + "/load-model", json={"model": "b"}, headers=headers, timeout=10)
+        assert r.status_code == 401, (headers, r.text)
+        assert "error" in r.json() and ADMIN_TOKEN not in r.text
+        assert r.headers.get("www-authenticate") == "Bearer"
+    time.sleep(0.5)
+    after = server.health()
+    assert (after["model"], after["status"], after["loaded_since"]) == (before["model"], "ready", before["loaded_since"])
+
+
+def test_load_model_rejects_keys_outside_the_catalogue(server):
+    for key in ("nope", "../x", "/etc/passwd", "org/repo", "DragonLLM/Llama-Open-Finance-8B"):
+        r = httpx.post(server.url + "/load-model", json={"model": key}, headers=server.auth(), timeout=10)
+        assert r.status_code == 422, (key, r.text)
+        assert "catalogue" in r.json()["error"]
+    assert server.health()["model"] == "a"
+
+
+def test_load_model_refuses_a_model_that_does_not_fit(server):
+    r = httpx.post(server.url + "/load-model", json={"model": "big"}, headers=server.auth(), timeout=10)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert "2048" in err and "KV cache" in err and "FINSPACE_CPU_KV_CACHE_MIB" in err
+    assert server.health()["model"] == "a"
+
+
+def test_switch_202_then_409_and_health_503_until_ready(server):
+    r = httpx.post(server.url + "/load-model", json={"model": "b"}, headers=server.auth(), timeout=10)
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["accepted"] and body["loading"] == "b"
+    assert body["status"] in ("switching", "loading") and body["engine"]["loading"] == "b"
+    again = httpx.post(server.url + "/load-model", json={"model": "a"}, headers=server.auth(), timeout=10)
+    assert again.status_code == 409, again.text
+    assert "in progress" in again.json()["error"]
+    codes = set()
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline:
+        h = httpx.get(server.url + "/health", timeout=10)
+        codes.add((h.status_code, h.json()["status"]))
+        if h.status_code == 200:
+            break
+        time.sleep(0.2)
+    assert (503, "switching") in codes, codes
+    assert h.status_code == 200 and h.json()["model"] == "b", h.text  # the next test switches back
+
+
+def test_gradio_client_loads_another_model_then_chats_with_it(server, client):
+    server.wait_model("b")
+    with pytest.raises(Exception) as err:
+        client.predict("a", "wrong-token", api_name="/load_model")
+    assert "admin token is wrong" in str(err.value)
+    assert server.health()["model"] == "b"  # a wrong token changes nothing
+
+    health = gclient(server).predict("a", ADMIN_TOKEN, api_name="/load_model")
+    assert health["model"] == "a" and health["status"] == "ready"
+    reply = gclient(server).predict(QUESTION, [], None, 0.0, 16, api_name="/chat")
+    assert isinstance(reply, str) and reply
+    assert gclient(server).predict(api_name="/health")["model"] == "a"
+    ensure_a(server)
+
+
+def test_load_history_records_the_loads(server):
+    r = httpx.get(server.url + "/loads", params={"limit": 20}, timeout=10)
+    assert r.status_code == 200
+    records = r.json()
+    ok = [x for x in records if x["outcome"] == "ok"]
+    assert {x["model_key"] for x in ok} >= {"a", "b"}
+    assert all(x["kv_cache_tokens"] and x["planned_kv_cache_tokens"] for x in ok)
+    assert gclient(server).predict(5, api_name="/loads")[-1]["model_key"] == records[-1]["model_key"]
+    assert httpx.get(server.url + "/loads", params={"limit": 0}, timeout=10).status_code == 422
+
+
+# ------------------------------------------------------------------ concurrency
+def test_sixteen_parallel_chats_all_complete(server):
+    """16 users at once, each with its own gradio_client (as 16 browsers would be)."""
+    def one_user(i: int) -> str:
+        return gclient(server).predict(f"{QUESTION} ({i})", [], None, 0.7, 24, api_name="/chat")
+
+    t0 = time.monotonic()
+    with cf.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(one_user, range(16), timeout=300))
+    elapsed = time.monotonic() - t0
+    assert len(results) == 16 and all(isinstance(x, str) and x for x in results), results
+    h = server.health()
+    assert h["status"] == "ready" and h["engine"]["running_requests"] == 0
+    print(f"16 parallel chats in {elapsed:.1f} s")
