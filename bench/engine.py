@@ -65,7 +65,8 @@ async def main() -> None:
     for e in (demo, other):
         ensure_demo_model(e.local_path, e.generate)
 
-    ours = Engine(catalog, MemoryMonitor(nvml=None))
+    records = []  # every load's stage_seconds: where a switch spends its time
+    ours = Engine(catalog, MemoryMonitor(nvml=None), on_load=records.append)
     await ours.load("demo")
     kwargs = ours._engine_kwargs(demo, str(demo.local_path), ours.plan)
     raw = await asyncio.to_thread(AsyncLLM.from_engine_args, AsyncEngineArgs(**kwargs))
@@ -113,13 +114,14 @@ async def main() -> None:
         async for _ in ours.chat(first_prompt, ChatSettings(temperature=0.0, max_tokens=4)):
             return
 
-    switch_times, fresh_times = [], []
+    switch_times, fresh_times, switch_stages = [], [], []
     for _ in range(args.reps):
         await ours.load("demo-qwen3")
         t0 = time.perf_counter()
         await ours.load("demo")
         await first_token()
         switch_times.append(time.perf_counter() - t0)
+        switch_stages.append(records[-1].stage_seconds)
 
         await ours.unload()
         t0 = time.perf_counter()
@@ -138,6 +140,8 @@ async def main() -> None:
     print(f"{'concurrency':>11}  {'AsyncLLM tok/s':>14}  {'finspace tok/s':>14}  {'ratio':>6}")
     for n, r, o, ratio in rows:
         print(f"{n:>11}  {r:>14.1f}  {o:>14.1f}  {ratio:>6.3f}")
+    for i, st in enumerate(switch_stages):
+        print(f"switch {i + 1} stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in st.items()))
     sw, fr = statistics.median(switch_times), statistics.median(fresh_times)
     print(f"switch to demo, request to first token: {sw:.2f} s (median); fresh AsyncLLM start + first token: {fr:.2f} s")
     ratio16 = next(r for n, _, _, r in rows if n == 16)

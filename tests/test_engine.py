@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -223,9 +224,15 @@ async def test_bad_input_does_not_stall_others(engine):
 
 
 # ---------------------------------------------------------------- switching
+def shm_entries() -> dict[str, int]:
+    """vLLM's POSIX shared memory and named semaphores in /dev/shm, with their sizes."""
+    return {p.name: p.stat().st_size for p in Path("/dev/shm").iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
+
+
 async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     await ensure(engine, "a")
     before_children = children()
+    shm_before = shm_entries()
     rss0 = psutil.Process().memory_info().rss
     for _ in range(3):
         await engine.load("b")
@@ -234,9 +241,13 @@ async def test_switching_back_and_forth_leaves_nothing_behind(engine):
         assert engine.health().model_key == "a" and await collect(engine)
     rss1 = psutil.Process().memory_info().rss
     after_children = children()
-    print(f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth {(rss1 - rss0) / 2**20:.0f} MiB")
-    # exactly one engine's processes: the old ones all exited
+    shm_after = shm_entries()
+    print(f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth {(rss1 - rss0) / 2**20:.0f} MiB;"
+          f" /dev/shm {sum(shm_before.values()) / 2**20:.0f} -> {sum(shm_after.values()) / 2**20:.0f} MiB")
+    # exactly one engine's processes: the old ones all exited (stopping kills them after their requests end)
     assert len(after_children) == len(before_children) and after_children <= set(engine.engine_pids())
+    # the killed engines' shared-memory queues (hundreds of MiB each) were removed: one engine's worth is left
+    assert len(shm_after) == len(shm_before) and sum(shm_after.values()) <= sum(shm_before.values()), (shm_before, shm_after)
     assert rss1 - rss0 < 200 * 2**20, "resident memory grew by more than 200 MiB over 3 switch cycles"
 
 

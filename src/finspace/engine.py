@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
@@ -229,6 +230,7 @@ class Engine:
         cpu_kv_cache_bytes: int | None = None,
         max_in_flight: int = 256,
         release_timeout_s: float = 120.0,
+        stop_grace_s: float | None = None,
         auto_restart: bool = True,
         on_load: Callable[[LoadRecord], Any] | None = None,
         engine_overrides: dict | None = None,
@@ -240,6 +242,11 @@ class Engine:
         self.cpu_kv_cache_bytes = cpu_kv_cache_bytes or int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")) << 20
         self.max_in_flight = int(os.environ.get("FINSPACE_MAX_IN_FLIGHT") or max_in_flight)  # the chat queue bound
         self.release_timeout_s = release_timeout_s
+        # Seconds a stopping engine gets to exit on its own before its processes are killed. Its requests are
+        # already aborted and answered, so nothing is lost; vLLM's own grace (5 s, most of it interpreter exit)
+        # was a third of a switch here. 0: kill at once. Ray (multi-node) always gets vLLM's own shutdown.
+        grace = os.environ.get("FINSPACE_STOP_GRACE_S")
+        self.stop_grace_s = float(grace) if grace else (0.0 if stop_grace_s is None else stop_grace_s)
         self.auto_restart = auto_restart
         self.on_load = on_load
         self.engine_overrides = dict(engine_overrides or {})
@@ -250,6 +257,7 @@ class Engine:
         self._tokenizer: Any = None
         self._max_model_len = 0
         self._engine_pids: tuple[int, ...] = ()
+        self._engine_ipc: tuple[str, ...] = ()  # /dev/shm entries the running engine created
         self._state = "none"
         self._stage: str | None = None
         self._progress: float | None = None
@@ -603,10 +611,12 @@ class Engine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         before = {c.pid for c in psutil.Process().children(recursive=True)}
+        ipc_before = _ipc_names()
         args = AsyncEngineArgs(**kwargs)
         llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
                      if c.pid not in before and not _is_helper_process(c))
+        self._engine_ipc = tuple(sorted(_ipc_names() - ipc_before))
         return llm, pids
 
     async def _warmup(self, llm: Any) -> None:
@@ -641,14 +651,49 @@ class Engine:
             with contextlib.suppress(Exception):
                 await llm.abort(ids)
             await asyncio.sleep(0)  # let the streams see their final output
+        await self._shutdown(llm)
+
+    def _distributed_ray(self) -> bool:
+        return "ray" in str(self.engine_overrides.get("distributed_executor_backend")
+                            or os.environ.get("FINSPACE_DISTRIBUTED_BACKEND", ""))
+
+    async def _shutdown(self, llm: Any) -> None:
+        """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``stop_grace_s`` to exit,
+        then SIGKILL to the engine core and to every process it started. What the killed processes could not
+        clean up (their shared-memory queues) is removed in ``_wait_release`` once they are gone."""
+        if self._distributed_ray():
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(llm.shutdown)
+            return
+        handler = getattr(llm, "output_handler", None)
+        if isinstance(handler, asyncio.Task) and not handler.done():
+            # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
+            handler.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(handler), 1.0)
         with contextlib.suppress(Exception):
-            llm.shutdown()
+            await asyncio.to_thread(llm.shutdown, self.stop_grace_s)
+        for pid in self._engine_pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
     async def _wait_release(self, next_plan: planner.Plan | None) -> None:
         """GPU: poll NVML until the next engine's request fits in free memory. CPU: until the old process exited."""
         deadline = time.monotonic() + self.release_timeout_s
         old = self._engine_pids
         self._engine_pids = ()
+        ipc, self._engine_ipc = self._engine_ipc, ()
+        try:
+            await self._poll_release(next_plan, old, deadline)
+        finally:
+            # GPU: free memory can come before the killed processes are gone; they are, within moments
+            gone = time.monotonic() + 5.0
+            while any(_pid_running(p) for p in old) and time.monotonic() < gone:
+                await asyncio.sleep(0.05)
+            if not any(_pid_running(p) for p in old):
+                _remove_ipc(ipc)
+
+    async def _poll_release(self, next_plan: planner.Plan | None, old: tuple[int, ...], deadline: float) -> None:
         while True:
             if self.gpu is not None:
                 readings = self.monitor.read()
@@ -668,7 +713,7 @@ class Engine:
                     f"device memory was not released within {self.release_timeout_s:.0f} s ({detail}); "
                     f"another process may hold it: check nvidia-smi"
                 )
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.05)
 
     # --------------------------------------------------------------- watchdog
     async def _watch(self, llm: Any) -> None:
@@ -693,8 +738,7 @@ class Engine:
                     self._abort_reasons[rid] = EngineFailed("the engine stopped unexpectedly and is restarting; send your message again in a few seconds")
                 self._llm = None
                 self._watchdog = None
-                with contextlib.suppress(Exception):
-                    llm.shutdown()
+                await self._shutdown(llm)
                 self._entry, self._plan = None, None
                 self._restarts += 1
                 self._last_restart = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -847,6 +891,34 @@ def _is_helper_process(proc: psutil.Process) -> bool:
         return "resource_tracker" in " ".join(proc.cmdline())
     except psutil.Error:
         return True
+
+
+SHM_DIR = Path("/dev/shm")
+
+
+def _ipc_names() -> set[str]:
+    """POSIX shared memory and named semaphores now present (vLLM's engine-worker queues live there)."""
+    try:
+        return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
+    except OSError:
+        return set()
+
+
+def _remove_ipc(names: tuple[str, ...]) -> None:
+    """Unlink what a stopped engine left in /dev/shm (a killed process cannot), and tell multiprocessing's
+    resource tracker, which would otherwise try again at exit and warn of a leak."""
+    from multiprocessing import resource_tracker
+
+    for name in names:
+        path = SHM_DIR / name
+        if not path.exists():
+            continue
+        kind, ipc_name = ("semaphore", "/" + name[4:]) if name.startswith("sem.") else ("shared_memory", "/" + name)
+        with contextlib.suppress(Exception):
+            resource_tracker.unregister(ipc_name, kind)
+        with contextlib.suppress(OSError):
+            path.unlink()
+            log.info("removed %s left by the stopped engine", path)
 
 
 def _pid_running(pid: int) -> bool:
