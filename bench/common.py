@@ -103,8 +103,11 @@ class ServerProcess:
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pgid = self.proc.pid  # start_new_session: the server leads its own group
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
+        # Its own process group (stopped by id), but the benchmark's session: on this machine's kernel
+        # (6.18, scheduler autogroups) a process in another session was starved of CPU for whole streams
+        # while vLLM generated, so a server started with start_new_session slowed its own clients.
+        self.pgid = self.proc.pid
         self._stopped = False
         with _LIVE_LOCK:
             _LIVE.append(self)

@@ -1,8 +1,11 @@
 """Start the real app (`python app.py`) on 127.0.0.1 and a free port, for end-to-end tests.
 
-The server runs as a subprocess in its own session (vLLM's engine core is its
-child); ``stop()`` asks it to shut down (SIGTERM: the lifespan closes the
-engine) and kills that process group by id if it does not exit in time.
+The server runs as a subprocess in its own process group (vLLM's engine core is
+its child) but in the tests' session: with the kernel's scheduler autogroups (one
+per session), a test process in another session than the server was starved of
+CPU for as long as vLLM generated (a 20 ms computation took 8 s). ``stop()``
+asks it to shut down (SIGTERM: the lifespan closes the engine) and kills that
+process group by id if it does not exit in time.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ class Server:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "app.py")], cwd=workdir, env=full_env,
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=self._log, stderr=subprocess.STDOUT, process_group=0,
         )
 
     def log_tail(self, n: int = 60) -> str:
