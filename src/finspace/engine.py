@@ -24,6 +24,7 @@ import signal
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,7 @@ class Engine:
         self._abort_reasons: dict[str, FinspaceError] = {}
         self._watchdog: asyncio.Task | None = None
         self._closed = False
+        self._tokenize_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finspace-tokenize")
 
     # ------------------------------------------------------------------ state
     def health(self) -> Health:
@@ -657,16 +659,18 @@ class Engine:
         return "ray" in str(self.engine_overrides.get("distributed_executor_backend")
                             or os.environ.get("FINSPACE_DISTRIBUTED_BACKEND", ""))
 
-    async def _shutdown(self, llm: Any) -> None:
+    async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
         """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``stop_grace_s`` to exit,
         then SIGKILL to the engine core and to every process it started. What the killed processes could not
-        clean up (their shared-memory queues) is removed in ``_wait_release`` once they are gone."""
+        clean up (their shared-memory queues) is removed in ``_wait_release`` once they are gone.
+
+        ``died``: the engine failed on its own; its output handler must stay to hand the error to every stream."""
         if self._distributed_ray():
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(llm.shutdown)
             return
         handler = getattr(llm, "output_handler", None)
-        if isinstance(handler, asyncio.Task) and not handler.done():
+        if not died and isinstance(handler, asyncio.Task) and not handler.done():
             # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
             handler.cancel()
             with contextlib.suppress(BaseException):
@@ -738,7 +742,10 @@ class Engine:
                     self._abort_reasons[rid] = EngineFailed("the engine stopped unexpectedly and is restarting; send your message again in a few seconds")
                 self._llm = None
                 self._watchdog = None
-                await self._shutdown(llm)
+                if ids:  # end every stream now with that message, whether or not vLLM has noticed the death yet
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(llm.abort(ids), 2.0)
+                await self._shutdown(llm, died=True)
                 self._entry, self._plan = None, None
                 self._restarts += 1
                 self._last_restart = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -837,16 +844,24 @@ class Engine:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
         msgs = normalize_messages(messages)
         sp = self.sampling_for(entry, settings, max_len)
-        ids, dropped = self.build_prompt(msgs, entry, settings, sp["max_tokens"], tok, max_len)
         rid = f"chat-{uuid.uuid4().hex}"
-        info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
-        params = SamplingParams(
-            temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"], seed=sp["seed"],
-            output_kind=RequestOutputKind.DELTA,
-        )
-        self._active.add(rid)
-        finished = False
+        self._active.add(rid)  # holds its place in the queue bound while it is tokenized
+        finished = submitted = False
         try:
+            # Templating and tokenizing (and trimming: several encodes) run in one worker thread, never in the
+            # serving loop: a conversation at the size limits takes ~1 s to encode, and streams, pages and
+            # /health must not wait for it. One thread: a fast tokenizer must not be used from two at once.
+            ids, dropped = await asyncio.get_running_loop().run_in_executor(
+                self._tokenize_pool, self.build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
+            info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
+            params = SamplingParams(
+                temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"], seed=sp["seed"],
+                output_kind=RequestOutputKind.DELTA,
+            )
+            if self._llm is not llm:  # the model switched while this prompt was tokenized
+                raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
+                                     f"send your message again when it is ready")
+            submitted = True
             stream = llm.generate({"prompt_token_ids": ids}, params, rid)
             async with contextlib.aclosing(stream):
                 async for out in stream:
@@ -870,7 +885,7 @@ class Engine:
         finally:
             self._active.discard(rid)
             self._abort_reasons.pop(rid, None)
-            if not finished and self._llm is llm:
+            if submitted and not finished and self._llm is llm:
                 with contextlib.suppress(Exception):
                     await llm.abort(rid)
 
@@ -882,6 +897,7 @@ class Engine:
         await self._stop_current("the server is shutting down")
         with contextlib.suppress(Exception):
             await self._wait_release(None)
+        self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
         self._entry, self._plan, self._state = None, None, "none"
 
 
