@@ -1,0 +1,1 @@
+"""The reliability suite (issue 6): a package, so its shared server is torn down when the package's tests end."""

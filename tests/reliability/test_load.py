@@ -1,0 +1,178 @@
+"""Load: 64 concurrent chat sessions for 60 s on the tiny demo model, zero errors, bounded memory.
+
+One server (`python app.py`, tiny llama, vLLM on CPU). Each session is one
+browser-like Gradio session (one session hash) that loops short chats
+(max_tokens 16) through the /chat endpoint until the deadline, speaking Gradio's
+queue protocol (join, then the SSE stream) from one asyncio loop, so the client
+side costs little next to the server on a 2-core machine.
+
+Bounded: the warm-up lasts WARMUP_S, the run RUN_S (FINSPACE_LOAD_SECONDS); a request that gets no
+answer within REQUEST_TIMEOUT_S counts as lost. Memory: the resident set of the
+server process plus its engine processes at the end must be within RSS_BOUND_MIB
+of what it was after the warm-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import httpx
+import psutil
+import pytest
+
+from rel_utils import MIB, TALLY, _nonempty, env_flag, health, start_server, tiny, tree_rss
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
+
+SESSIONS = 64
+RUN_S = env_flag("FINSPACE_LOAD_SECONDS", 60.0)
+WARMUP_S = 20.0
+REQUEST_TIMEOUT_S = 60.0
+MAX_TOKENS = 16
+# Growth of server + engine RSS from after the warm-up to the end of the run. Measured here: vLLM's CPU
+# worker grows ~15-50 MiB per 25 s of this load after warm-up (buffers for new batch shapes, slowing down),
+# the app process ~6 MiB per 25 s (Gradio keeps per-event records, capped at 10,000 events); ~100 MiB a minute.
+RSS_BOUND_MIB = 200
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model_dir):
+    root = tmp_path_factory.mktemp("rel-load")
+    models = {"a": tiny(model_dir, "tiny-llama", label="Tiny Llama", max_model_len=512, max_tokens=MAX_TOKENS)}
+    srv = start_server(root, models, env={"FINSPACE_CPU_KV_CACHE_MIB": "32"})
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@dataclass
+class Stats:
+    served: int = 0
+    errors: int = 0
+    lost: int = 0
+    ttfts: list = field(default_factory=list)
+    samples: list = field(default_factory=list)  # first few error messages
+
+    def fail(self, what: str) -> None:
+        self.errors += 1
+        if len(self.samples) < 5:
+            self.samples.append(what)
+
+
+async def one_chat(http: httpx.AsyncClient, url: str, fn: int, session_hash: str, i: int, stats: Stats) -> None:
+    body = {"data": [f"Summarise the quarter, please ({i}).", [], None, 0.7, MAX_TOKENS], "fn_index": fn,
+            "session_hash": session_hash, "trigger_id": None, "event_data": None}
+    t0 = time.monotonic()
+    try:
+        r = await http.post(url + "/gradio_api/queue/join", json=body)
+    except httpx.HTTPError as exc:
+        stats.fail(f"join: {type(exc).__name__}")
+        return
+    if r.status_code != 200:
+        stats.fail(f"join {r.status_code}: {r.text[:200]}")
+        return
+    event_id = r.json()["event_id"]
+    ttft, done = None, None
+    try:
+        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+            async with http.stream("GET", url + "/gradio_api/queue/data", params={"session_hash": session_hash}) as s:
+                async for line in s.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    msg = json.loads(line[5:])
+                    kind = msg.get("msg")
+                    if msg.get("event_id") not in (None, event_id):
+                        continue
+                    if kind == "process_generating" and ttft is None and _nonempty(msg.get("output")):
+                        ttft = time.monotonic() - t0
+                    elif kind == "process_completed":
+                        done = msg
+                    elif kind == "close_stream" or kind == "unexpected_error":
+                        if kind == "unexpected_error":
+                            done = done or {"success": False, "output": {"error": msg.get("message")}}
+                        break
+    except TimeoutError:
+        pass
+    except httpx.HTTPError as exc:
+        if done is None:
+            stats.fail(f"stream: {type(exc).__name__}")
+            return
+    if done is None:
+        stats.lost += 1
+        return
+    if not done.get("success"):
+        stats.fail(f"error: {str(done.get('output'))[:200]}")
+        return
+    stats.served += 1
+    if ttft is not None:
+        stats.ttfts.append(ttft)
+
+
+async def run_sessions(url: str, fn: int, seconds: float) -> tuple[Stats, float]:
+    stats = Stats()
+    deadline = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=SESSIONS * 3, max_keepalive_connections=SESSIONS * 2)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=15), limits=limits) as http:
+        async def session(k: int) -> None:
+            sh = uuid.uuid4().hex[:11]  # one browser session: the same hash for all its chats
+            i = 0
+            while time.monotonic() < deadline:
+                await one_chat(http, url, fn, sh, k * 100_000 + i, stats)
+                i += 1
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(session(k) for k in range(SESSIONS)))
+    return stats, time.monotonic() - t0
+
+
+def rss_by_process(pid: int) -> dict[str, int]:
+    """MiB per process of the server's tree (the app, vLLM's EngineCore and Worker)."""
+    out = {}
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return out
+    for p in procs:
+        try:
+            name = "app" if p.pid == pid else p.name()
+            out[name] = out.get(name, 0) + p.memory_info().rss // MIB
+        except psutil.Error:
+            continue
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def test_64_sessions_for_60_seconds(server):
+    fn = server.fns["chat"]
+    warm, _ = asyncio.run(run_sessions(server.url, fn, WARMUP_S))
+    assert warm.errors == 0 and warm.lost == 0, (warm.errors, warm.lost, warm.samples)
+    rss_warm, by_warm = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
+
+    stats, elapsed = asyncio.run(run_sessions(server.url, fn, RUN_S))
+    rss_end, by_end = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
+    TALLY.add(load_requests=stats.served, errors=stats.errors, lost=stats.lost)
+    status, h = health(server)
+    growth = (rss_end - rss_warm) / MIB
+    print(f"\nload: {SESSIONS} sessions x {RUN_S:.0f} s ({elapsed:.1f} s with the last replies): "
+          f"requests served={stats.served} ({stats.served / elapsed:.1f}/s) errors={stats.errors} lost={stats.lost} "
+          f"p50 TTFT={pct(stats.ttfts, 50) * 1000:.0f} ms p99 TTFT={pct(stats.ttfts, 99) * 1000:.0f} ms; "
+          f"RSS server+engine {rss_warm / MIB:.0f} MiB after warm-up ({warm.served} requests) -> "
+          f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB, bound +{RSS_BOUND_MIB} MiB; by process "
+          + ", ".join(f"{k} {by_warm.get(k, 0)}->{v}" for k, v in by_end.items()) + ")")
+    assert stats.errors == 0, stats.samples
+    assert stats.lost == 0
+    assert stats.served >= SESSIONS, "fewer requests than sessions: the run did not really run"
+    assert status == 200 and h["engine"]["running_requests"] == 0, h
+    assert growth <= RSS_BOUND_MIB, f"RSS grew by {growth:.0f} MiB under load (bound {RSS_BOUND_MIB} MiB)"
