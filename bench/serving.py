@@ -23,7 +23,7 @@ Same engine settings for all: float32, max_model_len 1024, enforce_eager, a fixe
 (the catalogue's system prompt, then the question: what the app builds for system_prompt ""), same
 max_tokens, greedy. Request i of a run asks a numbered question, so every request is prefilled.
 
-Per concurrency level and server, --reps runs (2; (c) 1), plus up to --noisy-reruns more of (a) and (b)
+Per concurrency level and server, --reps runs (2; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
 at 16 users while every run so far shared the machine with other jobs. Every figure of a row comes from
 its best run (highest tokens/s: on a shared machine noise only slows a run); the range shows all runs.
 tok/s: output tokens of all requests / time from the first request sent to the last text received.
@@ -265,13 +265,12 @@ def start_profile(server: ServerProcess, out: Path, seconds: int) -> subprocess.
         print("  (py-spy not found next to python; no profile)", flush=True)
         return None
     return subprocess.Popen([str(spy), "record", "-p", str(server.proc.pid), "-o", str(out), "-d", str(seconds),
-                             "-r", "100", "-f", "raw"],
+                             "-r", "100", "--gil", "-f", "raw"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 # ------------------------------------------------------------------ one server's phase
 def measure(which: str, args, model_path: Path, catalog: Path, entry: dict, workdir: Path) -> dict:
-    reps = args.reps if which != "c" else args.baseline_reps
     t0 = time.monotonic()
     server = start_server(which, args, model_path, catalog, workdir)
     users = None
@@ -300,6 +299,8 @@ def measure(which: str, args, model_path: Path, catalog: Path, entry: dict, work
             users.iter_ttft.clear()
         for n in args.levels:
             results[n] = []
+            # (c) takes n x 128 tokens at its single-stream rate per run: one run above 4 users
+            reps = args.reps if which != "c" or n <= 4 else args.baseline_reps
             r = 0
             while r < reps or (r < reps + args.noisy_reruns and which != "c" and n == 16
                                and min(x.cpu["other"] for x in results[n]) > args.noisy_cores
@@ -351,7 +352,8 @@ def fits_budget(which: str, n: int, args, results: dict[int, list[LevelResult]])
     for w in args.servers[args.servers.index(which) + 1:]:
         if w == "c":  # one at a time: everything at the single-stream rate
             single = rates.get(1, fallback / max(1, n))
-            rest += startup + (2 + max(args.levels) / 8 + sum(args.levels) * args.baseline_reps) * args.tokens / single
+            runs = sum(m * (args.reps if m <= 4 else args.baseline_reps) for m in args.levels)
+            rest += startup + (2 + max(args.levels) / 8 + runs) * args.tokens / single
         else:
             rest += startup + 15 + sum(secs(m, args.reps) for m in args.levels)
     return time.monotonic() - args.t_start + rest < args.budget_s
@@ -392,8 +394,9 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=128, help="output tokens per request (default 128)")
     ap.add_argument("--levels", default="1,4,16,32", help="concurrency levels (default 1,4,16,32)")
     ap.add_argument("--reps", type=int, default=2, help="runs per level for (a) and (b) (default 2)")
-    ap.add_argument("--baseline-reps", type=int, default=1, help="runs per level for (c) (default 1: it is slow)")
-    ap.add_argument("--noisy-cores", type=float, default=0.4,
+    ap.add_argument("--baseline-reps", type=int, default=1,
+                    help="runs per level above 4 users for (c) (default 1: it is slow; --reps up to 4 users)")
+    ap.add_argument("--noisy-cores", type=float, default=0.25,
                     help="a run whose machine had more than this much other CPU (cores) counts as noisy")
     ap.add_argument("--noisy-reruns", type=int, default=2,
                     help="extra runs of (a) and (b) at 16 users while all runs so far were noisy (default 2)")
@@ -451,7 +454,8 @@ def main() -> int:
     summary = {w: {n: summarise(lv) for n, lv in res.items()} for w, res in results.items()}
     print(f"\nmodel demo (bench-llama: hidden 512, 8 layers, 8 heads x 64, vocab 1024, fp32), "
           f"{args.tokens} output tokens/request, greedy; {os.cpu_count()} CPUs; "
-          f"best of {args.reps} runs per level for a and b (more when noisy), {args.baseline_reps} for c; "
+          f"best of {args.reps} runs per level ({args.baseline_reps} for c above 4 users; more for a and b at 16 when "
+          f"noisy); "
           f"whole run {time.monotonic() - t_start:.0f} s")
     head = (f"{'server':<6} {'users':>5} {'tok/s':>8} {'runs: range':>17} {'TTFT p50':>9} {'TTFT p99':>9} "
             f"{'ITL p50':>8} {'TPOT p50':>9} {'cpu srv':>7} {'client':>6} {'other':>6} {'front/tok':>9}")
