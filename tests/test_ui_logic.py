@@ -90,8 +90,9 @@ async def test_coalesce_sends_the_first_piece_at_once_and_the_last_always():
 
 def test_intervals_stretch_with_many_streams():
     assert convo.interval_for(1, 0.05) == 0.05
-    assert convo.interval_for(16, 0.05) == 0.05
-    assert convo.interval_for(64, 0.05) == pytest.approx(0.2)
+    assert convo.interval_for(8, 0.05) == 0.05
+    assert convo.interval_for(16, 0.05) == pytest.approx(0.1)  # 16 streams / 8 per step x 50 ms
+    assert convo.interval_for(64, 0.05) == pytest.approx(0.4)  # 64 / 8 x 50 ms
 
 
 # -------------------------------------------------------------- conversation

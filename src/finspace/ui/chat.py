@@ -19,7 +19,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 BASE_INTERVAL_S = float(os.environ.get("FINSPACE_STREAM_INTERVAL_MS", "50")) / 1000.0
-STREAMS_PER_STEP = 16  # above this many concurrent streams, each waits proportionally longer between updates
+# Above this many concurrent streams, each waits proportionally longer between updates: the app sends at most
+# ~160 updates a second in all (8 streams x 20/s), so 16 streams get one every 100 ms, 32 every 200 ms. Each update
+# costs the app process CPU (Gradio's event step, a diff, an SSE message) that the engine needs on a small machine:
+# at 16 users, 50 ms gave 0.21 ms of app CPU per token and 800 tok/s, 100 ms gave 0.13 ms and 876 tok/s
+# (bench/serving.py --servers a --levels 16, README).
+STREAMS_PER_STEP = 8
 
 
 def interval_for(active_streams: int, base: float = BASE_INTERVAL_S) -> float:
