@@ -51,6 +51,16 @@ def _short_settings(p: Plan) -> str:
     return " ".join(bits)
 
 
+def columns(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Text columns: the head, a rule, the rows; every column but the last (free text) padded to its widest."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
+
+    def fmt(row: tuple[str, ...]) -> str:
+        return ("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1]).rstrip()
+
+    return [fmt(head), fmt(tuple("-" * w for w in widths) + ("-" * len(head[-1]),)), *(fmt(r) for r in rows)]
+
+
 def fit_table(rows: list[tuple[str, Plan | Exception]], gpu: GPUSpec, gpus: int | None) -> str:
     """One line per model; reasons and fixes for the ones that do not start follow the table."""
     head = ("model", "settings", "weights", "KV/token", "KV budget", "max context", "verdict", "fix")
@@ -72,16 +82,12 @@ def fit_table(rows: list[tuple[str, Plan | Exception]], gpu: GPUSpec, gpus: int 
         ))
         if not p.fits:
             notes.append(f"{key}: {p.reason}")
-    widths = [max(len(r[i]) for r in [head, *lines]) for i in range(len(head) - 1)]
     if gpus is None:
         out = [f"{gpu.name} ({gib(gpu.total_bytes)} GiB); figures per GPU; "
                "a model with tensor_parallel_size N is planned on N of them"]
     else:
         out = [f"{gpus} x {gpu.name} ({gib(gpu.total_bytes)} GiB each); figures per GPU"]
-    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1]  # noqa: E731
-    out.append(fmt(head))
-    out.append(fmt(tuple("-" * w for w in widths) + ("---",)))
-    out.extend(fmt(r) for r in lines)
+    out.extend(columns(head, lines))
     if notes:
         out.append("")
         out.extend(notes)

@@ -14,20 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from finspace import planner, render
+from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
 from finspace.hardware import GIB, KNOWN_GPUS, GPUSpec, custom_gpu
 
 DEFAULT_GPU = "l40s"  # the Space's GPU, when none is detected
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give e.g. 2") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive; give e.g. 2")
-    return v
 
 
 def _positive_float(text: str) -> float:
@@ -98,13 +89,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", nargs="?", help="a catalogue key (default: all of them)")
     p.add_argument("--config", type=_config_path, metavar="PATH", help="plan any config.json instead of a catalogue model")
-    p.add_argument("--total-size-bytes", type=_positive_int, metavar="N",
+    p.add_argument("--total-size-bytes", type=positive_int("2"), metavar="N",
                    help="with --config: the checkpoint's exact safetensors total_size")
     p.add_argument("--gpu", type=_gpu_key, metavar="KEY",
                    help=f"plan for this GPU instead of the detected one: {', '.join(KNOWN_GPUS)}")
     p.add_argument("--gpu-memory-gib", type=_positive_float, metavar="X",
                    help="GPU memory as CUDA reports it (e.g. 44.4); with --gpu, overrides its size")
-    p.add_argument("--gpus", type=_positive_int, metavar="N",
+    p.add_argument("--gpus", type=positive_int("2"), metavar="N",
                    help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size)")
     p.add_argument("--gpu-memory-utilization", type=_utilization, metavar="F")
     p.add_argument("--max-model-len", type=_max_len, metavar="N", help="tokens, or 'auto' for the longest that fits")
@@ -112,9 +103,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quantization", type=_quantization, metavar="Q",
                    help=f"{', '.join(planner.QUANTIZATIONS)} or none")
     p.add_argument("--kv-cache-dtype", choices=planner.KV_CACHE_DTYPES)
-    p.add_argument("--tensor-parallel-size", type=_positive_int, metavar="N")
-    p.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="N")
-    p.add_argument("--max-num-seqs", type=_positive_int, metavar="N")
+    p.add_argument("--tensor-parallel-size", type=positive_int("2"), metavar="N")
+    p.add_argument("--max-num-batched-tokens", type=positive_int("2"), metavar="N")
+    p.add_argument("--max-num-seqs", type=positive_int("2"), metavar="N")
     p.add_argument("--usage-context", choices=planner.USAGE_CONTEXTS,
                    help="whose batch defaults: engine (the app, default), serve (vllm serve), llm (LLM class)")
     p.add_argument("--vllm-version", choices=planner.VLLM_VERSIONS,

@@ -13,25 +13,17 @@ import json
 import time
 from pathlib import Path
 
+from finspace import render
+from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
 
 DEFAULT_LIMIT = 20
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give e.g. 20") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive; give e.g. 20")
-    return v
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("loads", help="the load ledger: each load's plan beside what vLLM did",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT, metavar="N",
+    p.add_argument("--limit", type=positive_int("20"), default=DEFAULT_LIMIT, metavar="N",
                    help=f"show the last N loads (default {DEFAULT_LIMIT})")
     p.add_argument("--json", action="store_true", help="print the records as a JSON array")
     p.add_argument("--data-dir", metavar="DIR",
@@ -92,14 +84,8 @@ def table(records: list[dict], total: int, path: Path) -> str:
         rows.append((when, str(r.get("model_key")), _hardware(r.get("hardware")), outcome,
                      _tokens(_planned(r, plan)), _tokens(r.get("kv_cache_tokens")), err_text,
                      secs_text, error))
-    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head) - 1)]
-
-    def fmt(row: tuple[str, ...]) -> str:
-        return ("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1]).rstrip()
-
     shown = f"the last {len(records)} of {total} loads" if total > len(records) else f"{total} load(s)"
-    out = [f"load ledger {path}: {shown}", fmt(head), fmt(tuple("-" * w for w in widths) + ("-----",))]
-    out.extend(fmt(row) for row in rows)
+    out = [f"load ledger {path}: {shown}", *render.columns(head, rows)]
     if notes:
         out.append("")
         out.extend(notes)
