@@ -23,7 +23,7 @@ Same engine settings for all: float32, max_model_len 1024, enforce_eager, a fixe
 (the catalogue's system prompt, then the question: what the app builds for system_prompt ""), same
 max_tokens, greedy. Request i of a run asks a numbered question, so every request is prefilled.
 
-Per concurrency level and server, --reps runs (2; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
+Per concurrency level and server, --reps runs (3; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
 at 16 users while every run so far shared the machine with other jobs. Every figure of a row comes from
 its best run (highest tokens/s: on a shared machine noise only slows a run); the range shows all runs.
 tok/s: output tokens of all requests / time from the first request sent to the last text received.
@@ -393,7 +393,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=128, help="output tokens per request (default 128)")
     ap.add_argument("--levels", default="1,4,16,32", help="concurrency levels (default 1,4,16,32)")
-    ap.add_argument("--reps", type=int, default=2, help="runs per level for (a) and (b) (default 2)")
+    ap.add_argument("--reps", type=int, default=3, help="runs per level for (a) and (b) (default 3)")
     ap.add_argument("--baseline-reps", type=int, default=1,
                     help="runs per level above 4 users for (c) (default 1: it is slow; --reps up to 4 users)")
     ap.add_argument("--noisy-cores", type=float, default=0.25,
