@@ -503,7 +503,7 @@ class Engine:
 
             enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
             try:
-                llm, pids = await self._start(kwargs)
+                llm, pids, ipc = await self._start(kwargs)
             except Exception as exc:
                 raise _StageError("start", exc) from exc
 
@@ -515,7 +515,7 @@ class Engine:
                     llm.shutdown()
                 raise _StageError("warmup", exc) from exc
 
-            self._install(entry, p, llm, pids)
+            self._install(entry, p, llm, pids, ipc)
             cache = llm.vllm_config.cache_config
             record.num_gpu_blocks = cache.num_gpu_blocks
             record.block_size = cache.block_size
@@ -608,7 +608,8 @@ class Engine:
         await asyncio.to_thread(verify_checkpoint, Path(path))
         return path
 
-    async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...]]:
+    async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+        """A new AsyncLLM, the processes it started and the /dev/shm entries it created."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -618,8 +619,7 @@ class Engine:
         llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
                      if c.pid not in before and not _is_helper_process(c))
-        self._engine_ipc = tuple(sorted(_ipc_names() - ipc_before))
-        return llm, pids
+        return llm, pids, tuple(sorted(_ipc_names() - ipc_before))
 
     async def _warmup(self, llm: Any) -> None:
         from vllm import SamplingParams
@@ -629,8 +629,9 @@ class Engine:
         async for _ in llm.generate({"prompt_token_ids": [1, 2, 3]}, params, f"warmup-{uuid.uuid4().hex}"):
             pass
 
-    def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...]) -> None:
-        self._llm, self._entry, self._plan, self._engine_pids = llm, entry, p, pids
+    def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...],
+                 ipc: tuple[str, ...]) -> None:
+        self._llm, self._entry, self._plan, self._engine_pids, self._engine_ipc = llm, entry, p, pids, ipc
         self._tokenizer = llm.get_tokenizer()
         self._max_model_len = int(llm.vllm_config.model_config.max_model_len)
         self._loaded_since = time.time()
