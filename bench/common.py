@@ -8,6 +8,7 @@ which bench/serving.py wires to atexit and to SIGTERM/SIGINT/SIGHUP.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -147,7 +148,10 @@ class ServerProcess:
             return
         self._stopped = True
         if self.proc.poll() is None:
-            _signal_group(self.pgid, signal.SIGTERM)
+            # the server alone first: it stops its own engine, which then removes its shared memory. SIGTERM to
+            # the whole group reached vLLM's engine processes directly, and each run left ~400 MiB in /dev/shm
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
