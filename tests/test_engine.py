@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import time
+import weakref
 from pathlib import Path
 
 import psutil
@@ -249,6 +251,35 @@ async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     # the killed engines' shared-memory queues (hundreds of MiB each) were removed: one engine's worth is left
     assert len(shm_after) == len(shm_before) and sum(shm_after.values()) <= sum(shm_before.values()), (shm_before, shm_after)
     assert rss1 - rss0 < 200 * 2**20, "resident memory grew by more than 200 MiB over 3 switch cycles"
+
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+
+async def test_a_frozen_heap_is_unfrozen_by_the_next_switch(engine):
+    # The app freezes its heap after each load, so no full collection walks the ~700k start-up objects while it
+    # serves. Cycles that die later (the stopped engine's) are then out of the collector's reach until a
+    # switch unfreezes: stand-in cycle alive at the freeze, dropped while frozen, gone after the next switch.
+    await ensure(engine, "a")
+    engine.freeze_heap = True
+    try:
+        cycle = _Cycle()
+        dead = weakref.ref(cycle)
+        await engine.load("b")
+        assert gc.get_freeze_count() > 10_000
+        old_llm = weakref.ref(engine._llm)
+        del cycle
+        gc.collect()
+        assert dead() is not None  # frozen: out of the collector's reach
+        await engine.load("a")
+        assert gc.get_freeze_count() > 10_000 and await collect(engine)
+        assert dead() is None, "a cycle from before the last load stayed in the frozen heap"
+        assert old_llm() is None, "the stopped engine is still referenced"
+    finally:
+        engine.freeze_heap = False
+        gc.unfreeze()
 
 
 async def test_progress_callback_sees_every_stage_in_order(engine):

@@ -213,7 +213,7 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
         return 2
     ledger = _make_ledger(data_dir)
     on_load: Any = getattr(ledger, "append", None)
-    engine = Engine(catalog, monitor, on_load=on_load)
+    engine = Engine(catalog, monitor, on_load=on_load, freeze_heap=True)
     admin_token = os.environ.get("FINSPACE_ADMIN_TOKEN") or None
     if admin_token is None:
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
