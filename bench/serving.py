@@ -23,7 +23,8 @@ Same engine settings for all: float32, max_model_len 1024, enforce_eager, a fixe
 (the catalogue's system prompt, then the question: what the app builds for system_prompt ""), same
 max_tokens, greedy. Request i of a run asks a numbered question, so every request is prefilled.
 
-Per concurrency level and server, --reps runs (3; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
+(a) and (b) run in --rounds alternating phases (2: a, b, c, a, b), each its own server start; per phase and
+level --reps runs (3; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
 at 16 users while every run so far shared the machine with other jobs. Every figure of a row comes from
 its best run (highest tokens/s: on a shared machine noise only slows a run); the range shows all runs.
 tok/s: output tokens of all requests / time from the first request sent to the last text received.
@@ -349,7 +350,7 @@ def fits_budget(which: str, n: int, args, results: dict[int, list[LevelResult]])
 
     rest = secs(n, 1) + sum(secs(m, args.reps) for m in args.levels if m > n)
     startup = max(args.startups) + 15  # start-up, model load, stop
-    for w in args.servers[args.servers.index(which) + 1:]:
+    for w in args.schedule[args.phase + 1:]:
         if w == "c":  # one at a time: everything at the single-stream rate
             single = rates.get(1, fallback / max(1, n))
             runs = sum(m * (args.reps if m <= 4 else args.baseline_reps) for m in args.levels)
@@ -403,6 +404,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=560.0,
                     help="noisy reruns only while the whole run is expected to end within this (default 560 s)")
     ap.add_argument("--servers", default="abc", help="which of a, b, c to run (default abc)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="phases of a and b, alternating (default 2: a b c a b); c runs once")
     ap.add_argument("--kv-mib", type=int, default=int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")),
                     help="KV cache for every server, MiB (default FINSPACE_CPU_KV_CACHE_MIB or 256)")
     ap.add_argument("--model-dir", type=Path, help="reuse/generate the demo checkpoint here (default: a temp dir)")
@@ -419,6 +422,9 @@ def main() -> int:
     ap.add_argument("--profile-seconds", type=int, default=4)
     args = ap.parse_args()
     args.levels = [int(x) for x in args.levels.split(",")]
+    # a and b alternate over --rounds phases, so a slow stretch of this shared machine (the same server's best
+    # run moves by ~10% from one phase to the next) falls on both rather than on whichever ran then
+    args.schedule = [w for r in range(max(1, args.rounds)) for w in args.servers if w != "c" or r == 0]
 
     install_cleanup()
     t_start = args.t_start = time.monotonic()
@@ -431,10 +437,11 @@ def main() -> int:
         model_path, catalog, entry = prepare_model(workdir, args.model_dir)
         print(f"model: {model_path} (bench-llama, fp32); {args.tokens} tokens/request, greedy; "
               f"levels {args.levels}; {os.cpu_count()} CPUs; work dir {workdir}", flush=True)
-        for which in args.servers:
+        for args.phase, which in enumerate(args.schedule):
             for attempt in range(args.retries + 1):
                 try:
-                    results[which] = measure(which, args, model_path, catalog, entry, workdir)
+                    for n, runs in measure(which, args, model_path, catalog, entry, workdir).items():
+                        results.setdefault(which, {}).setdefault(n, []).extend(runs)
                     break
                 except (RuntimeError, TimeoutError, OSError, httpx.HTTPError) as exc:
                     # This machine is shared: another session's clean-up can kill a server by name.
@@ -454,8 +461,8 @@ def main() -> int:
     summary = {w: {n: summarise(lv) for n, lv in res.items()} for w, res in results.items()}
     print(f"\nmodel demo (bench-llama: hidden 512, 8 layers, 8 heads x 64, vocab 1024, fp32), "
           f"{args.tokens} output tokens/request, greedy; {os.cpu_count()} CPUs; "
-          f"best of {args.reps} runs per level ({args.baseline_reps} for c above 4 users; more for a and b at 16 when "
-          f"noisy); "
+          f"best of {args.reps} runs per level in each of {max(1, args.rounds)} phases of a and b, alternating "
+          f"({args.baseline_reps} for c above 4 users, one phase; more for a and b at 16 when noisy); "
           f"whole run {time.monotonic() - t_start:.0f} s")
     head = (f"{'server':<6} {'users':>5} {'tok/s':>8} {'runs: range':>17} {'TTFT p50':>9} {'TTFT p99':>9} "
             f"{'ITL p50':>8} {'TPOT p50':>9} {'cpu srv':>7} {'client':>6} {'other':>6} {'front/tok':>9}")
