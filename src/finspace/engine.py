@@ -253,7 +253,7 @@ class Engine:
         self.auto_restart = auto_restart
         self.on_load = on_load
         self.engine_overrides = dict(engine_overrides or {})
-        # The serving process (server.serve) freezes its heap after each load, as vLLM's own server does at
+        # The serving process (server.run) freezes its heap after each load, as vLLM's own server does at
         # start-up: the app process holds ~725k objects (Gradio, torch, transformers, vLLM), and a full garbage
         # collection walking them took 0.4-0.5 s of the serving loop's CPU every few benchmark runs. Frozen,
         # collections walk only what serving allocates. Off by default: a test process loads many engines.
