@@ -479,10 +479,9 @@ def main() -> int:
                   f"{s['cpu_server']:>7.2f} {s['cpu_client']:>6.2f} {s['cpu_other']:>6.2f} {s['front_ms']:>7.2f}ms")
     print("a: " + SERVERS["a"] + "; its ITL is between received updates (the app sends one per 50 ms per stream up to 8 streams, stretched beyond: 100 ms at 16)")
     print("b: " + SERVERS["b"] + "; c: " + SERVERS["c"] + "; ITL for b and c is per token")
-    for n in (16,) if 16 in args.levels else ():
-        starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, n)]) for w in "ab" if (w, n) in per_start]
-        if starts:
-            print(f"best tok/s at {n} users in each server start, in order: " + "; ".join(starts))
+    starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, 16)]) for w in "ab" if (w, 16) in per_start]
+    if starts:
+        print("best tok/s at 16 users in each server start, in order: " + "; ".join(starts))
     for x in ("a", "c"):
         same, total = same_text(results, x, "b")
         if total:
