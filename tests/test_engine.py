@@ -405,3 +405,31 @@ async def test_unload_frees_the_engine_and_reload_works(engine):
         await collect(engine)
     await engine.load("a")
     assert await collect(engine)
+
+
+def test_a_chat_with_no_model_loaded_answers_without_importing_vllm():
+    # The first import of vLLM takes ~5 s on the serving loop's thread. Done in a chat before the "no model"
+    # check, it held every page and call that long: four /chat calls at once to an app with no model loaded
+    # each took 5 s and some timed out (gradio_client's join waits 5 s). In a fresh interpreter:
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from finspace.catalog import load_catalog\n"
+        "from finspace.engine import Engine\n"
+        "from finspace.gpu import MemoryMonitor\n"
+        "catalog = load_catalog()\n"
+        "engine = Engine(catalog, MemoryMonitor(nvml=None))\n"
+        "async def main():\n"
+        "    try:\n"
+        "        async for _ in engine.chat([{'role': 'user', 'content': 'hi'}]): pass\n"
+        "    except Exception as exc:\n"
+        "        print(type(exc).__name__, exc)\n"
+        "asyncio.run(main())\n"
+        "print('vllm imported:', 'vllm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert "NotReady no model is loaded" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "vllm imported: False" in out.stdout, out.stdout

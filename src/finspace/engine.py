@@ -619,9 +619,8 @@ class Engine:
 
     async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
         """A new AsyncLLM, the processes it started and the /dev/shm entries it created."""
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
+        # The first import of vLLM takes ~5 s: in a worker thread, so pages and /health answer meanwhile
+        AsyncEngineArgs, AsyncLLM = await asyncio.to_thread(_vllm_engine_classes)
         before = {c.pid for c in psutil.Process().children(recursive=True)}
         ipc_before = _ipc_names()
         args = AsyncEngineArgs(**kwargs)
@@ -841,10 +840,6 @@ class Engine:
     async def chat(self, messages: Any, settings: ChatSettings | None = None,
                    info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
         """Stream the reply to ``messages`` as text deltas. Cancelling it aborts the request."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-        from vllm.v1.engine.exceptions import EngineDeadError
-
         settings = settings or ChatSettings()
         info = info if info is not None else ChatInfo()
         llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
@@ -852,6 +847,10 @@ class Engine:
             if self._state in ("switching", "loading"):
                 raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
             raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
+        # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.exceptions import EngineDeadError
         if len(self._active) >= self.max_in_flight:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
         msgs = normalize_messages(messages)
@@ -911,6 +910,13 @@ class Engine:
             await self._wait_release(None)
         self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
         self._entry, self._plan, self._state = None, None, "none"
+
+
+def _vllm_engine_classes() -> tuple[Any, Any]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    return AsyncEngineArgs, AsyncLLM
 
 
 def _freeze_heap() -> None:
