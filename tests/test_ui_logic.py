@@ -239,6 +239,25 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     assert len(chat_fns) >= 3 and all((fn.concurrency_limit or 0) >= 16 for fn in chat_fns)
 
 
+def test_the_queue_does_not_rebuild_gradios_analytics_after_every_event(cpu_service, monkeypatch):
+    # Gradio 6 rebuilds a pandas summary of every recorded event (up to 10,000) after each event it finishes:
+    # 5.5 ms of CPU per event at 10,000, and each open page's memory tick is an event. 2,000 events finished
+    # (chats, ticks) must rebuild it at most twice (every 1,000), over at most 1,000 records.
+    from gradio.queueing import Queue
+
+    from finspace.ui import build_ui
+
+    svc = cpu_service
+    queue = build_ui(svc.engine, svc.catalog, svc.monitor, service=svc)._queue
+    built, get_df = [], Queue._get_df
+    monkeypatch.setattr(Queue, "_get_df", staticmethod(lambda records: built.append(len(records)) or get_df(records)))
+    record = {"time": 0.0, "status": "success", "process_time": 0.05, "function": "chat", "session_hash": "s"}
+    for i in range(2000):
+        queue.events_recorded += 1
+        queue.compute_analytics_summary([record] * min(i + 1, queue.ANALYTICS_MAX_EVENTS))
+    assert len(built) <= 2 and max(built) <= 1000, built
+
+
 def test_history_rows_show_planned_vs_actual():
     records = [
         {"at": 1_700_000_000, "model_key": "a", "outcome": "ok", "reason": "load",

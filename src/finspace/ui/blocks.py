@@ -20,7 +20,6 @@ import gradio as gr
 from finspace.engine import MAX_TOKENS_CAP, ChatSettings
 from finspace.errors import FinspaceError
 from finspace.ui import chat as convo
-from finspace.ui import queueing
 from finspace.ui import views
 from finspace.ui.api import CHAT_CONCURRENCY_ID, register_api, stream_reply
 from finspace.ui.service import Service
@@ -28,6 +27,12 @@ from finspace.ui.service import Service
 log = logging.getLogger("finspace.ui")
 
 TICK_S = 2.0
+# Gradio's queue rebuilds a pandas summary of up to 10,000 past events after every event, in a worker thread,
+# for its /monitoring page: 1.3 ms of CPU per event with 1,000 events recorded, 5.5 ms with 10,000, and every
+# open page's memory tick (one per TICK_S) is an event. finspace does not use that page: the summary is rebuilt
+# every ANALYTICS_EVERY events, over the last ANALYTICS_EVERY (bench/serving.py at 16 and 32 users: 2-3% more
+# tokens/s in two A/B pairs, within the noise of one start).
+ANALYTICS_EVERY = 1000
 CSS = """
 #banner {padding: 6px 12px; border-radius: 8px; background: var(--background-fill-secondary);}
 #chat-notice:empty {display: none;}
@@ -50,6 +55,16 @@ c.predict(50, api_name="/loads")  # the load ledger's last records
 `GET /health` (200 ready, 503 otherwise) · `GET /models` · `GET /loads?limit=50` ·
 `POST /load-model {{"model": KEY}}` with `Authorization: Bearer <FINSPACE_ADMIN_TOKEN>` when set (202, 401, 409, 422, 400).
 """
+
+
+def _quiet_queue_analytics(queue: Any) -> None:
+    """Gradio reads these from GRADIO_ANALYTICS_CACHE_FREQUENCY / GRADIO_ANALYTICS_MAX_EVENTS when the queue is
+    made (1 and 10,000); set on the queue itself, not in the process's environment. A larger frequency or a
+    smaller bound given in the environment is kept."""
+    if hasattr(queue, "ANAYLTICS_CACHE_FREQUENCY"):  # sic: Gradio's spelling
+        queue.ANAYLTICS_CACHE_FREQUENCY = max(int(queue.ANAYLTICS_CACHE_FREQUENCY), ANALYTICS_EVERY)
+    if hasattr(queue, "ANALYTICS_MAX_EVENTS"):
+        queue.ANALYTICS_MAX_EVENTS = min(int(queue.ANALYTICS_MAX_EVENTS), ANALYTICS_EVERY)
 
 
 def _ui_error(svc: Service, exc: BaseException) -> gr.Error:
@@ -294,9 +309,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         register_api(svc, chat_concurrency=chat_concurrency)
 
     demo.queue(default_concurrency_limit=16, max_size=queue_size)
-    queueing.quiet_analytics(demo._queue)
-    if os.environ.get("FINSPACE_QUEUE_POLL", "") != "gradio":  # "gradio": Gradio's own 1 ms poll, for A/B runs
-        queueing.wake_on_events(demo._queue)
+    _quiet_queue_analytics(demo._queue)
     demo.finspace_service = svc  # type: ignore[attr-defined]  # for build_app and tests
     return demo
 
