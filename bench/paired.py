@@ -15,7 +15,8 @@ idle, servers (idle app 0.04-0.05 cores, mostly Gradio's queue checking for work
 server 0.01). Use it to decide whether a change of a few percent is real, comparing like with like;
 bench/serving.py is the full table (and keeps servers apart).
 
-Last line: ``paired_<spec>_over_<last>=R`` for each SPEC but the last (the median ratio).
+Printed per SPEC, as medians over the rounds: tokens/s, TTFT p50 and TPOT p50 (each run's p50), then the
+paired ratio. Last line: ``paired_<spec>_over_<last>=R`` for each SPEC but the last (the median ratio).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main() -> int:
 
         rates: dict[str, list[float]] = {s: [] for s in args.specs}
         ttfts: dict[str, list[float]] = {s: [] for s in args.specs}
+        tpots: dict[str, list[float]] = {s: [] for s in args.specs}
         for r in range(args.rounds):
             order = args.specs if r % 2 == 0 else args.specs[::-1]
             for spec in order:
@@ -89,6 +91,7 @@ def main() -> int:
                     raise RuntimeError(f"{spec}: requests generated {bad[:5]} tokens, expected {args.tokens}")
                 rates[spec].append(res.tok_s)
                 ttfts[spec].append(percentile([x.ttft for x in res.requests], 50))
+                tpots[spec].append(percentile([x.tpot for x in res.requests], 50))
             print(f"round {r + 1}: " + "  ".join(f"{s} {rates[s][-1]:.0f}" for s in args.specs), flush=True)
         failed = False
     finally:
@@ -103,12 +106,14 @@ def main() -> int:
     base = args.specs[-1]
     print(f"\n{args.rounds} rounds at {args.level} users, {args.tokens} tokens/request, greedy; "
           f"whole run {time.monotonic() - t0:.0f} s")
-    print(f"{'spec':<44} {'tok/s median':>12} {'best':>7} {'TTFT p50':>9}  paired ratio to {base}: median (range)")
+    print(f"{'spec':<44} {'tok/s median':>12} {'best':>7} {'TTFT p50':>9} {'TPOT p50':>9}  "
+          f"paired ratio to {base}: median (range)")
     last = []
     for spec in args.specs:
         paired = [x / y for x, y in zip(rates[spec], rates[base])]
         print(f"{spec:<44} {statistics.median(rates[spec]):>12.1f} {max(rates[spec]):>7.1f} "
-              f"{statistics.median(ttfts[spec]) * 1e3:>7.0f}ms  {statistics.median(paired):.3f} "
+              f"{statistics.median(ttfts[spec]) * 1e3:>7.0f}ms {statistics.median(tpots[spec]) * 1e3:>7.2f}ms  "
+              f"{statistics.median(paired):.3f} "
               f"({min(paired):.3f}-{max(paired):.3f})")
         if spec != base:
             last.append(f"paired_{spec}_over_{base}={statistics.median(paired):.3f}")
