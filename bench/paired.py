@@ -47,6 +47,9 @@ def main() -> int:
     for spec in args.specs:
         if spec.partition(":")[0] not in ("a", "b") or (spec.startswith("b") and spec != "b"):
             ap.error(f"{spec!r}: a SPEC is 'b' or 'a' with optional ':KEY=VALUE,...' for the app")
+        if any("=" not in item for item in spec.partition(":")[2].split(",") if item):
+            ap.error(f"{spec!r}: the app's settings are KEY=VALUE pairs separated by commas, e.g. "
+                     f"a:FINSPACE_STREAM_INTERVAL_MS=100")
     if len(set(args.specs)) != len(args.specs):
         ap.error("each SPEC once: give the app different settings to compare two (a)s")
 
