@@ -203,3 +203,12 @@ def test_sixteen_parallel_chats_all_complete(server):
     h = server.health()
     assert h["status"] == "ready" and h["engine"]["running_requests"] == 0
     print(f"16 parallel chats in {elapsed:.1f} s")
+
+
+def test_the_access_log_keeps_rest_calls_and_leaves_out_gradios_own_requests(server):
+    # By now this server has streamed dozens of chats: each is two Gradio requests (join, event stream), as is
+    # every open page's memory tick. Those stay out of the log; REST calls (/health here) stay in.
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    assert any('"GET /health HTTP/1.1" 200' in line for line in lines)
+    gradio = [line for line in lines if '"POST /gradio_api/' in line or '"GET /gradio_api/' in line]
+    assert not gradio, gradio[:3]

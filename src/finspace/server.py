@@ -223,5 +223,17 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
 
     where = "GPU" if monitor.has_gpu else "CPU (no NVIDIA GPU)"
     log.info("finspace on %s: default model %s; http://%s:%d/", where, key, host, port)
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    logging.getLogger("uvicorn.access").addFilter(QuietGradioTraffic())  # after Config has set up logging
+    uvicorn.Server(config).run()
     return 0
+
+
+class QuietGradioTraffic(logging.Filter):
+    """Leave Gradio's own requests (/gradio_api/...) out of uvicorn's access log. Each chat is two of them
+    (join, event stream) and every open page's memory tick two more, every 2 s: on a Space, hundreds of lines
+    a minute that hid the lines worth reading. Page loads and the REST routes are still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (isinstance(args, tuple) and len(args) >= 3 and str(args[2]).startswith("/gradio_api/"))
