@@ -3,7 +3,7 @@
     .venv/bin/python bench/paired.py [--rounds 10] [--level 16] SPEC [SPEC ...]
 
 SPEC is a (finspace, app.py) or b (vLLM's OpenAI server), optionally with extra environment for (a):
-``a:FINSPACE_QUEUE_POLL=gradio,FINSPACE_STREAM_INTERVAL_MS=100``. The same demo model, prompts and engine
+``a:FINSPACE_STREAM_INTERVAL_MS=100,FINSPACE_CHAT_CONCURRENCY=32``. The same demo model, prompts and engine
 settings as bench/serving.py (whose drivers this uses).
 
 Why: on this machine a run's tokens/s drifts by 5-10% over tens of seconds, whichever server it is, so
