@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -255,6 +256,19 @@ class CpuMeter:
 
 
 # ------------------------------------------------------------------ statistics
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of a server-sent event stream (httpx's aiter_bytes), split at LF (CR LF) only, as the SSE
+    format does. httpx's aiter_lines splits as str.splitlines does, also at U+0085, U+2028 and the like, which
+    a model's reply can hold unescaped in the JSON: an event would arrive cut in two."""
+    buf = b""
+    async for chunk in chunks:
+        *lines, buf = (buf + chunk).split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+    if buf:
+        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile (numpy's default); nan for no values."""
     if not values:

@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
     MODEL_KEY, PYTHON, ROOT, CpuMeter, LevelResult, RequestResult, ServerProcess, chat_messages, free_port,
-    install_cleanup, percentile, prepare_model, prompt_for, stop_all,
+    install_cleanup, percentile, prepare_model, prompt_for, sse_lines, stop_all,
 )
 
 SERVERS = {"a": "finspace (app.py, gradio_client /chat)", "b": "vLLM OpenAI server (SSE)",
@@ -112,7 +112,7 @@ async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: d
     async with client.stream("POST", url + path, json=body) as r:
         if r.status_code != 200:
             raise RuntimeError(f"{which}: HTTP {r.status_code}: {(await r.aread())[:300]!r}")
-        async for line in r.aiter_lines():
+        async for line in sse_lines(r.aiter_bytes()):
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()

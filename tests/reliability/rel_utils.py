@@ -24,6 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import httpx
@@ -212,6 +213,41 @@ def _dumps(body: Any) -> bytes:
     return json.dumps(body, allow_nan=True).encode()  # NaN/inf on purpose: JSON as Python writes it
 
 
+class SseLines:
+    """Split a server-sent event stream into lines at LF (CR LF) only, as the SSE format does. httpx's
+    iter_lines splits as str.splitlines does, also at U+0085, U+2028 and the like; a model's reply can hold
+    them and Gradio's JSON carries them unescaped, so a message would arrive cut in two."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        *lines, self._buf = (self._buf + chunk).split(b"\n")
+        return [line.rstrip(b"\r").decode("utf-8", "replace") for line in lines]
+
+    def rest(self) -> list[str]:
+        rest, self._buf = self._buf, b""
+        return [rest.rstrip(b"\r").decode("utf-8", "replace")] if rest else []
+
+
+def sse_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a stream read with httpx's iter_bytes (see SseLines)."""
+    split = SseLines()
+    for chunk in chunks:
+        yield from split.feed(chunk)
+    yield from split.rest()
+
+
+async def asse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
+    """The lines of a stream read with httpx's aiter_bytes (see SseLines)."""
+    split = SseLines()
+    async for chunk in chunks:
+        for line in split.feed(chunk):
+            yield line
+    for line in split.rest():
+        yield line
+
+
 def _nonempty(output: Any) -> bool:
     data = (output or {}).get("data") if isinstance(output, dict) else None
     if not data:
@@ -268,7 +304,7 @@ class GradioRaw:
         try:
             with self.http.stream("GET", self.url + "/gradio_api/queue/data", params={"session_hash": sh},
                                   timeout=httpx.Timeout(max(1.0, deadline - time.monotonic()), connect=15)) as s:
-                for line in s.iter_lines():
+                for line in sse_lines(s.iter_bytes()):
                     if time.monotonic() > deadline:
                         break
                     if not line.startswith("data:"):
@@ -370,7 +406,7 @@ class HttpxStream:
                                   params={"session_hash": self.session_hash}) as resp:
                 self._resp = resp
                 self._ready.set()
-                for line in resp.iter_lines():
+                for line in sse_lines(resp.iter_bytes()):
                     if "process_generating" in line:
                         self.pieces += 1
                     if "process_completed" in line:

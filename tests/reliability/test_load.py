@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from rel_utils import MIB, TALLY, _nonempty, env_flag, health, start_server, tiny, tree_rss
+from rel_utils import MIB, TALLY, _nonempty, asse_lines, env_flag, health, sse_lines, start_server, tiny, tree_rss
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -81,7 +81,7 @@ async def one_chat(http: httpx.AsyncClient, url: str, fn: int, session_hash: str
     try:
         async with asyncio.timeout(REQUEST_TIMEOUT_S):
             async with http.stream("GET", url + "/gradio_api/queue/data", params={"session_hash": session_hash}) as s:
-                async for line in s.aiter_lines():
+                async for line in asse_lines(s.aiter_bytes()):
                     if not line.startswith("data:"):
                         continue
                     msg = json.loads(line[5:])
@@ -176,3 +176,23 @@ def test_64_sessions_for_60_seconds(server):
     assert stats.served >= SESSIONS, "fewer requests than sessions: the run did not really run"
     assert status == 200 and h["engine"]["running_requests"] == 0, h
     assert growth <= RSS_BOUND_MIB, f"RSS grew by {growth:.0f} MiB under load (bound {RSS_BOUND_MIB} MiB)"
+
+
+def test_event_stream_lines_split_at_line_feeds_only():
+    # A random-weight model's reply can hold U+2028 or U+0085, which Gradio's JSON carries unescaped: split
+    # like str.splitlines (httpx's iter_lines), the message below came out in two halves that are not JSON.
+    msg = '{"msg":"process_generating","output":{"data":[[["append",[],"a\u2028b\x85c"]]]}}'
+    stream = f"data: {msg}\r\n\ndata: {{}}\n\n".encode()
+    for size in (1, 3, 7, len(stream)):  # however the bytes arrive
+        chunks = [stream[i:i + size] for i in range(0, len(stream), size)]
+        lines = list(sse_lines(chunks))
+        assert lines == [f"data: {msg}", "", "data: {}", ""], (size, lines)
+        assert json.loads(lines[0][5:])["output"]["data"][0][0][2] == "a\u2028b\x85c"
+
+        async def collect(chunks=chunks):
+            async def gen():
+                for c in chunks:
+                    yield c
+            return [line async for line in asse_lines(gen())]
+
+        assert asyncio.run(collect()) == lines
