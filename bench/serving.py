@@ -23,9 +23,9 @@ Same engine settings for all: float32, max_model_len 1024, enforce_eager, a fixe
 (the catalogue's system prompt, then the question: what the app builds for system_prompt ""), same
 max_tokens, greedy. Request i of a run asks a numbered question, so every request is prefilled.
 
-(a) and (b) run in --rounds alternating phases (3: a, b, c, a, b, a, b), each its own server start: a whole
-start of either server runs ~10% fast or slow on this machine (runs within one start agree far better), so
-each gets several. Per phase and level --reps runs (2; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
+(a) and (b) run in --rounds alternating phases (3: a, b, c, a, b, a, b), each its own server start: this
+machine's speed drifts by 5-10% between runs minutes apart, whichever server runs, so each gets several
+starts spread over the run (bench/paired.py compares two servers round by round instead). Per phase and level --reps runs (2; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
 at 16 users while every run so far shared the machine with other jobs. Every figure of a row comes from
 its best run (highest tokens/s: on a shared machine noise only slows a run); the range shows all runs.
 tok/s: output tokens of all requests / time from the first request sent to the last text received.
@@ -423,8 +423,9 @@ def main() -> int:
     ap.add_argument("--profile-seconds", type=int, default=4)
     args = ap.parse_args()
     args.levels = [int(x) for x in args.levels.split(",")]
-    # a and b alternate over --rounds phases: a server start runs ~10% fast or slow as a whole (a: 903-928
-    # tok/s at 16 in one start, 797-810 in the next), so each server gets several starts, spread over the run
+    # a and b alternate over --rounds phases: the machine's speed drifts by 5-10% between runs minutes apart
+    # (vLLM's server, 12 runs at 16 users in each of 3 starts: 827-946, 838-981, 826-945 tok/s), so each server
+    # gets several starts, spread over the run
     args.schedule = [w for r in range(max(1, args.rounds)) for w in args.servers if w != "c" or r == 0]
 
     install_cleanup()
