@@ -11,6 +11,7 @@ import contextlib
 import gc
 import os
 import signal
+import tempfile
 import time
 import weakref
 from pathlib import Path
@@ -231,10 +232,20 @@ def shm_entries() -> dict[str, int]:
     return {p.name: p.stat().st_size for p in Path("/dev/shm").iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
 
 
+def socket_files() -> set[Path]:
+    """Unix socket files (vLLM's ZMQ endpoints) in the temp folder and in engines' own socket folders there."""
+    tmp = Path(tempfile.gettempdir())
+    found = {p for p in tmp.iterdir() if p.is_socket()}
+    for folder in tmp.glob("finspace-vllm-ipc-*"):
+        found |= {p for p in folder.iterdir() if p.is_socket()}
+    return found
+
+
 async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     await ensure(engine, "a")
     before_children = children()
     shm_before = shm_entries()
+    sockets_before = socket_files()
     rss0 = psutil.Process().memory_info().rss
     for _ in range(3):
         await engine.load("b")
@@ -244,6 +255,7 @@ async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     rss1 = psutil.Process().memory_info().rss
     after_children = children()
     shm_after = shm_entries()
+    sockets_after = socket_files()
     print(f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth {(rss1 - rss0) / 2**20:.0f} MiB;"
           f" /dev/shm {sum(shm_before.values()) / 2**20:.0f} -> {sum(shm_after.values()) / 2**20:.0f} MiB")
     # exactly one engine's processes: the old ones all exited (stopping kills them after their requests end)
@@ -251,6 +263,10 @@ async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     # the killed engines' shared-memory queues (hundreds of MiB each) were removed: one engine's worth is left
     assert len(shm_after) == len(shm_before) and sum(shm_after.values()) <= sum(shm_before.values()), (shm_before, shm_after)
     assert rss1 - rss0 < 200 * 2**20, "resident memory grew by more than 200 MiB over 3 switch cycles"
+    # vLLM leaves its ZMQ socket files behind (7 per start): each engine's are in its own folder, removed with it
+    new_sockets = sockets_after - sockets_before
+    assert len(sockets_after) == len(sockets_before), f"{len(new_sockets)} socket files left: {sorted(new_sockets)[:3]}"
+    assert new_sockets and all(p.parent.name.startswith("finspace-vllm-ipc-") for p in new_sockets), new_sockets
 
 
 class _Cycle:

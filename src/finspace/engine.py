@@ -21,7 +21,9 @@ import gc
 import logging
 import math
 import os
+import shutil
 import signal
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
@@ -265,7 +267,7 @@ class Engine:
         self._tokenizer: Any = None
         self._max_model_len = 0
         self._engine_pids: tuple[int, ...] = ()
-        self._engine_ipc: tuple[str, ...] = ()  # /dev/shm entries the running engine created
+        self._engine_ipc: tuple[str, ...] = ()  # /dev/shm entries the running engine created, and its socket folder
         self._state = "none"
         self._stage: str | None = None
         self._progress: float | None = None
@@ -520,6 +522,7 @@ class Engine:
             except Exception as exc:
                 with contextlib.suppress(Exception):
                     llm.shutdown()
+                _remove_ipc(ipc)
                 raise _StageError("warmup", exc) from exc
 
             self._install(entry, p, llm, pids, ipc)
@@ -623,11 +626,20 @@ class Engine:
         AsyncEngineArgs, AsyncLLM = await asyncio.to_thread(_vllm_engine_classes)
         before = {c.pid for c in psutil.Process().children(recursive=True)}
         ipc_before = _ipc_names()
-        args = AsyncEngineArgs(**kwargs)
-        llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+        # The engine's ZMQ sockets go to a folder of its own, removed when it stops: vLLM leaves 7 socket files
+        # in the temp folder per start (even after a clean shutdown), so each switch would add 7 more. Not with
+        # Ray: vLLM passes its VLLM_* variables to workers on other nodes, where this folder does not exist.
+        rpc_dir = None if self._distributed_ray() else _private_rpc_dir()
+        try:
+            with _rpc_base_path(rpc_dir):
+                args = AsyncEngineArgs(**kwargs)
+                llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+        except BaseException:
+            _remove_ipc((str(rpc_dir),) if rpc_dir else ())
+            raise
         pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
                      if c.pid not in before and not _is_helper_process(c))
-        return llm, pids, tuple(sorted(_ipc_names() - ipc_before))
+        return llm, pids, tuple(sorted(_ipc_names() - ipc_before)) + ((str(rpc_dir),) if rpc_dir else ())
 
     async def _warmup(self, llm: Any) -> None:
         from vllm import SamplingParams
@@ -949,12 +961,43 @@ def _ipc_names() -> set[str]:
         return set()
 
 
+RPC_DIR_PREFIX = "finspace-vllm-ipc-"
+
+
+def _private_rpc_dir() -> Path:
+    """A new folder for one engine's ZMQ sockets, inside VLLM_RPC_BASE_PATH when it is set, else the temp folder."""
+    return Path(tempfile.mkdtemp(prefix=RPC_DIR_PREFIX, dir=os.environ.get("VLLM_RPC_BASE_PATH") or None))
+
+
+@contextlib.contextmanager
+def _rpc_base_path(path: Path | None):
+    """VLLM_RPC_BASE_PATH set to ``path`` while an engine starts: vLLM makes its socket paths then, and its
+    processes inherit the variable. Restored afterwards."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("VLLM_RPC_BASE_PATH")
+    os.environ["VLLM_RPC_BASE_PATH"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("VLLM_RPC_BASE_PATH", None)
+        else:
+            os.environ["VLLM_RPC_BASE_PATH"] = old
+
+
 def _remove_ipc(names: tuple[str, ...]) -> None:
     """Unlink what a stopped engine left in /dev/shm (a killed process cannot), and tell multiprocessing's
-    resource tracker, which would otherwise try again at exit and warn of a leak."""
+    resource tracker, which would otherwise try again at exit and warn of a leak. An absolute path among
+    ``names`` is the engine's own socket folder: removed with what is in it."""
     from multiprocessing import resource_tracker
 
     for name in names:
+        if os.path.isabs(name):
+            if Path(name).name.startswith(RPC_DIR_PREFIX):
+                shutil.rmtree(name, ignore_errors=True)
+            continue
         path = SHM_DIR / name
         if not path.exists():
             continue
