@@ -2,9 +2,11 @@
 
     .venv/bin/python bench/paired.py [--rounds 10] [--level 16] SPEC [SPEC ...]
 
-SPEC is a (finspace, app.py) or b (vLLM's OpenAI server), optionally with extra environment for (a):
+SPEC is a (finspace, app.py), b (vLLM's OpenAI server) or g (bench/bare_gradio.py: AsyncLLM behind a bare
+Gradio /chat, no finspace, driven like (a)), with optional extra environment for (a):
 ``a:FINSPACE_STREAM_INTERVAL_MS=100,FINSPACE_CHAT_CONCURRENCY=32``. The same demo model, prompts and engine
-settings as bench/serving.py (whose drivers this uses).
+settings as bench/serving.py (whose drivers this uses). ``paired.py g a b``: a/g is what finspace adds to
+a bare Gradio app, g/b what Gradio and gradio_client cost against vLLM's own server.
 
 Why: on this machine a run's tokens/s drifts by 5-10% over tens of seconds, whichever server it is, so
 one server measured after another compares two moments as much as two servers. Here every server is up
@@ -37,7 +39,7 @@ from common import install_cleanup, percentile, prepare_model, stop_all  # noqa:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("specs", nargs="+", help="a[:KEY=VALUE,...] or b; ratios are against the last one")
+    ap.add_argument("specs", nargs="+", help="a[:KEY=VALUE,...], b or g; ratios are against the last one")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--level", type=int, default=16, help="concurrent users (default 16)")
     ap.add_argument("--tokens", type=int, default=128)
@@ -45,8 +47,8 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, help="reuse/generate the demo checkpoint here")
     args = ap.parse_args()
     for spec in args.specs:
-        if spec.partition(":")[0] not in ("a", "b") or (spec.startswith("b") and spec != "b"):
-            ap.error(f"{spec!r}: a SPEC is 'b' or 'a' with optional ':KEY=VALUE,...' for the app")
+        if spec.partition(":")[0] not in ("a", "b", "g") or (spec[0] in "bg" and len(spec) > 1):
+            ap.error(f"{spec!r}: a SPEC is 'b', 'g' or 'a' with optional ':KEY=VALUE,...' for the app")
         if any("=" not in item for item in spec.partition(":")[2].split(",") if item):
             ap.error(f"{spec!r}: the app's settings are KEY=VALUE pairs separated by commas, e.g. "
                      f"a:FINSPACE_STREAM_INTERVAL_MS=100")
@@ -69,7 +71,7 @@ def main() -> int:
         users = max(args.level, 4)
         for spec, which, server in servers:
             up = server.wait_ready(timeout=300)
-            if which == "a":
+            if which in ("a", "g"):
                 gradio_users = serving.GradioUsers(server.url, users, iterate=False)
                 clients.append(gradio_users)
                 run = (lambda u, s: lambda n, name, t: u.run_level(n, name, t, s))(gradio_users, server)

@@ -56,8 +56,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
-    MODEL_KEY, PYTHON, ROOT, CpuMeter, LevelResult, RequestResult, ServerProcess, chat_messages, free_port,
-    install_cleanup, percentile, prepare_model, prompt_for, sse_lines, stop_all,
+    MODEL_KEY, PYTHON, ROOT, CpuMeter, LevelResult, RequestResult, ServerProcess, chat_messages,
+    demo_catalog_entry, free_port, install_cleanup, percentile, prepare_model, prompt_for, sse_lines, stop_all,
 )
 
 SERVERS = {"a": "finspace (app.py, gradio_client /chat)", "b": "vLLM OpenAI server (SSE)",
@@ -87,6 +87,11 @@ def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Pat
                 "--served-model-name", MODEL_KEY, "--host", "127.0.0.1", "--port", str(port), *engine_args]
         return ServerProcess("vllm-openai", argv, env=common_env, cwd=workdir, log_path=log, port=port,
                              ready_path="/health")
+    if which == "g":  # bench/paired.py only: the bare Gradio reference
+        argv = [PYTHON, str(ROOT / "bench" / "bare_gradio.py"), "--model", str(model_path), "--port", str(port),
+                "--system-prompt", demo_catalog_entry().get("system_prompt") or "", *engine_args]
+        return ServerProcess("bare-gradio", argv, env=common_env, cwd=workdir, log_path=log, port=port,
+                             ready_path="/")
     argv = [PYTHON, str(ROOT / "bench" / "baseline_server.py"), "--model", str(model_path), "--port", str(port),
             *engine_args]
     return ServerProcess("baseline", argv, env=common_env, cwd=workdir, log_path=log, port=port,
