@@ -621,7 +621,7 @@ class Engine:
         return path
 
     async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
-        """A new AsyncLLM, the processes it started and the /dev/shm entries it created."""
+        """A new AsyncLLM, the processes it started, and the /dev/shm entries and socket folder it created."""
         # The first import of vLLM takes ~5 s: in a worker thread, so pages and /health answer meanwhile
         AsyncEngineArgs, AsyncLLM = await asyncio.to_thread(_vllm_engine_classes)
         before = {c.pid for c in psutil.Process().children(recursive=True)}
@@ -630,16 +630,17 @@ class Engine:
         # in the temp folder per start (even after a clean shutdown), so each switch would add 7 more. Not with
         # Ray: vLLM passes its VLLM_* variables to workers on other nodes, where this folder does not exist.
         rpc_dir = None if self._distributed_ray() else _private_rpc_dir()
+        own_dir = (str(rpc_dir),) if rpc_dir else ()
         try:
             with _rpc_base_path(rpc_dir):
                 args = AsyncEngineArgs(**kwargs)
                 llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         except BaseException:
-            _remove_ipc((str(rpc_dir),) if rpc_dir else ())
+            _remove_ipc(own_dir)
             raise
         pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
                      if c.pid not in before and not _is_helper_process(c))
-        return llm, pids, tuple(sorted(_ipc_names() - ipc_before)) + ((str(rpc_dir),) if rpc_dir else ())
+        return llm, pids, tuple(sorted(_ipc_names() - ipc_before)) + own_dir
 
     async def _warmup(self, llm: Any) -> None:
         from vllm import SamplingParams
