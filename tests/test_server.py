@@ -7,9 +7,12 @@ in file order and each leaves model "a" ready for the next.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import os
 import time
 
 import httpx
+import psutil
 import pytest
 from gradio_client import Client
 
@@ -175,6 +178,40 @@ def test_gradio_client_loads_another_model_then_chats_with_it(server, client):
     reply = gclient(server).predict(QUESTION, [], None, 0.0, 16, api_name="/chat")
     assert isinstance(reply, str) and reply
     assert gclient(server).predict(api_name="/health")["model"] == "a"
+    ensure_a(server)
+
+
+def _thread_nices(pid: int) -> dict[int, int]:
+    out = {}
+    for t in psutil.Process(pid).threads():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            out[t.id] = os.getpriority(os.PRIO_PROCESS, t.id)
+    return out
+
+
+def test_serving_threads_run_below_the_engine_also_after_a_switch(server):
+    # The app lowers its own threads 10 nice steps (FINSPACE_FRONT_NICE, default 10) below its engine's processes,
+    # which are started from one launcher thread kept at the app's starting priority (the tests' own: base).
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    lowered = min(19, base + 10)
+
+    def check(model: str) -> None:
+        front = _thread_nices(server.proc.pid)
+        assert sorted(front.values()).count(base) == 1, f"{model}: not only the launcher at {base}: {front}"
+        assert set(front.values()) == {base, lowered}, front
+        engine = psutil.Process(server.proc.pid).children(recursive=True)
+        assert len(engine) >= 2  # the engine core and its worker (and multiprocessing's resource tracker)
+        for proc in engine:
+            nices = set(_thread_nices(proc.pid).values())
+            assert nices == {base}, f"{model}: engine process {proc.pid} ({proc.name()}) runs at {nices}"
+
+    ensure_a(server)
+    check("a")
+    r = httpx.post(server.url + "/load-model", json={"model": "b"}, headers=server.auth(), timeout=10)
+    assert r.status_code == 202, r.text
+    server.wait_model("b")
+    check("b")  # the new engine's processes, started after the lowering, are at the starting priority too
+    assert "serving threads lowered 10 nice steps" in server.log_path.read_text()
     ensure_a(server)
 
 

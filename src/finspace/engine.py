@@ -34,7 +34,7 @@ from typing import Any
 
 import psutil
 
-from finspace import planner
+from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
 from finspace.errors import (
     BadInput,
@@ -239,6 +239,7 @@ class Engine:
         on_load: Callable[[LoadRecord], Any] | None = None,
         engine_overrides: dict | None = None,
         freeze_heap: bool = False,
+        front_nice: int = 0,
     ):
         self.catalog = catalog
         self.monitor = monitor
@@ -260,6 +261,10 @@ class Engine:
         # collection walking them took 0.4-0.5 s of the serving loop's CPU every few benchmark runs. Frozen,
         # collections walk only what serving allocates. Off by default: a test process loads many engines.
         self.freeze_heap = freeze_heap
+        # The serving process (server.run) runs `front_nice` nice steps below its engine's processes, so the
+        # engine core's step loop is not held back by HTTP and streaming work on a shared core (finspace.priority).
+        # 0 by default: a test process starting engines keeps its priority.
+        self._launcher = priority.Launcher(front_nice)
 
         self._llm: Any = None
         self._entry: ModelEntry | None = None
@@ -528,6 +533,11 @@ class Engine:
             self._install(entry, p, llm, pids, ipc)
             if self.freeze_heap:
                 _freeze_heap()
+            if self._launcher.active:
+                lowered = self._launcher.lower_others()
+                if lowered:
+                    log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
+                             self._launcher.steps, lowered)
             cache = llm.vllm_config.cache_config
             record.num_gpu_blocks = cache.num_gpu_blocks
             record.block_size = cache.block_size
@@ -634,7 +644,11 @@ class Engine:
         try:
             with _rpc_base_path(rpc_dir):
                 args = AsyncEngineArgs(**kwargs)
-                llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+                launcher = self._launcher.pool()  # the engine's processes take the priority of the thread starting them
+                if launcher is not None:
+                    llm = await asyncio.get_running_loop().run_in_executor(launcher, AsyncLLM.from_engine_args, args)
+                else:
+                    llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         except BaseException:
             _remove_ipc(own_dir)
             raise
@@ -922,6 +936,7 @@ class Engine:
         with contextlib.suppress(Exception):
             await self._wait_release(None)
         self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
+        self._launcher.close()
         self._entry, self._plan, self._state = None, None, "none"
 
 

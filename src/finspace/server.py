@@ -205,6 +205,13 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
     except FinspaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from finspace.priority import parse_nice
+
+    try:
+        front_nice = parse_nice(os.environ.get("FINSPACE_FRONT_NICE"), default=10)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     monitor = MemoryMonitor()
     key = model or os.environ.get("FINSPACE_MODEL") or catalog.default_key(monitor.has_gpu)
     if key not in catalog:
@@ -213,7 +220,7 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
         return 2
     ledger = _make_ledger(data_dir)
     on_load: Any = getattr(ledger, "append", None)
-    engine = Engine(catalog, monitor, on_load=on_load, freeze_heap=True)
+    engine = Engine(catalog, monitor, on_load=on_load, freeze_heap=True, front_nice=front_nice)
     admin_token = os.environ.get("FINSPACE_ADMIN_TOKEN") or None
     if admin_token is None:
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
