@@ -71,6 +71,8 @@ def test_lowers_every_thread_but_the_launcher_whose_processes_keep_the_base():
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     base = got["base"]
+    if base >= 19:
+        pytest.skip("the tests run at nice 19: there is no lower priority to check")
     low = min(19, base + 4)
     assert got["changed"] >= 2 and got["again"] == 0  # main and the other thread, once
     assert (got["main"], got["other"], got["later_thread"]) == (low, low, low)  # new threads inherit it
