@@ -322,11 +322,18 @@ async def test_a_second_switch_while_one_runs_is_refused_at_once(engine):
 async def test_in_flight_chats_end_with_a_switching_message(engine):
     await ensure(engine, "a")
 
-    async def long_chat():
-        return [d async for d in engine.chat(HELLO, ChatSettings(max_tokens=450))]
+    started = [asyncio.Event() for _ in range(3)]
 
-    chats = [asyncio.create_task(long_chat()) for _ in range(3)]
-    await asyncio.sleep(0.5)
+    async def long_chat(i):
+        out = []
+        async for d in engine.chat(HELLO, ChatSettings(max_tokens=450)):
+            out.append(d)
+            started[i].set()
+        return out
+
+    chats = [asyncio.create_task(long_chat(i)) for i in range(3)]
+    # switch as soon as all three stream (a fixed 0.5 s wait let a fast machine finish all 450 tokens first)
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), 60)
     await engine.load("b")
     results = await asyncio.gather(*chats, return_exceptions=True)
     await engine.load("a")

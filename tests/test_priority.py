@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from finspace.errors import BadInput
 from finspace.priority import Launcher, parse_nice
 from helpers import REPO
 
@@ -31,7 +32,7 @@ def test_parse_nice(value, expected):
     ("-1", "out of range"),  # raising a priority needs privileges this app does not have
 ])
 def test_parse_nice_refuses_with_the_fix(value, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BadInput, match=match):
         parse_nice(value, default=10)
 
 

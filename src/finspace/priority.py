@@ -9,13 +9,13 @@ a step holds that step back. On a 2-core machine at 16 users, lowering the
 serving process's threads by ``nice`` 10 gave 2-3% more tokens/s, for finspace
 and for vLLM's own server alike (README, Benchmarks).
 
-``Niceness`` of a Linux thread is per thread and inherited by the threads and
-processes it creates, and an unprivileged process can only raise it. So the
-engine is started from a launcher thread that keeps the priority the app was
-started with (its processes inherit that), and ``lower_others`` then lowers
-every other thread of this process, once per start (threads created since, such
-as vLLM's sockets' threads, are caught by the next call). Threads that the
-lowered ones create later inherit the lower priority.
+A Linux thread's nice value is its own, inherited by the threads and processes
+it creates, and an unprivileged process can only raise it (lower its priority),
+never undo that. So the engine is started from a launcher thread that keeps the
+priority the app was started with (the engine's processes inherit that), and
+``lower_others`` then lowers every other thread of this process after each
+start, including the threads the start created here (vLLM's socket threads).
+Threads that the lowered ones create later inherit the lower priority.
 
 Linux only; elsewhere, or where the kernel refuses, nothing changes.
 """
@@ -26,6 +26,8 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+from finspace.errors import BadInput
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +41,9 @@ def parse_nice(value: str | None, default: int) -> int:
     try:
         steps = int(value)
     except ValueError:
-        raise ValueError(f"FINSPACE_FRONT_NICE={value!r} is not a whole number; use 0 (off) to {MAX_NICE}") from None
+        raise BadInput(f"FINSPACE_FRONT_NICE={value!r} is not a whole number; use 0 (off) to {MAX_NICE}") from None
     if not 0 <= steps <= MAX_NICE:
-        raise ValueError(f"FINSPACE_FRONT_NICE={steps} is out of range; use 0 (off) to {MAX_NICE}")
+        raise BadInput(f"FINSPACE_FRONT_NICE={steps} is out of range; use 0 (off) to {MAX_NICE}")
     return steps
 
 

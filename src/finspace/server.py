@@ -209,7 +209,7 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
 
     try:
         front_nice = parse_nice(os.environ.get("FINSPACE_FRONT_NICE"), default=10)
-    except ValueError as exc:
+    except FinspaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     monitor = MemoryMonitor()
