@@ -7,9 +7,11 @@ queue protocol (join, then the SSE stream) from one asyncio loop, so the client
 side costs little next to the server on a 2-core machine.
 
 Bounded: the warm-up lasts WARMUP_S, the run RUN_S (FINSPACE_LOAD_SECONDS); a request that gets no
-answer within REQUEST_TIMEOUT_S counts as lost. Memory: the resident set of the
-server process plus its engine processes at the end must be within RSS_BOUND_MIB
-of what it was after the warm-up.
+answer within REQUEST_TIMEOUT_S counts as lost. Memory, with the run in two halves:
+the server process plus its engine processes may grow by at most
+RSS_HALF_BOUND_MIB over the second half (a leak keeps growing; vLLM's worker
+reaches the high-water mark of its batch shapes and stays there) and
+RSS_BOUND_MIB over the whole run, and the app process by at most APP_BOUND_MIB.
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ RUN_S = env_flag("FINSPACE_LOAD_SECONDS", 60.0)
 WARMUP_S = 20.0
 REQUEST_TIMEOUT_S = 60.0
 MAX_TOKENS = 16
-# Growth of server + engine RSS from after the warm-up to the end of the run. Measured here: vLLM's CPU
-# worker grows ~15-50 MiB per 25 s of this load after warm-up (buffers for new batch shapes, slowing down),
-# the app process ~6 MiB per 25 s (Gradio keeps per-event records, capped at 10,000 events); ~100 MiB a minute.
-RSS_BOUND_MIB = 200
+# Measured here over 60 s after the warm-up: vLLM's CPU worker grew by 55-204 MiB, by how much of its
+# high-water mark (buffers for the largest batch shapes) the warm-up had reached: it ended at 923-1087 MiB
+# whatever the warm-up left (834-1013), with the app at normal priority or lowered (FINSPACE_FRONT_NICE).
+# The app process grew 9-10 MiB (Gradio keeps per-event records, capped at 10,000 events).
+RSS_HALF_BOUND_MIB = 150  # server + engine, over the run's second half (one run: +67 MiB)
+RSS_BOUND_MIB = 300  # server + engine, over the whole run
+APP_BOUND_MIB = 60  # the app process, over the whole run
 
 
 @pytest.fixture(scope="module")
@@ -160,22 +165,36 @@ def test_64_sessions_for_60_seconds(server):
     assert warm.errors == 0 and warm.lost == 0, (warm.errors, warm.lost, warm.samples)
     rss_warm, by_warm = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
 
-    stats, elapsed = asyncio.run(run_sessions(server.url, fn, RUN_S))
+    first, elapsed1 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2))
+    rss_mid = tree_rss(server.proc.pid)
+    stats, elapsed2 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2))
     rss_end, by_end = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
+    for name in ("served", "errors", "lost"):
+        setattr(stats, name, getattr(stats, name) + getattr(first, name))
+    stats.ttfts += first.ttfts
+    stats.samples += first.samples
+    elapsed = elapsed1 + elapsed2
     TALLY.add(load_requests=stats.served, errors=stats.errors, lost=stats.lost)
     status, h = health(server)
     growth = (rss_end - rss_warm) / MIB
+    second_half = (rss_end - rss_mid) / MIB
+    app_growth = by_end.get("app", 0) - by_warm.get("app", 0)
     print(f"\nload: {SESSIONS} sessions x {RUN_S:.0f} s ({elapsed:.1f} s with the last replies): "
           f"requests served={stats.served} ({stats.served / elapsed:.1f}/s) errors={stats.errors} lost={stats.lost} "
           f"p50 TTFT={pct(stats.ttfts, 50) * 1000:.0f} ms p99 TTFT={pct(stats.ttfts, 99) * 1000:.0f} ms; "
           f"RSS server+engine {rss_warm / MIB:.0f} MiB after warm-up ({warm.served} requests) -> "
-          f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB, bound +{RSS_BOUND_MIB} MiB; by process "
+          f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB, second half {second_half:+.0f} MiB, bound "
+          f"+{RSS_HALF_BOUND_MIB} MiB; by process "
           + ", ".join(f"{k} {by_warm.get(k, 0)}->{v}" for k, v in by_end.items()) + ")")
     assert stats.errors == 0, stats.samples
     assert stats.lost == 0
     assert stats.served >= SESSIONS, "fewer requests than sessions: the run did not really run"
     assert status == 200 and h["engine"]["running_requests"] == 0, h
-    assert growth <= RSS_BOUND_MIB, f"RSS grew by {growth:.0f} MiB under load (bound {RSS_BOUND_MIB} MiB)"
+    assert second_half <= RSS_HALF_BOUND_MIB, (
+        f"server + engine RSS grew by {second_half:.0f} MiB over the second {RUN_S / 2:.0f} s of load "
+        f"(bound {RSS_HALF_BOUND_MIB} MiB): still growing, a leak")
+    assert growth <= RSS_BOUND_MIB, f"server + engine RSS grew by {growth:.0f} MiB under load (bound {RSS_BOUND_MIB})"
+    assert app_growth <= APP_BOUND_MIB, f"the app process grew by {app_growth} MiB under load (bound {APP_BOUND_MIB})"
 
 
 def test_event_stream_lines_split_at_line_feeds_only():
