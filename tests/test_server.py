@@ -7,7 +7,6 @@ in file order and each leaves model "a" ready for the next.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import os
 import time
 
@@ -16,6 +15,7 @@ import psutil
 import pytest
 from gradio_client import Client
 
+from finspace.priority import nice_of
 from server_utils import ADMIN_TOKEN, Server, make_catalog
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -182,11 +182,8 @@ def test_gradio_client_loads_another_model_then_chats_with_it(server, client):
 
 
 def _thread_nices(pid: int) -> dict[int, int]:
-    out = {}
-    for t in psutil.Process(pid).threads():
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            out[t.id] = os.getpriority(os.PRIO_PROCESS, t.id)
-    return out
+    nices = {t.id: nice_of(t.id) for t in psutil.Process(pid).threads()}
+    return {tid: n for tid, n in nices.items() if n is not None}  # None: a thread that ended meanwhile
 
 
 def test_serving_threads_run_below_the_engine_also_after_a_switch(server):

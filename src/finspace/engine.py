@@ -533,11 +533,10 @@ class Engine:
             self._install(entry, p, llm, pids, ipc)
             if self.freeze_heap:
                 _freeze_heap()
-            if self._launcher.active:
-                lowered = self._launcher.lower_others()
-                if lowered:
-                    log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
-                             self._launcher.steps, lowered)
+            lowered = self._launcher.lower_others()
+            if lowered:
+                log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
+                         self._launcher.steps, lowered)
             cache = llm.vllm_config.cache_config
             record.num_gpu_blocks = cache.num_gpu_blocks
             record.block_size = cache.block_size
@@ -644,11 +643,9 @@ class Engine:
         try:
             with _rpc_base_path(rpc_dir):
                 args = AsyncEngineArgs(**kwargs)
-                launcher = self._launcher.pool()  # the engine's processes take the priority of the thread starting them
-                if launcher is not None:
-                    llm = await asyncio.get_running_loop().run_in_executor(launcher, AsyncLLM.from_engine_args, args)
-                else:
-                    llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+                # the engine's processes take the priority of the thread starting them; no launcher: the default pool
+                llm = await asyncio.get_running_loop().run_in_executor(
+                    self._launcher.pool(), AsyncLLM.from_engine_args, args)
         except BaseException:
             _remove_ipc(own_dir)
             raise

@@ -199,15 +199,10 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
     from finspace.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.gpu import MemoryMonitor
-
-    try:
-        catalog = load_catalog(catalog_path)
-    except FinspaceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     from finspace.priority import parse_nice
 
     try:
+        catalog = load_catalog(catalog_path)
         front_nice = parse_nice(os.environ.get("FINSPACE_FRONT_NICE"), default=10)
     except FinspaceError as exc:
         print(f"error: {exc}", file=sys.stderr)

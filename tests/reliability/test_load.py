@@ -118,8 +118,9 @@ async def one_chat(http: httpx.AsyncClient, url: str, fn: int, session_hash: str
         stats.ttfts.append(ttft)
 
 
-async def run_sessions(url: str, fn: int, seconds: float) -> tuple[Stats, float]:
-    stats = Stats()
+async def run_sessions(url: str, fn: int, seconds: float, stats: Stats | None = None) -> tuple[Stats, float]:
+    """Sessions until ``seconds`` have passed, counting into ``stats`` (a new Stats unless given)."""
+    stats = stats if stats is not None else Stats()
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=SESSIONS * 3, max_keepalive_connections=SESSIONS * 2)
     async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=15), limits=limits) as http:
@@ -165,14 +166,10 @@ def test_64_sessions_for_60_seconds(server):
     assert warm.errors == 0 and warm.lost == 0, (warm.errors, warm.lost, warm.samples)
     rss_warm, by_warm = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
 
-    first, elapsed1 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2))
+    stats, elapsed1 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2))
     rss_mid = tree_rss(server.proc.pid)
-    stats, elapsed2 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2))
+    stats, elapsed2 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2, stats))  # the second half counts on
     rss_end, by_end = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
-    for name in ("served", "errors", "lost"):
-        setattr(stats, name, getattr(stats, name) + getattr(first, name))
-    stats.ttfts += first.ttfts
-    stats.samples += first.samples
     elapsed = elapsed1 + elapsed2
     TALLY.add(load_requests=stats.served, errors=stats.errors, lost=stats.lost)
     status, h = health(server)
