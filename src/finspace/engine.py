@@ -1006,6 +1006,7 @@ def _remove_ipc(names: tuple[str, ...]) -> None:
     ``names`` is the engine's own socket folder: removed with what is in it."""
     from multiprocessing import resource_tracker
 
+    in_use = None
     for name in names:
         if os.path.isabs(name):
             if Path(name).name.startswith(RPC_DIR_PREFIX):
@@ -1014,12 +1015,26 @@ def _remove_ipc(names: tuple[str, ...]) -> None:
         path = SHM_DIR / name
         if not path.exists():
             continue
+        in_use = _shm_in_use() if in_use is None else in_use
+        if str(path) in in_use:  # another live process's (an engine started beside this one): not ours to remove
+            continue
         kind, ipc_name = ("semaphore", "/" + name[4:]) if name.startswith("sem.") else ("shared_memory", "/" + name)
         with contextlib.suppress(Exception):
             resource_tracker.unregister(ipc_name, kind)
         with contextlib.suppress(OSError):
             path.unlink()
             log.info("removed %s left by the stopped engine", path)
+
+
+def _shm_in_use() -> set[str]:
+    """/dev/shm paths that a live process has open or mapped now. The names that appeared while an engine started
+    can include another engine's, started at the same time on the same machine; those are still in use."""
+    used: set[str] = set()
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            used.update(f.path for f in proc.open_files() if f.path.startswith(str(SHM_DIR)))
+            used.update(m.path for m in proc.memory_maps(grouped=True) if m.path.startswith(str(SHM_DIR)))
+    return used
 
 
 def _pid_running(pid: int) -> bool:
