@@ -175,7 +175,7 @@ def _big_record(writer: str, i: int) -> dict:
 
 
 def _write_many(path: str, writer: str, n: int) -> None:
-    led = Ledger(Path(path))
+    led = Ledger(Path(path), max_bytes=1 << 30)  # no rotation here: this is about whole lines
     for i in range(n):
         led.append(_big_record(writer, i))
 

@@ -39,6 +39,7 @@ log = logging.getLogger("finspace.ledger")
 
 SCHEMA = 1
 FILENAME = "loads.jsonl"
+DEFAULT_MAX_BYTES = 4 << 20  # FINSPACE_LEDGER_MAX_MIB; a record is 1-3 KB: over a thousand loads
 SPACE_DATA_DIR = Path("/data")  # a Space's persistent storage, when attached
 
 # The planner's prediction kept in a record (planner.plan_json names).
@@ -232,11 +233,21 @@ def failure_reason(record: dict) -> str:
 
 
 class Ledger:
-    """The JSON Lines file of load records (``<data dir>/loads.jsonl``)."""
+    """The JSON Lines file of load records (``<data dir>/loads.jsonl``), capped at ``max_bytes``.
 
-    def __init__(self, path: Path | str | None = None):
+    When a line would take the file past the cap, the file becomes ``loads.jsonl.1`` (replacing the one before)
+    and a new one starts: the ledger holds between one and two caps of the newest records, never more. Reading
+    the last N records reads from the end of the file, not the whole of it.
+    """
+
+    def __init__(self, path: Path | str | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
         self.path = Path(path) if path is not None else default_data_dir() / FILENAME
+        self.max_bytes = max(4096, int(max_bytes))
         self._lock = _lock_for(self.path)
+
+    @property
+    def rotated_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".1")
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -267,8 +278,15 @@ class Ledger:
                     # check below never sees another writer's line half-copied.
                     with contextlib.suppress(OSError):
                         fcntl.flock(fd, fcntl.LOCK_EX)
-                    # A line cut short by a crash would swallow this one: start on a fresh line.
                     size = os.fstat(fd).st_size
+                    if size and size + len(line) > self.max_bytes:
+                        os.replace(self.path, self.rotated_path)  # under the lock: writers take turns
+                        os.close(fd)
+                        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                        with contextlib.suppress(OSError):
+                            fcntl.flock(fd, fcntl.LOCK_EX)
+                        size = 0
+                    # A line cut short by a crash would swallow this one: start on a fresh line.
                     if size and os.pread(fd, 1, size - 1) != b"\n":
                         line = b"\n" + line
                     written = os.write(fd, line)
@@ -286,16 +304,38 @@ class Ledger:
         """The records, oldest first (newest last); the last ``limit`` when given. Bad lines are skipped."""
         if limit is not None and limit <= 0:
             return []
+        out = self._parse(self.path, self._read(self.path, limit))
+        if limit is None or len(out) < limit:
+            older = self._parse(self.rotated_path, self._read(self.rotated_path, None if limit is None
+                                                              else limit - len(out)))
+            out = older + out
+        return out[-limit:] if limit else out
+
+    def _read(self, path: Path, limit: int | None) -> bytes:
+        """The whole file, or (with ``limit``) enough of its end to hold the last ``limit`` lines."""
         try:
-            with open(self.path, "rb") as f:
+            with open(path, "rb") as f:
                 with contextlib.suppress(OSError):
                     fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # not mid-way through a writer's line
-                raw = f.read()
+                if limit is None:
+                    return f.read()
+                end = f.seek(0, os.SEEK_END)
+                pos, data = end, b""
+                while pos > 0 and data.count(b"\n") <= limit:
+                    step = min(pos, 64 << 10)
+                    pos -= step
+                    f.seek(pos)
+                    data = f.read(step) + data
+                if pos > 0:  # the first line may be cut: start after the first newline
+                    data = data[data.index(b"\n") + 1:]
+                return data
         except FileNotFoundError:
-            return []
+            return b""
         except OSError as exc:
-            raise LedgerError(f"cannot read the load ledger {self.path}: {exc.strerror or exc}; "
+            raise LedgerError(f"cannot read the load ledger {path}: {exc.strerror or exc}; "
                               f"check FINSPACE_DATA_DIR and the folder's permissions") from None
+
+    def _parse(self, path: Path, raw: bytes) -> list[dict]:
         lines = raw.split(b"\n")
         last = len(lines) - 1
         out: list[dict] = []
@@ -308,10 +348,10 @@ class Ledger:
                     raise ValueError(f"a JSON {type(rec).__name__}, not an object")
             except (ValueError, UnicodeDecodeError) as exc:
                 what = "truncated last line" if i == last else "corrupt line"
-                log.warning("load ledger %s: skipping %s %d (%s)", self.path, what, i + 1, str(exc)[:120])
+                log.warning("load ledger %s: skipping %s %d (%s)", path, what, i + 1, str(exc)[:120])
                 continue
             out.append(rec)
-        return out[-limit:] if limit else out
+        return out
 
     # -------------------------------------------------------------- feedback
     def status_for(self, model_key: str, gpu_key: str, settings: dict | None = None) -> LedgerStatus | None:
