@@ -365,3 +365,35 @@ def test_cli_data_dir_that_is_a_file_exits_2(tmp_path):
     (tmp_path / "f").write_text("x")
     res = cli("--data-dir", str(tmp_path / "f"))
     assert res.returncode == 2 and "is a file, not a folder" in res.stderr
+
+
+# ---------------------------------------------------------------- the cap (issue 16, finding 9)
+def test_the_ledger_rotates_at_its_cap_and_keeps_the_newest_records(tmp_path):
+    led = Ledger(tmp_path / "loads.jsonl", max_bytes=8192)
+    line = len(json.dumps(ledger_mod.normalize(ok_record(key="m0")), separators=(",", ":")).encode()) + 1
+    for i in range(200):
+        led.append(ok_record(key=f"m{i}", at=1000.0 + i))
+    # each file stays under the cap: the current one and one rotated file, never more
+    assert (tmp_path / "loads.jsonl").stat().st_size <= 8192
+    assert (tmp_path / "loads.jsonl.1").stat().st_size <= 8192
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loads.jsonl", "loads.jsonl.1"]
+    keys = [r["model_key"] for r in led.records()]
+    assert keys == [f"m{i}" for i in range(200 - len(keys), 200)] and len(keys) >= 8192 // line
+    # the last N come across the two files, newest last
+    assert [r["model_key"] for r in led.records(3)] == ["m197", "m198", "m199"]
+    n_current = len(led._parse(led.path, led.path.read_bytes()))
+    assert [r["model_key"] for r in led.records(n_current + 2)][:2] == keys[-n_current - 2:-n_current]
+
+
+def test_reading_the_last_records_reads_only_the_end_of_the_file(tmp_path, caplog):
+    path = tmp_path / "loads.jsonl"
+    led = Ledger(path, max_bytes=1 << 30)
+    path.write_bytes(b"{corrupt line at the start\n" + b"x" * (512 << 10) + b"\n")  # 512 KiB of junk first
+    for i in range(5):
+        led.append(ok_record(key=f"m{i}", at=1000.0 + i))
+    with caplog.at_level("WARNING", logger="finspace.ledger"):
+        assert [r["model_key"] for r in led.records(2)] == ["m3", "m4"]
+    assert "corrupt" not in caplog.text  # the junk at the start was never read
+    with caplog.at_level("WARNING", logger="finspace.ledger"):
+        assert len(led.records()) == 5  # a full read skips it, with a warning
+    assert "corrupt line 1" in caplog.text
