@@ -8,9 +8,13 @@ beside the Gradio UI) and serves it with uvicorn on 0.0.0.0:$PORT (7860).
     FINSPACE_CATALOG     models.yaml to use (default: the repo's)
     FINSPACE_DATA_DIR    where the load ledger lives (default ./data; /data on a Space
                          with persistent storage)
-    FINSPACE_ADMIN_TOKEN if set, switching models needs it (Bearer header / UI field)
+    FINSPACE_ADMIN_TOKEN if set (16 to 256 characters), switching models needs it (Bearer header / UI field);
+                         on a Space (SPACE_ID set) without it switching is off, unless
+                         FINSPACE_OPEN_SWITCHING=1
     HF_TOKEN             for gated Hub repos
     PORT                 default 7860 (FINSPACE_HOST: the address, default 0.0.0.0)
+
+Every variable is read once, by finspace.settings.Settings.from_env; a bad value exits 2 naming the fix.
 
 The `if __name__ == "__main__":` guard matters: vLLM starts its engine core as a
 spawned process, which imports the main module again.
@@ -26,15 +30,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))  # a Space runs
 
 
 def main() -> int:
+    from finspace.errors import FinspaceError
     from finspace.server import run
+    from finspace.settings import Settings
 
     try:
-        port = int(os.environ.get("PORT", "7860"))
-    except ValueError:
-        print(f"error: PORT={os.environ['PORT']!r} is not a port number; use e.g. 7860", file=sys.stderr)
+        settings = Settings.from_env(os.environ)
+    except FinspaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    return run(host=os.environ.get("FINSPACE_HOST", "0.0.0.0"), port=port,
-               model=os.environ.get("FINSPACE_MODEL") or None)
+    return run(settings)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,12 @@ class Unauthorized(FinspaceError):
     http_status = 401
 
 
+class Forbidden(FinspaceError):
+    """The action is off on this app (switching models on a public Space with no admin token)."""
+
+    http_status = 403
+
+
 class Busy(FinspaceError):
     """Too many requests in flight: retry later."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 
 def _port(text: str) -> int:
@@ -18,8 +19,7 @@ def _port(text: str) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the chat UI and the REST API (as the Space does)")
-    p.add_argument("--host", default=os.environ.get("FINSPACE_HOST", "0.0.0.0"),
-                   help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--host", default=None, help="address to listen on (default $FINSPACE_HOST or 0.0.0.0)")
     p.add_argument("--port", type=_port, default=None, help="port (default $PORT or 7860)")
     p.add_argument("--model", default=None,
                    help="catalogue key to load at start (default $FINSPACE_MODEL or the catalogue's default "
@@ -29,7 +29,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from finspace.server import run as serve
+    from dataclasses import replace
 
-    port = args.port if args.port is not None else _port(os.environ.get("PORT", "7860"))
-    return serve(host=args.host, port=port, model=args.model, catalog_path=args.catalog)
+    from finspace.errors import FinspaceError
+    from finspace.server import run as serve
+    from finspace.settings import Settings
+
+    try:
+        settings = Settings.from_env(os.environ)
+    except FinspaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    given = {"host": args.host, "port": args.port, "model": args.model, "catalog_path": args.catalog}
+    return serve(replace(settings, **{k: v for k, v in given.items() if v is not None}))

@@ -25,7 +25,9 @@ import psutil
 
 from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
-from finspace.errors import BadInput, DoesNotFit, FinspaceError, SwitchInProgress, Unauthorized
+from finspace.errors import BadInput, Busy, DoesNotFit, FinspaceError, Forbidden, SwitchInProgress, Unauthorized
+from finspace.guard import client_address
+from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 
 log = logging.getLogger("finspace.service")
 
@@ -64,29 +66,19 @@ def versions() -> dict:
     return out
 
 
-def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """Remove tokens from text shown to users (HF_TOKEN, the admin token)."""
-    if not isinstance(text, str):
-        return text
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "FINSPACE_ADMIN_TOKEN"):
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            text = text.replace(value, "***")
-    for value in secrets:
-        if value and len(value) >= 4:
-            text = text.replace(value, "***")
-    return text
-
-
 class Service:
     """Shared by the REST routes and the UI of one app. Create it anywhere; use it in the serving loop."""
 
-    def __init__(self, engine, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None):
+    def __init__(self, engine, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None,
+                 settings: Settings | None = None):
         self.engine = engine
         self.catalog = catalog
         self.monitor = monitor
         self.ledger = ledger
-        self.admin_token = admin_token or None
+        self.settings = settings or Settings(admin_token=admin_token or None)
+        self.admin_token = self.settings.admin_token
+        self._secrets = self.settings.secrets
+        self._failures: dict[str, deque] = {}  # client -> times of its recent wrong admin tokens
         self.started_at = time.time()
         self.versions = versions()
         self.active_streams = 0
@@ -105,18 +97,65 @@ class Service:
         """True when switching models needs the admin token."""
         return self.admin_token is not None
 
-    def authorize(self, token: Any) -> None:
-        """Raise Unauthorized unless ``token`` is the admin token (or none is configured)."""
-        if self.admin_token is None:
+    @property
+    def switching(self) -> str:
+        """"token", "open" or "off" (a public Space with no admin token; see Settings.switching)."""
+        return self.settings.switching
+
+    def authorize(self, token: Any, client: str | None = None) -> None:
+        """Raise unless ``token`` may switch models: Forbidden when switching is off, Busy (429) while ``client``
+        is throttled for wrong tokens, Unauthorized for a missing or wrong token. ``client`` is the caller's
+        address at the public boundaries; None (an internal call) is not throttled."""
+        mode = self.switching
+        if mode == "open":
             return
+        if mode == "off":
+            raise Forbidden("switching models is off on this public Space: its owner can set FINSPACE_ADMIN_TOKEN "
+                            "(a secret of 16+ characters) in the Space's settings to allow it with that token, or "
+                            "FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
+        self._check_throttle(client)
         if not isinstance(token, str) or not token:
             raise Unauthorized("switching models on this Space needs the admin token "
                                "(Authorization: Bearer <token>, or the token field in the UI)")
-        if not hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self.admin_token.encode("utf-8")):
+        limit = ADMIN_TOKEN_MAX_CHARS
+        given = token.encode("utf-8", "surrogatepass")[: limit * 4 + 1]  # bounded work for any length
+        if not hmac.compare_digest(given, self.admin_token.encode("utf-8")):
+            self._failed(client)
             raise Unauthorized("the admin token is wrong; nothing was changed")
 
+    def client_of(self, request: Any) -> str | None:
+        """The caller's address from a Gradio/Starlette request (None when there is none, as in tests)."""
+        if request is None:
+            return None
+        headers = getattr(request, "headers", None) or {}
+        peer = getattr(getattr(request, "client", None), "host", None)
+        return client_address({k.lower(): v for k, v in dict(headers).items()}, peer,
+                              self.settings.limits.trust_proxy)
+
+    def _check_throttle(self, client: str | None) -> None:
+        if client is None:
+            return
+        limits = self.settings.limits
+        times = self._failures.get(client)
+        now = time.monotonic()
+        while times and now - times[0] > limits.token_window_s:
+            times.popleft()
+        if times is not None and not times:
+            del self._failures[client]
+        elif times is not None and len(times) >= limits.token_failures:
+            wait = max(1, int(limits.token_window_s - (now - times[0])) + 1)
+            raise Busy(f"too many wrong admin tokens from this address ({limits.token_failures} in "
+                       f"{limits.token_window_s:.0f} s); wait {wait} s before trying again", retry_after_s=wait)
+
+    def _failed(self, client: str | None) -> None:
+        if client is None:
+            return
+        if client not in self._failures and len(self._failures) >= 10_000:  # bounded: forget the oldest client
+            self._failures.pop(next(iter(self._failures)))
+        self._failures.setdefault(client, deque(maxlen=self.settings.limits.token_failures)).append(time.monotonic())
+
     def redact(self, text: Any) -> Any:
-        return redact(text, (self.admin_token or "",))
+        return redact(text, self._secrets)
 
     # ------------------------------------------------------------------- plans
     @property
@@ -268,6 +307,7 @@ class Service:
             "uptime_s": round(time.time() - self.started_at, 1),
             "version": self.versions,
             "admin_token_required": self.locked,
+            "switching": self.switching,
         }
         return body, 200 if h.state == "ready" else 503
 

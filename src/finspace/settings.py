@@ -1,0 +1,177 @@
+"""Every setting the app reads from its environment, read once into one frozen object.
+
+``Settings.from_env(os.environ)`` is called once, by the entry point (app.py /
+``finspace serve``); everything else gets the object (or one of its fields) as an
+argument and never reads the environment itself. A bad value raises ``BadInput``
+naming the variable and the fix (exit code 2 at the entry point).
+
+Secrets (the admin token, HF_TOKEN) live here too, with ``redact``: no secret
+value ever reaches a response, an error or a log line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from finspace.errors import BadInput
+from finspace.priority import parse_nice
+
+ADMIN_TOKEN_MIN_CHARS = 16
+ADMIN_TOKEN_MAX_CHARS = 256
+SECRET_NAMES = ("FINSPACE_ADMIN_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+# An absolute path of two or more parts (/home/user/app/data/x.json), not a URL's (https://host/a/b) or a
+# route's (/health): shown as …/x.json, so no response tells where the app's files live.
+_ABS_PATH = re.compile(r"(?<![\w:/.~])/(?:[^\s/'\"`]+/)+([^\s/'\"`,;)]*)")
+
+
+def hide_paths(text: str) -> str:
+    return _ABS_PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
+def redact(text, secrets: tuple[str, ...] = ()):
+    """``text`` with every secret value replaced by *** (longest first, so one secret inside another is covered)
+    and absolute file paths shortened to their last part."""
+    if not isinstance(text, str):
+        return text
+    for value in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(value, "***")
+    return hide_paths(text)
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int, fix: str = "") -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadInput(f"{name}={raw[:40]!r} is not a whole number; use {lo} to {hi}{fix}") from None
+    if not lo <= value <= hi:
+        raise BadInput(f"{name}={value} is out of range; use {lo} to {hi}{fix}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"{name}={raw[:40]!r} is not a number; use {lo:g} to {hi:g}") from None
+    if not lo <= value <= hi:
+        raise BadInput(f"{name}={value:g} is out of range; use {lo:g} to {hi:g}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise BadInput(f"{name}={raw[:40]!r} is not a yes/no value; use 1 (on) or 0 (off)")
+
+
+def _admin_token(env: Mapping[str, str]) -> str | None:
+    token = env.get("FINSPACE_ADMIN_TOKEN") or None
+    if token is None:
+        return None
+    if len(token.strip()) < len(token) or not token.isprintable():
+        raise BadInput("FINSPACE_ADMIN_TOKEN has spaces at its ends or unprintable characters; "
+                       "use a random printable string, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(24))\"`")
+    if not ADMIN_TOKEN_MIN_CHARS <= len(token) <= ADMIN_TOKEN_MAX_CHARS:
+        raise BadInput(f"FINSPACE_ADMIN_TOKEN has {len(token)} characters; it needs {ADMIN_TOKEN_MIN_CHARS} to "
+                       f"{ADMIN_TOKEN_MAX_CHARS}: make one with `python -c \"import secrets; "
+                       f"print(secrets.token_urlsafe(24))\"`")
+    return token
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client, one request and one connection may take (finspace.guard enforces them)."""
+
+    events_per_client: int = 16  # Gradio events queued or running per client address
+    stream_open_s: float = 5.0  # an event whose result stream is not opened by then is cancelled
+    rest_body_bytes: int = 16 << 10  # REST bodies ({"model": KEY})
+    # Gradio event bodies: a chat's 64,000-character message and system prompt and 256,000 characters of history,
+    # each character up to 12 bytes as JSON writes it escaped (an emoji is \ud83d\udcb8): 4.6 MB at most
+    event_body_bytes: int = 6 << 20
+    header_timeout_s: float = 10.0  # a connection must finish its request headers by then
+    keep_alive_s: float = 5.0
+    max_connections: int = 1000
+    token_failures: int = 5  # wrong admin tokens per client address...
+    token_window_s: float = 60.0  # ...within this window, then 429 until it has passed
+    trust_proxy: bool = False  # take the client's address from X-Forwarded-For (its last hop): on a Space
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "0.0.0.0"
+    port: int = 7860
+    model: str | None = None
+    catalog_path: str | None = None
+    data_dir: str | None = None
+    admin_token: str | None = field(default=None, repr=False)
+    hf_token: str | None = field(default=None, repr=False)
+    open_switching: bool = False
+    space_id: str | None = None
+    api_docs: bool = False
+    front_nice: int = 10
+    chat_concurrency: int = 64
+    queue_size: int = 256
+    ledger_max_bytes: int = 4 << 20
+    limits: Limits = Limits()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Read and check every variable; BadInput names the first bad one and its fix."""
+        space_id = (env.get("SPACE_ID") or "").strip() or None
+        port = _int(env, "PORT", 7860, 1, 65535, " (the port to serve on)")
+        limits = Limits(
+            events_per_client=_int(env, "FINSPACE_MAX_EVENTS_PER_CLIENT", Limits.events_per_client, 1, 100_000),
+            stream_open_s=_float(env, "FINSPACE_STREAM_OPEN_S", Limits.stream_open_s, 0.5, 600),
+            header_timeout_s=_float(env, "FINSPACE_HEADER_TIMEOUT_S", Limits.header_timeout_s, 0.5, 600),
+            max_connections=_int(env, "FINSPACE_MAX_CONNECTIONS", Limits.max_connections, 8, 1_000_000),
+            token_failures=_int(env, "FINSPACE_TOKEN_FAILURES", Limits.token_failures, 1, 1_000_000),
+            trust_proxy=space_id is not None or _bool(env, "FINSPACE_TRUST_PROXY"),
+        )
+        return cls(
+            host=(env.get("FINSPACE_HOST") or "0.0.0.0").strip(),
+            port=port,
+            model=(env.get("FINSPACE_MODEL") or "").strip() or None,
+            catalog_path=env.get("FINSPACE_CATALOG") or None,
+            data_dir=(env.get("FINSPACE_DATA_DIR") or "").strip() or None,
+            admin_token=_admin_token(env),
+            hf_token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
+            open_switching=_bool(env, "FINSPACE_OPEN_SWITCHING"),
+            space_id=space_id,
+            api_docs=_bool(env, "FINSPACE_API_DOCS"),
+            front_nice=parse_nice(env.get("FINSPACE_FRONT_NICE"), default=10),
+            chat_concurrency=_int(env, "FINSPACE_CHAT_CONCURRENCY", 64, 1, 4096),
+            queue_size=_int(env, "FINSPACE_QUEUE_SIZE", 256, 1, 100_000),
+            ledger_max_bytes=_int(env, "FINSPACE_LEDGER_MAX_MIB", 4, 1, 4096) << 20,
+            limits=limits,
+        )
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(s for s in (self.admin_token, self.hf_token) if s)
+
+    @property
+    def switching(self) -> str:
+        """Who may switch the model: "token" (the admin token), "open" (anyone) or "off".
+
+        A public Space with no admin token is off unless FINSPACE_OPEN_SWITCHING=1 opens it deliberately;
+        off a Space (a machine of your own) it stays open, as before."""
+        if self.admin_token:
+            return "token"
+        if self.open_switching or self.space_id is None:
+            return "open"
+        return "off"
