@@ -74,7 +74,9 @@ def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Pat
     if which == "a":
         env = {**common_env, "PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
                "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
-               "FINSPACE_CPU_KV_CACHE_MIB": str(args.kv_mib)}
+               "FINSPACE_CPU_KV_CACHE_MIB": str(args.kv_mib),
+               # every simulated user comes from 127.0.0.1 here: lift the per-address bound on queued events
+               "FINSPACE_MAX_EVENTS_PER_CLIENT": "1024"}
         for item in args.app_env:  # experiments only: the numbers are the app's as shipped without it
             key, _, value = item.partition("=")
             env[key] = value

@@ -17,9 +17,12 @@ traceback, never a token. The Gradio Blocks are mounted at "/".
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.errors import FinspaceError, Unauthorized
+from finspace.guard import EventTracker, Guard, client_address
+from finspace.settings import Settings
 from finspace.ui.service import Service
 
 log = logging.getLogger("finspace.server")
@@ -64,19 +69,40 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+PUBLIC_API = ("chat", "load_model", "models", "health", "loads")
+MAX_UPLOAD = "25mb"  # Gradio's own bound; the guard refuses uploads while no input takes files
+
+
+def blocked_paths(settings: Settings, catalog=None) -> list[str]:
+    """Folders Gradio must never serve or copy from, whatever a payload names (its blocked_paths): the app's
+    code and catalogue, the data folder, the Hub cache, the system's secrets and devices."""
+    here = Path(__file__).resolve().parents[2]
+    out = [str(here), str(Path.cwd()), "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/var", "/run"]
+    for extra in (settings.data_dir, settings.catalog_path and str(Path(settings.catalog_path).parent),
+                  os.environ.get("HF_HOME")):
+        if extra:
+            out.append(str(Path(extra).resolve()))
+    upload = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+    return sorted({p for p in out if not upload.is_relative_to(Path(p))})
+
+
 def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
-              default_model: str | None = None) -> FastAPI:
-    """The whole app: REST routes + the Gradio UI at "/". Run it with uvicorn in one process."""
+              default_model: str | None = None, settings: Settings | None = None) -> FastAPI:
+    """The whole app: REST routes + the Gradio UI at "/", behind finspace.guard. Run it with uvicorn in one process."""
     import gradio as gr
 
     from finspace.ui import build_ui
 
     _skip_absent_matplotlib()
-
-    svc = Service(engine, catalog, monitor, ledger=ledger, admin_token=admin_token)
+    settings = settings or Settings()
+    if admin_token and not settings.admin_token:
+        settings = replace(settings, admin_token=admin_token)
+    svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
+    tracker = EventTracker(settings.limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        sweeper = asyncio.get_running_loop().create_task(tracker.run(), name="finspace-event-sweeper")
         if default_model:
             try:
                 svc.start_load(default_model)
@@ -87,12 +113,15 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         try:
             yield
         finally:
+            sweeper.cancel()
             log.info("shutting down: stopping the engine")
             await svc.close()
 
+    docs = settings.api_docs
     app = FastAPI(title="finspace", version=svc.versions.get("finspace") or "0",
                   description="Finance LLMs on vLLM: chat UI at /, REST beside it.",
-                  lifespan=lifespan, redoc_url=None)
+                  lifespan=lifespan, redoc_url=None, docs_url="/docs" if docs else None,
+                  openapi_url="/openapi.json" if docs else None)
     app.state.service = svc
 
     @app.exception_handler(FinspaceError)
@@ -119,12 +148,13 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         return _error(500, f"unexpected server error ({type(exc).__name__}); the app is still running")
 
     def require_admin(request: Request) -> None:
-        """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body."""
-        if not svc.locked:
-            return
+        """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
+        and wrong tokens are throttled per client (429)."""
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
-        svc.authorize(given.strip() if scheme.lower() == "bearer" else None)
+        client = client_address(request.headers, request.client.host if request.client else None,
+                                settings.limits.trust_proxy)
+        svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
 
     @app.get("/health", summary="Status, model, engine stage, memory; 200 when ready, 503 otherwise")
     async def health():
@@ -133,10 +163,8 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
 
     @app.post("/load-model", status_code=202, dependencies=[Depends(require_admin)],
               summary="Switch to a catalogue model in the background",
-              responses={401: {}, 409: {}, 422: {}, 400: {}})
+              responses={401: {}, 403: {}, 409: {}, 422: {}, 400: {}, 429: {}})
     async def load_model(body: LoadRequest):
-        import asyncio
-
         svc.start_load(body.model)
         await asyncio.sleep(0)  # let the load enter its first stage, so the answer shows it
         state, _ = svc.health()
@@ -150,11 +178,21 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     async def loads(limit: int = Query(50, ge=1, le=1000)):
         if ledger is None:
             return _error(404, "the load ledger is not enabled in this app")
-        return svc.loads(limit)
+        return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
 
-    demo = build_ui(engine, catalog, monitor, ledger=ledger, admin_token=admin_token, service=svc)
+    demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
+                    chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
+    tracker.attach(demo._queue)
     gr.mount_gradio_app(app, demo, path="/", css=_ui_css(), show_error=True, ssr_mode=False,
-                        footer_links=["api", "gradio"], run_history=False, theme=gr.themes.Soft())
+                        footer_links=["api", "gradio"], run_history=False, theme=gr.themes.Soft(),
+                        allowed_paths=[], blocked_paths=blocked_paths(settings, catalog), max_file_size=MAX_UPLOAD)
+    # gr.mount_gradio_app never marks the Blocks launched, and Gradio skips its check of file paths in payloads
+    # until they are (gradio 6.31 processing_utils._check_allowed): mark them, so Gradio's own wall stands too.
+    demo.has_launched = True
+    app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
+                       events=lambda: {i: (fn.api_name if isinstance(fn.api_name, str) else None, len(fn.inputs))
+                                            for i, fn in demo.fns.items()}, api_docs=docs)
+    app.state.tracker = tracker
     return app
 
 
@@ -177,19 +215,16 @@ def _ui_css() -> str:
 
 
 # --------------------------------------------------------------------------- run
-def _make_ledger(data_dir: str | None):
-    """The load ledger (loads.jsonl in data_dir, else $FINSPACE_DATA_DIR, /data on a Space, ./data)."""
-    try:
-        from finspace.ledger import FILENAME, Ledger
-    except ImportError:  # pragma: no cover - the ledger ships with finspace
-        log.warning("finspace.ledger is not available: the load history is off")
-        return None
-    return Ledger(Path(data_dir) / FILENAME) if data_dir else Ledger()
+def _make_ledger(settings: Settings):
+    """The load ledger (loads.jsonl in FINSPACE_DATA_DIR, else /data on a Space, ./data), capped in size."""
+    from finspace.ledger import FILENAME, Ledger, default_data_dir
+
+    folder = Path(settings.data_dir) if settings.data_dir else default_data_dir()
+    return Ledger(folder / FILENAME, max_bytes=settings.ledger_max_bytes)
 
 
-def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
-        catalog_path: str | None = None, data_dir: str | None = None) -> int:
-    """Build everything from the environment and serve until stopped. Returns an exit code."""
+def run(settings: Settings) -> int:
+    """Build everything from ``settings`` and serve until stopped. Returns an exit code."""
     import sys
 
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -199,33 +234,33 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
     from finspace.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.gpu import MemoryMonitor
-    from finspace.priority import parse_nice
+    from finspace.http_server import uvicorn_config
 
     try:
-        catalog = load_catalog(catalog_path)
-        front_nice = parse_nice(os.environ.get("FINSPACE_FRONT_NICE"), default=10)
+        catalog = load_catalog(settings.catalog_path)
     except FinspaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     monitor = MemoryMonitor()
-    key = model or os.environ.get("FINSPACE_MODEL") or catalog.default_key(monitor.has_gpu)
+    key = settings.model or catalog.default_key(monitor.has_gpu)
     if key not in catalog:
         print(f"error: FINSPACE_MODEL / --model {key!r} is not a catalogue key; "
               f"choose one of {', '.join(catalog.keys())}", file=sys.stderr)
         return 2
-    ledger = _make_ledger(data_dir)
-    on_load: Any = getattr(ledger, "append", None)
-    engine = Engine(catalog, monitor, on_load=on_load, freeze_heap=True, front_nice=front_nice)
-    admin_token = os.environ.get("FINSPACE_ADMIN_TOKEN") or None
-    if admin_token is None:
+    ledger = _make_ledger(settings)
+    engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice)
+    if settings.switching == "open":
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
-    app = build_app(engine, catalog, monitor, ledger=ledger, admin_token=admin_token, default_model=key)
+    elif settings.switching == "off":
+        log.warning("switching models is off on this Space: set FINSPACE_ADMIN_TOKEN (a secret) to allow it with "
+                    "the token, or FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
+    app = build_app(engine, catalog, monitor, ledger=ledger, default_model=key, settings=settings)
 
     import uvicorn
 
     where = "GPU" if monitor.has_gpu else "CPU (no NVIDIA GPU)"
-    log.info("finspace on %s: default model %s; http://%s:%d/", where, key, host, port)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    log.info("finspace on %s: default model %s; http://%s:%d/", where, key, settings.host, settings.port)
+    config = uvicorn_config(app, settings.host, settings.port, settings.limits)
     logging.getLogger("uvicorn.access").addFilter(QuietGradioTraffic())  # after Config has set up logging
     uvicorn.Server(config).run()
     return 0

@@ -13,6 +13,7 @@ message, never a traceback.
     c.predict(api_name="/models"); c.predict(api_name="/health"); c.predict(20, api_name="/loads")
 """
 
+import asyncio
 import contextlib
 import logging
 from typing import Any, AsyncIterator, Callable
@@ -89,11 +90,11 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise user_error(svc, exc) from None
 
-    async def load_model(model: str, admin_token: str | None = None) -> dict:
+    async def load_model(model: str, admin_token: str | None = None, request: gr.Request = None) -> dict:
         """Switch to catalogue model `model` (a key from /models, never a repo id or path) and wait until it
         is ready. Needs admin_token when the Space sets FINSPACE_ADMIN_TOKEN. Returns /health."""
         try:
-            svc.authorize(admin_token)
+            svc.authorize(admin_token, client=svc.client_of(request))
             await svc.load(model)
         except Exception as exc:  # noqa: BLE001
             raise user_error(svc, exc) from None
@@ -116,7 +117,7 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
     async def loads(limit: int = 50) -> list[dict]:
         """The last `limit` load records (planned vs actual KV tokens, errors) from the load ledger."""
         try:
-            return svc.loads(limit)
+            return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
         except Exception as exc:  # noqa: BLE001
             raise user_error(svc, exc) from None
 

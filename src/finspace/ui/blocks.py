@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import html
 import logging
-import os
 from typing import Any
 
 import gradio as gr
@@ -33,6 +32,9 @@ TICK_S = 2.0
 # every ANALYTICS_EVERY events, over the last ANALYTICS_EVERY (bench/serving.py at 16 and 32 users: 2-3% more
 # tokens/s in two A/B pairs, within the noise of one start).
 ANALYTICS_EVERY = 1000
+DELETE_CACHE = (600, 600)  # Gradio's file cache: every 10 minutes, files older than 10 minutes go
+SESSION_CAPACITY = 2000  # sessions whose state (a conversation) the server holds; the oldest go first
+MAX_CONVERSATION_CHARS = 1_000_000  # one session's conversation held on the server
 CSS = """
 #banner {padding: 6px 12px; border-radius: 8px; background: var(--background-fill-secondary);}
 #chat-notice:empty {display: none;}
@@ -76,17 +78,12 @@ def _ui_error(svc: Service, exc: BaseException) -> gr.Error:
 
 
 def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
-             service: Service | None = None, chat_concurrency: int | None = None,
-             queue_size: int | None = None) -> gr.Blocks:
+             service: Service | None = None, chat_concurrency: int = 64, queue_size: int = 256) -> gr.Blocks:
     """The Space's page. ``service`` is shared with the REST routes when build_app makes both."""
     svc = service or Service(engine, catalog, monitor, ledger=ledger, admin_token=admin_token)
-    if chat_concurrency is None:
-        chat_concurrency = int(os.environ.get("FINSPACE_CHAT_CONCURRENCY", "64"))
-    if queue_size is None:
-        queue_size = int(os.environ.get("FINSPACE_QUEUE_SIZE", "256"))
     default_entry = catalog.get(catalog.default_key(svc.on_gpu))
 
-    with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True) as demo:
+    with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True, delete_cache=DELETE_CACHE) as demo:
         banner = gr.Markdown(elem_id="banner")
         conv = gr.State([])  # this session's conversation (finspace.ui.chat turns)
         seen = gr.State({})  # what this session's page last showed, so ticks send only changes
@@ -186,11 +183,12 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
                 conv_.append(convo.switch_marker(entry.key, entry.label))
 
         async def respond(message, conv_, sp, temp, mt):
-            conv_ = list(conv_ or [])
-            if not isinstance(message, str) or not message.strip():
-                gr.Warning("Type a message first.")
+            problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
+            if problem is not None:
+                gr.Warning(problem)
                 yield gr.skip(), gr.skip(), gr.skip()
                 return
+            conv_ = list(conv_ or [])
             mark_switch(conv_)
             conv_.append(convo.turn("user", message))
             async for out in stream_into(conv_, settings_from(sp, temp, mt), ""):
@@ -209,9 +207,9 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         def clear_chat():
             return [], []
 
-        async def begin_load(key, tok):
+        async def begin_load(key, tok, request: gr.Request):
             try:
-                svc.authorize(tok)
+                svc.authorize(tok, client=svc.client_of(request))
                 svc.start_load(key)
             except Exception as exc:  # noqa: BLE001
                 raise _ui_error(svc, exc) from None
@@ -288,8 +286,8 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
                                outputs=[chatbot, conv, msg], concurrency_limit=chat_concurrency,
                                concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
         stop.click(None, cancels=[ev_submit, ev_send, ev_regen], api_visibility="private")
-        clear.click(clear_chat, outputs=[chatbot, conv], api_visibility="private", queue=False)
-        chatbot.clear(clear_chat, outputs=[chatbot, conv], api_visibility="private", queue=False)
+        clear.click(clear_chat, outputs=[chatbot, conv], api_visibility="private", concurrency_limit=None)
+        chatbot.clear(clear_chat, outputs=[chatbot, conv], api_visibility="private", concurrency_limit=None)
 
         (load_btn.click(begin_load, inputs=[picker, token], outputs=[load_status, msg, send, notice],
                         api_visibility="private", concurrency_limit=None, show_progress="hidden")
@@ -308,7 +306,8 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
 
         register_api(svc, chat_concurrency=chat_concurrency)
 
-    demo.queue(default_concurrency_limit=16, max_size=queue_size)
+    demo.queue(default_concurrency_limit=16, max_size=queue_size, api_open=False)
+    demo.state_session_capacity = SESSION_CAPACITY
     _quiet_queue_analytics(demo._queue)
     demo.finspace_service = svc  # type: ignore[attr-defined]  # for build_app and tests
     return demo

@@ -60,6 +60,21 @@ def turn(role: str, content: str, model: str | None = None, kind: str = "turn") 
     return {"role": role, "content": content, "model": model, "kind": kind}
 
 
+def message_problem(message: Any, conv: Any, max_conversation_chars: int) -> str | None:
+    """Why a message from the page can't be taken (checked before anything is stored), else None."""
+    from finspace.engine import MAX_MESSAGE_CHARS
+
+    if not isinstance(message, str) or not message.strip():
+        return "Type a message first."
+    if len(message) > MAX_MESSAGE_CHARS:
+        return (f"The message has {len(message):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. "
+                "Send a shorter one (or split it).")
+    held = sum(len(t.get("content") or "") for t in conv or () if isinstance(t, dict))
+    if held + len(message) > max_conversation_chars:
+        return "This conversation is too long to continue here; press Clear to start a new one."
+    return None
+
+
 def last_model(conv: list[dict]) -> str | None:
     """The model that wrote the conversation's latest reply (None before the first)."""
     for t in reversed(conv):

@@ -1,0 +1,435 @@
+"""The wall in front of every route: what an anonymous request may send before anything else reads it.
+
+A Space is public: anyone can call every route, Gradio's own included, with any
+payload. ``Guard`` is a pure ASGI middleware around the whole app (REST and the
+mounted Gradio UI). In order, it:
+
+- answers 404 for routes finspace does not offer: FastAPI's /docs and /openapi.json
+  (unless FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes
+  (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
+  queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
+- refuses uploads (finspace has no file input);
+- bounds every body before it is read: Content-Length first, then the bytes as
+  they arrive (413 with the limit), so a 100 MB body costs nothing, with or
+  without a token;
+- reads the JSON of Gradio's event routes strictly (no NaN, no binary: 400) and
+  refuses any Gradio FileData reference in it (``{"path": ..., "meta": {"_type":
+  "gradio.FileData"}}``): no payload can name a file on the server. Gradio skips
+  its own check of such paths when an app is mounted rather than launched; this
+  wall does not depend on Gradio's version;
+- checks ``fn_index`` against the app's events, and bounds the events each client
+  has queued or running (``EventTracker``, 429 past the bound);
+- turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
+  400 with finspace's ``{"error": ...}``, logged in one line without a traceback.
+
+Every refusal is ``{"error": message}`` naming the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from finspace.settings import Limits
+
+log = logging.getLogger("finspace.guard")
+
+FILE_MARKER = "gradio.FileData"
+_DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")
+_CALL = re.compile(r"^/gradio_api/call/([^/]*)(?:/(.*?))?/?$")
+_JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
+_MAX_DEPTH = 64
+
+
+def client_address(headers: Mapping[str, str], peer: str | None, trust_proxy: bool) -> str:
+    """Who is asking: the TCP peer, or behind a Space's proxy the last hop of X-Forwarded-For (the address the
+    proxy itself saw; a client can put anything before it, nothing after)."""
+    if trust_proxy:
+        forwarded = headers.get("x-forwarded-for", "")
+        hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+        if hops:
+            return hops[-1][:64]
+    return peer or "unknown"
+
+
+# ------------------------------------------------------------------ payload checks
+class Refusal(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def strict_json(body: bytes) -> Any:
+    """The body as JSON, or Refusal(400): undecodable bytes, NaN/Infinity, too deeply nested."""
+    try:
+        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise Refusal(400, "the body is not valid JSON (UTF-8, finite numbers only); send a JSON object "
+                           "as gradio_client does") from None
+    return value
+
+
+def find_file_reference(value: Any) -> str | None:
+    """The first Gradio file reference in ``value`` (its "path"/"url" as given), else None. Iterative: any depth."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return "(nested too deeply)"
+        if isinstance(item, dict):
+            meta = item.get("meta")
+            if (isinstance(meta, dict) and meta.get("_type") == FILE_MARKER) or item.get("_type") == FILE_MARKER:
+                return str(item.get("path") or item.get("url") or "?")[:120]
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def check_event_body(value: Any, events: Mapping[int, tuple[str | None, int]],
+                     api_name: str | None = None) -> tuple[int | None, str | None]:
+    """A queue/join body (or a call body for ``api_name``): (fn_index, session_hash), or Refusal(400) naming the
+    field. ``events`` maps each event's fn_index to its (api_name, number of inputs)."""
+    if not isinstance(value, dict):
+        raise Refusal(400, "the body must be a JSON object with \"data\" (a list), \"fn_index\" and \"session_hash\"")
+    ref = find_file_reference(value)
+    if ref is not None:
+        raise Refusal(400, f"file references are not accepted (got a gradio.FileData for {ref!r}): finspace takes no "
+                           "files on this endpoint; send the text itself")
+    if "data" in value and not isinstance(value["data"], list):
+        raise Refusal(400, "\"data\" must be a list of the endpoint's inputs")
+    fn_index = value.get("fn_index")
+    if api_name is not None:
+        fn_index = next((i for i, (name, _) in events.items() if name == api_name), None)
+    elif fn_index is not None and (isinstance(fn_index, bool) or not isinstance(fn_index, int)
+                                   or fn_index not in events):
+        raise Refusal(400, f"fn_index must be one of the app's events (0 to {max(events, default=0)}), got "
+                           f"{str(fn_index)[:40]}; see /gradio_api/info for the endpoints")
+    data = value.get("data")
+    if fn_index is not None and isinstance(data, list) and len(data) != events[fn_index][1]:
+        name, n = events[fn_index]
+        raise Refusal(400, f"{'/' + name if name else 'this event'} takes {n} input value(s) in \"data\", got "
+                           f"{len(data)}; see /gradio_api/info for each endpoint's parameters")
+    session = value.get("session_hash")
+    if session is not None and (not isinstance(session, str) or not 0 < len(session) <= 128):
+        raise Refusal(400, "session_hash must be text of 1 to 128 characters")
+    trigger = value.get("trigger_id")
+    if trigger is not None and (isinstance(trigger, bool) or not isinstance(trigger, int)):
+        raise Refusal(400, "trigger_id must be a whole number or null")
+    return fn_index, session
+
+
+# ------------------------------------------------------------------ the event bound
+@dataclass
+class _Event:
+    event_id: str
+    session: str
+    client: str
+    joined_at: float
+    streamed: bool = False
+
+
+class EventTracker:
+    """Gradio events per client: bounded, and cancelled when nobody opens their result stream.
+
+    Gradio runs a joined event whether or not anyone reads its result, and never drops one whose stream is not
+    opened: a client that joins hundreds and reads none fills the queue for everyone while the engine generates for
+    nobody. Each join is recorded here with its client; an event counts until Gradio has delivered its result (it
+    leaves the session's pending ids) or is cancelled. ``sweep`` (every second, from the app's lifespan) cancels
+    events whose session has not opened its stream within ``stream_open_s``: the queued ones are removed and the
+    running ones' tasks cancelled, which closes the engine's stream and aborts the vLLM request.
+    """
+
+    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic):
+        self.limits = limits
+        self.clock = clock
+        self.queue: Any = None  # Gradio's queue, attached once the Blocks are built
+        self._events: dict[str, _Event] = {}
+        self._open: dict[str, int] = {}  # session -> result streams open now
+        self.cancelled = 0
+
+    def attach(self, queue: Any) -> None:
+        self.queue = queue
+
+    def _alive(self, ev: _Event) -> bool:
+        q = self.queue
+        if q is None:
+            return False
+        return ev.event_id in q.pending_event_ids_session.get(ev.session, ()) or ev.event_id in q.event_ids_to_events
+
+    def prune(self) -> None:
+        for eid in [eid for eid, ev in self._events.items() if not self._alive(ev)]:
+            del self._events[eid]
+
+    def in_flight(self, client: str) -> int:
+        self.prune()
+        return sum(1 for ev in self._events.values() if ev.client == client)
+
+    def admit(self, client: str) -> None:
+        """Refusal(429) when ``client`` already has its bound of events queued or running."""
+        bound = self.limits.events_per_client
+        if self.in_flight(client) >= bound:
+            raise Refusal(429, f"this client already has {bound} requests queued or running (the bound per client, "
+                               "FINSPACE_MAX_EVENTS_PER_CLIENT); wait for one to finish and read its result, then "
+                               "try again", {"Retry-After": "2"})
+
+    def joined(self, client: str, event_id: str, session: str | None) -> None:
+        q = self.queue
+        event = q.event_ids_to_events.get(event_id) if q is not None else None
+        session = getattr(event, "session_hash", None) or session or event_id
+        self._events[event_id] = _Event(event_id, session, client, self.clock(), self._open.get(session, 0) > 0)
+
+    def stream_opened(self, session: str) -> None:
+        self._open[session] = self._open.get(session, 0) + 1
+        for ev in self._events.values():
+            if ev.session == session:
+                ev.streamed = True
+
+    def stream_closed(self, session: str) -> None:
+        n = self._open.get(session, 0) - 1
+        if n > 0:
+            self._open[session] = n
+        else:
+            self._open.pop(session, None)
+
+    def session_of(self, event_id: str) -> str | None:
+        ev = self._events.get(event_id)
+        return ev.session if ev is not None else None
+
+    async def sweep(self) -> int:
+        """Cancel the events whose stream was not opened in time; returns how many."""
+        self.prune()
+        now = self.clock()
+        late = [ev for ev in self._events.values()
+                if not ev.streamed and now - ev.joined_at >= self.limits.stream_open_s]
+        for ev in late:
+            await self._cancel(ev)
+        if late:
+            log.warning("cancelled %d event(s) whose result stream was never opened (clients: %s)",
+                        len(late), ", ".join(sorted({ev.client for ev in late}))[:200])
+        return len(late)
+
+    async def _cancel(self, ev: _Event) -> None:
+        self._events.pop(ev.event_id, None)
+        self.cancelled += 1
+        q = self.queue
+        suffix = f"<gradio-sep>{ev.event_id}"
+        tasks = [t for t in asyncio.all_tasks() if t.get_name().endswith(suffix)]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if q is None:
+            return
+        await q.clean_events(event_id=ev.event_id)
+        ids = q.pending_event_ids_session.get(ev.session)
+        if ids is not None:
+            ids.discard(ev.event_id)
+            if not ids:
+                q.pending_event_ids_session.pop(ev.session, None)
+                if self._open.get(ev.session, 0) == 0:
+                    q.pending_messages_per_session.pop(ev.session, None)
+
+    async def run(self, every_s: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.sweep()
+            except Exception:  # noqa: BLE001 - the sweeper must outlive any one bad event
+                log.exception("sweeping unread events failed")
+
+
+# ------------------------------------------------------------------ the middleware
+def _json_response(status: int, message: str, headers: dict[str, str] | None = None):
+    body = json.dumps({"error": message}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    return {"type": "http.response.start", "status": status, "headers": raw}, \
+        {"type": "http.response.body", "body": body}
+
+
+class Guard:
+    """ASGI middleware; see the module docstring. ``events`` gives the Blocks' events: fn_index -> (api_name,
+    number of inputs); read when first needed (the Blocks are complete by then)."""
+
+    def __init__(self, app, *, limits: Limits, public_api: tuple[str, ...],
+                 events: Callable[[], Mapping[int, tuple[str | None, int]]],
+                 tracker: EventTracker, api_docs: bool = False):
+        self.app = app
+        self.limits = limits
+        self.public_api = public_api
+        self._events_of = events
+        self._events: Mapping[int, tuple[str | None, int]] | None = None
+        self.tracker = tracker
+        self.api_docs = api_docs
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        client = client_address(headers, (scope.get("client") or (None,))[0], self.limits.trust_proxy)
+        scope.setdefault("state", {})["finspace_client"] = client
+        try:
+            await self._route(scope, receive, send, headers, client)
+        except Refusal as r:
+            start, body = _json_response(r.status, r.message, r.headers)
+            await send(start)
+            await send(body)
+
+    async def _route(self, scope, receive, send, headers, client):
+        path, method = scope["path"], scope["method"]
+        self._refuse_closed_routes(path, method)
+        if method in ("POST", "PUT", "PATCH", "DELETE"):
+            body = await self._read_body(receive, headers, self._body_limit(path), path)
+            session = None
+            call = _CALL.match(path) if method == "POST" else None
+            is_join = path == "/gradio_api/queue/join" or call is not None
+            if path in _JSON_ROUTES or is_join:
+                value = strict_json(body)
+                if is_join:
+                    if self._events is None:
+                        self._events = dict(self._events_of())
+                    _, session = check_event_body(value, self._events, call.group(1) if call else None)
+                    self.tracker.admit(client)
+                elif find_file_reference(value) is not None:
+                    raise Refusal(400, "file references are not accepted here; finspace takes no files")
+            receive = _replay(body, receive)
+            if is_join:
+                return await self._join(scope, receive, send, client, session)
+        if method == "GET" and path == "/gradio_api/queue/data":
+            session = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash") or [""])[0]
+            return await self._stream(scope, receive, send, session)
+        call = _CALL.match(path)
+        if method == "GET" and call and call.group(2):
+            session = self.tracker.session_of(call.group(2)) or call.group(2)
+            return await self._stream(scope, receive, send, session)
+        await self._downstream(scope, receive, send, path)
+
+    def _refuse_closed_routes(self, path: str, method: str) -> None:
+        if not self.api_docs and (path in ("/docs", "/openapi.json", "/redoc") or path.startswith("/docs/")):
+            raise Refusal(404, "the API docs are off on this app (FINSPACE_API_DOCS=1 turns them on); "
+                               "the API tab of the page lists the endpoints")
+        if path.startswith(("/monitoring", "/gradio_api/monitoring")):
+            raise Refusal(404, "Gradio's monitoring dashboard is off on this app")
+        if _DIRECT.match(path):
+            raise Refusal(404, "direct calls are off on this app: they skip the queue. Use gradio_client, "
+                               "or POST /gradio_api/call/<name> and read GET /gradio_api/call/<name>/<event_id>")
+        call = _CALL.match(path)
+        if call and call.group(1) not in self.public_api:
+            names = ", ".join("/" + n for n in self.public_api)
+            raise Refusal(404, f"no public endpoint named {call.group(1)[:60]!r}; the public ones are {names}")
+        if path.startswith("/gradio_api/upload") and method == "POST":
+            raise Refusal(403, "this app takes no file uploads; send the text itself")
+
+    def _body_limit(self, path: str) -> int:
+        if path.startswith("/gradio_api/queue/join") or path.startswith("/gradio_api/call/"):
+            return self.limits.event_body_bytes
+        return self.limits.rest_body_bytes
+
+    async def _read_body(self, receive, headers: Mapping[str, str], limit: int, path: str) -> bytes:
+        what = ("a chat message's limit is 64,000 characters, a conversation's 256,000"
+                if limit == self.limits.event_body_bytes else "the body of a REST call is a small JSON object, "
+                                                               "such as {\"model\": KEY}")
+        too_big = Refusal(413, f"the body is larger than {path[:60]} takes ({limit:,} bytes); send less: {what}")
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                raise Refusal(400, "Content-Length must be a whole number of bytes")
+            if int(declared) > limit:
+                raise too_big
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise Refusal(400, "the client went away before sending its body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _join(self, scope, receive, send, client: str, session: str | None):
+        captured: list[bytes] = []
+        status = [0]
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body" and status[0] == 200:
+                captured.append(message.get("body", b""))
+            await send(message)
+
+        await self._downstream(scope, receive, capture, scope["path"])
+        if status[0] == 200:
+            try:
+                event_id = json.loads(b"".join(captured)).get("event_id")
+            except (ValueError, AttributeError):
+                event_id = None
+            if isinstance(event_id, str):
+                self.tracker.joined(client, event_id, session)
+
+    async def _stream(self, scope, receive, send, session: str):
+        self.tracker.stream_opened(session)
+        try:
+            await self._downstream(scope, receive, send, scope["path"])
+        finally:
+            self.tracker.stream_closed(session)
+
+    async def _downstream(self, scope, receive, send, path: str):
+        """Call the app; a bare 500 from Gradio's routes becomes a 400 with a message, and no traceback."""
+        started = [False]
+        swallowed = [False]
+        gradio = path.startswith("/gradio_api/") or path in ("/config", "/info")
+
+        async def send_checked(message):
+            if message["type"] == "http.response.start":
+                if gradio and message["status"] == 500 and not started[0]:
+                    swallowed[0] = True
+                    start, body = _json_response(400, "the request could not be processed: check it against "
+                                                      "/gradio_api/info (endpoint, number and types of inputs)")
+                    started[0] = True
+                    await send(start)
+                    await send(body)
+                    return
+                started[0] = True
+            if swallowed[0]:
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_checked)
+        except Exception as exc:  # noqa: BLE001 - the boundary
+            if not gradio and not swallowed[0]:
+                raise
+            log.warning("refused a malformed request to %s (%s: %s)", path[:80], type(exc).__name__, str(exc)[:120])
+            if not started[0]:
+                start, body = _json_response(400, "the request could not be processed: check it against "
+                                                  "/gradio_api/info")
+                await send(start)
+                await send(body)
+
+
+def _replay(body: bytes, receive):
+    """The body already read, then the connection's own messages (a disconnect)."""
+    sent = [False]
+
+    async def replayed():
+        if not sent[0]:
+            sent[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
