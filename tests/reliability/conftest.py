@@ -3,7 +3,7 @@
 Tests add to ``rel_utils.TALLY`` as they go; the ``pytest_terminal_summary`` hook
 prints, whatever the outcome::
 
-    reliability: inputs=N faults=F survived=S load_requests=R errors=E lost=L
+    reliability: inputs=N faults=F survived=S load_requests=R errors=E lost=L server_errors=N leaks=N
 
 Servers: test_faults.py and test_load.py each start their own; the two
 test_surface_*.py modules (access and fuzzing: neither may change the model)
@@ -24,8 +24,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers import corrupt_copy, demo_entry  # noqa: E402
-from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, TALLY,
-                       listing, start_server, tiny)  # noqa: E402
+from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S,  # noqa: E402
+                       SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, SURFACE_STREAM_OPEN_S, TALLY, listing, start_server,
+                       tiny)
 
 
 def pytest_configure(config):
@@ -51,6 +52,8 @@ def surface_server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("rel-surface")
     hf_home = root / "hf-home"
     hf_home.mkdir()
+    gradio_cache = root / "gradio-cache"  # Gradio's upload folder and file cache: nothing may land there
+    gradio_cache.mkdir()
     long_ctx = root / "tiny-llama-64k"  # the same weights with a longer position limit (rope: no new weights)
     shutil.copytree(model_dir / "tiny-llama", long_ctx)
     cfg = json.loads((long_ctx / "config.json").read_text())
@@ -63,10 +66,15 @@ def surface_server(tmp_path_factory, model_dir):
         "broken": demo_entry(corrupt_copy(model_dir / "tiny-llama", root / "broken"), None, label="Broken"),
     }
     env = {"HF_TOKEN": SURFACE_HF_TOKEN, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1",
-           "FINSPACE_MAX_IN_FLIGHT": str(SURFACE_MAX_IN_FLIGHT), "FINSPACE_CPU_KV_CACHE_MIB": "72"}
+           "GRADIO_TEMP_DIR": str(gradio_cache),
+           "FINSPACE_MAX_IN_FLIGHT": str(SURFACE_MAX_IN_FLIGHT), "FINSPACE_CPU_KV_CACHE_MIB": "72",
+           # the public-Space guards at their defaults but two, shortened so their tests wait less
+           "FINSPACE_MAX_EVENTS_PER_CLIENT": str(SURFACE_EVENTS_PER_CLIENT),
+           "FINSPACE_STREAM_OPEN_S": str(SURFACE_STREAM_OPEN_S), "FINSPACE_HEADER_TIMEOUT_S": str(SURFACE_HEADER_S)}
     srv = start_server(root, models, admin_token=SURFACE_ADMIN, env=env)
     try:
         srv.hf_home = hf_home
+        srv.gradio_cache = gradio_cache
         srv.hf_home_at_start = listing(hf_home)
         yield srv
     finally:

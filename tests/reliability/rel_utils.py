@@ -3,7 +3,7 @@
 The tally feeds the summary line that tests/reliability/conftest.py prints at the
 end of the run::
 
-    reliability: inputs=N faults=F survived=S load_requests=R errors=E lost=L
+    reliability: inputs=N faults=F survived=S load_requests=R errors=E lost=L server_errors=N leaks=N
 
 ``GradioRaw`` speaks Gradio's own queue protocol (sse_v3: POST /gradio_api/queue/join,
 then GET /gradio_api/queue/data as server-sent events), the one the browser and
@@ -43,6 +43,9 @@ MIB = 1 << 20
 SURFACE_ADMIN = "adm-RELIABILITY-tok-4c1d9e"
 SURFACE_HF_TOKEN = "hf_RELIABILITYfakeToken0123456789abcd"
 SURFACE_MAX_IN_FLIGHT = 2
+SURFACE_EVENTS_PER_CLIENT = 16  # FINSPACE_MAX_EVENTS_PER_CLIENT: the default
+SURFACE_STREAM_OPEN_S = 3  # FINSPACE_STREAM_OPEN_S (default 5)
+SURFACE_HEADER_S = 3  # FINSPACE_HEADER_TIMEOUT_S (default 10)
 SURFACE_CONTEXT = 16384  # model "a"'s max_model_len there: streams long enough to hold the overload test's slots
 
 
@@ -55,6 +58,8 @@ class Tally:
     load_requests: int = 0  # chats served under load
     errors: int = 0  # requests that should have succeeded and did not (or a 500 / traceback)
     lost: int = 0  # accepted requests that never got an answer (hangs)
+    server_errors: int = 0  # answers with a 5xx other than 503 (not ready, busy): a 500 is a bug or a crash
+    leaks: int = 0  # answers holding a secret, a traceback, or a server file's content
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
@@ -64,7 +69,15 @@ class Tally:
 
     def line(self) -> str:
         return (f"reliability: inputs={self.inputs} faults={self.faults} survived={self.survived} "
-                f"load_requests={self.load_requests} errors={self.errors} lost={self.lost}")
+                f"load_requests={self.load_requests} errors={self.errors} lost={self.lost} "
+                f"server_errors={self.server_errors} leaks={self.leaks}")
+
+    def response(self, status: int, text: str = "") -> None:
+        """Count what a client received: a 5xx (but 503) is a server error; a secret or file content a leak."""
+        if status >= 500 and status != 503:
+            self.add(server_errors=1)
+        if leaked(text):
+            self.add(leaks=1)
 
 
 TALLY = Tally()
@@ -75,9 +88,21 @@ def has_traceback(text: str) -> bool:
     return any(m in text for m in TRACE_MARKERS)
 
 
+# What must never reach a client: the surface server's secrets, and the content of the files an attacker names
+# (/proc/self/environ holds both secrets; /etc/passwd starts with root's line).
+LEAK_MARKERS = (SURFACE_ADMIN, SURFACE_HF_TOKEN, "root:x:0:0", "FINSPACE_ADMIN_TOKEN=", "HF_TOKEN=")
+
+
+def leaked(text: str) -> bool:
+    return has_traceback(text) or any(m in text for m in LEAK_MARKERS)
+
+
 def assert_clean(text: str, *secrets: str) -> None:
-    """No traceback, no secret, in something a client received."""
+    """No traceback, no secret, no server file's content, in something a client received."""
+    if leaked(text) or any(s and s in text for s in secrets):
+        TALLY.add(leaks=1)
     shown = text if len(text) < 600 else text[:600] + "…"
+    assert not any(m in text for m in LEAK_MARKERS[2:]), f"a server file reached the client: {shown}"
     assert not has_traceback(text), f"a traceback reached the client: {shown}"
     for s in secrets:
         if s:
@@ -286,6 +311,7 @@ class GradioRaw:
         body = {"data": data, "fn_index": fn_index, "session_hash": sh, "trigger_id": None, "event_data": None}
         r = self.http.post(self.url + "/gradio_api/queue/join", content=_dumps(body),
                            headers={"Content-Type": "application/json"})
+        TALLY.response(r.status_code, r.text)
         return r.status_code, r.text, sh
 
     def call(self, fn_index: int, data: list, session_hash: str | None = None,

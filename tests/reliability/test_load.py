@@ -48,7 +48,8 @@ APP_BOUND_MIB = 60  # the app process, over the whole run
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("rel-load")
     models = {"a": tiny(model_dir, "tiny-llama", label="Tiny Llama", max_model_len=512, max_tokens=MAX_TOKENS)}
-    srv = start_server(root, models, env={"FINSPACE_CPU_KV_CACHE_MIB": "32"})
+    # 64 sessions, all from 127.0.0.1: the per-address bound on queued events is lifted for them
+    srv = start_server(root, models, env={"FINSPACE_CPU_KV_CACHE_MIB": "32", "FINSPACE_MAX_EVENTS_PER_CLIENT": "1024"})
     try:
         yield srv
     finally:

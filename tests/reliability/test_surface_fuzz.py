@@ -112,6 +112,7 @@ load_bodies = st.one_of(
 
 def check_rest(r: httpx.Response, allowed: set[int]) -> None:
     text = r.text
+    TALLY.response(r.status_code, text)
     if r.status_code == 500 or has_traceback(text):
         TALLY.add(errors=1)
     assert r.status_code != 500, f"500 from {r.request.method} {r.request.url.path}: {text[:300]}"
@@ -284,6 +285,57 @@ def test_gradio_chat_with_nan_inf_and_wrong_arity(server, temperature, max_token
                 assert "finite" in out.error or "must be" in out.error or "range" in out.error, out.error
     else:
         assert out.join_status in (400, 422), (out.join_status, out.join_text[:300])
+    still_serving(server)
+
+
+# ------------------------------------------------------------------ Gradio's queue, raw (FileData, bytes, fn_index)
+FILE_TARGETS = ["/proc/self/environ", "/etc/passwd", "/dev/zero", "models.yaml", "../../../../proc/self/environ",
+                "file:///etc/passwd", "/proc/self/cmdline", "~/.cache/huggingface/token"]
+file_refs = st.builds(
+    lambda path, shape: {"path": {"path": path, "meta": {"_type": "gradio.FileData"}},
+                         "url": {"url": path, "path": path, "meta": {"_type": "gradio.FileData"}},
+                         "bare": {"path": path, "_type": "gradio.FileData"},
+                         "message": {"role": "user", "content": {"path": path, "meta": {"_type": "gradio.FileData"}}},
+                         }[shape],
+    st.sampled_from(FILE_TARGETS), st.sampled_from(["path", "url", "bare", "message"]))
+fn_indexes = st.one_of(st.integers(-5, 40), st.integers(-(2**70), 2**70), st.none(), st.text(max_size=6),
+                       st.floats(allow_nan=False), st.booleans(), st.lists(st.integers(0, 3), max_size=2))
+
+
+def _with_file(data: list, ref: dict, where: int) -> list:
+    if not data:
+        return [ref]
+    data = list(data)
+    slot = where % len(data)
+    data[slot] = [data[slot], ref] if where % 2 else ref
+    return data
+
+
+join_bodies = st.one_of(
+    st.builds(lambda fi, data, ref, where: {"data": _with_file(data, ref, where), "fn_index": fi,
+                                            "session_hash": "fuzz"},
+              fn_indexes, st.lists(json_values, max_size=6), file_refs, st.integers(0, 12)),
+    st.fixed_dictionaries({"data": st.lists(json_values, max_size=6), "fn_index": fn_indexes},
+                          optional={"session_hash": st.one_of(st.text(max_size=20), json_values),
+                                    "trigger_id": json_values, "event_data": json_values}),
+    json_values,
+)
+
+
+@given(body=st.one_of(join_bodies.map(lambda b: json.dumps(b).encode()),
+                      st.binary(max_size=200), st.sampled_from([b"", b"{", b"[" * 20_000, b"\xff\xfe\x00",
+                                                                b'{"data": [NaN], "fn_index": 15}'])),
+       route=st.sampled_from(["/gradio_api/queue/join", "/gradio_api/call/chat", "/gradio_api/call/health",
+                              "/gradio_api/call/respond", "/gradio_api/run/predict"]))
+@fuzz_settings(400)
+def test_gradio_routes_with_file_references_bytes_and_stray_fn_indexes(server, body, route):
+    r = httpx.post(server.url + route, content=body, timeout=60, headers={"Content-Type": "application/json"})
+    count()
+    check_rest(r, {200, 400, 404, 413, 422, 429})
+    if b"gradio.FileData" in body:
+        assert r.status_code in (400, 404, 413, 429), (route, body[:200], r.status_code, r.text[:200])
+    if r.status_code != 200:
+        assert r.json().get("error"), r.text[:200]
     still_serving(server)
 
 
