@@ -368,7 +368,7 @@ def test_planner_is_pure():
             mods |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mods.add(node.module)
-    allowed = {"__future__", "math", "dataclasses", "finspace.errors", "finspace.hardware"}
+    allowed = {"__future__", "math", "dataclasses", "finspace.errors", "finspace.hardware", "finspace.units"}
     assert mods <= allowed, mods - allowed
 
 

@@ -80,9 +80,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from finspace.errors import BadInput, ConfigError
-from finspace.hardware import GIB, GPUSpec
-
-MIB = 1 << 20
+from finspace.hardware import GPUSpec
+from finspace.units import GIB, fmt_size, in_gib
 
 #: vLLM 0.32's default (``CacheConfig.gpu_memory_utilization``; 0.9 in 0.19).
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
@@ -792,10 +791,6 @@ def _max_len_that_fits(kv: _Kv, available: int, cap: int) -> int:
     return best
 
 
-def _gib(n: int) -> str:
-    return f"{n / GIB:.1f}"
-
-
 def _gpu_short(gpu: GPUSpec) -> str:
     return gpu.name.replace("NVIDIA ", "")
 
@@ -1010,20 +1005,20 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
         if weights > requested:
             fits, mem_kind = False, "weights"
             problem = (
-                f"weights {_gib(weights)} GiB exceed the {_gib(requested)} GiB that gpu_memory_utilization "
-                f"{s.gpu_memory_utilization:.2f} gives on {gname} ({_gib(gpu.total_bytes)} GiB)"
+                f"weights {fmt_size(weights, places=1)} GiB exceed the {fmt_size(requested, places=1)} GiB that gpu_memory_utilization "
+                f"{s.gpu_memory_utilization:.2f} gives on {gname} ({fmt_size(gpu.total_bytes, places=1)} GiB)"
             )
         elif available <= 0:
             fits, mem_kind = False, "budget"
             problem = (
-                f"no memory left for the KV cache: weights {_gib(weights)} + activation {_gib(act['total'])} "
-                f"+ overhead {_gib(overhead)} GiB exceed the {_gib(requested)} GiB that gpu_memory_utilization "
+                f"no memory left for the KV cache: weights {fmt_size(weights, places=1)} + activation {fmt_size(act['total'], places=1)} "
+                f"+ overhead {fmt_size(overhead, places=1)} GiB exceed the {fmt_size(requested, places=1)} GiB that gpu_memory_utilization "
                 f"{s.gpu_memory_utilization:.2f} gives on {gname}"
             )
         elif (auto_fit and fit_len <= 0) or need > check_avail:
             fits, mem_kind = False, "kv"
             problem = (
-                f"max_model_len {length} needs {_gib(need)} GiB of KV cache; {_gib(max(0, check_avail))} GiB is free "
+                f"max_model_len {length} needs {fmt_size(need, places=1)} GiB of KV cache; {fmt_size(max(0, check_avail), places=1)} GiB is free "
                 f"on {gname} at utilization {s.gpu_memory_utilization:.2f}"
             )
 
@@ -1036,7 +1031,7 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
     )
     if fits:
         reason = (
-            f"starts: {_gib(kv_cache)} GiB of KV cache holds {tokens:,} tokens; "
+            f"starts: {fmt_size(kv_cache, places=1)} GiB of KV cache holds {tokens:,} tokens; "
             f"{concurrency:.2f} requests of {length:,} tokens at once"
         )
         return replace(base, reason=reason)
@@ -1210,7 +1205,7 @@ def _suggestions(config, shape, gpu, s, gpus, total_size, base: Plan, fix_settin
             su, pu = raised
             u = su.gpu_memory_utilization
             add(f"raise gpu_memory_utilization to {u:.2f}", su, pu,
-                f"{u:.2f} x {gpu.total_bytes / GIB:.1f} GiB covers the weights, activation, overhead and one "
+                f"{u:.2f} x {fmt_size(gpu.total_bytes, places=1)} GiB covers the weights, activation, overhead and one "
                 f"{pu.max_model_len}-token request; {SAFE_MAX_UTILIZATION} is the most the planner suggests")
 
         # 2. lower max_model_len
@@ -1301,10 +1296,6 @@ def _describe_change(old: Settings, new: Settings) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _g(n: int) -> float:
-    return round(n / GIB, 2)
-
-
 def settings_json(s: Settings) -> dict:
     return {
         "dtype": s.dtype, "quantization": s.quantization, "kv_cache_dtype": s.kv_cache_dtype,
@@ -1319,19 +1310,19 @@ def plan_json(p: Plan) -> dict:
     """The ``--json`` object. Names are stable; GiB values are rounded to 0.01."""
     d = p.detail
     return {
-        "gpu": p.gpu.key, "gpu_name": p.gpu.name, "gpu_total_gib": _g(p.gpu.total_bytes), "gpus": p.gpus,
+        "gpu": p.gpu.key, "gpu_name": p.gpu.name, "gpu_total_gib": in_gib(p.gpu.total_bytes), "gpus": p.gpus,
         "settings": settings_json(p.settings),
         "dtype": d.dtype, "quantization": d.quant,
         "num_params": d.num_params,
-        "weights_gib": _g(p.weights_bytes), "weights_bytes": p.weights_bytes,
+        "weights_gib": in_gib(p.weights_bytes), "weights_bytes": p.weights_bytes,
         "kv_bytes_per_token": p.kv_bytes_per_token,
-        "activation_gib": _g(p.activation_bytes), "activation_bytes": p.activation_bytes,
-        "overhead_gib": _g(p.overhead_bytes), "overhead_bytes": p.overhead_bytes,
-        "non_torch_gib": _g(d.non_torch_bytes), "cudagraph_gib": _g(d.cudagraph_bytes),
-        "requested_gib": _g(p.requested_bytes), "requested_bytes": p.requested_bytes,
-        "kv_cache_gib": _g(p.kv_cache_bytes), "kv_cache_bytes": p.kv_cache_bytes,
+        "activation_gib": in_gib(p.activation_bytes), "activation_bytes": p.activation_bytes,
+        "overhead_gib": in_gib(p.overhead_bytes), "overhead_bytes": p.overhead_bytes,
+        "non_torch_gib": in_gib(d.non_torch_bytes), "cudagraph_gib": in_gib(d.cudagraph_bytes),
+        "requested_gib": in_gib(p.requested_bytes), "requested_bytes": p.requested_bytes,
+        "kv_cache_gib": in_gib(p.kv_cache_bytes), "kv_cache_bytes": p.kv_cache_bytes,
         "kv_cache_tokens": p.kv_cache_tokens, "kv_cache_blocks": d.kv_cache_blocks,
-        "kv_request_gib": _g(d.request_kv_bytes),
+        "kv_request_gib": in_gib(d.request_kv_bytes),
         "max_model_len": p.max_model_len, "max_model_len_that_fits": p.max_model_len_that_fits,
         "model_max_len": d.model_max_len,
         "max_concurrency": p.max_concurrency, "fits": p.fits, "reason": p.reason,

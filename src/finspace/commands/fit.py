@@ -16,7 +16,8 @@ from pathlib import Path
 from finspace import planner, render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
-from finspace.hardware import GIB, KNOWN_GPUS, GPUSpec, custom_gpu
+from finspace.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
+from finspace.units import GIB, in_gib
 
 DEFAULT_GPU = "l40s"  # the Space's GPU, when none is detected
 
@@ -209,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             rows.append((entry.key, exc))
     if args.json:
         out = {
-            "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": round(gpu.total_bytes / GIB, 2)},
+            "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": in_gib(gpu.total_bytes)},
             "gpus": machine_gpus,
             "models": {k: ({"error": str(p)} if isinstance(p, Exception) else planner.plan_json(p)) for k, p in rows},
         }
