@@ -81,19 +81,20 @@ from dataclasses import dataclass, field, replace
 
 from finspace.errors import BadInput, ConfigError
 from finspace.hardware import GPUSpec
+from finspace.planner.settings import (
+    CURRENT_VLLM, DEFAULT_BLOCK_SIZE, KV_CACHE_DTYPES, QUANTIZATIONS, USAGE_CONTEXTS,
+    VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_VERSIONS, Settings, batch_defaults, check_gpu_memory_utilization,
+    resolve_batch, resolve_dtype, resolve_quant, validate, version,
+)
 from finspace.planner.shape import (
     DTYPE_ALIASES, DTYPE_BYTES, SUPPORTED_ARCHITECTURES, ModelShape, QuantScheme, VisionShape, cdiv, inventory,
     model_shape, tp_on_machine, tp_splits,
 )
 from finspace.units import GIB, fmt_size, in_gib
 
-#: vLLM 0.32's default (``CacheConfig.gpu_memory_utilization``; 0.9 in 0.19).
-VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 #: The highest utilization the planner suggests: leaves ~2 GiB on a 48 GB card
 #: for the CUDA context and allocator slack.
 SAFE_MAX_UTILIZATION = 0.95
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
-CURRENT_VLLM = "0.32"
 #: The shortest context a "lower max_model_len" suggestion may propose.
 MIN_USEFUL_CONTEXT = 1024
 
@@ -116,42 +117,10 @@ NON_TORCH_TP_BYTES = int(2.1 * GIB)
 CUDAGRAPH_BASE_BYTES = int(0.48 * GIB)
 CUDAGRAPH_PER_LAYER_BYTES = int(0.01125 * GIB)
 
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
-QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes")
-USAGE_CONTEXTS = ("engine", "serve", "llm")
-VLLM_VERSIONS = ("0.19", "0.32")
 
 # ---------------------------------------------------------------------------
 # Settings and plans
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settings:
-    """vLLM engine arguments the planner models (names as in vLLM's EngineArgs).
-
-    max_model_len: None -> the model's derived maximum (vLLM's default);
-    -1 -> auto-fit: the largest length that fits (vLLM's ``--max-model-len -1``).
-    max_num_batched_tokens / max_num_seqs: None -> vLLM's default for
-    ``usage_context`` on this GPU ("engine": AsyncLLM.from_engine_args, as the
-    app runs it; "serve": ``vllm serve``; "llm": the ``LLM`` class).
-    vllm_version: "0.32" (default; CUDA graphs counted in the budget,
-    2 in-flight batches for sliding windows, null block held back) or "0.19"
-    (the calibration logs' rules).
-    """
-
-    dtype: str = "auto"
-    quantization: str | None = None
-    kv_cache_dtype: str = "auto"
-    max_model_len: int | None = None
-    gpu_memory_utilization: float = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-    tensor_parallel_size: int = 1
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    block_size: int = DEFAULT_BLOCK_SIZE
-    enforce_eager: bool = False
-    usage_context: str = "engine"
-    vllm_version: str = CURRENT_VLLM
 
 
 @dataclass(frozen=True)
@@ -223,94 +192,6 @@ class Plan:
     notes: tuple[str, ...] = ()
 
 
-def _version(s: str) -> tuple[int, int]:
-    try:
-        major, minor = str(s).split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        raise BadInput(f"vllm_version {s!r} is not like '0.32'; use one of {', '.join(VLLM_VERSIONS)}") from None
-
-
-def _validate(s: Settings, gpus: int) -> None:
-    def positive(name: str, v, allow_none=True):
-        if v is None and allow_none:
-            return
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise BadInput(f"{name} must be a positive integer, got {v!r}")
-
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
-        raise BadInput(f"gpus must be a positive integer, got {gpus!r}")
-    u = s.gpu_memory_utilization
-    if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0 < u <= 1):
-        raise BadInput(f"gpu_memory_utilization must be in (0, 1], got {u!r}; e.g. 0.90")
-    if s.max_model_len is not None and s.max_model_len != -1:
-        positive("max_model_len", s.max_model_len)
-    positive("tensor_parallel_size", s.tensor_parallel_size, allow_none=False)
-    positive("max_num_batched_tokens", s.max_num_batched_tokens)
-    positive("max_num_seqs", s.max_num_seqs)
-    positive("block_size", s.block_size, allow_none=False)
-    if str(s.dtype).lower() not in DTYPE_ALIASES:
-        raise BadInput(f"unknown dtype {s.dtype!r}; use auto, bfloat16, float16 or float32")
-    if s.kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise BadInput(f"unknown kv_cache_dtype {s.kv_cache_dtype!r}; use one of {', '.join(KV_CACHE_DTYPES)}")
-    if s.quantization is not None and s.quantization not in QUANTIZATIONS:
-        raise BadInput(f"unknown quantization {s.quantization!r}; use one of {', '.join(QUANTIZATIONS)} (or none)")
-    if s.usage_context not in USAGE_CONTEXTS:
-        raise BadInput(f"unknown usage_context {s.usage_context!r}; use one of {', '.join(USAGE_CONTEXTS)}")
-    _version(s.vllm_version)
-
-
-def _resolve_dtype(s: Settings, shape: ModelShape) -> str:
-    d = DTYPE_ALIASES[str(s.dtype).lower()]
-    if d == "auto":
-        d = shape.torch_dtype or "float32"
-        if d == "float32":
-            d = "bfloat16"
-    if d == "float16" and shape.model_type in ("gemma2", "gemma3", "gemma3_text"):
-        raise BadInput(f"vLLM refuses dtype float16 for {shape.model_type} (numerical instability); use bfloat16")
-    return d
-
-
-def _resolve_quant(s: Settings, shape: ModelShape) -> QuantScheme | None:
-    q = s.quantization
-    cq = shape.quantization
-    if q is None:
-        return cq
-    base = {"awq_marlin": "awq", "gptq_marlin": "gptq"}.get(q, q)
-    if cq is not None:
-        if base == cq.method or (base == "gptq" and cq.method == "compressed-tensors"):
-            return cq
-        raise BadInput(
-            f"quantization {q!r} does not match the checkpoint's quantization_config ({cq.method}); "
-            f"leave quantization unset (vLLM reads it from config.json) or set it to {cq.method!r}"
-        )
-    if base == "fp8":
-        return QuantScheme("fp8", 8, online=True)
-    if base == "bitsandbytes":
-        return QuantScheme("bitsandbytes", 4, 64, False, 4, online=True)
-    raise ConfigError(
-        f"quantization {q!r} needs a pre-quantized checkpoint whose config.json has a quantization_config "
-        f"(quant_method {base}); this config has none. Use quantization fp8 to quantize at load time, "
-        f"or plan with the {base.upper()} repo's config.json"
-    )
-
-
-def batch_defaults(gpu: GPUSpec, usage_context: str = "engine", vllm_version: str = CURRENT_VLLM) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when they are not given.
-
-    ``EngineArgs.get_batch_defaults``; ENGINE_CONTEXT (AsyncLLM.from_engine_args)
-    is not in its table and falls back to SchedulerConfig's 2048 / 128.
-    """
-    if usage_context == "engine":
-        return 2048, 128
-    total = gpu.total_bytes
-    if total >= 160 * GIB and _version(vllm_version) >= (0, 32):
-        return 16384, 1024
-    if total >= 70 * GIB and "a100" not in gpu.name.lower():
-        return (16384 if usage_context == "llm" else 8192), 1024
-    return (8192 if usage_context == "llm" else 2048), 256
-
-
 @dataclass(frozen=True)
 class _Kv:
     page: int
@@ -379,8 +260,8 @@ def kv_capacity(shape: ModelShape, settings: Settings, kv_cache_bytes: int) -> K
     s = settings
     if s.max_model_len is None or s.max_model_len < 1 or s.max_num_batched_tokens is None:
         raise BadInput("kv_capacity needs resolved settings: max_model_len and max_num_batched_tokens set")
-    kv_el = _kv_dtype_bytes(s.kv_cache_dtype, _resolve_dtype(s, shape))
-    kv = _kv_layout(shape, s, kv_el, s.tensor_parallel_size, s.max_num_batched_tokens, _version(s.vllm_version))
+    kv_el = _kv_dtype_bytes(s.kv_cache_dtype, resolve_dtype(s, shape))
+    kv = _kv_layout(shape, s, kv_el, s.tensor_parallel_size, s.max_num_batched_tokens, version(s.vllm_version))
     blocks = max(0, kv_cache_bytes) // kv.block_bytes
     bpr = kv.blocks_per_request(s.max_model_len)
     return KvCapacity(blocks, blocks // len(kv.groups) * s.block_size, round(blocks / bpr, 2),
@@ -456,7 +337,7 @@ def plan(
     the checkpoint). Everything else, including "does not fit", is a Plan
     with ``fits`` and ``reason``; a failing plan carries re-checked suggestions.
     """
-    _validate(settings, gpus)
+    validate(settings, gpus)
     shape = model_shape(config)
     if total_size_bytes is not None and (isinstance(total_size_bytes, bool) or total_size_bytes <= 0):
         raise BadInput(f"total_size_bytes must be positive, got {total_size_bytes!r}")
@@ -464,11 +345,11 @@ def plan(
 
 
 def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
-    v = _version(s.vllm_version)
+    v = version(s.vllm_version)
     tp = s.tensor_parallel_size
-    dtype = _resolve_dtype(s, shape)
+    dtype = resolve_dtype(s, shape)
     dbytes = DTYPE_BYTES[dtype]
-    quant = _resolve_quant(s, shape)
+    quant = resolve_quant(s, shape)
     notes: list[str] = []
     if s.dtype == "auto" and shape.torch_dtype in (None, "float32"):
         notes.append(f"checkpoint is {shape.torch_dtype or 'float32 (assumed)'}; vLLM serves it as bfloat16")
@@ -477,14 +358,7 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
     model_max = shape.derived_max_model_len
     auto_fit = s.max_model_len == -1
     length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
-    d_mnbt, d_seqs = batch_defaults(gpu, s.usage_context, s.vllm_version)
-    seqs = s.max_num_seqs if s.max_num_seqs is not None else d_seqs
-    if s.max_num_batched_tokens is not None:
-        mnbt = s.max_num_batched_tokens
-    else:
-        mnbt = min(d_mnbt, seqs * length)
-    if s.max_num_seqs is None:
-        seqs = min(seqs, mnbt)
+    mnbt, seqs = resolve_batch(s, gpu, length)
 
     # --- weights
     inv = inventory(shape, tp)

@@ -286,7 +286,8 @@ def _text_config(config: dict, model_type: str) -> tuple[dict, str]:
     return text, ".text_config"
 
 
-def _layer_types(model_type: str, text: dict, layers: int, derived: int, where: str) -> tuple[tuple[str, ...], int | None]:
+def _layer_types(model_type: str, text: dict, layers: int, derived: int,
+                 where: str) -> tuple[tuple[str, ...], int | None]:
     """("full" | "sliding" per decoder layer, the sliding window or None)."""
     window = text.get("sliding_window")
     if model_type in ("qwen2", "qwen3"):
