@@ -86,6 +86,10 @@ from finspace.planner.settings import (
     VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_VERSIONS, Settings, batch_defaults, check_gpu_memory_utilization,
     resolve_batch, resolve_dtype, resolve_quant, validate, version,
 )
+from finspace.planner.memory import (
+    KvCapacity, activation_bytes, cudagraphs_counted, kv_capacity, kv_dtype_bytes, kv_layout, max_len_that_fits,
+    overhead, weights,
+)
 from finspace.planner.shape import (
     DTYPE_ALIASES, DTYPE_BYTES, SUPPORTED_ARCHITECTURES, ModelShape, QuantScheme, VisionShape, cdiv, inventory,
     model_shape, tp_on_machine, tp_splits,
@@ -97,25 +101,6 @@ from finspace.units import GIB, fmt_size, in_gib
 SAFE_MAX_UTILIZATION = 0.95
 #: The shortest context a "lower max_model_len" suggestion may propose.
 MIN_USEFUL_CONTEXT = 1024
-
-# --- fitted constants (priors from vllm-figures.yaml; see module docstring) ---
-#: Sampler profile: bytes per (request x vocab entry): fp32 logits, softmax,
-#: top-k/top-p sort values and int64 indices. Llama-3.1-8B 1.89 GiB, Qwen3-8B
-#: 2.21 GiB at 1024 requests x 8192 tokens.
-SAMPLER_BYTES_PER_LOGIT = 14
-#: Hidden states held through the profile: copies of tokens x hidden x dtype.
-#: Fitted with the float32 case (2.21 GiB).
-HELD_HIDDEN_COPIES = 3
-#: Multimodal encoder profile and encoder cache, in copies of tokens x text
-#: hidden x dtype over the encoder budget (gemma-3-12b-it: 3.94 GiB in total).
-VISION_PROFILE_COPIES = 4.5
-#: Non-torch memory growth (cuBLAS workspaces; NCCL buffers with tp >= 2).
-NON_TORCH_TP1_BYTES = int(0.25 * GIB)
-NON_TORCH_TP_BYTES = int(2.1 * GIB)
-#: CUDA-graph estimate (vLLM >= 0.21 subtracts it): base + per decoder layer.
-#: From the 0.19 estimates: 0.84 GiB (32 layers), 1.02 GiB (48 layers).
-CUDAGRAPH_BASE_BYTES = int(0.48 * GIB)
-CUDAGRAPH_PER_LAYER_BYTES = int(0.01125 * GIB)
 
 
 # ---------------------------------------------------------------------------
@@ -192,96 +177,6 @@ class Plan:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Kv:
-    page: int
-    block_bytes: int
-    groups: tuple[str, ...]  # kind of each group
-    group_size: int
-    counts: dict
-    window: int | None
-    block_size: int
-    in_flight: int
-
-    def need_per_layer(self, kind: str, length: int) -> int:
-        bs = self.block_size
-        if kind == "sliding":
-            n = min(self.window - 1 + self.in_flight, length)
-            return (cdiv(n, bs) + 1) * self.page
-        return cdiv(length, bs) * self.page
-
-    def request_bytes(self, length: int) -> int:
-        """vLLM's check: sum over real layers of max_memory_usage_bytes."""
-        return sum(n * self.need_per_layer(k, length) for k, n in self.counts.items())
-
-    def blocks_per_request(self, length: int) -> int:
-        return sum(cdiv(self.need_per_layer(k, length), self.page) for k in self.groups)
-
-
-def _kv_layout(shape: ModelShape, s: Settings, kv_bytes: int, tp: int, mnbt: int, v: tuple[int, int]) -> _Kv:
-    kv_rank = max(1, shape.num_kv_heads // tp)
-    page = 2 * s.block_size * kv_rank * shape.head_dim * kv_bytes
-    counts = {"full": shape.num_full_layers, "sliding": shape.num_sliding_layers}
-    counts = {k: n for k, n in counts.items() if n}
-    if len(counts) == 1:
-        kind = next(iter(counts))
-        groups, group_size = (kind,), shape.num_layers
-    else:
-        lo, hi = min(counts.values()), max(counts.values())
-        group_size = hi if hi < 1.5 * lo else lo
-        groups = tuple(k for k, n in counts.items() for _ in range(cdiv(n, group_size)))
-    in_flight = mnbt * (1 if v <= (0, 19) else 2)
-    return _Kv(page, group_size * page, groups, group_size, counts, shape.sliding_window, s.block_size, in_flight)
-
-
-def _kv_dtype_bytes(kv_cache_dtype: str, dtype: str) -> int:
-    """fp8 variants: 1 byte; auto: the model dtype (fp32 -> 4)."""
-    if kv_cache_dtype.startswith("fp8"):
-        return 1
-    return DTYPE_BYTES.get(kv_cache_dtype) or DTYPE_BYTES[dtype]
-
-
-@dataclass(frozen=True)
-class KvCapacity:
-    blocks: int
-    tokens: int  # blocks // groups x block_size, as vLLM logs "GPU KV cache size"
-    max_concurrency: float  # requests of max_model_len at once
-    request_bytes: int  # one max_model_len request (vLLM's start check)
-    groups: int
-    block_bytes: int
-
-
-def kv_capacity(shape: ModelShape, settings: Settings, kv_cache_bytes: int) -> KvCapacity:
-    """What a KV pool of ``kv_cache_bytes`` holds under ``settings``.
-
-    ``settings`` must be resolved: max_model_len and max_num_batched_tokens set
-    (``Plan.settings`` is). Used by ``plan`` and by the worked checks in tests.
-    """
-    s = settings
-    if s.max_model_len is None or s.max_model_len < 1 or s.max_num_batched_tokens is None:
-        raise BadInput("kv_capacity needs resolved settings: max_model_len and max_num_batched_tokens set")
-    kv_el = _kv_dtype_bytes(s.kv_cache_dtype, resolve_dtype(s, shape))
-    kv = _kv_layout(shape, s, kv_el, s.tensor_parallel_size, s.max_num_batched_tokens, version(s.vllm_version))
-    blocks = max(0, kv_cache_bytes) // kv.block_bytes
-    bpr = kv.blocks_per_request(s.max_model_len)
-    return KvCapacity(blocks, blocks // len(kv.groups) * s.block_size, round(blocks / bpr, 2),
-                      kv.request_bytes(s.max_model_len), len(kv.groups), kv.block_bytes)
-
-
-def _max_len_that_fits(kv: _Kv, available: int, cap: int) -> int:
-    """estimate_max_model_len: binary search over max_model_len."""
-    if available <= 0 or kv.request_bytes(1) > available:
-        return 0
-    lo, hi, best = 1, cap, 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if kv.request_bytes(mid) <= available:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
-
-
 def _gpu_short(gpu: GPUSpec) -> str:
     return gpu.name.replace("NVIDIA ", "")
 
@@ -292,34 +187,6 @@ def _round_context(n: int) -> int:
     if n >= 1024:
         return n // 256 * 256
     return n
-
-
-def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seqs: int, tp: int) -> dict[str, int]:
-    """Torch activation peak of the profiling run, per rank, in parts.
-
-    Peak = held hidden states + max(sampler, forward) + vision profile, where
-      sampler = min(max_num_seqs, tokens) x vocab x 14 B (fp32 logits, probs,
-                sort values and int64 indices; the full vocab on every rank),
-      forward = tokens x dtype x (2 x hidden + 3 x intermediate / tp)
-                (hidden in/out, gate_up and act outputs),
-      held    = tokens x hidden x dtype x 3,
-      vision  = encoder budget (max(tokens, tokens per image)) x text hidden x dtype x 4.5.
-    Calibrated on vLLM 0.19 H100 logs at 8192 tokens / 1024 sequences
-    (Llama-3.1-8B 1.89 GiB, Qwen3-8B 2.21, float32 Llama 2.21, gemma-3-12b-it
-    3.94), where the sampler dominates and tensor parallelism does not change
-    the peak. At the in-process default (2048 / 128) it is extrapolated.
-    """
-    reqs = min(max_num_seqs, mnbt)
-    sampler = reqs * shape.vocab_size * SAMPLER_BYTES_PER_LOGIT
-    inter = shape.intermediate_size // tp
-    forward = mnbt * dtype_bytes * (2 * shape.hidden_size + (3 if shape.mlp_gated else 2) * inter)
-    held = mnbt * shape.hidden_size * dtype_bytes * HELD_HIDDEN_COPIES
-    vision = 0
-    if shape.vision is not None:
-        budget = max(mnbt, shape.vision.tokens_per_image)
-        vision = int(budget * shape.hidden_size * dtype_bytes * VISION_PROFILE_COPIES)
-    return {"sampler": sampler, "forward": forward, "held": held, "vision": vision,
-            "total": held + max(sampler, forward) + vision}
 
 
 def plan(
@@ -360,50 +227,25 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
     length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
     mnbt, seqs = resolve_batch(s, gpu, length)
 
-    # --- weights
-    inv = inventory(shape, tp)
-    parts: list[tuple[str, int, float]] = []
-    q_bpp = quant.bytes_per_param if quant else float(dbytes)
-    parts.append(("linear", inv["linear"], q_bpp))
-    vis_q = quant is not None and quant.quantize_vision
-    if inv["vision_linear"]:
-        parts.append(("vision_linear", inv["vision_linear"], q_bpp if vis_q else float(dbytes)))
-    parts.append(("embedding", inv["embedding"], float(dbytes)))
-    parts.append(("other", inv["other"], float(dbytes)))
-    tensor_bytes = int(sum(n * b for _, n, b in parts))
-    source = "config"
-    ckpt_bytes = DTYPE_BYTES.get(shape.torch_dtype or "", None)
-    if total_size is not None and not (quant and quant.online) and (ckpt_bytes in (None, dbytes)):
-        full = inventory(shape, 1)
-        full_bytes = int(
-            full["linear"] * q_bpp
-            + full["vision_linear"] * (q_bpp if vis_q else dbytes)
-            + (full["embedding"] + full["other"]) * dbytes
-        )
-        tensor_bytes = round(total_size * tensor_bytes / full_bytes)
-        source = "total_size"
-    buffers = sum(pos * rd * dbytes for pos, rd in shape.rope_caches)
-    weights = tensor_bytes + buffers
-
-    # --- activation, overhead
+    # --- weights, activation, overhead
+    w = weights(shape, quant, dtype, tp, total_size)
     act = activation_bytes(shape, dbytes, mnbt, seqs, tp)
-    non_torch = NON_TORCH_TP1_BYTES if tp == 1 else NON_TORCH_TP_BYTES
-    graphs_counted = v >= (0, 21) and not s.enforce_eager
-    cudagraph = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_BYTES * shape.num_layers) if graphs_counted else 0
-    overhead = non_torch + cudagraph
+    non_torch, cudagraph = overhead(shape, s)
+    graphs_counted = cudagraphs_counted(s)
+    overhead_bytes = non_torch + cudagraph
     requested = math.ceil(gpu.total_bytes * s.gpu_memory_utilization)
-    available = requested - weights - act["total"] - overhead
+    available = requested - w.bytes - act["total"] - overhead_bytes
 
     # --- KV cache
-    kv_bytes_el = _kv_dtype_bytes(s.kv_cache_dtype, dtype)
-    kv = _kv_layout(shape, s, kv_bytes_el, tp, mnbt, v)
+    kv_bytes_el = kv_dtype_bytes(s.kv_cache_dtype, dtype)
+    kv = kv_layout(shape, s, kv_bytes_el, tp, mnbt, v)
     kv_rank = max(1, shape.num_kv_heads // tp)
     per_token = shape.num_layers * 2 * kv_rank * shape.head_dim * kv_bytes_el
     kv_cache = max(0, available)
     blocks = kv_cache // kv.block_bytes
     tokens = blocks // len(kv.groups) * s.block_size
     check_avail = available - (kv.block_bytes if v >= (0, 32) else 0)
-    fit_len = _max_len_that_fits(kv, check_avail, model_max)
+    fit_len = max_len_that_fits(kv, check_avail, model_max)
     if auto_fit:
         length = fit_len if fit_len > 0 else model_max
     need = kv.request_bytes(length)
@@ -412,9 +254,9 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
 
     resolved = replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs)
     detail = PlanDetail(
-        architecture=shape.architecture, num_params=shape.num_params, rank_params=sum(inv.values()),
+        architecture=shape.architecture, num_params=shape.num_params, rank_params=w.rank_params,
         dtype=dtype, kv_dtype_bytes=kv_bytes_el, quant=quant.label if quant else "none",
-        weight_parts=tuple(parts), buffer_bytes=buffers, weights_source=source,
+        weight_parts=w.parts, buffer_bytes=w.buffer_bytes, weights_source=w.source,
         non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
         sampler_bytes=act["sampler"], forward_bytes=act["forward"], held_bytes=act["held"], vision_bytes=act["vision"],
         max_num_batched_tokens=mnbt, max_num_seqs=seqs, model_max_len=model_max,
@@ -467,17 +309,17 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
     problem = setting_problem
     mem_kind = None
     if fits:
-        if weights > requested:
+        if w.bytes > requested:
             fits, mem_kind = False, "weights"
             problem = (
-                f"weights {fmt_size(weights, places=1)} GiB exceed the {fmt_size(requested, places=1)} GiB that gpu_memory_utilization "
+                f"weights {fmt_size(w.bytes, places=1)} GiB exceed the {fmt_size(requested, places=1)} GiB that gpu_memory_utilization "
                 f"{s.gpu_memory_utilization:.2f} gives on {gname} ({fmt_size(gpu.total_bytes, places=1)} GiB)"
             )
         elif available <= 0:
             fits, mem_kind = False, "budget"
             problem = (
-                f"no memory left for the KV cache: weights {fmt_size(weights, places=1)} + activation {fmt_size(act['total'], places=1)} "
-                f"+ overhead {fmt_size(overhead, places=1)} GiB exceed the {fmt_size(requested, places=1)} GiB that gpu_memory_utilization "
+                f"no memory left for the KV cache: weights {fmt_size(w.bytes, places=1)} + activation {fmt_size(act['total'], places=1)} "
+                f"+ overhead {fmt_size(overhead_bytes, places=1)} GiB exceed the {fmt_size(requested, places=1)} GiB that gpu_memory_utilization "
                 f"{s.gpu_memory_utilization:.2f} gives on {gname}"
             )
         elif (auto_fit and fit_len <= 0) or need > check_avail:
@@ -488,8 +330,8 @@ def _plan(config, shape, gpu, s, gpus, total_size, *, suggest: bool) -> Plan:
             )
 
     base = Plan(
-        gpu=gpu, gpus=gpus, settings=resolved, weights_bytes=weights, kv_bytes_per_token=per_token,
-        activation_bytes=act["total"], overhead_bytes=overhead, requested_bytes=requested,
+        gpu=gpu, gpus=gpus, settings=resolved, weights_bytes=w.bytes, kv_bytes_per_token=per_token,
+        activation_bytes=act["total"], overhead_bytes=overhead_bytes, requested_bytes=requested,
         kv_cache_bytes=kv_cache, kv_cache_tokens=tokens, max_model_len=length,
         max_model_len_that_fits=fit_len,
         max_concurrency=concurrency if fits else 0.0, fits=fits, reason="", detail=detail, notes=tuple(notes),
