@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         out = {
             "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": in_gib(gpu.total_bytes)},
             "gpus": machine_gpus,
-            "models": {k: ({"error": str(p)} if isinstance(p, Exception) else planner.plan_json(p)) for k, p in rows},
+            "models": {k: ({"error": str(p)} if isinstance(p, Exception) else render.plan_json(p)) for k, p in rows},
         }
         print(json.dumps(out, indent=2))
     else:
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _show_one(p: planner.Plan, label: str, as_json: bool, key: str | None = None) -> None:
     if as_json:
-        obj = planner.plan_json(p)
+        obj = render.plan_json(p)
         if key:
             obj = {"model": key, **obj}
         print(json.dumps(obj, indent=2))
