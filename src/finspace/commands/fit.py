@@ -37,7 +37,7 @@ def _utilization(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction such as 0.90") from None
-    if not 0 < v <= 1:
+    if not planner.utilization_ok(v):
         raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]; it is a fraction of GPU memory, e.g. 0.90")
     return v
 

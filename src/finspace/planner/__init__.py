@@ -28,7 +28,7 @@ from finspace.planner.memory import KvCapacity, activation_bytes, kv_capacity
 from finspace.planner.plan import Plan, PlanDetail, plan
 from finspace.planner.settings import (
     CURRENT_VLLM, KV_CACHE_DTYPES, QUANTIZATIONS, USAGE_CONTEXTS, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-    VLLM_VERSIONS, Settings, batch_defaults, check_gpu_memory_utilization,
+    VLLM_VERSIONS, Settings, batch_defaults, check_gpu_memory_utilization, utilization_ok,
 )
 from finspace.planner.shape import (
     SUPPORTED_ARCHITECTURES, ModelShape, QuantScheme, VisionShape, model_shape, tp_on_machine,
@@ -40,7 +40,7 @@ __all__ = [
     "SUPPORTED_ARCHITECTURES", "USAGE_CONTEXTS", "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION", "VLLM_VERSIONS",
     "KvCapacity", "ModelShape", "Plan", "PlanDetail", "QuantScheme", "Settings", "Suggestion", "VisionShape",
     "activation_bytes", "awq_variant", "batch_defaults", "check_gpu_memory_utilization", "kv_capacity",
-    "model_shape", "plan", "plan_json", "tp_on_machine",
+    "model_shape", "plan", "plan_json", "tp_on_machine", "utilization_ok",
 ]
 
 
