@@ -12,8 +12,8 @@ the same for fp8 / 4-bit weights when they do not run on this machine. Of those,
 one that another beats on every count (GPUs, quantization, context) is dropped.
 
 Every candidate is re-planned with the ``replan`` function the caller passes
-(``plan.replan``): this module searches, plan.py plans, and neither imports the
-other's search or arithmetic.
+(``plan.replan``): plan.py imports this module for the search, so this module
+takes the planner as an argument instead of importing plan.py back.
 """
 
 from __future__ import annotations
