@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from finspace.hardware import GIB, custom_gpu
-from finspace.planner import Settings, plan, plan_json
+from finspace.planner import Settings, plan
+from finspace.render import plan_json
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

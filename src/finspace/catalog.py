@@ -17,15 +17,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finspace import planner
-from finspace.errors import CatalogError, UnknownModel
+from finspace.errors import BadInput, CatalogError, UnknownModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CATALOG = REPO_ROOT / "models.yaml"
-
-DTYPES = ("auto", "bfloat16", "float16", "float32")
-QUANTIZATIONS = ("fp8", "awq", "gptq", "bitsandbytes", "compressed-tensors")
-KV_CACHE_DTYPES = ("auto", "fp8")
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "gemma3_text", "gpt_neox")
 
 
 class _Strict(BaseModel):
@@ -35,7 +30,7 @@ class _Strict(BaseModel):
 class Serving(_Strict):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     max_model_len: int | Literal["auto"] = Field(...)
-    gpu_memory_utilization: float = Field(0.90, gt=0, le=0.98)
+    gpu_memory_utilization: float = 0.90  # the catalogue's default, below vLLM's 0.92
     quantization: Literal["fp8", "awq", "gptq", "bitsandbytes", "compressed-tensors"] | None = None
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     tensor_parallel_size: int = Field(1, ge=1, le=64)
@@ -52,8 +47,17 @@ class Serving(_Strict):
     @field_validator("gpu_memory_utilization", mode="before")
     @classmethod
     def _int_is_float(cls, v):
-        # strict mode rejects int for float; 1 is still caught by le=0.98
+        # strict mode rejects int for float
         return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("gpu_memory_utilization")
+    @classmethod
+    def _utilization(cls, v):
+        # the planner's check, the one for every gpu_memory_utilization: (0, 1], as vLLM's CacheConfig
+        try:
+            return planner.check_gpu_memory_utilization(v)
+        except BadInput as exc:
+            raise ValueError(str(exc)) from None
 
 
 class Sampling(_Strict):

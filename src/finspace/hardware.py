@@ -14,12 +14,7 @@ import re
 from dataclasses import dataclass
 
 from finspace.errors import FinspaceError
-
-GIB = 1 << 30
-
-
-def _gib(x: float) -> int:
-    return int(round(x * GIB))
+from finspace.units import GIB, gib_to_bytes
 
 
 @dataclass(frozen=True)
@@ -43,14 +38,14 @@ class GPUSpec:
 KNOWN_GPUS: dict[str, GPUSpec] = {
     g.key: g
     for g in (
-        GPUSpec("l4", "NVIDIA L4", _gib(22.03), (8, 9), r"\bL4\b"),
-        GPUSpec("a10g", "NVIDIA A10G", _gib(22.06), (8, 6), r"\bA10G\b"),
-        GPUSpec("l40", "NVIDIA L40", _gib(44.39), (8, 9), r"\bL40\b(?!S)"),
-        GPUSpec("l40s", "NVIDIA L40S", _gib(44.39), (8, 9), r"\bL40S\b"),
-        GPUSpec("a100-40gb", "NVIDIA A100 40GB", _gib(39.39), (8, 0), r"A100.*(40\s*GB|PCIE-40|SXM4-40)"),
-        GPUSpec("a100-80gb", "NVIDIA A100 80GB", _gib(79.25), (8, 0), r"A100.*80\s*GB"),
-        GPUSpec("h100", "NVIDIA H100 80GB", _gib(79.19), (9, 0), r"\bH100\b"),
-        GPUSpec("h200", "NVIDIA H200", _gib(139.81), (9, 0), r"\bH200\b"),
+        GPUSpec("l4", "NVIDIA L4", gib_to_bytes(22.03), (8, 9), r"\bL4\b"),
+        GPUSpec("a10g", "NVIDIA A10G", gib_to_bytes(22.06), (8, 6), r"\bA10G\b"),
+        GPUSpec("l40", "NVIDIA L40", gib_to_bytes(44.39), (8, 9), r"\bL40\b(?!S)"),
+        GPUSpec("l40s", "NVIDIA L40S", gib_to_bytes(44.39), (8, 9), r"\bL40S\b"),
+        GPUSpec("a100-40gb", "NVIDIA A100 40GB", gib_to_bytes(39.39), (8, 0), r"A100.*(40\s*GB|PCIE-40|SXM4-40)"),
+        GPUSpec("a100-80gb", "NVIDIA A100 80GB", gib_to_bytes(79.25), (8, 0), r"A100.*80\s*GB"),
+        GPUSpec("h100", "NVIDIA H100 80GB", gib_to_bytes(79.19), (9, 0), r"\bH100\b"),
+        GPUSpec("h200", "NVIDIA H200", gib_to_bytes(139.81), (9, 0), r"\bH200\b"),
     )
 }
 

@@ -1,22 +1,14 @@
-"""Plans as text: the all-models table and one model's breakdown with its arithmetic.
+"""Plans for people and programs: the all-models table, one model's breakdown with its arithmetic,
+and the stable JSON of a plan (``plan_json``, the ``--json`` object, the ledger's and the API's).
 
 Numbers come from finspace.planner; this module only formats them.
 """
 
 from __future__ import annotations
 
-from finspace.hardware import GIB, GPUSpec
-from finspace.planner import Plan
-
-KIB = 1 << 10
-
-
-def gib(n: int | float) -> str:
-    return f"{n / GIB:.2f}"
-
-
-def kib(n: int | float) -> str:
-    return f"{n / KIB:.0f}"
+from finspace.hardware import GPUSpec
+from finspace.planner import Plan, Settings
+from finspace.units import fmt_size, in_gib
 
 
 def _count(n: int) -> str:
@@ -77,16 +69,17 @@ def fit_table(rows: list[tuple[str, Plan | Exception]], gpu: GPUSpec, gpus: int 
         here = [sg for sg in p.suggestions if sg.gpus <= p.gpus] or list(p.suggestions)
         fix = "-" if p.fits else (here[0].title if here else "bigger GPU")
         lines.append((
-            key, _short_settings(p), f"{gib(p.weights_bytes)} GiB", f"{kib(p.kv_bytes_per_token)} KiB",
-            f"{gib(p.kv_cache_bytes)} GiB", ctx, verdict, fix,
+            key, _short_settings(p), f"{fmt_size(p.weights_bytes)} GiB",
+            fmt_size(p.kv_bytes_per_token, "KiB", 0, with_unit=True), f"{fmt_size(p.kv_cache_bytes)} GiB",
+            ctx, verdict, fix,
         ))
         if not p.fits:
             notes.append(f"{key}: {p.reason}")
     if gpus is None:
-        out = [f"{gpu.name} ({gib(gpu.total_bytes)} GiB); figures per GPU; "
+        out = [f"{gpu.name} ({fmt_size(gpu.total_bytes)} GiB); figures per GPU; "
                "a model with tensor_parallel_size N is planned on N of them"]
     else:
-        out = [f"{gpus} x {gpu.name} ({gib(gpu.total_bytes)} GiB each); figures per GPU"]
+        out = [f"{gpus} x {gpu.name} ({fmt_size(gpu.total_bytes)} GiB each); figures per GPU"]
     out.extend(columns(head, lines))
     if notes:
         out.append("")
@@ -103,40 +96,44 @@ def breakdown(p: Plan, label: str = "") -> str:
     gname = p.gpu.name
     out = []
     title = f"{label} on " if label else ""
-    out.append(f"{title}{p.gpus} x {gname} ({gib(p.gpu.total_bytes)} GiB each), vLLM {s.vllm_version} rules, per GPU")
+    out.append(f"{title}{p.gpus} x {gname} ({fmt_size(p.gpu.total_bytes)} GiB each), "
+               f"vLLM {s.vllm_version} rules, per GPU")
     out.append(f"settings: {_settings_line(p)}")
     out.append("")
-    out.append(f"  budget        {gib(p.gpu.total_bytes)} GiB x {s.gpu_memory_utilization:.2f}"
-               f" = {gib(p.requested_bytes)} GiB")
+    out.append(f"  budget        {fmt_size(p.gpu.total_bytes)} GiB x {s.gpu_memory_utilization:.2f}"
+               f" = {fmt_size(p.requested_bytes)} GiB")
     # weights
     src = " (checkpoint's total_size)" if d.weights_source == "total_size" else ""
     parts = " + ".join(f"{_count(n)} {k} x {b:.4g} B" for k, n, b in d.weight_parts if n)
-    out.append(f"- weights       {gib(p.weights_bytes)} GiB: {_count(d.num_params)} params{src};"
+    out.append(f"- weights       {fmt_size(p.weights_bytes)} GiB: {_count(d.num_params)} params{src};"
                f" this GPU holds {_count(d.rank_params)}: {parts}")
-    out.append(f"                + rotary caches {gib(d.buffer_bytes)} GiB")
-    act = f"held hidden {gib(d.held_bytes)} + max(sampler {gib(d.sampler_bytes)}, forward {gib(d.forward_bytes)})"
+    out.append(f"                + rotary caches {fmt_size(d.buffer_bytes)} GiB")
+    act = (f"held hidden {fmt_size(d.held_bytes)} + max(sampler {fmt_size(d.sampler_bytes)}, "
+           f"forward {fmt_size(d.forward_bytes)})")
     if d.vision_bytes:
-        act += f" + vision profile {gib(d.vision_bytes)}"
-    out.append(f"- activation    {gib(p.activation_bytes)} GiB: {act}"
+        act += f" + vision profile {fmt_size(d.vision_bytes)}"
+    out.append(f"- activation    {fmt_size(p.activation_bytes)} GiB: {act}"
                f" ({d.max_num_batched_tokens:,} batched tokens, {d.max_num_seqs} sequences)")
-    graphs = f"CUDA graphs {gib(d.cudagraph_bytes)}" if d.cudagraph_bytes else "CUDA graphs not in the budget"
-    out.append(f"- overhead      {gib(p.overhead_bytes)} GiB: non-torch {gib(d.non_torch_bytes)} + {graphs}")
-    out.append(f"= KV cache      {gib(d.available_kv_bytes)} GiB")
+    graphs = f"CUDA graphs {fmt_size(d.cudagraph_bytes)}" if d.cudagraph_bytes else "CUDA graphs not in the budget"
+    out.append(f"- overhead      {fmt_size(p.overhead_bytes)} GiB: non-torch {fmt_size(d.non_torch_bytes)} + {graphs}")
+    out.append(f"= KV cache      {fmt_size(d.available_kv_bytes)} GiB")
     out.append("")
     # KV
     layers = d.full_layers + d.sliding_layers
     per_layer = p.kv_bytes_per_token // max(1, layers)
     out.append(f"  KV per token  {layers} layers x 2 x {d.kv_heads_per_rank} KV heads x "
                f"{per_layer // (2 * max(1, d.kv_heads_per_rank) * d.kv_dtype_bytes)} head_dim x "
-               f"{d.kv_dtype_bytes} B = {p.kv_bytes_per_token:,} B ({kib(p.kv_bytes_per_token)} KiB)")
+               f"{d.kv_dtype_bytes} B = {p.kv_bytes_per_token:,} B "
+               f"({fmt_size(p.kv_bytes_per_token, 'KiB', 0)} KiB)")
     if d.sliding_layers:
         out.append(f"                {d.sliding_layers} of {layers} layers use a {d.sliding_window}-token sliding window: "
                    f"each holds at most {d.sliding_window} - 1 + {d.in_flight_tokens:,} in-flight tokens per request")
-    out.append(f"  blocks        {gib(p.kv_cache_bytes)} GiB / ({d.group_size} layers x {s.block_size} tokens x "
-               f"{kib(d.page_bytes // s.block_size)} KiB = {kib(d.block_bytes)} KiB) = {d.kv_cache_blocks:,} blocks"
+    out.append(f"  blocks        {fmt_size(p.kv_cache_bytes)} GiB / ({d.group_size} layers x {s.block_size} tokens x "
+               f"{fmt_size(d.page_bytes // s.block_size, 'KiB', 0)} KiB = "
+               f"{fmt_size(d.block_bytes, 'KiB', 0)} KiB) = {d.kv_cache_blocks:,} blocks"
                + (f" shared by {d.num_groups} layer groups" if d.num_groups > 1 else ""))
     out.append(f"  capacity      {p.kv_cache_tokens:,} tokens; one request of {p.max_model_len:,} tokens needs "
-               f"{gib(d.request_kv_bytes)} GiB")
+               f"{fmt_size(d.request_kv_bytes)} GiB")
     out.append("")
     if p.fits:
         out.append(f"verdict: STARTS: {p.reason.removeprefix('starts: ')}")
@@ -154,3 +151,43 @@ def breakdown(p: Plan, label: str = "") -> str:
     for n in p.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def settings_json(s: Settings) -> dict:
+    return {
+        "dtype": s.dtype, "quantization": s.quantization, "kv_cache_dtype": s.kv_cache_dtype,
+        "max_model_len": s.max_model_len, "gpu_memory_utilization": s.gpu_memory_utilization,
+        "tensor_parallel_size": s.tensor_parallel_size, "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs, "block_size": s.block_size, "enforce_eager": s.enforce_eager,
+        "usage_context": s.usage_context, "vllm_version": s.vllm_version,
+    }
+
+
+def plan_json(p: Plan) -> dict:
+    """The ``--json`` object. Names are stable; GiB values are rounded to 0.01."""
+    d = p.detail
+    return {
+        "gpu": p.gpu.key, "gpu_name": p.gpu.name, "gpu_total_gib": in_gib(p.gpu.total_bytes), "gpus": p.gpus,
+        "settings": settings_json(p.settings),
+        "dtype": d.dtype, "quantization": d.quant,
+        "num_params": d.num_params,
+        "weights_gib": in_gib(p.weights_bytes), "weights_bytes": p.weights_bytes,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "activation_gib": in_gib(p.activation_bytes), "activation_bytes": p.activation_bytes,
+        "overhead_gib": in_gib(p.overhead_bytes), "overhead_bytes": p.overhead_bytes,
+        "non_torch_gib": in_gib(d.non_torch_bytes), "cudagraph_gib": in_gib(d.cudagraph_bytes),
+        "requested_gib": in_gib(p.requested_bytes), "requested_bytes": p.requested_bytes,
+        "kv_cache_gib": in_gib(p.kv_cache_bytes), "kv_cache_bytes": p.kv_cache_bytes,
+        "kv_cache_tokens": p.kv_cache_tokens, "kv_cache_blocks": d.kv_cache_blocks,
+        "kv_request_gib": in_gib(d.request_kv_bytes),
+        "max_model_len": p.max_model_len, "max_model_len_that_fits": p.max_model_len_that_fits,
+        "model_max_len": d.model_max_len,
+        "max_concurrency": p.max_concurrency, "fits": p.fits, "reason": p.reason,
+        "suggestions": [
+            {"title": sg.title, "why": sg.why, "max_model_len": sg.plan_max_model_len, "gpus": sg.gpus,
+             "kv_cache_tokens": sg.kv_cache_tokens, "checkpoint": sg.config_change,
+             "settings": settings_json(sg.settings)}
+            for sg in p.suggestions
+        ],
+        "notes": list(p.notes),
+    }

@@ -16,7 +16,8 @@ from pathlib import Path
 from finspace import planner, render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
-from finspace.hardware import GIB, KNOWN_GPUS, GPUSpec, custom_gpu
+from finspace.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
+from finspace.units import GIB, in_gib
 
 DEFAULT_GPU = "l40s"  # the Space's GPU, when none is detected
 
@@ -36,7 +37,7 @@ def _utilization(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction such as 0.90") from None
-    if not 0 < v <= 1:
+    if not planner.utilization_ok(v):
         raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]; it is a fraction of GPU memory, e.g. 0.90")
     return v
 
@@ -209,9 +210,9 @@ def run(args: argparse.Namespace) -> int:
             rows.append((entry.key, exc))
     if args.json:
         out = {
-            "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": round(gpu.total_bytes / GIB, 2)},
+            "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": in_gib(gpu.total_bytes)},
             "gpus": machine_gpus,
-            "models": {k: ({"error": str(p)} if isinstance(p, Exception) else planner.plan_json(p)) for k, p in rows},
+            "models": {k: ({"error": str(p)} if isinstance(p, Exception) else render.plan_json(p)) for k, p in rows},
         }
         print(json.dumps(out, indent=2))
     else:
@@ -221,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _show_one(p: planner.Plan, label: str, as_json: bool, key: str | None = None) -> None:
     if as_json:
-        obj = planner.plan_json(p)
+        obj = render.plan_json(p)
         if key:
             obj = {"model": key, **obj}
         print(json.dumps(obj, indent=2))

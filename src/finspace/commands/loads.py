@@ -16,6 +16,7 @@ from pathlib import Path
 from finspace import render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
+from finspace.units import fmt_size
 
 DEFAULT_LIMIT = 20
 
@@ -35,7 +36,7 @@ def _hardware(hw: object) -> str:
     if not isinstance(hw, dict) or not hw:
         return "?"
     total = hw.get("total_bytes")
-    size = f" ({total / 2**30:.1f} GiB)" if isinstance(total, (int, float)) and total else ""
+    size = f" ({fmt_size(total, places=1)} GiB)" if isinstance(total, (int, float)) and total else ""
     if hw.get("device") == "gpu":
         name = str(hw.get("gpu") or hw.get("gpu_key") or "GPU").replace("NVIDIA ", "")
         count = hw.get("count") or 1

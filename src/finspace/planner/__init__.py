@@ -1,0 +1,53 @@
+"""GPU-memory planner: will this model start under vLLM on this GPU, and with what context?
+
+Pure arithmetic on a model's config.json: no torch, no vllm, no I/O. Every figure
+is per GPU (per tensor-parallel rank), in integer bytes, like vLLM's own logs.
+The rules follow vLLM 0.19.0 and 0.32/0.33 (shared/vllm-memory-mechanism.md,
+checked against the installed vllm 0.32 source); each module names the vLLM
+code it models.
+
+One module per concept, each importing only those above it:
+
+* ``shape``: config.json to ``ModelShape`` (parameters per rank, KV heads, layer
+  types, rotary caches, quantization_config).
+* ``settings``: ``Settings`` (vLLM engine arguments), their vocabularies, the one
+  validation (``gpu_memory_utilization`` included) and what they resolve to.
+* ``memory``: weights, activation peak, overhead and the KV-cache layout; the
+  fitted constants and their calibration.
+* ``suggest``: ranked fixes for a plan that does not start, each re-checked.
+* ``plan``: the budget, the start check and the verdict; ``plan()`` is the
+  entry point.
+
+The stable JSON of a plan is ``finspace.render.plan_json`` (``planner.plan_json``
+still works: engine.py and ui/service.py call it by that name).
+"""
+
+from __future__ import annotations
+
+from finspace.planner.memory import KvCapacity, activation_bytes, kv_capacity
+from finspace.planner.plan import Plan, PlanDetail, plan
+from finspace.planner.settings import (
+    CURRENT_VLLM, KV_CACHE_DTYPES, QUANTIZATIONS, USAGE_CONTEXTS, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+    VLLM_VERSIONS, Settings, batch_defaults, check_gpu_memory_utilization, utilization_ok,
+)
+from finspace.planner.shape import (
+    SUPPORTED_ARCHITECTURES, ModelShape, QuantScheme, VisionShape, model_shape, tp_on_machine,
+)
+from finspace.planner.suggest import MIN_USEFUL_CONTEXT, SAFE_MAX_UTILIZATION, Suggestion, awq_variant
+
+__all__ = [
+    "CURRENT_VLLM", "KV_CACHE_DTYPES", "MIN_USEFUL_CONTEXT", "QUANTIZATIONS", "SAFE_MAX_UTILIZATION",
+    "SUPPORTED_ARCHITECTURES", "USAGE_CONTEXTS", "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION", "VLLM_VERSIONS",
+    "KvCapacity", "ModelShape", "Plan", "PlanDetail", "QuantScheme", "Settings", "Suggestion", "VisionShape",
+    "activation_bytes", "awq_variant", "batch_defaults", "check_gpu_memory_utilization", "kv_capacity",
+    "model_shape", "plan", "plan_json", "tp_on_machine", "utilization_ok",
+]
+
+
+def __getattr__(name: str):
+    """``planner.plan_json``: the JSON moved to finspace.render (which imports the planner, so not at import)."""
+    if name == "plan_json":
+        from finspace.render import plan_json
+
+        return plan_json
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

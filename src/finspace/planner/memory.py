@@ -1,0 +1,246 @@
+"""Per-rank memory: weights, KV cache, activation peak and overhead, in integer bytes.
+
+What vLLM does, and where (0.19.0 and 0.32/0.33 wheels, see
+shared/vllm-memory-mechanism.md):
+
+* Weights (``model_runner.model_memory_usage``, logged "Model loading took"):
+  parameters (``shape.inventory``) times the serving dtype or the quantized
+  bytes per parameter, plus the rotary cos/sin caches vLLM registers as buffers
+  (``vllm/model_executor/layers/rotary_embedding/base.py``: ``max_positions x
+  rotary_dim`` in the model dtype; linear/dynamic/YaRN scaling multiplies the
+  positions by ``factor``, ``linear_scaling_rope.py``).
+* Activation peak: ``GPUModelRunner.profile_run`` (``gpu_model_runner.py``):
+  multimodal encoder profile, one dummy forward of ``max_num_batched_tokens``
+  tokens, then ``_dummy_sampler_run`` over ``min(max_num_seqs, tokens)``
+  requests' logits (full vocab on every rank). Fitted to the 0.19 H100 logs
+  (see ``activation_bytes``).
+* Overhead: non-torch memory and, from vLLM 0.21 on, the CUDA-graph estimate
+  (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.19, 1 since 0.21).
+* KV bytes: page per layer per block = ``2 x block_size x kv_heads_per_rank x
+  head_dim x kv_dtype_bytes`` (``vllm/v1/kv_cache_interface.py::AttentionSpec``),
+  ``kv_heads_per_rank = max(1, kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``).
+  fp8 KV = 1 byte. Hybrid sliding-window models (Gemma 2/3): layers grouped by
+  spec, ``group_size = min(#layers per type)`` (max if max < 1.5 min), one
+  shared block pool of ``group_size x page`` bytes per block
+  (``kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size``); a sliding
+  layer needs ``cdiv(min(window - 1 + T, max_model_len), block_size) + 1``
+  blocks per request (``SlidingWindowSpec.max_admission_blocks_per_request``),
+  ``T = max_num_batched_tokens`` in 0.19 and ``max_in_flight_tokens =
+  2 x max_num_batched_tokens`` (async scheduling) in 0.32.
+* Reported capacity: tokens = ``num_blocks // num_groups x block_size`` and
+  concurrency = ``num_blocks / sum over groups of blocks per request``
+  (``_report_kv_cache_config``, ``get_max_concurrency_for_kv_cache_config``);
+  ``estimate_max_model_len`` binary-searches the largest length that fits.
+
+Calibration (tests/test_calibration.py, ten vLLM 0.19 H100 start-up logs):
+mean |error| weights 0.10%, KV cache 0.07%; worst weights -0.74% (GPTQ w4a16),
+worst KV +0.27% (float32). The weights and KV-layout formulas are derived, not
+fitted; the activation and non-torch constants below were fitted on those same
+logs, so the KV figures are in-sample. The Gemma 3 rotary cache (0.56 GiB: the
+global layers' linear x8 scaling makes it 1,048,576 positions long) explains
+most of the gap between its parameters (22.70 GiB) and vLLM's 23.31 GiB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from finspace.errors import BadInput
+from finspace.planner.settings import Settings, resolve_dtype, version
+from finspace.planner.shape import DTYPE_BYTES, ModelShape, QuantScheme, cdiv, inventory
+from finspace.units import GIB
+
+# --- fitted constants (priors from vllm-figures.yaml; see module docstring) ---
+#: Sampler profile: bytes per (request x vocab entry): fp32 logits, softmax,
+#: top-k/top-p sort values and int64 indices. Llama-3.1-8B 1.89 GiB, Qwen3-8B
+#: 2.21 GiB at 1024 requests x 8192 tokens.
+SAMPLER_BYTES_PER_LOGIT = 14
+#: Hidden states held through the profile: copies of tokens x hidden x dtype.
+#: Fitted with the float32 case (2.21 GiB).
+HELD_HIDDEN_COPIES = 3
+#: Multimodal encoder profile and encoder cache, in copies of tokens x text
+#: hidden x dtype over the encoder budget (gemma-3-12b-it: 3.94 GiB in total).
+VISION_PROFILE_COPIES = 4.5
+#: Non-torch memory growth (cuBLAS workspaces; NCCL buffers with tp >= 2).
+NON_TORCH_TP1_BYTES = int(0.25 * GIB)
+NON_TORCH_TP_BYTES = int(2.1 * GIB)
+#: CUDA-graph estimate (vLLM >= 0.21 subtracts it): base + per decoder layer.
+#: From the 0.19 estimates: 0.84 GiB (32 layers), 1.02 GiB (48 layers).
+CUDAGRAPH_BASE_BYTES = int(0.48 * GIB)
+CUDAGRAPH_PER_LAYER_BYTES = int(0.01125 * GIB)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """One rank's weights, with the pieces behind the total."""
+
+    bytes: int  # tensors + rotary buffers
+    parts: tuple[tuple[str, int, float], ...]  # (kind, params, bytes/param)
+    buffer_bytes: int  # rotary caches
+    source: str  # "config", or "total_size" when scaled to the checkpoint's size
+    rank_params: int
+
+
+def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, total_size: int | None) -> Weights:
+    """Parameters by kind x bytes per parameter, plus the rotary caches.
+
+    With the checkpoint's ``total_size`` (safetensors index) the tensors are
+    scaled to it, unless the weights are quantized at load time or the
+    checkpoint's dtype differs from the serving dtype.
+    """
+    dbytes = DTYPE_BYTES[dtype]
+    inv = inventory(shape, tp)
+    parts: list[tuple[str, int, float]] = []
+    q_bpp = quant.bytes_per_param if quant else float(dbytes)
+    parts.append(("linear", inv["linear"], q_bpp))
+    vis_q = quant is not None and quant.quantize_vision
+    if inv["vision_linear"]:
+        parts.append(("vision_linear", inv["vision_linear"], q_bpp if vis_q else float(dbytes)))
+    parts.append(("embedding", inv["embedding"], float(dbytes)))
+    parts.append(("other", inv["other"], float(dbytes)))
+    tensor_bytes = int(sum(n * b for _, n, b in parts))
+    source = "config"
+    ckpt_bytes = DTYPE_BYTES.get(shape.torch_dtype or "", None)
+    if total_size is not None and not (quant and quant.online) and (ckpt_bytes in (None, dbytes)):
+        full = inventory(shape, 1)
+        full_bytes = int(
+            full["linear"] * q_bpp
+            + full["vision_linear"] * (q_bpp if vis_q else dbytes)
+            + (full["embedding"] + full["other"]) * dbytes
+        )
+        tensor_bytes = round(total_size * tensor_bytes / full_bytes)
+        source = "total_size"
+    buffers = sum(pos * rd * dbytes for pos, rd in shape.rope_caches)
+    return Weights(tensor_bytes + buffers, tuple(parts), buffers, source, sum(inv.values()))
+
+
+def cudagraphs_counted(s: Settings) -> bool:
+    """vLLM >= 0.21 subtracts the CUDA-graph estimate from the budget (unless eager)."""
+    return version(s.vllm_version) >= (0, 21) and not s.enforce_eager
+
+
+def overhead(shape: ModelShape, s: Settings) -> tuple[int, int]:
+    """(non-torch bytes, CUDA-graph bytes counted in the budget) per rank."""
+    non_torch = NON_TORCH_TP1_BYTES if s.tensor_parallel_size == 1 else NON_TORCH_TP_BYTES
+    cudagraph = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_BYTES * shape.num_layers) if cudagraphs_counted(s) else 0
+    return non_torch, cudagraph
+
+
+def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seqs: int, tp: int) -> dict[str, int]:
+    """Torch activation peak of the profiling run, per rank, in parts.
+
+    Peak = held hidden states + max(sampler, forward) + vision profile, where
+      sampler = min(max_num_seqs, tokens) x vocab x 14 B (fp32 logits, probs,
+                sort values and int64 indices; the full vocab on every rank),
+      forward = tokens x dtype x (2 x hidden + 3 x intermediate / tp)
+                (hidden in/out, gate_up and act outputs),
+      held    = tokens x hidden x dtype x 3,
+      vision  = encoder budget (max(tokens, tokens per image)) x text hidden x dtype x 4.5.
+    Calibrated on vLLM 0.19 H100 logs at 8192 tokens / 1024 sequences
+    (Llama-3.1-8B 1.89 GiB, Qwen3-8B 2.21, float32 Llama 2.21, gemma-3-12b-it
+    3.94), where the sampler dominates and tensor parallelism does not change
+    the peak. At the in-process default (2048 / 128) it is extrapolated.
+    """
+    reqs = min(max_num_seqs, mnbt)
+    sampler = reqs * shape.vocab_size * SAMPLER_BYTES_PER_LOGIT
+    inter = shape.intermediate_size // tp
+    forward = mnbt * dtype_bytes * (2 * shape.hidden_size + (3 if shape.mlp_gated else 2) * inter)
+    held = mnbt * shape.hidden_size * dtype_bytes * HELD_HIDDEN_COPIES
+    vision = 0
+    if shape.vision is not None:
+        budget = max(mnbt, shape.vision.tokens_per_image)
+        vision = int(budget * shape.hidden_size * dtype_bytes * VISION_PROFILE_COPIES)
+    return {"sampler": sampler, "forward": forward, "held": held, "vision": vision,
+            "total": held + max(sampler, forward) + vision}
+
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    page: int
+    block_bytes: int
+    groups: tuple[str, ...]  # kind of each group
+    group_size: int
+    counts: dict
+    window: int | None
+    block_size: int
+    in_flight: int
+
+    def need_per_layer(self, kind: str, length: int) -> int:
+        bs = self.block_size
+        if kind == "sliding":
+            n = min(self.window - 1 + self.in_flight, length)
+            return (cdiv(n, bs) + 1) * self.page
+        return cdiv(length, bs) * self.page
+
+    def request_bytes(self, length: int) -> int:
+        """vLLM's check: sum over real layers of max_memory_usage_bytes."""
+        return sum(n * self.need_per_layer(k, length) for k, n in self.counts.items())
+
+    def blocks_per_request(self, length: int) -> int:
+        return sum(cdiv(self.need_per_layer(k, length), self.page) for k in self.groups)
+
+
+def kv_layout(shape: ModelShape, s: Settings, kv_bytes: int, tp: int, mnbt: int, v: tuple[int, int]) -> KvLayout:
+    kv_rank = max(1, shape.num_kv_heads // tp)
+    page = 2 * s.block_size * kv_rank * shape.head_dim * kv_bytes
+    counts = {"full": shape.num_full_layers, "sliding": shape.num_sliding_layers}
+    counts = {k: n for k, n in counts.items() if n}
+    if len(counts) == 1:
+        kind = next(iter(counts))
+        groups, group_size = (kind,), shape.num_layers
+    else:
+        lo, hi = min(counts.values()), max(counts.values())
+        group_size = hi if hi < 1.5 * lo else lo
+        groups = tuple(k for k, n in counts.items() for _ in range(cdiv(n, group_size)))
+    in_flight = mnbt * (1 if v <= (0, 19) else 2)
+    return KvLayout(page, group_size * page, groups, group_size, counts, shape.sliding_window, s.block_size, in_flight)
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, dtype: str) -> int:
+    """fp8 variants: 1 byte; auto: the model dtype (fp32 -> 4)."""
+    if kv_cache_dtype.startswith("fp8"):
+        return 1
+    return DTYPE_BYTES.get(kv_cache_dtype) or DTYPE_BYTES[dtype]
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    blocks: int
+    tokens: int  # blocks // groups x block_size, as vLLM logs "GPU KV cache size"
+    max_concurrency: float  # requests of max_model_len at once
+    request_bytes: int  # one max_model_len request (vLLM's start check)
+    groups: int
+    block_bytes: int
+
+
+def kv_capacity(shape: ModelShape, settings: Settings, kv_cache_bytes: int) -> KvCapacity:
+    """What a KV pool of ``kv_cache_bytes`` holds under ``settings``.
+
+    ``settings`` must be resolved: max_model_len and max_num_batched_tokens set
+    (``Plan.settings`` is). Used by ``plan`` and by the worked checks in tests.
+    """
+    s = settings
+    if s.max_model_len is None or s.max_model_len < 1 or s.max_num_batched_tokens is None:
+        raise BadInput("kv_capacity needs resolved settings: max_model_len and max_num_batched_tokens set")
+    kv_el = kv_dtype_bytes(s.kv_cache_dtype, resolve_dtype(s, shape))
+    kv = kv_layout(shape, s, kv_el, s.tensor_parallel_size, s.max_num_batched_tokens, version(s.vllm_version))
+    blocks = max(0, kv_cache_bytes) // kv.block_bytes
+    bpr = kv.blocks_per_request(s.max_model_len)
+    return KvCapacity(blocks, blocks // len(kv.groups) * s.block_size, round(blocks / bpr, 2),
+                      kv.request_bytes(s.max_model_len), len(kv.groups), kv.block_bytes)
+
+
+def max_len_that_fits(kv: KvLayout, available: int, cap: int) -> int:
+    """estimate_max_model_len: binary search over max_model_len."""
+    if available <= 0 or kv.request_bytes(1) > available:
+        return 0
+    lo, hi, best = 1, cap, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if kv.request_bytes(mid) <= available:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+

@@ -1,0 +1,297 @@
+"""The plan: will this model start under vLLM on this GPU, with what context, and if not, why.
+
+What vLLM does, and where (see shared/vllm-memory-mechanism.md):
+
+* Budget: ``requested = ceil(total_memory * gpu_memory_utilization)``
+  (``vllm/v1/worker/utils.py::request_memory``, called from ``Worker.init_device``).
+  ``total_memory`` is what CUDA reports (``hardware.GPUSpec.total_bytes``).
+* KV budget: ``available_kv = requested - non_kv`` where ``non_kv = weights +
+  torch activation peak of the profiling run + non-torch memory`` and, from
+  vLLM 0.21 on, ``- cudagraph_estimate`` (``Worker.determine_available_memory``
+  in ``vllm/v1/worker/gpu_worker.py``; ``vllm/utils/mem_utils.py::memory_profiling``).
+  ``Settings.vllm_version`` picks the rules: "0.32" (default, our CUDA target)
+  subtracts CUDA-graph memory, "0.19" (the calibration logs) does not.
+* Start check: ``kv_cache_utils.py::check_enough_kv_cache_memory`` /
+  ``_check_enough_kv_cache_memory``: refuse when ``available <= 0`` or when one
+  ``max_model_len`` request (sum over layers of ``max_memory_usage_bytes``)
+  exceeds it; 0.32 first holds back one block (the null block).
+  ``max_model_len=-1`` auto-fits (``_auto_fit_max_model_len``).
+* Settings vLLM refuses whatever the memory (more tensor-parallel ranks than
+  GPUs, heads that do not split, a length over the model's limit, fp8 on a GPU
+  without it, bitsandbytes under 0.32) are the verdict before the memory is.
+
+``plan`` is the entry point; a plan that does not start carries fixes from
+``suggest.suggestions``, each re-checked with ``replan``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from finspace.errors import BadInput
+from finspace.hardware import GPUSpec
+from finspace.planner.memory import (
+    activation_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead, weights,
+)
+from finspace.planner.settings import Settings, resolve_batch, resolve_dtype, resolve_quant, validate, version
+from finspace.planner.shape import DTYPE_BYTES, ModelShape, QuantScheme, model_shape, tp_on_machine, tp_splits
+from finspace.planner.suggest import Suggestion, suggestions
+from finspace.units import fmt_size
+
+
+@dataclass(frozen=True)
+class PlanDetail:
+    """The pieces behind the totals, for showing the arithmetic."""
+
+    architecture: str = ""
+    num_params: int = 0
+    rank_params: int = 0
+    dtype: str = "bfloat16"  # resolved serving dtype
+    kv_dtype_bytes: int = 2
+    quant: str = "none"
+    weight_parts: tuple[tuple[str, int, float], ...] = ()  # (kind, params, bytes/param)
+    buffer_bytes: int = 0  # rotary caches
+    weights_source: str = "config"  # or "total_size"
+    non_torch_bytes: int = 0
+    cudagraph_bytes: int = 0  # subtracted from the budget (0 under 0.19 rules)
+    sampler_bytes: int = 0
+    forward_bytes: int = 0
+    held_bytes: int = 0
+    vision_bytes: int = 0
+    max_num_batched_tokens: int = 0
+    max_num_seqs: int = 0
+    model_max_len: int = 0
+    kv_heads_per_rank: int = 0
+    page_bytes: int = 0  # one layer, one block
+    block_bytes: int = 0  # one block of the shared pool (group_size layers)
+    num_groups: int = 1
+    group_size: int = 0
+    full_layers: int = 0
+    sliding_layers: int = 0
+    sliding_window: int | None = None
+    in_flight_tokens: int = 0
+    kv_cache_blocks: int = 0
+    request_kv_bytes: int = 0  # one max_model_len request
+    available_kv_bytes: int = 0  # what the start check compares against (may be < 0)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One model on one machine, per GPU, in integer bytes, like vLLM's own logs."""
+
+    gpu: GPUSpec
+    gpus: int
+    settings: Settings  # as resolved: max_model_len, max_num_batched_tokens, max_num_seqs filled in
+    weights_bytes: int
+    kv_bytes_per_token: int
+    activation_bytes: int
+    overhead_bytes: int  # non-torch + CUDA graphs (when counted)
+    requested_bytes: int  # total x utilization, per GPU
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    max_model_len: int
+    max_model_len_that_fits: int
+    max_concurrency: float
+    fits: bool
+    reason: str
+    suggestions: tuple[Suggestion, ...] = ()
+    detail: PlanDetail = field(default_factory=PlanDetail)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a plan does not start, and the planner's own fix when a setting is the cause."""
+
+    problem: str
+    kind: str  # "setting" (a setting cannot work here), "weights", "budget" or "kv" (memory)
+    own_fix: str = ""  # a sentence, for a setting problem
+    fix_settings: Settings | None = None  # the settings with that one setting fixed
+
+
+def plan(
+    config: dict,
+    gpu: GPUSpec,
+    settings: Settings = Settings(),
+    *,
+    gpus: int = 1,
+    total_size_bytes: int | None = None,
+) -> Plan:
+    """Plan one model on one machine (``gpus`` GPUs of type ``gpu``).
+
+    Raises ConfigError for a config it cannot read and BadInput for settings
+    vLLM would reject outright (bad values, quantization that does not match
+    the checkpoint). Everything else, including "does not fit", is a Plan
+    with ``fits`` and ``reason``; a failing plan carries re-checked suggestions.
+    """
+    validate(settings, gpus)
+    shape = model_shape(config)
+    if total_size_bytes is not None and (isinstance(total_size_bytes, bool) or total_size_bytes <= 0):
+        raise BadInput(f"total_size_bytes must be positive, got {total_size_bytes!r}")
+    base, verdict = evaluate(config, shape, gpu, settings, gpus, total_size_bytes)
+    if verdict is None:
+        return base
+    sugg = suggestions(config, shape, gpu, settings, gpus, total_size_bytes, base, verdict.fix_settings, replan)
+    return replace(base, reason=_reason_with_fixes(verdict, sugg), suggestions=tuple(sugg))
+
+
+def replan(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None) -> Plan:
+    """A candidate fix's plan, without fixes of its own (suggest.py re-checks each fix with it)."""
+    return evaluate(config, shape, gpu, s, gpus, total_size)[0]
+
+
+def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
+             total_size: int | None) -> tuple[Plan, Verdict | None]:
+    """The plan under settings ``s`` (not validated) and, when it does not start, why.
+
+    The plan's reason is "starts: ..." or the problem with the planner's own fix; no suggestions.
+    """
+    v = version(s.vllm_version)
+    tp = s.tensor_parallel_size
+    dtype = resolve_dtype(s, shape)
+    quant = resolve_quant(s, shape)
+    notes: list[str] = []
+    if s.dtype == "auto" and shape.torch_dtype in (None, "float32"):
+        notes.append(f"checkpoint is {shape.torch_dtype or 'float32 (assumed)'}; vLLM serves it as bfloat16")
+
+    # budget: requested = ceil(total x utilization); the KV cache gets what weights, activation, overhead leave
+    model_max = shape.derived_max_model_len
+    auto_fit = s.max_model_len == -1
+    length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
+    mnbt, seqs = resolve_batch(s, gpu, length)
+    w = weights(shape, quant, dtype, tp, total_size)
+    act = activation_bytes(shape, DTYPE_BYTES[dtype], mnbt, seqs, tp)
+    non_torch, cudagraph = overhead(shape, s)
+    requested = math.ceil(gpu.total_bytes * s.gpu_memory_utilization)
+    available = requested - w.bytes - act["total"] - non_torch - cudagraph
+
+    # KV cache: blocks, the start check (0.32 holds back the null block), the longest length that fits
+    kv_el = kv_dtype_bytes(s.kv_cache_dtype, dtype)
+    kv = kv_layout(shape, s, kv_el, tp, mnbt, v)
+    kv_rank = max(1, shape.num_kv_heads // tp)
+    kv_cache = max(0, available)
+    blocks = kv_cache // kv.block_bytes
+    check_avail = available - (kv.block_bytes if v >= (0, 32) else 0)
+    fit_len = max_len_that_fits(kv, check_avail, model_max)
+    if auto_fit:
+        length = fit_len if fit_len > 0 else model_max
+    bpr = kv.blocks_per_request(length)
+    if not cudagraphs_counted(s) and not s.enforce_eager:
+        notes.append(f"vLLM {s.vllm_version} rules: CUDA graphs come out of the 1 - utilization slack")
+
+    detail = PlanDetail(
+        architecture=shape.architecture, num_params=shape.num_params, rank_params=w.rank_params,
+        dtype=dtype, kv_dtype_bytes=kv_el, quant=quant.label if quant else "none",
+        weight_parts=w.parts, buffer_bytes=w.buffer_bytes, weights_source=w.source,
+        non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
+        sampler_bytes=act["sampler"], forward_bytes=act["forward"], held_bytes=act["held"], vision_bytes=act["vision"],
+        max_num_batched_tokens=mnbt, max_num_seqs=seqs, model_max_len=model_max,
+        kv_heads_per_rank=kv_rank, page_bytes=kv.page, block_bytes=kv.block_bytes,
+        num_groups=len(kv.groups), group_size=kv.group_size,
+        full_layers=shape.num_full_layers, sliding_layers=shape.num_sliding_layers,
+        sliding_window=shape.sliding_window, in_flight_tokens=kv.in_flight,
+        kv_cache_blocks=blocks, request_kv_bytes=kv.request_bytes(length), available_kv_bytes=available,
+    )
+    p = Plan(
+        gpu=gpu, gpus=gpus, settings=replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs),
+        weights_bytes=w.bytes, kv_bytes_per_token=shape.num_layers * 2 * kv_rank * shape.head_dim * kv_el,
+        activation_bytes=act["total"], overhead_bytes=non_torch + cudagraph, requested_bytes=requested,
+        kv_cache_bytes=kv_cache, kv_cache_tokens=blocks // len(kv.groups) * s.block_size, max_model_len=length,
+        max_model_len_that_fits=fit_len, max_concurrency=round(blocks / bpr, 2) if bpr else 0.0,
+        fits=True, reason="", detail=detail, notes=tuple(notes),
+    )
+    verdict = (_setting_problem(shape, gpu, s, gpus, quant, auto_fit)
+               or _memory_problem(p, auto_fit, check_avail))
+    if verdict is None:
+        return replace(p, reason=(
+            f"starts: {fmt_size(kv_cache, places=1)} GiB of KV cache holds {p.kv_cache_tokens:,} tokens; "
+            f"{p.max_concurrency:.2f} requests of {length:,} tokens at once"
+        )), None
+    own = ". " + verdict.own_fix if verdict.own_fix else "."
+    return replace(p, fits=False, max_concurrency=0.0, reason=verdict.problem + own), verdict
+
+
+def _gpu_short(gpu: GPUSpec) -> str:
+    return gpu.name.replace("NVIDIA ", "")
+
+
+def _setting_problem(shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, quant: QuantScheme | None,
+                     auto_fit: bool) -> Verdict | None:
+    """A setting that cannot work on this machine, whatever the memory: the first one, with its fix."""
+    tp = s.tensor_parallel_size
+    model_max = shape.derived_max_model_len
+    gname = _gpu_short(gpu)
+    if tp > gpus:
+        local = tp_on_machine(shape, gpus)
+        return Verdict(f"tensor_parallel_size {tp} needs {tp} GPUs; this machine has {gpus}", "setting",
+                       f"Run on {tp} GPUs or lower tensor_parallel_size to {local}.",
+                       replace(s, tensor_parallel_size=local))
+    if not tp_splits(shape, tp):
+        split = tp_on_machine(shape, tp)
+        return Verdict(
+            f"{shape.num_heads} attention heads ({shape.num_kv_heads} KV heads) do not split evenly over "
+            f"tensor_parallel_size {tp}", "setting",
+            f"Use a tensor_parallel_size that divides them, e.g. {split}.", replace(s, tensor_parallel_size=split))
+    if s.max_model_len is not None and not auto_fit and s.max_model_len > model_max:
+        return Verdict(
+            f"max_model_len {s.max_model_len} exceeds the model's limit {model_max} (from max_position_embeddings)",
+            "setting", f"Lower max_model_len to {model_max} or less.", replace(s, max_model_len=model_max))
+    if s.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8:
+        cc = ".".join(map(str, gpu.compute_capability))
+        return Verdict(
+            f"kv_cache_dtype {s.kv_cache_dtype} needs compute capability 8.9+ (Ada/Hopper); {gname} is {cc}",
+            "setting", "Use kv_cache_dtype auto.", replace(s, kv_cache_dtype="auto"))
+    if quant is not None and quant.method == "bitsandbytes" and version(s.vllm_version) >= (0, 32):
+        return Verdict(f"vLLM {s.vllm_version} has no bitsandbytes quantization", "setting",
+                       "Use an AWQ or GPTQ 4-bit checkpoint (quantization awq) or quantization fp8.",
+                       replace(s, quantization=None))
+    if quant is not None and quant.method == "fp8" and gpu.compute_capability < (8, 0):
+        return Verdict(f"fp8 weights need compute capability 8.0+; {gname} is older", "setting",
+                       "Use a 4-bit checkpoint.")
+    return None
+
+
+def _memory_problem(p: Plan, auto_fit: bool, check_avail: int) -> Verdict | None:
+    """What does not fit in the budget: the weights alone, everything before the KV cache, or one request."""
+    s, d = p.settings, p.detail
+    gname = _gpu_short(p.gpu)
+    util = s.gpu_memory_utilization
+    requested = fmt_size(p.requested_bytes, places=1)
+    if p.weights_bytes > p.requested_bytes:
+        return Verdict(
+            f"weights {fmt_size(p.weights_bytes, places=1)} GiB exceed the {requested} GiB that gpu_memory_utilization "
+            f"{util:.2f} gives on {gname} ({fmt_size(p.gpu.total_bytes, places=1)} GiB)", "weights")
+    if d.available_kv_bytes <= 0:
+        return Verdict(
+            f"no memory left for the KV cache: weights {fmt_size(p.weights_bytes, places=1)} + activation "
+            f"{fmt_size(p.activation_bytes, places=1)} + overhead {fmt_size(p.overhead_bytes, places=1)} GiB "
+            f"exceed the {requested} GiB that gpu_memory_utilization {util:.2f} gives on {gname}", "budget")
+    if (auto_fit and p.max_model_len_that_fits <= 0) or d.request_kv_bytes > check_avail:
+        return Verdict(
+            f"max_model_len {p.max_model_len} needs {fmt_size(d.request_kv_bytes, places=1)} GiB of KV cache; "
+            f"{fmt_size(max(0, check_avail), places=1)} GiB is free on {gname} at utilization {util:.2f}", "kv")
+    return None
+
+
+def _reason_with_fixes(verdict: Verdict, sugg: list[Suggestion]) -> str:
+    """The problem and what to do: the first fixes found, else the planner's own fix, else a bigger GPU."""
+    if sugg and verdict.kind in ("weights", "budget"):
+        fix = _fix_text(sugg, verdict.kind)
+        return verdict.problem + "; " + fix[0].lower() + fix[1:]
+    if sugg:
+        return verdict.problem + ". " + _fix_text(sugg, verdict.kind)
+    if verdict.kind == "setting":
+        return verdict.problem + ". " + verdict.own_fix
+    return verdict.problem + ". No single change the planner knows makes it fit; use a GPU with more memory."
+
+
+def _fix_text(sugg: list[Suggestion], mem_kind: str) -> str:
+    phrases = []
+    for sg in sugg[:3]:
+        t = sg.title
+        if mem_kind in ("weights", "budget") and t.startswith("raise gpu_memory_utilization to "):
+            t = "raise it to ≥ " + t.rsplit(" ", 1)[1]
+        phrases.append(t)
+    text = phrases[-1] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+    return text[0].upper() + text[1:] + "."
