@@ -24,9 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from finspace import doctor
+    from finspace import doctor, version
 
     report = doctor.diagnose()
+    print(f"finspace {version()}")
     for c in report.checks:
         print(c.line)
     if not args.no_table:
