@@ -118,3 +118,20 @@ def test_imported_dists_cover_every_import():
 
 def test_every_imported_dist_is_pinned_for_the_space():
     assert sc.IMPORTED_DISTS - set(sc.pinned(ROOT / "requirements.txt")) == set()
+
+
+def test_verdict_lets_off_path_conflicts_pass_and_fails_on_a_replaced_pin():
+    d1 = sc.dists_from_report({"install": [item("vllm", "0.32.0", "mcp>=2.0.0,<3.0.0"), item("mcp", "2.3.0"),
+                                           item("pydantic", "2.14.4")]})
+    mcp_only = sc.dists_from_report({"install": [item("mcp", "1.30.0")]})
+    lines, failed = sc.verdict(d1, mcp_only, MARKERS, {"vllm": "0.32.0", "pydantic": "2.14.4"})
+    assert not failed
+    assert any("off finspace's path" in x and "vllm 0.32.0 requires mcp<3.0.0,>=2.0.0" in x for x in lines)
+    with_pydantic = sc.dists_from_report({"install": [item("mcp", "1.30.0"), item("pydantic", "2.12.5")]})
+    lines, failed = sc.verdict(d1, with_pydantic, MARKERS, {"vllm": "0.32.0", "pydantic": "2.14.4"})
+    assert failed and "  replaced: pydantic 2.14.4 -> 2.12.5   (pinned in requirements.txt)" in lines
+
+
+def test_off_path_dependencies_are_not_imported_by_finspace():
+    dists = {sc.canonical(MODULE_DIST.get(m, m)) for m in _third_party_imports()}
+    assert set(sc.OFF_FINSPACE_PATH) & dists == set()

@@ -5,6 +5,8 @@ The builder runs, in one container:
     step 1: pip install -r requirements.txt
     step 2: pip install "gradio[oauth]==<sdk_version>" "uvicorn>=0.14.0" spaces      (on top)
 
+(or gradio[oauth,mcp]: both variants are replayed, see STEP2_EXTRAS).
+
 Step 2 sees step 1's packages as installed: pip keeps an installed version that
 satisfies step 2's requirements and replaces one that does not, without looking at
 who else needed it. That is how a build "succeeds" and then prints
@@ -30,9 +32,10 @@ pip runs isolated: no configuration files, no PIP_* variables, only PyPI
 local indexes and a constraints file capping torch; a replay that used them would
 answer for this machine, not for the Space.
 
-Exit 1 when a conflict touches a distribution finspace imports (either side of it),
-or when step 2 replaces a package that requirements.txt pins (the Space would then
-not run the version the tests ran); 0 otherwise. Run: ``make space-check``.
+Exit 1 when, in either variant, a conflict touches a distribution finspace imports
+(either side of it, unless the dependency is listed in OFF_FINSPACE_PATH with the
+reason), or when step 2 replaces a package that requirements.txt pins (the Space
+would then not run the version the tests ran); 0 otherwise. Run: ``make space-check``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,17 @@ IMPORTED_DISTS = frozenset({
     "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
     "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
 })
+
+
+# Step 2 as the builder may run it: field notes say gradio[oauth]; the replay the issue reports (mcp and pydantic
+# moved) is what gradio[oauth,mcp] does. Both are checked.
+STEP2_EXTRAS = ("oauth", "oauth,mcp")
+
+# Dependencies whose conflicts do not reach finspace, with the reason (checked in vLLM 0.32's source).
+OFF_FINSPACE_PATH = {
+    "mcp": "vLLM imports it only in its OpenAI server's MCP tool server and Responses API "
+           "(vllm/entrypoints/mcp, vllm/entrypoints/openai/responses); finspace runs AsyncLLM",
+}
 
 
 def canonical(name: str) -> str:
@@ -198,7 +212,8 @@ def _write_metadata(site: Path, md: dict) -> None:
     (info / "RECORD").write_text("")
 
 
-def replay(requirements: Path, step2: list[str], python: str, workdir: Path) -> tuple[dict, dict, dict]:
+def replay(requirements: Path, variants: list[list[str]], python: str, workdir: Path) -> tuple[dict, list[dict], dict]:
+    """pip's reports for step 1 and for each variant of step 2 (each on top of step 1 alone), and the markers."""
     venv = workdir / "venv"
     try:
         subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -213,8 +228,31 @@ def replay(requirements: Path, step2: list[str], python: str, workdir: Path) -> 
     for item in r1["install"]:
         if canonical(item["metadata"]["name"]) not in ("pip", "setuptools", "wheel"):
             _write_metadata(site, item["metadata"])
-    r2 = _resolve(vpy, workdir / "step2.json", *step2)
-    return r1, r2, r1.get("environment", {})
+    r2s = [_resolve(vpy, workdir / f"step2-{i}.json", *step2) for i, step2 in enumerate(variants)]
+    return r1, r2s, r1.get("environment", {})
+
+
+def verdict(d1: dict[str, Dist], d2: dict[str, Dist], markers: dict[str, str], pins: dict[str, str],
+            ) -> tuple[list[str], bool]:
+    """The report lines for one step-2 variant, and whether it fails."""
+    found = conflicts(combine(d1, d2), markers)
+    moved = changes(d1, d2)
+    lines = []
+    added = sorted(f"{n} {d.version}" for n, d in d2.items() if n not in d1)
+    if added:
+        lines.append(f"  added: {', '.join(added)}")
+    lines += [f"  replaced: {n} {old} -> {new}" + ("   (pinned in requirements.txt)" if n in pins else "")
+              for n, old, new in moved]
+    bad = [c for c in found if c.touches(IMPORTED_DISTS) and c.dep not in OFF_FINSPACE_PATH]
+    for c in found:
+        why = ("CONFLICT " if c in bad else f"conflict, off finspace's path ({OFF_FINSPACE_PATH[c.dep]}): "
+               if c.dep in OFF_FINSPACE_PATH else "conflict, not imported by finspace: ")
+        lines.append("  " + why + c.line)
+    repinned = [m for m in moved if m[0] in pins]
+    if bad or repinned:
+        lines.append(f"  FAIL: {len(bad)} conflict(s) touching what finspace imports, "
+                     f"{len(repinned)} pinned package(s) replaced by step 2")
+    return lines, bool(bad or repinned)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,40 +265,33 @@ def main(argv: list[str] | None = None) -> int:
 
     sdk = card_field(args.card, "sdk_version")
     python = args.python or f"python{card_field(args.card, 'python_version')}"
-    step2 = [f"gradio[oauth]=={sdk}", "uvicorn>=0.14.0", "spaces"]
+    variants = [[f"gradio[{extras}]=={sdk}", "uvicorn>=0.14.0", "spaces"] for extras in STEP2_EXTRAS]
     t0 = time.monotonic()
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        r1, r2, markers = replay(args.requirements, step2, python, args.keep)
+        r1, r2s, markers = replay(args.requirements, variants, python, args.keep)
     else:
         with tempfile.TemporaryDirectory(prefix="space-check-") as tmp:
-            r1, r2, markers = replay(args.requirements, step2, python, Path(tmp))
-    d1, d2 = dists_from_report(r1), dists_from_report(r2)
-    env = combine(d1, d2)
-    found = conflicts(env, markers)
-    moved = changes(d1, d2)
+            r1, r2s, markers = replay(args.requirements, variants, python, Path(tmp))
+    d1 = dists_from_report(r1)
     pins = pinned(args.requirements)
 
     def v(name: str) -> str:
-        return env[name].version if name in env else "-"
+        return d1[name].version if name in d1 else "-"
 
     print(f"replayed with Python {markers.get('python_full_version', '?')}, pip {r1.get('pip_version', '?')}, "
           f"index {PYPI} only, in {time.monotonic() - t0:.0f} s")
     print(f"step 1 (-r {args.requirements.name}): {len(d1)} packages; vllm {v('vllm')}, torch {v('torch')}, "
-          f"gradio {d1['gradio'].version if 'gradio' in d1 else '-'}")
-    print(f"step 2 ({' '.join(step2)}): {len(d2)} packages added or replaced")
-    added = sorted(f"{n} {d.version}" for n, d in d2.items() if n not in d1)
-    if added:
-        print(f"  added: {', '.join(added)}")
-    for name, old, new in moved:
-        print(f"  replaced: {name} {old} -> {new}" + ("   (pinned in requirements.txt)" if name in pins else ""))
-    bad = [c for c in found if c.touches(IMPORTED_DISTS)]
-    for c in found:
-        print(("CONFLICT " if c in bad else "conflict (not imported by finspace) ") + c.line)
-    repinned = [m for m in moved if m[0] in pins]
-    if bad or repinned:
-        print(f"FAIL: {len(bad)} conflict(s) touching what finspace imports, "
-              f"{len(repinned)} pinned package(s) replaced by step 2")
+          f"gradio {v('gradio')}, pydantic {v('pydantic')}, pillow {v('pillow')}")
+    failed = False
+    for step2, r2 in zip(variants, r2s):
+        d2 = dists_from_report(r2)
+        lines, bad = verdict(d1, d2, markers, pins)
+        failed |= bad
+        print(f"step 2 ({' '.join(step2)}): {len(d2)} packages added or replaced")
+        print("\n".join(lines))
+    if failed:
+        print("FAIL")
         return 1
     print("OK: no conflict touches what finspace imports; step 2 keeps every pin")
     return 0
