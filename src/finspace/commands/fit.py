@@ -148,6 +148,8 @@ def _target(args) -> tuple[GPUSpec, int | None]:
 
 
 def _overrides(args, base: planner.Settings) -> planner.Settings:
+    if args is None:
+        return base
     changes = {}
     for name in ("gpu_memory_utilization", "max_model_len", "dtype", "kv_cache_dtype", "tensor_parallel_size",
                  "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version"):
@@ -162,7 +164,7 @@ def _overrides(args, base: planner.Settings) -> planner.Settings:
 def _entry_settings(entry, args) -> planner.Settings:
     """The entry's serving settings with the flags applied; max_model_len "auto" auto-fits (vLLM's -1)."""
     settings = _overrides(args, entry.planner_settings())
-    if args.max_model_len is None and getattr(entry.serving, "max_model_len", None) == "auto":
+    if getattr(args, "max_model_len", None) is None and getattr(entry.serving, "max_model_len", None) == "auto":
         settings = replace(settings, max_model_len=-1)
     return settings
 
@@ -199,15 +201,7 @@ def run(args: argparse.Namespace) -> int:
         _show_one(p, entry.label, args.json, key=entry.key)
         return 0
 
-    rows: list[tuple[str, planner.Plan | Exception]] = []
-    for entry in catalog.entries:
-        try:
-            settings = _entry_settings(entry, args)
-            gpus = machine_gpus or settings.tensor_parallel_size
-            rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
-                                                 total_size_bytes=entry.total_size_bytes)))
-        except FinspaceError as exc:
-            rows.append((entry.key, exc))
+    rows = plan_rows(catalog, gpu, machine_gpus, args)
     if args.json:
         out = {
             "gpu": {"key": gpu.key, "name": gpu.name, "total_gib": in_gib(gpu.total_bytes)},
@@ -218,6 +212,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render.fit_table(rows, gpu, machine_gpus))
     return 0
+
+
+def plan_rows(catalog, gpu: GPUSpec, machine_gpus: int | None,
+              args: argparse.Namespace | None = None) -> list[tuple[str, planner.Plan | Exception]]:
+    """Every catalogue model planned on ``gpu`` (the rows of render.fit_table); ``args``: fit's flags, None for
+    the catalogue's own settings. A model the planner cannot read gets its error instead of a plan."""
+    rows: list[tuple[str, planner.Plan | Exception]] = []
+    for entry in catalog.entries:
+        try:
+            settings = _entry_settings(entry, args)
+            gpus = machine_gpus or settings.tensor_parallel_size
+            rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
+                                                 total_size_bytes=entry.total_size_bytes)))
+        except FinspaceError as exc:
+            rows.append((entry.key, exc))
+    return rows
 
 
 def _show_one(p: planner.Plan, label: str, as_json: bool, key: str | None = None) -> None:
