@@ -87,7 +87,8 @@ def blocked_paths(settings: Settings, catalog=None) -> list[str]:
 
 
 def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
-              default_model: str | None = None, settings: Settings | None = None) -> FastAPI:
+              default_model: str | None = None, settings: Settings | None = None,
+              blocking: str | None = None, storage_note: str | None = None) -> FastAPI:
     """The whole app: REST routes + the Gradio UI at "/", behind finspace.guard. Run it with uvicorn in one process."""
     import gradio as gr
 
@@ -98,12 +99,15 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     if admin_token and not settings.admin_token:
         settings = replace(settings, admin_token=admin_token)
     svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
+    svc.blocking, svc.storage_note = blocking, storage_note  # finspace.doctor's findings at start
     tracker = EventTracker(settings.limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         sweeper = asyncio.get_running_loop().create_task(tracker.run(), name="finspace-event-sweeper")
-        if default_model:
+        if svc.blocking:
+            log.error("no model will load: %s", svc.blocking)
+        elif default_model:
             try:
                 svc.start_load(default_model)
                 log.info("loading the default model %s in the background", default_model)
@@ -223,6 +227,19 @@ def _make_ledger(settings: Settings):
     return Ledger(folder / FILENAME, max_bytes=settings.ledger_max_bytes)
 
 
+def _host_problems(monitor, ledger) -> tuple[str | None, str | None]:
+    """finspace doctor's start-up checks: what stops this machine from serving (a CUDA vLLM without a GPU, a
+    driver too old for torch's CUDA), and whether the ledger's folder survives a restart. Fast and offline."""
+    from finspace.doctor import WARN, blocking_problem, check_data_dir
+
+    blocking = blocking_problem(nvml=monitor.nvml)
+    data = check_data_dir(os.environ, ledger.path.parent)
+    note = f"{data.message}; {data.fix}" if data.status == WARN else None
+    if note:
+        log.warning("%s", note)
+    return blocking, note
+
+
 def run(settings: Settings) -> int:
     """Build everything from ``settings`` and serve until stopped. Returns an exit code."""
     import sys
@@ -249,12 +266,14 @@ def run(settings: Settings) -> int:
         return 2
     ledger = _make_ledger(settings)
     engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice)
+    blocking, storage_note = _host_problems(monitor, ledger)
     if settings.switching == "open":
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
     elif settings.switching == "off":
         log.warning("switching models is off on this Space: set FINSPACE_ADMIN_TOKEN (a secret) to allow it with "
                     "the token, or FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
-    app = build_app(engine, catalog, monitor, ledger=ledger, default_model=key, settings=settings)
+    app = build_app(engine, catalog, monitor, ledger=ledger, default_model=key, settings=settings,
+                    blocking=blocking, storage_note=storage_note)
 
     import uvicorn
 

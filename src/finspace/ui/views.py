@@ -58,7 +58,10 @@ def banner(svc: Service) -> str:
     else:
         err = svc.redact(h.last_error) or svc._load_error
         state = "No model loaded yet." + (f" Last error: {esc(err)}" if err else " Pick one under Model and press Load.")
-    return f"### finspace · finance LLMs on vLLM\n{where}  \n{state}"
+    if svc.blocking:
+        state = f"⚠ **This machine cannot serve a model:** {esc(svc.blocking)}"
+    note = f"  \n⚠ {esc(svc.storage_note)}" if svc.storage_note else ""
+    return f"### finspace · finance LLMs on vLLM\n{where}  \n{state}{note}"
 
 
 def _label(svc: Service, key: str | None) -> str:
