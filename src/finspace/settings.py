@@ -126,6 +126,7 @@ class Settings:
     front_nice: int = 10
     chat_concurrency: int = 64
     queue_size: int = 256
+    stream_interval_s: float = 0.05  # a reply's growing text goes out at most this often
     ledger_max_bytes: int = 4 << 20
     limits: Limits = Limits()
 
@@ -156,6 +157,7 @@ class Settings:
             front_nice=parse_nice(env.get("FINSPACE_FRONT_NICE"), default=10),
             chat_concurrency=_int(env, "FINSPACE_CHAT_CONCURRENCY", 64, 1, 4096),
             queue_size=_int(env, "FINSPACE_QUEUE_SIZE", 256, 1, 100_000),
+            stream_interval_s=_int(env, "FINSPACE_STREAM_INTERVAL_MS", 50, 1, 10_000) / 1000.0,
             ledger_max_bytes=_int(env, "FINSPACE_LEDGER_MAX_MIB", 4, 1, 4096) << 20,
             limits=limits,
         )

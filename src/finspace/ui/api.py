@@ -64,7 +64,7 @@ async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> 
     svc.active_streams += 1
     try:
         async with contextlib.aclosing(svc.engine.chat(messages, settings)) as deltas:
-            async for text in coalesce(deltas, lambda: interval_for(svc.active_streams)):
+            async for text in coalesce(deltas, lambda: interval_for(svc.active_streams, svc.settings.stream_interval_s)):
                 yield text
     finally:
         svc.active_streams -= 1

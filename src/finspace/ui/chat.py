@@ -13,12 +13,11 @@ not on tokens the engine has to wait for.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-BASE_INTERVAL_S = float(os.environ.get("FINSPACE_STREAM_INTERVAL_MS", "50")) / 1000.0
+BASE_INTERVAL_S = 0.05  # FINSPACE_STREAM_INTERVAL_MS (finspace.settings) sets the app's own
 # Above this many concurrent streams, each waits proportionally longer between updates: the app sends at most
 # ~160 updates a second in all (8 streams x 20/s), so 16 streams get one every 100 ms, 32 every 200 ms. Each update
 # costs the app process CPU (Gradio's event step, a diff, an SSE message) that the engine needs on a small machine:
