@@ -20,7 +20,7 @@ from finspace.errors import DoesNotFit, SwitchInProgress, Unauthorized, UnknownM
 from finspace.gpu import MemoryMonitor
 from finspace.ui import chat as convo
 from finspace.ui import views
-from finspace.ui.service import Service
+from finspace.service import Service
 
 GIB = 1 << 30
 

@@ -34,8 +34,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.guard import EventTracker, Guard, client_address
+from finspace.service import Service
 from finspace.settings import Settings
-from finspace.ui.service import Service
 
 log = logging.getLogger("finspace.server")
 
@@ -108,12 +108,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         if svc.blocking:
             log.error("no model will load: %s", svc.blocking)
         elif default_model:
-            try:
-                svc.start_load(default_model)
-                log.info("loading the default model %s in the background", default_model)
-            except FinspaceError as exc:
-                svc._load_error = svc.redact(str(exc))
-                log.error("cannot load the default model %s: %s", default_model, svc._load_error)
+            svc.start_default_load(default_model)
         try:
             yield
         finally:

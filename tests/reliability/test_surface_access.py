@@ -86,7 +86,7 @@ def test_tokens_are_compared_in_constant_time(monkeypatch):
     """No ==/!= on a token anywhere in the app; authorize uses hmac.compare_digest (source and a spy)."""
     from finspace import server as server_mod
     from finspace.errors import Unauthorized
-    from finspace.ui import service as service_mod
+    from finspace import service as service_mod
 
     offenders = []
     for path in [REPO / "app.py", *sorted((REPO / "src" / "finspace").rglob("*.py"))]:

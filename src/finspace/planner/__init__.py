@@ -19,7 +19,7 @@ One module per concept, each importing only those above it:
   entry point.
 
 The stable JSON of a plan is ``finspace.render.plan_json`` (``planner.plan_json``
-still works: engine.py and ui/service.py call it by that name).
+still works: the engine and finspace.service call it by that name).
 """
 
 from __future__ import annotations

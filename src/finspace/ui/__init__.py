@@ -1,11 +1,11 @@
-"""The Space's web UI and Gradio API (``build_ui``), and the Service it shares with the REST routes.
+"""The Space's web UI and Gradio API (``build_ui``), over finspace.service.
 
-Modules: service (engine access, loads, auth, JSON views), chat (conversation
-state, coalesced streaming), views (text and plot data), api (the named Gradio
-endpoints), blocks (the page). Nothing runs on import.
+Modules: chat (conversation state, coalesced streaming), views (text and plot
+data), api (the named Gradio endpoints), blocks (the page). The UI imports
+finspace.service and finspace.render, never the engine's internals. Nothing runs
+on import.
 """
 
 from finspace.ui.blocks import build_ui
-from finspace.ui.service import Service
 
-__all__ = ["build_ui", "Service"]
+__all__ = ["build_ui"]

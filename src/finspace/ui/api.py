@@ -20,10 +20,9 @@ from typing import Any, AsyncIterator, Callable
 
 import gradio as gr
 
-from finspace.engine import ChatSettings
 from finspace.errors import BadInput, FinspaceError
+from finspace.service import ChatSettings, Service
 from finspace.ui.chat import coalesce, interval_for
-from finspace.ui.service import Service
 
 log = logging.getLogger("finspace.api")
 

@@ -16,12 +16,11 @@ from typing import Any
 
 import gradio as gr
 
-from finspace.engine import MAX_TOKENS_CAP, ChatSettings
 from finspace.errors import FinspaceError
+from finspace.service import MAX_TOKENS_CAP, ChatSettings, Service
 from finspace.ui import chat as convo
 from finspace.ui import views
 from finspace.ui.api import CHAT_CONCURRENCY_ID, register_api, stream_reply
-from finspace.ui.service import Service
 
 log = logging.getLogger("finspace.ui")
 
@@ -218,7 +217,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
             return f"Loading **{label}**…", off, off, views.load_notice(svc)
 
         async def wait_load(progress=gr.Progress()):
-            task = svc._load_task
+            task = svc.load_task
             while task is not None and not task.done():
                 stage, fraction, message = svc.load_progress or ("start", 0.0, "")
                 progress(max(0.001, fraction), desc=f"{stage}: {message}")

@@ -61,7 +61,7 @@ def turn(role: str, content: str, model: str | None = None, kind: str = "turn") 
 
 def message_problem(message: Any, conv: Any, max_conversation_chars: int) -> str | None:
     """Why a message from the page can't be taken (checked before anything is stored), else None."""
-    from finspace.engine import MAX_MESSAGE_CHARS
+    from finspace.service import MAX_MESSAGE_CHARS
 
     if not isinstance(message, str) or not message.strip():
         return "Type a message first."

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from finspace.ui.service import Service
+from finspace.service import Service
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -56,7 +56,7 @@ def banner(svc: Service) -> str:
     elif h.state == "failed":
         state = f"⚠ No model is serving: {esc(svc.redact(h.last_error) or 'the last load failed')}"
     else:
-        err = svc.redact(h.last_error) or svc._load_error
+        err = svc.redact(h.last_error) or svc.load_error
         state = "No model loaded yet." + (f" Last error: {esc(err)}" if err else " Pick one under Model and press Load.")
     if svc.blocking:
         state = f"⚠ **This machine cannot serve a model:** {esc(svc.blocking)}"
@@ -130,7 +130,7 @@ def load_notice(svc: Service) -> str:
     """The notice over the chat input while a switch runs ('' when chat is open)."""
     h = svc.engine.health()
     if h.state in ("loading", "switching") or svc.load_running:
-        target = _label(svc, h.loading_key or svc._load_key)
+        target = _label(svc, h.loading_key or svc.loading_key)
         return f"**Chat is paused:** switching to {esc(target)}. Your conversation is kept; send again when it is ready."
     if h.state == "failed" or h.model_key is None:
         return "⚠ **Chat is unavailable:** no model is loaded. Load one under *Model*."

@@ -1,4 +1,4 @@
-"""What the REST routes and the Gradio UI share: one object per app, no globals.
+"""What the REST routes, the Gradio UI (and the OpenAI API) share: one object per app, no globals.
 
 ``Service`` wraps the engine for the two boundaries: it starts model loads as
 background tasks owned by the app (a closed browser tab or a dropped HTTP
@@ -25,6 +25,7 @@ import psutil
 
 from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
+from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatSettings  # noqa: F401 - the UI's names for them
 from finspace.errors import (BadInput, Busy, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
 from finspace.guard import client_address
@@ -203,6 +204,29 @@ class Service:
     @property
     def load_running(self) -> bool:
         return self._load_task is not None and not self._load_task.done()
+
+    @property
+    def load_error(self) -> str | None:
+        """The last failed load's message (redacted), for views when the engine has none."""
+        return self._load_error
+
+    @property
+    def loading_key(self) -> str | None:
+        return self._load_key
+
+    @property
+    def load_task(self) -> asyncio.Task | None:
+        """The running (or last) background load, to wait on."""
+        return self._load_task
+
+    def start_default_load(self, key: str) -> None:
+        """The load at start-up: a refusal is recorded for /health and the page, never raised."""
+        try:
+            self.start_load(key)
+            log.info("loading the default model %s in the background", key)
+        except FinspaceError as exc:
+            self._load_error = self.redact(str(exc))
+            log.error("cannot load the default model %s: %s", key, self._load_error)
 
     @property
     def load_progress(self) -> tuple[str, float, str] | None:
