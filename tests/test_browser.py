@@ -9,6 +9,7 @@ test-artifacts/ (gitignored). Skipped only when /usr/bin/chromium is absent
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -58,8 +59,14 @@ def page(server):
         browser.close()
 
 
-def shot(page, name: str) -> None:
+DOCS = REPO / "docs"
+
+
+def shot(page, name: str, docs_name: str | None = None) -> None:
+    """A screenshot in test-artifacts/; with FINSPACE_UPDATE_SCREENSHOTS=1 also the README's copy in docs/."""
     page.screenshot(path=str(SHOTS / f"browser-{name}.png"), full_page=True)
+    if docs_name and os.environ.get("FINSPACE_UPDATE_SCREENSHOTS") == "1":
+        page.screenshot(path=str(DOCS / docs_name), full_page=False)
 
 
 def bot_texts(page) -> list[str]:
@@ -109,7 +116,7 @@ def test_send_a_message_and_see_the_reply_stream(page):
     assert len(set(growing)) >= 3, f"the reply did not grow in steps: {lengths}"
     assert growing == sorted(growing), lengths
     assert page.input_value("#chat-input textarea") == ""  # the input was cleared
-    shot(page, "3-replied")
+    shot(page, "3-replied", docs_name="finspace-page.png")
 
 
 def test_switch_model_shows_progress_then_the_new_label(page):
