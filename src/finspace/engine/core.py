@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import math
 import os
 import shutil
 import signal
@@ -49,6 +48,7 @@ from finspace.errors import (
 )
 from finspace.gpu import MemoryMonitor
 from finspace.hardware import GPUSpec, custom_gpu
+from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 
 log = logging.getLogger("finspace.engine")
 
@@ -61,26 +61,7 @@ FETCH_PATTERNS = [
     "*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "*.jinja", "merges.txt", "vocab.txt",
 ]
 
-# Request-size bounds (hardening): a clear error beats an unbounded prompt.
-MAX_MESSAGES = 512
-MAX_MESSAGE_CHARS = 64_000
-MAX_TOTAL_CHARS = 256_000
-MAX_TOKENS_CAP = 8192
-
-ROLES = ("system", "user", "assistant")
-
 ProgressFn = Callable[[str, float, str], Any]
-
-
-@dataclass(frozen=True)
-class ChatSettings:
-    """Per-request settings; None means the catalogue's default for the model."""
-
-    system_prompt: str | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    seed: int | None = None
 
 
 @dataclass
@@ -147,80 +128,12 @@ class _StageError(Exception):
         self.cause = cause
 
 
-def _short(text: str, limit: int = 600) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _redact(text: str) -> str:
     for name in ("HF_TOKEN", "FINSPACE_ADMIN_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         secret = os.environ.get(name)
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
     return text
-
-
-def _number(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, integer: bool = False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadInput(f"{name} must be a number, got {type(value).__name__}; use a value in [{lo}, {hi}]")
-    if integer and (isinstance(value, float) and not value.is_integer()):
-        raise BadInput(f"{name} must be a whole number, got {value}")
-    if not math.isfinite(value):
-        raise BadInput(f"{name} must be a finite number, got {value}; use a value in [{lo}, {hi}]")
-    if value > hi or value < lo or (lo_open and value == lo):
-        left = "(" if lo_open else "["
-        raise BadInput(f"{name} {value} is out of range; use a value in {left}{lo}, {hi}]")
-    return int(value) if integer else float(value)
-
-
-def normalize_messages(messages: Any) -> list[dict]:
-    """OpenAI-style messages -> [{"role", "content": str}]; text parts are joined.
-
-    Gradio 6 sends content as a string or a list of parts ``[{"type": "text", "text": ...}]``.
-    """
-    if not isinstance(messages, (list, tuple)):
-        raise BadInput(f"messages must be a list of {{'role', 'content'}} objects, got {type(messages).__name__}")
-    if not messages:
-        raise BadInput("the conversation is empty; send at least one user message")
-    if len(messages) > MAX_MESSAGES:
-        raise BadInput(f"the conversation has {len(messages)} messages; the limit is {MAX_MESSAGES}. Clear the chat or start a new one")
-    out: list[dict] = []
-    total = 0
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise BadInput(f"message {i} must be an object with 'role' and 'content', got {type(m).__name__}")
-        role = m.get("role")
-        if role not in ROLES:
-            raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join(ROLES)}")
-        content = m.get("content")
-        if isinstance(content, str):
-            text = content
-        elif isinstance(content, (list, tuple)):
-            pieces = []
-            for part in content:
-                if isinstance(part, str):
-                    pieces.append(part)
-                elif isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
-                    pieces.append(part["text"])
-                else:
-                    kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                    raise BadInput(f"message {i} has a {str(kind)[:40]!r} part; only text is supported, remove files and images")
-            text = "\n".join(pieces)
-        elif isinstance(content, dict) and isinstance(content.get("text"), str):
-            text = content["text"]
-        else:
-            raise BadInput(f"message {i} has non-text content ({type(content).__name__}); only text is supported")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise BadInput(f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it")
-        total += len(text)
-        out.append({"role": role, "content": text})
-    if total > MAX_TOTAL_CHARS:
-        raise BadInput(f"the conversation is {total:,} characters; the limit is {MAX_TOTAL_CHARS:,}. Clear older turns")
-    if out[-1]["role"] != "user":
-        raise BadInput("the last message must be from the user")
-    if not out[-1]["content"].strip():
-        raise BadInput("the message is empty; type a question first")
-    return out
 
 
 class Engine:
@@ -551,7 +464,7 @@ class Engine:
             self._emit(record)
         except _StageError as err:
             record.stage_seconds[stage] = round(time.monotonic() - t_stage, 3)
-            vllm_msg = _redact(_short(f"{type(err.cause).__name__}: {err.cause}"))
+            vllm_msg = _redact(short(f"{type(err.cause).__name__}: {err.cause}"))
             record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
             self._emit(record)
             planned = planner.plan_json(p)
@@ -792,75 +705,6 @@ class Engine:
             return
 
     # ------------------------------------------------------------------- chat
-    def sampling_for(self, entry: ModelEntry, settings: ChatSettings, max_model_len: int) -> dict:
-        d = entry.sampling
-        temperature = d.temperature if settings.temperature is None else _number("temperature", settings.temperature, 0, 2)
-        top_p = d.top_p if settings.top_p is None else _number("top_p", settings.top_p, 0, 1, lo_open=True)
-        cap = max(1, min(MAX_TOKENS_CAP, max_model_len - 1))
-        if settings.max_tokens is None:
-            max_tokens = min(d.max_tokens, cap)
-        else:
-            max_tokens = _number("max_tokens", settings.max_tokens, 1, cap, integer=True)
-        seed = None if settings.seed is None else _number("seed", settings.seed, 0, 2**31 - 1, integer=True)
-        return {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed}
-
-    def _with_system(self, msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> list[dict]:
-        if msgs[0]["role"] == "system":
-            return msgs
-        system = entry.system_prompt if settings.system_prompt is None else settings.system_prompt
-        if not isinstance(system, str):
-            raise BadInput("system_prompt must be text")
-        if len(system) > MAX_MESSAGE_CHARS:
-            raise BadInput(f"the system prompt is {len(system):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
-        return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
-
-    def _encode(self, tok: Any, msgs: list[dict]) -> list[int]:
-        try:
-            ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
-        except Exception as exc:
-            if msgs and msgs[0]["role"] == "system" and "system" in str(exc).lower():
-                # templates without a system role: fold it into the first user turn
-                merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
-                return self._encode(tok, merged)
-            raise BadInput(f"the conversation does not fit the model's chat template: {_short(str(exc), 200)}; "
-                           f"alternate user and assistant turns") from None
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
-
-    def build_prompt(self, msgs: list[dict], entry: ModelEntry, settings: ChatSettings, max_tokens: int,
-                     tok: Any, max_model_len: int) -> tuple[list[int], int]:
-        """Token ids of the templated prompt, trimming the oldest turns to leave room for max_tokens.
-
-        Keeps the system prompt and the last user turn; returns (ids, messages dropped).
-        """
-        msgs = self._with_system(msgs, entry, settings)
-        budget = max_model_len - max_tokens
-        ids = self._encode(tok, msgs)
-        if len(ids) <= budget:
-            return ids, 0
-        head = msgs[:1] if msgs[0]["role"] == "system" else []
-        body = msgs[len(head):]
-        # Fewest dropped messages that fit; binary search, since fewer dropped never gets shorter.
-        lo, hi, best = 1, len(body) - 1, None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            kept = body[mid:]
-            while kept and kept[0]["role"] != "user":
-                kept = kept[1:]
-            trial = self._encode(tok, head + kept)
-            if len(trial) <= budget:
-                best, hi = (trial, mid), mid - 1
-            else:
-                lo = mid + 1
-        if best is None:
-            last = self._encode(tok, head + body[-1:])
-            raise BadInput(
-                f"your last message is {len(last):,} tokens with the system prompt; with max_tokens {max_tokens} "
-                f"the model's context of {max_model_len:,} leaves room for {budget:,}. Shorten the message or lower max tokens"
-            )
-        return best
-
     async def chat(self, messages: Any, settings: ChatSettings | None = None,
                    info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
         """Stream the reply to ``messages`` as text deltas. Cancelling it aborts the request."""
@@ -878,7 +722,7 @@ class Engine:
         if len(self._active) >= self.max_in_flight:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
         msgs = normalize_messages(messages)
-        sp = self.sampling_for(entry, settings, max_len)
+        sp = sampling_for(entry, settings, max_len)
         rid = f"chat-{uuid.uuid4().hex}"
         self._active.add(rid)  # holds its place in the queue bound while it is tokenized
         finished = submitted = False
@@ -887,7 +731,7 @@ class Engine:
             # serving loop: a conversation at the size limits takes ~1 s to encode, and streams, pages and
             # /health must not wait for it. One thread: a fast tokenizer must not be used from two at once.
             ids, dropped = await asyncio.get_running_loop().run_in_executor(
-                self._tokenize_pool, self.build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
+                self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
             info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
             params = SamplingParams(
                 temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"], seed=sp["seed"],
@@ -923,6 +767,9 @@ class Engine:
             if submitted and not finished and self._llm is llm:
                 with contextlib.suppress(Exception):
                     await llm.abort(rid)
+
+    # Trimming is prompt.build_prompt; kept here for callers that ask the engine.
+    build_prompt = staticmethod(build_prompt)
 
     # ----------------------------------------------------------------- close
     async def close(self) -> None:
@@ -1049,7 +896,7 @@ def verify_checkpoint(path: Path) -> None:
             with safe_open(str(shard), framework="numpy") as f:
                 f.keys()
         except Exception as exc:
-            raise LoadFailed(f"weights file {shard.name} is corrupt or truncated ({_short(str(exc), 160)}); "
+            raise LoadFailed(f"weights file {shard.name} is corrupt or truncated ({short(str(exc), 160)}); "
                              f"delete it and download again") from None
 
 
