@@ -35,8 +35,9 @@ import psutil
 
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
+from finspace.engine import checkpoint
+from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 from finspace.errors import (
-    BadInput,
     Busy,
     DoesNotFit,
     EngineFailed,
@@ -48,18 +49,12 @@ from finspace.errors import (
 )
 from finspace.gpu import MemoryMonitor
 from finspace.hardware import GPUSpec, custom_gpu
-from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 
 log = logging.getLogger("finspace.engine")
 
 STAGES = ("plan", "fetch", "stop", "release", "start", "warmup", "ready")
 # Where each stage starts on the progress bar (fractions of the whole load).
 STAGE_PROGRESS = {"plan": 0.0, "fetch": 0.05, "stop": 0.35, "release": 0.4, "start": 0.45, "warmup": 0.9, "ready": 1.0}
-
-# Files vLLM needs from a repo: weights, configs, tokenizer, chat template, processor.
-FETCH_PATTERNS = [
-    "*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "*.jinja", "merges.txt", "vocab.txt",
-]
 
 ProgressFn = Callable[[str, float, str], Any]
 
@@ -413,7 +408,7 @@ class Engine:
 
             enter("fetch", f"fetching {entry.source}")
             try:
-                path = await self._fetch(entry)
+                path = await checkpoint.fetch(entry)
             except Exception as exc:
                 raise _StageError("fetch", exc) from exc
             kwargs = self._engine_kwargs(entry, path, p)
@@ -527,20 +522,6 @@ class Engine:
                     "total_bytes": self.gpu.total_bytes}
         return {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0,
                 "total_bytes": psutil.virtual_memory().total}
-
-    async def _fetch(self, entry: ModelEntry) -> str:
-        if entry.local_path is not None:
-            if entry.generate:
-                from finspace import demo
-
-                await asyncio.to_thread(demo.ensure_demo_model, entry.local_path, entry.generate)
-            elif not (entry.local_path / "config.json").is_file():
-                raise FileNotFoundError(f"no model at {entry.local_path}; check the entry's 'path'")
-            path = str(entry.local_path)
-        else:
-            path = await asyncio.to_thread(fetch_repo, entry.repo, entry.revision)
-        await asyncio.to_thread(verify_checkpoint, Path(path))
-        return path
 
     async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
         """A new AsyncLLM, the processes it started, and the /dev/shm entries and socket folder it created."""
@@ -874,48 +855,3 @@ def _pid_running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def verify_checkpoint(path: Path) -> None:
-    """Catch a broken download before the old engine is stopped: config, tokenizer, readable weights.
-
-    ``safe_open`` checks each safetensors header against the file's size, so a
-    truncated file fails here with a precise message instead of deep in vLLM.
-    """
-    from safetensors import safe_open
-
-    if not (path / "config.json").is_file():
-        raise LoadFailed(f"{path} has no config.json; the download is incomplete: delete it and load again")
-    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")):
-        raise LoadFailed(f"{path} has no tokenizer files (tokenizer.json / tokenizer.model); the checkpoint is incomplete")
-    shards = sorted(path.glob("*.safetensors"))
-    if not shards:
-        raise LoadFailed(f"{path} has no .safetensors weights; finspace serves safetensors checkpoints only")
-    for shard in shards:
-        try:
-            with safe_open(str(shard), framework="numpy") as f:
-                f.keys()
-        except Exception as exc:
-            raise LoadFailed(f"weights file {shard.name} is corrupt or truncated ({short(str(exc), 160)}); "
-                             f"delete it and download again") from None
-
-
-def fetch_repo(repo: str, revision: str | None) -> str:
-    """Download only what vLLM needs from ``repo``; HF_TOKEN for gated repos. Errors say what to do."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
-
-    token = os.environ.get("HF_TOKEN") or None
-    try:
-        return snapshot_download(repo_id=repo, revision=revision, allow_patterns=FETCH_PATTERNS, token=token)
-    except GatedRepoError:
-        raise LoadFailed(f"{repo} is gated: accept its licence on the Hub and set the HF_TOKEN secret") from None
-    except RepositoryNotFoundError:
-        raise LoadFailed(f"{repo} was not found on the Hub (or is private): check the repo id or set HF_TOKEN") from None
-    except LocalEntryNotFoundError:
-        raise LoadFailed(f"cannot download {repo}: the Hugging Face Hub is unreachable and it is not cached; "
-                         f"connect to the network or pick a local model") from None
-    except OSError as exc:
-        if exc.errno == 28:
-            raise LoadFailed(f"the disk is full while downloading {repo}; free space or point HF_HOME at a larger disk") from None
-        raise
