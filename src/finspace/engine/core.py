@@ -20,22 +20,18 @@ import contextlib
 import gc
 import logging
 import os
-import shutil
-import signal
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
-from finspace.engine import checkpoint
+from finspace.engine import checkpoint, process
 from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 from finspace.errors import (
     Busy,
@@ -243,7 +239,7 @@ class Engine:
                 return False
         except Exception:
             return False
-        return all(_pid_running(p) for p in self._engine_pids)
+        return all(process.pid_running(p) for p in self._engine_pids)
 
     # --------------------------------------------------------------- planning
     def target_gpu(self) -> GPUSpec:
@@ -324,33 +320,6 @@ class Engine:
             raise DoesNotFit(f"{entry.label} will not start on {where}: {p.reason}", plan=p)
         return p
 
-    def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
-        s = p.settings
-        kw: dict[str, Any] = dict(
-            model=path,
-            tokenizer=path,
-            served_model_name=entry.key,
-            dtype=s.dtype,
-            max_model_len=p.max_model_len,
-            quantization=s.quantization,
-            kv_cache_dtype=s.kv_cache_dtype,
-            tensor_parallel_size=s.tensor_parallel_size,
-            trust_remote_code=False,  # never from user input; catalogue architectures are all native
-        )
-        if s.max_num_batched_tokens:
-            kw["max_num_batched_tokens"] = s.max_num_batched_tokens
-        if s.max_num_seqs:
-            kw["max_num_seqs"] = s.max_num_seqs
-        if self.gpu is not None:
-            kw["gpu_memory_utilization"] = s.gpu_memory_utilization
-            if s.tensor_parallel_size > 1 and os.environ.get("FINSPACE_DISTRIBUTED_BACKEND"):
-                kw["distributed_executor_backend"] = os.environ["FINSPACE_DISTRIBUTED_BACKEND"]  # "ray" for multi-node
-        else:
-            kw["kv_cache_memory_bytes"] = self.cpu_kv_cache_bytes
-            kw["enforce_eager"] = True
-        kw.update(self.engine_overrides)
-        return kw
-
     # ------------------------------------------------------------------ load
     async def load(self, key: str, progress: ProgressFn | None = None) -> Health:
         """Switch to catalogue model ``key``. Raises at once if a switch is already running."""
@@ -425,22 +394,22 @@ class Engine:
 
             enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
             try:
-                llm, pids, ipc = await self._start(kwargs)
+                llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())
             except Exception as exc:
                 raise _StageError("start", exc) from exc
 
             enter("warmup", "warming up")
             try:
-                await self._warmup(llm)
+                await process.warmup(llm)
             except Exception as exc:
                 with contextlib.suppress(Exception):
                     llm.shutdown()
-                _remove_ipc(ipc)
+                process.remove_ipc(ipc)
                 raise _StageError("warmup", exc) from exc
 
             self._install(entry, p, llm, pids, ipc)
             if self.freeze_heap:
-                _freeze_heap()
+                process.freeze_heap()
             lowered = self._launcher.lower_others()
             if lowered:
                 log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
@@ -523,38 +492,6 @@ class Engine:
         return {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0,
                 "total_bytes": psutil.virtual_memory().total}
 
-    async def _start(self, kwargs: dict) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
-        """A new AsyncLLM, the processes it started, and the /dev/shm entries and socket folder it created."""
-        # The first import of vLLM takes ~5 s: in a worker thread, so pages and /health answer meanwhile
-        AsyncEngineArgs, AsyncLLM = await asyncio.to_thread(_vllm_engine_classes)
-        before = {c.pid for c in psutil.Process().children(recursive=True)}
-        ipc_before = _ipc_names()
-        # The engine's ZMQ sockets go to a folder of its own, removed when it stops: vLLM leaves 7 socket files
-        # in the temp folder per start (even after a clean shutdown), so each switch would add 7 more. Not with
-        # Ray: vLLM passes its VLLM_* variables to workers on other nodes, where this folder does not exist.
-        rpc_dir = None if self._distributed_ray() else _private_rpc_dir()
-        own_dir = (str(rpc_dir),) if rpc_dir else ()
-        try:
-            with _rpc_base_path(rpc_dir):
-                args = AsyncEngineArgs(**kwargs)
-                # the engine's processes take the priority of the thread starting them; no launcher: the default pool
-                llm = await asyncio.get_running_loop().run_in_executor(
-                    self._launcher.pool(), AsyncLLM.from_engine_args, args)
-        except BaseException:
-            _remove_ipc(own_dir)
-            raise
-        pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
-                     if c.pid not in before and not _is_helper_process(c))
-        return llm, pids, tuple(sorted(_ipc_names() - ipc_before)) + own_dir
-
-    async def _warmup(self, llm: Any) -> None:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        params = SamplingParams(max_tokens=1, temperature=0.0, output_kind=RequestOutputKind.FINAL_ONLY)
-        async for _ in llm.generate({"prompt_token_ids": [1, 2, 3]}, params, f"warmup-{uuid.uuid4().hex}"):
-            pass
-
     def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...],
                  ipc: tuple[str, ...]) -> None:
         self._llm, self._entry, self._plan, self._engine_pids, self._engine_ipc = llm, entry, p, pids, ipc
@@ -585,68 +522,21 @@ class Engine:
         await self._shutdown(llm)
 
     def _distributed_ray(self) -> bool:
-        return "ray" in str(self.engine_overrides.get("distributed_executor_backend")
-                            or os.environ.get("FINSPACE_DISTRIBUTED_BACKEND", ""))
+        return process.is_ray(self.engine_overrides)
+
+    def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
+        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None,
+                                   cpu_kv_cache_bytes=self.cpu_kv_cache_bytes, overrides=self.engine_overrides)
 
     async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
-        """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``stop_grace_s`` to exit,
-        then SIGKILL to the engine core and to every process it started. What the killed processes could not
-        clean up (their shared-memory queues) is removed in ``_wait_release`` once they are gone.
-
-        ``died``: the engine failed on its own; its output handler must stay to hand the error to every stream."""
-        if self._distributed_ray():
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(llm.shutdown)
-            return
-        handler = getattr(llm, "output_handler", None)
-        if not died and isinstance(handler, asyncio.Task) and not handler.done():
-            # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
-            handler.cancel()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(handler), 1.0)
-        with contextlib.suppress(Exception):
-            await asyncio.to_thread(llm.shutdown, self.stop_grace_s)
-        for pid in self._engine_pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        await process.shutdown(llm, self._engine_pids, self.stop_grace_s, ray=self._distributed_ray(), died=died)
 
     async def _wait_release(self, next_plan: planner.Plan | None) -> None:
-        """GPU: poll NVML until the next engine's request fits in free memory. CPU: until the old process exited."""
-        deadline = time.monotonic() + self.release_timeout_s
-        old = self._engine_pids
-        self._engine_pids = ()
+        """Wait until the stopped engine's memory is free (process.wait_release); forget its processes."""
+        old, self._engine_pids = self._engine_pids, ()
         ipc, self._engine_ipc = self._engine_ipc, ()
-        try:
-            await self._poll_release(next_plan, old, deadline)
-        finally:
-            # GPU: free memory can come before the killed processes are gone; they are, within moments
-            gone = time.monotonic() + 5.0
-            while any(_pid_running(p) for p in old) and time.monotonic() < gone:
-                await asyncio.sleep(0.05)
-            if not any(_pid_running(p) for p in old):
-                _remove_ipc(ipc)
-
-    async def _poll_release(self, next_plan: planner.Plan | None, old: tuple[int, ...], deadline: float) -> None:
-        while True:
-            if self.gpu is not None:
-                readings = self.monitor.read()
-                need = next_plan.requested_bytes if next_plan is not None else 0
-                tp = next_plan.settings.tensor_parallel_size if next_plan is not None else len(readings)
-                short = [r for r in readings[:tp] if r.free_bytes < need]
-                if not short and (next_plan is not None or not any(_pid_running(p) for p in old)):
-                    return
-                detail = ", ".join(f"GPU {r.index}: {r.free_bytes / 2**30:.1f} GiB free" for r in short)
-            else:
-                alive = [p for p in old if _pid_running(p)]
-                if not alive:
-                    return
-                detail = f"engine processes {alive} still running"
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"device memory was not released within {self.release_timeout_s:.0f} s ({detail}); "
-                    f"another process may hold it: check nvidia-smi"
-                )
-            await asyncio.sleep(0.05)
+        await process.wait_release(self.monitor, next_plan, old, ipc, on_gpu=self.gpu is not None,
+                                   timeout_s=self.release_timeout_s)
 
     # --------------------------------------------------------------- watchdog
     async def _watch(self, llm: Any) -> None:
@@ -697,9 +587,7 @@ class Engine:
                 raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
             raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
         # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-        from vllm.v1.engine.exceptions import EngineDeadError
+        engine_dead = process.engine_dead_error()
         if len(self._active) >= self.max_in_flight:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
         msgs = normalize_messages(messages)
@@ -714,10 +602,7 @@ class Engine:
             ids, dropped = await asyncio.get_running_loop().run_in_executor(
                 self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
             info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
-            params = SamplingParams(
-                temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"], seed=sp["seed"],
-                output_kind=RequestOutputKind.DELTA,
-            )
+            params = process.delta_sampling(sp)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
                                      f"send your message again when it is ready")
@@ -737,7 +622,7 @@ class Engine:
                         if info.first_token_at is None:
                             info.first_token_at = time.monotonic()
                         yield o.text
-        except EngineDeadError:
+        except engine_dead:
             finished = True
             reason = self._abort_reasons.pop(rid, None)
             raise reason or EngineFailed(
@@ -763,95 +648,3 @@ class Engine:
         self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
         self._launcher.close()
         self._entry, self._plan, self._state = None, None, "none"
-
-
-def _vllm_engine_classes() -> tuple[Any, Any]:
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.v1.engine.async_llm import AsyncLLM
-
-    return AsyncEngineArgs, AsyncLLM
-
-
-def _freeze_heap() -> None:
-    """Collect once, then move every object now alive out of the cyclic collector's view (``gc.freeze``,
-    as vLLM's ``freeze_gc_heap``). Takes ~0.5 s here, once per load. Unfreezes first: what an earlier engine
-    left in cycles (a restart after a crash skips ``_stop_current``'s unfreeze) is collected now."""
-    t0 = time.perf_counter()
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-    log.info("heap frozen after the load: %d objects in %.2f s", gc.get_freeze_count(), time.perf_counter() - t0)
-
-
-def _is_helper_process(proc: psutil.Process) -> bool:
-    """multiprocessing's resource tracker outlives engines; it is not part of one."""
-    try:
-        return "resource_tracker" in " ".join(proc.cmdline())
-    except psutil.Error:
-        return True
-
-
-SHM_DIR = Path("/dev/shm")
-
-
-def _ipc_names() -> set[str]:
-    """POSIX shared memory and named semaphores now present (vLLM's engine-worker queues live there)."""
-    try:
-        return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
-    except OSError:
-        return set()
-
-
-RPC_DIR_PREFIX = "finspace-vllm-ipc-"
-
-
-def _private_rpc_dir() -> Path:
-    """A new folder for one engine's ZMQ sockets, inside VLLM_RPC_BASE_PATH when it is set, else the temp folder."""
-    return Path(tempfile.mkdtemp(prefix=RPC_DIR_PREFIX, dir=os.environ.get("VLLM_RPC_BASE_PATH") or None))
-
-
-@contextlib.contextmanager
-def _rpc_base_path(path: Path | None):
-    """VLLM_RPC_BASE_PATH set to ``path`` while an engine starts: vLLM makes its socket paths then, and its
-    processes inherit the variable. Restored afterwards."""
-    if path is None:
-        yield
-        return
-    old = os.environ.get("VLLM_RPC_BASE_PATH")
-    os.environ["VLLM_RPC_BASE_PATH"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("VLLM_RPC_BASE_PATH", None)
-        else:
-            os.environ["VLLM_RPC_BASE_PATH"] = old
-
-
-def _remove_ipc(names: tuple[str, ...]) -> None:
-    """Unlink what a stopped engine left in /dev/shm (a killed process cannot), and tell multiprocessing's
-    resource tracker, which would otherwise try again at exit and warn of a leak. An absolute path among
-    ``names`` is the engine's own socket folder: removed with what is in it."""
-    from multiprocessing import resource_tracker
-
-    for name in names:
-        if os.path.isabs(name):
-            if Path(name).name.startswith(RPC_DIR_PREFIX):
-                shutil.rmtree(name, ignore_errors=True)
-            continue
-        path = SHM_DIR / name
-        if not path.exists():
-            continue
-        kind, ipc_name = ("semaphore", "/" + name[4:]) if name.startswith("sem.") else ("shared_memory", "/" + name)
-        with contextlib.suppress(Exception):
-            resource_tracker.unregister(ipc_name, kind)
-        with contextlib.suppress(OSError):
-            path.unlink()
-            log.info("removed %s left by the stopped engine", path)
-
-
-def _pid_running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
