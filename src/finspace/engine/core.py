@@ -1,10 +1,10 @@
-"""The vLLM engine's life: plan, fetch, start, stream, switch, watch, restart.
+"""The Engine: its states, the model switch, the watchdog and chat streaming.
 
-One ``Engine`` owns at most one vLLM ``AsyncLLM`` at a time. It is the only
-module that imports vLLM. Chats stream through it concurrently with no lock
-around generation, so vLLM's continuous batching serves them together. Loads
-run in stages (plan, fetch, stop, release, start, warmup, ready); only one runs
-at a time, and a failed load brings the previous model back.
+One ``Engine`` owns at most one vLLM ``AsyncLLM`` at a time (engine/process.py
+starts and stops it). Chats stream through it concurrently with no lock around
+generation, so vLLM's continuous batching serves them together. Loads run in
+stages (plan, fetch, stop, release, start, warmup, ready); only one runs at a
+time, and a failed load brings the previous model back.
 
 The engine is created inside the serving event loop (vLLM's AsyncLLM must be
 used in the loop that created its tasks). The blocking part of creating it, the
@@ -24,7 +24,6 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
@@ -33,98 +32,18 @@ from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, cpu_pool, process
 from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
-from finspace.errors import (
-    Busy,
-    DoesNotFit,
-    EngineFailed,
-    FinspaceError,
-    LoadFailed,
-    ModelSwitching,
-    NotReady,
-    SwitchInProgress,
-)
+from finspace.engine.records import (ChatInfo, Health, LoadRecord, ProgressFn, StageClock, StageError,
+                                     failure_message, hardware_info, note_engine, redact, reporter)
+from finspace.errors import (Busy, DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching, NotReady,
+                             SwitchInProgress)
 from finspace.gpu import MemoryMonitor
 from finspace.hardware import GPUSpec
 
 log = logging.getLogger("finspace.engine")
 
-STAGES = ("plan", "fetch", "stop", "release", "start", "warmup", "ready")
-# Where each stage starts on the progress bar (fractions of the whole load).
-STAGE_PROGRESS = {"plan": 0.0, "fetch": 0.05, "stop": 0.35, "release": 0.4, "start": 0.45, "warmup": 0.9, "ready": 1.0}
 
-ProgressFn = Callable[[str, float, str], Any]
-
-
-@dataclass
-class ChatInfo:
-    """Filled in by ``Engine.chat`` for callers that want to know what happened."""
-
-    request_id: str = ""
-    model_key: str = ""
-    trimmed_messages: int = 0
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    finish_reason: str | None = None
-    first_token_at: float | None = None
-
-
-@dataclass(frozen=True)
-class Health:
-    state: str  # none / loading / ready / switching / failed
-    model_key: str | None
-    model_label: str | None
-    loaded_since: float | None
-    stage: str | None
-    progress: float | None
-    loading_key: str | None
-    last_error: str | None
-    engine_alive: bool
-    restarts: int
-    last_restart: str | None
-    running_requests: int
-    device: str  # "gpu" or "cpu"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class LoadRecord:
-    """What one load attempt planned and what vLLM did; handed to ``on_load`` (the ledger)."""
-
-    at: float
-    model_key: str
-    repo: str
-    revision: str | None
-    hardware: dict
-    settings: dict
-    plan: dict | None
-    outcome: str = "failed"  # "ok" or "failed"
-    reason: str = "load"  # load / restore / restart
-    stage_seconds: dict = field(default_factory=dict)
-    num_gpu_blocks: int | None = None
-    block_size: int | None = None
-    kv_cache_tokens: int | None = None
-    max_model_len: int | None = None
-    memory_used_bytes: int | None = None
-    error_stage: str | None = None
-    error_type: str | None = None
-    error_message: str | None = None
-
-
-class _StageError(Exception):
-    def __init__(self, stage: str, cause: BaseException):
-        super().__init__(str(cause))
-        self.stage = stage
-        self.cause = cause
-
-
-def _redact(text: str) -> str:
-    for name in ("HF_TOKEN", "FINSPACE_ADMIN_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        secret = os.environ.get(name)
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
+def _env_secrets() -> tuple[str, ...]:
+    return tuple(os.environ.get(name) or "" for name in ("HF_TOKEN", "FINSPACE_ADMIN_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
 
 
 class Engine:
@@ -295,101 +214,86 @@ class Engine:
         return self.health()
 
     async def _switch(self, entry: ModelEntry, progress: ProgressFn | None, *, reason: str) -> None:
+        """Load ``entry`` in stages; a failed stage brings ``previous`` back (``_after_failure``)."""
         previous = self._entry
         record = LoadRecord(
             at=time.time(), model_key=entry.key, repo=entry.source, revision=entry.revision,
             hardware=self.hardware_info(), settings={}, plan=None, reason=reason,
         )
         self._loading_key = entry.key
-        report = self._reporter(progress)
-        stage = "plan"
-        t_stage = time.monotonic()
-
-        def enter(name: str, msg: str) -> None:
-            nonlocal stage, t_stage
-            now = time.monotonic()
-            record.stage_seconds[stage] = round(now - t_stage, 3)
-            stage, t_stage = name, now
-            report(name, msg)
-
+        clock = StageClock(record, self._reporter(progress))
         try:
-            report("plan", f"checking {entry.label} against {self.target_gpu().name}")
-            try:
-                p = self.check_fits(entry)
-            except DoesNotFit as exc:
-                record.plan = planner.plan_json(exc.plan) if exc.plan else None
-                record.error_stage, record.error_type, record.error_message = "plan", "DoesNotFit", str(exc)
-                self._emit(record)
-                raise
-            record.plan = planner.plan_json(p)
+            p = self._plan_stage(entry, record, clock)
             self._state = "switching" if self._llm is not None else "loading"
-
-            enter("fetch", f"fetching {entry.source}")
-            try:
-                path = await checkpoint.fetch(entry)
-            except Exception as exc:
-                raise _StageError("fetch", exc) from exc
-            kwargs = self._engine_kwargs(entry, path, p)
-            record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
-
-            enter("stop", "stopping the current model" if self._llm is not None else "no model to stop")
-            await self._stop_current(f"the model is switching to {entry.label}; send your message again when it is ready")
-
-            enter("release", "waiting for device memory to be released")
-            try:
-                await self._wait_release(p)
-            except Exception as exc:
-                raise _StageError("release", exc) from exc
-
-            enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
-            try:
-                llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())
-            except Exception as exc:
-                raise _StageError("start", exc) from exc
-
-            enter("warmup", "warming up")
-            try:
-                await process.warmup(llm)
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    llm.shutdown()
-                process.remove_ipc(ipc)
-                raise _StageError("warmup", exc) from exc
-
+            llm, pids, ipc = await self._start_stages(entry, p, record, clock)
             self._install(entry, p, llm, pids, ipc)
-            if self.freeze_heap:
-                process.freeze_heap()
-            lowered = self._launcher.lower_others()
-            if lowered:
-                log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
-                         self._launcher.steps, lowered)
-            cache = llm.vllm_config.cache_config
-            record.num_gpu_blocks = cache.num_gpu_blocks
-            record.block_size = cache.block_size
-            record.max_model_len = self._max_model_len
-            if cache.num_gpu_blocks:
-                record.kv_cache_tokens = int(cache.num_gpu_blocks) * int(cache.block_size)
-            readings = self.monitor.read(self._engine_pids)
-            record.memory_used_bytes = sum((r.engine_bytes if r.engine_bytes is not None else r.used_bytes) for r in readings)
-            enter("ready", f"{entry.label} is ready")
+            self._after_start(llm, record)
+            clock.enter("ready", f"{entry.label} is ready")
             record.outcome = "ok"
             self._last_error = None
             self._emit(record)
-        except _StageError as err:
-            record.stage_seconds[stage] = round(time.monotonic() - t_stage, 3)
-            vllm_msg = _redact(short(f"{type(err.cause).__name__}: {err.cause}"))
+        except StageError as err:
+            clock.stop()
+            vllm_msg = redact(short(f"{type(err.cause).__name__}: {err.cause}"), _env_secrets())
             record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
             self._emit(record)
-            planned = record.plan  # planner.plan_json(p), made once for the record
-            reading = (
-                f"planner: weights {planned['weights_gib']:.2f} GiB, KV cache {planned['kv_cache_gib']:.2f} GiB "
-                f"({planned['kv_cache_tokens']:,} tokens), max_model_len {planned['max_model_len']}, "
-                f"fits={planned['fits']}"
-            )
-            message = f"loading {entry.label} failed at stage '{err.stage}': {vllm_msg} | {reading}"
+            message = failure_message(entry.label, err.stage, vllm_msg, record.plan)
             await self._after_failure(entry, previous, message, err.stage, progress)
         finally:
             self._loading_key = None
+
+    def _plan_stage(self, entry: ModelEntry, record: LoadRecord, clock: StageClock) -> planner.Plan:
+        """The planner's verdict before vLLM is touched; its JSON is made once, for the record."""
+        clock.report("plan", f"checking {entry.label} against {self.target_gpu().name}")
+        try:
+            p = self.check_fits(entry)
+        except DoesNotFit as exc:
+            record.plan = planner.plan_json(exc.plan) if exc.plan else None
+            record.error_stage, record.error_type, record.error_message = "plan", "DoesNotFit", str(exc)
+            self._emit(record)
+            raise
+        record.plan = planner.plan_json(p)
+        return p
+
+    async def _start_stages(self, entry: ModelEntry, p: planner.Plan, record: LoadRecord,
+                            clock: StageClock) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+        """Fetch, stop the running engine, wait for its memory, start and warm up the new one."""
+        clock.enter("fetch", f"fetching {entry.source}")
+        with _stage("fetch"):
+            path = await checkpoint.fetch(entry)
+        kwargs = self._engine_kwargs(entry, path, p)
+        record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
+
+        clock.enter("stop", "stopping the current model" if self._llm is not None else "no model to stop")
+        await self._stop_current(f"the model is switching to {entry.label}; send your message again when it is ready")
+
+        clock.enter("release", "waiting for device memory to be released")
+        with _stage("release"):
+            await self._wait_release(p)
+
+        clock.enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
+        with _stage("start"):
+            llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())
+
+        clock.enter("warmup", "warming up")
+        try:
+            await process.warmup(llm)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                llm.shutdown()
+            process.remove_ipc(ipc)
+            raise StageError("warmup", exc) from exc
+        return llm, pids, ipc
+
+    def _after_start(self, llm: Any, record: LoadRecord) -> None:
+        """The installed engine: the heap frozen, the serving threads lowered, what vLLM reports recorded."""
+        if self.freeze_heap:
+            process.freeze_heap()
+        lowered = self._launcher.lower_others()
+        if lowered:
+            log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
+                     self._launcher.steps, lowered)
+        note_engine(record, llm.vllm_config.cache_config, self._max_model_len, self.monitor.read(self._engine_pids))
 
     async def _after_failure(self, entry, previous, message, stage, progress) -> None:
         """Bring the previous model back if the old engine was stopped; else keep serving it."""
@@ -416,16 +320,10 @@ class Engine:
         self._last_error = error
 
     def _reporter(self, progress: ProgressFn | None) -> Callable[[str, str], None]:
-        def report(stage: str, message: str) -> None:
-            self._stage, self._progress = stage, STAGE_PROGRESS[stage]
-            log.info("load stage %s: %s", stage, message)
-            if progress is not None:
-                try:
-                    progress(stage, STAGE_PROGRESS[stage], message)
-                except Exception:  # a broken progress bar must not break a load
-                    log.exception("progress callback failed")
+        def on_stage(stage: str, fraction: float) -> None:
+            self._stage, self._progress = stage, fraction
 
-        return report
+        return reporter(progress, on_stage)
 
     def _emit(self, record: LoadRecord) -> None:
         if self.on_load is not None:
@@ -435,11 +333,7 @@ class Engine:
                 log.exception("load record callback failed")
 
     def hardware_info(self) -> dict:
-        if self.gpu is not None:
-            return {"device": "gpu", "gpu": self.gpu.name, "gpu_key": self.gpu.key, "count": self.gpus,
-                    "total_bytes": self.gpu.total_bytes}
-        return {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0,
-                "total_bytes": psutil.virtual_memory().total}
+        return hardware_info(self.gpu, self.gpus, None if self.gpu is not None else psutil.virtual_memory().total)
 
     def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...],
                  ipc: tuple[str, ...]) -> None:
@@ -461,14 +355,19 @@ class Engine:
         if self._watchdog is not None and self._watchdog is not asyncio.current_task():
             self._watchdog.cancel()
         self._watchdog = None
-        ids = list(self._active)
-        for rid in ids:
-            self._abort_reasons[rid] = ModelSwitching(message)
+        ids = self._end_active(ModelSwitching(message))
         if ids:
             with contextlib.suppress(Exception):
                 await llm.abort(ids)
             await asyncio.sleep(0)  # let the streams see their final output
         await self._shutdown(llm)
+
+    def _end_active(self, reason: FinspaceError) -> list[str]:
+        """Every running chat's id; each will end with ``reason`` once vLLM aborts it."""
+        ids = list(self._active)
+        for rid in ids:
+            self._abort_reasons[rid] = reason
+        return ids
 
     def _distributed_ray(self) -> bool:
         return process.is_ray(self.engine_overrides)
@@ -505,9 +404,8 @@ class Engine:
             async with self._switch_lock:
                 if self._llm is not llm:
                     return
-                ids = list(self._active)
-                for rid in ids:
-                    self._abort_reasons[rid] = EngineFailed("the engine stopped unexpectedly and is restarting; send your message again in a few seconds")
+                ids = self._end_active(EngineFailed(
+                    "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"))
                 self._llm = None
                 self._watchdog = None
                 if ids:  # end every stream now with that message, whether or not vLLM has noticed the death yet
@@ -597,3 +495,12 @@ class Engine:
         self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
         self._launcher.close()
         self._entry, self._plan, self._state = None, None, "none"
+
+
+@contextlib.contextmanager
+def _stage(name: str):
+    """Any failure inside is stage ``name``'s (a StageError the switch turns into a restore)."""
+    try:
+        yield
+    except Exception as exc:
+        raise StageError(name, exc) from exc
