@@ -187,6 +187,19 @@ def _make_ledger(data_dir: str | None):
     return Ledger(Path(data_dir) / FILENAME) if data_dir else Ledger()
 
 
+def engine_options_from_env() -> dict:
+    """The Engine's settings from the environment (the engine reads none itself); same names and defaults."""
+    return {
+        "cpu_kv_cache_bytes": int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")) << 20,
+        "max_in_flight": int(os.environ.get("FINSPACE_MAX_IN_FLIGHT") or 256),
+        "stop_grace_s": float(os.environ.get("FINSPACE_STOP_GRACE_S") or 0.0),
+        "distributed_backend": os.environ.get("FINSPACE_DISTRIBUTED_BACKEND") or None,
+        "hf_token": os.environ.get("HF_TOKEN") or None,
+        "secrets": tuple(os.environ.get(name) or "" for name in ("HF_TOKEN", "FINSPACE_ADMIN_TOKEN",
+                                                                  "HUGGING_FACE_HUB_TOKEN")),
+    }
+
+
 def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
         catalog_path: str | None = None, data_dir: str | None = None) -> int:
     """Build everything from the environment and serve until stopped. Returns an exit code."""
@@ -215,7 +228,8 @@ def run(*, host: str = "0.0.0.0", port: int = 7860, model: str | None = None,
         return 2
     ledger = _make_ledger(data_dir)
     on_load: Any = getattr(ledger, "append", None)
-    engine = Engine(catalog, monitor, on_load=on_load, freeze_heap=True, front_nice=front_nice)
+    engine = Engine(catalog, monitor, on_load=on_load, freeze_heap=True, front_nice=front_nice,
+                    **engine_options_from_env())
     admin_token = os.environ.get("FINSPACE_ADMIN_TOKEN") or None
     if admin_token is None:
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")

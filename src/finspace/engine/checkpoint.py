@@ -7,7 +7,6 @@ next one. No vLLM.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from finspace.catalog import ModelEntry
@@ -20,8 +19,9 @@ FETCH_PATTERNS = [
 ]
 
 
-async def fetch(entry: ModelEntry) -> str:
-    """The folder vLLM loads ``entry`` from: generated or local, else downloaded; checked either way."""
+async def fetch(entry: ModelEntry, *, hf_token: str | None = None) -> str:
+    """The folder vLLM loads ``entry`` from: generated or local, else downloaded (``hf_token`` for gated
+    repos); checked either way."""
     if entry.local_path is not None:
         if entry.generate:
             from finspace import demo
@@ -31,7 +31,7 @@ async def fetch(entry: ModelEntry) -> str:
             raise FileNotFoundError(f"no model at {entry.local_path}; check the entry's 'path'")
         path = str(entry.local_path)
     else:
-        path = await asyncio.to_thread(fetch_repo, entry.repo, entry.revision)
+        path = await asyncio.to_thread(fetch_repo, entry.repo, entry.revision, hf_token)
     await asyncio.to_thread(verify_checkpoint, Path(path))
     return path
 
@@ -60,12 +60,12 @@ def verify_checkpoint(path: Path) -> None:
                              f"delete it and download again") from None
 
 
-def fetch_repo(repo: str, revision: str | None) -> str:
-    """Download only what vLLM needs from ``repo``; HF_TOKEN for gated repos. Errors say what to do."""
+def fetch_repo(repo: str, revision: str | None, token: str | None = None) -> str:
+    """Download only what vLLM needs from ``repo``; ``token`` (the HF_TOKEN secret) for gated repos. Errors say
+    what to do. No token: huggingface_hub looks for one itself."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    token = os.environ.get("HF_TOKEN") or None
     try:
         return snapshot_download(repo_id=repo, revision=revision, allow_patterns=FETCH_PATTERNS, token=token)
     except GatedRepoError:

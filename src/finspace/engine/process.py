@@ -36,8 +36,9 @@ RPC_DIR_PREFIX = "finspace-vllm-ipc-"
 
 # ------------------------------------------------------------------ arguments
 def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_cache_bytes: int,
-                overrides: dict) -> dict:
-    """vLLM's AsyncEngineArgs for ``entry`` at ``path`` as the planner planned it; ``overrides`` win."""
+                distributed_backend: str | None, overrides: dict) -> dict:
+    """vLLM's AsyncEngineArgs for ``entry`` at ``path`` as the planner planned it; ``overrides`` win.
+    ``distributed_backend``: vLLM's distributed_executor_backend for tensor parallel ("ray": multi-node)."""
     s = p.settings
     kw: dict[str, Any] = dict(
         model=path,
@@ -56,8 +57,8 @@ def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_c
         kw["max_num_seqs"] = s.max_num_seqs
     if on_gpu:
         kw["gpu_memory_utilization"] = s.gpu_memory_utilization
-        if s.tensor_parallel_size > 1 and os.environ.get("FINSPACE_DISTRIBUTED_BACKEND"):
-            kw["distributed_executor_backend"] = os.environ["FINSPACE_DISTRIBUTED_BACKEND"]  # "ray" for multi-node
+        if s.tensor_parallel_size > 1 and distributed_backend:
+            kw["distributed_executor_backend"] = distributed_backend  # "ray" for multi-node
     else:
         kw["kv_cache_memory_bytes"] = cpu_kv_cache_bytes
         kw["enforce_eager"] = True
@@ -65,10 +66,9 @@ def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_c
     return kw
 
 
-def is_ray(overrides: dict) -> bool:
+def is_ray(overrides: dict, distributed_backend: str | None) -> bool:
     """Ray (multi-node): vLLM's own shutdown, and no private socket folder."""
-    return "ray" in str(overrides.get("distributed_executor_backend")
-                        or os.environ.get("FINSPACE_DISTRIBUTED_BACKEND", ""))
+    return "ray" in str(overrides.get("distributed_executor_backend") or distributed_backend or "")
 
 
 # ------------------------------------------------------------------ start
