@@ -6,12 +6,14 @@ tokenizers library in about a second; no vLLM, no model weights.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from finspace.catalog import load_catalog
 from finspace.demo import CHAT_TEMPLATE, CORPUS, SPECIAL_TOKENS
 from finspace.engine import MAX_MESSAGES, ChatSettings, normalize_messages
-from finspace.engine.prompt import build_prompt, encode, sampling_for
+from finspace.engine.prompt import build_prompt, encode, sampling_for, with_system
 from finspace.errors import BadInput
 from helpers import demo_entry, write_catalog
 
@@ -143,3 +145,100 @@ def test_a_last_turn_longer_than_the_context_is_refused(tok, entry):
     huge = [{"role": "user", "content": "Free cash flow covers the dividend twice. " * 100}]
     with pytest.raises(BadInput, match=r"your last message is [\d,]+ tokens .* leaves room for 480. Shorten the message"):
         build_prompt(huge, entry, ChatSettings(), 32, tok, 512)
+
+
+# ----------------------------------------------------------------- trimming cost (security finding)
+def _reference_build_prompt(msgs, entry, settings, max_tokens, tok, max_model_len):
+    """The trimming as it was before the fix (binary search, re-encoding the kept tail each step): the
+    results every conversation must still get."""
+    msgs = with_system(msgs, entry, settings)
+    budget = max_model_len - max_tokens
+    ids = encode(tok, msgs)
+    if len(ids) <= budget:
+        return ids, 0
+    head = msgs[:1] if msgs[0]["role"] == "system" else []
+    body = msgs[len(head):]
+    lo, hi, best = 1, len(body) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        kept = body[mid:]
+        while kept and kept[0]["role"] != "user":
+            kept = kept[1:]
+        trial = encode(tok, head + kept)
+        if len(trial) <= budget:
+            best, hi = (trial, mid), mid - 1
+        else:
+            lo = mid + 1
+    if best is None:
+        last = encode(tok, head + body[-1:])
+        raise BadInput(
+            f"your last message is {len(last):,} tokens with the system prompt; with max_tokens {max_tokens} "
+            f"the model's context of {max_model_len:,} leaves room for {budget:,}. Shorten the message or lower max tokens"
+        )
+    return best
+
+
+class CountingTokenizer:
+    """The tokenizer, counting the turns it templates and the texts it encodes outside the template."""
+
+    def __init__(self, tok):
+        self.tok, self.templated, self.template_calls, self.texts = tok, 0, 0, 0
+
+    def apply_chat_template(self, msgs, **kwargs):
+        self.template_calls += 1
+        self.templated += len(msgs)
+        return self.tok.apply_chat_template(msgs, **kwargs)
+
+    def __call__(self, texts, **kwargs):
+        self.texts += len(texts) if isinstance(texts, list) else 1
+        return self.tok(texts, **kwargs)
+
+
+def _shapes() -> dict[str, list[dict]]:
+    ragged = [{"role": "user" if i % 3 else "assistant", "content": "Free cash flow. " * (1 + i % 7)} for i in range(40)]
+    ragged[-1] = {"role": "user", "content": "and now?"}
+    return {
+        "alternating": conversation(31),
+        "assistant first": [{"role": "assistant", "content": "Hello! How can I help?"}] + conversation(20),
+        "users in a row": [{"role": "user", "content": f"u{i} " + "Analysts expect earnings. " * 3} for i in range(25)],
+        "ragged": ragged,
+        "own system turn": [{"role": "system", "content": "Be brief."}] + conversation(15),
+        "one long last turn": conversation(9)[:-1] + [{"role": "user", "content": "Revenue grew. " * 30}],
+    }
+
+
+@pytest.mark.parametrize("shape", list(_shapes()))
+@pytest.mark.parametrize("system", [None, ""])
+def test_trimming_results_are_unchanged(tok, entry, shape, system):
+    msgs, settings = _shapes()[shape], ChatSettings(system_prompt=system)
+    full = len(encode(tok, with_system(msgs, entry, settings)))
+    checked = 0
+    for max_model_len in range(12, full + 12, max(1, full // 40)):  # cuts all along, from refused to none
+        try:
+            expected = _reference_build_prompt(msgs, entry, settings, 8, tok, max_model_len)
+        except BadInput as exc:
+            with pytest.raises(BadInput, match=f"^{re.escape(str(exc))}$"):
+                build_prompt(msgs, entry, settings, 8, tok, max_model_len)
+            continue
+        assert build_prompt(msgs, entry, settings, 8, tok, max_model_len) == expected, max_model_len
+        checked += expected[1] > 0
+    assert checked >= 10  # most contexts trim this conversation
+
+
+def crafted(turns: int = 510) -> list[dict]:
+    """The finding's conversation: hundreds of short turns, just over the context, so the cut falls near the start."""
+    return conversation(turns, filler="Net debt to EBITDA is 1.8 times. ")
+
+
+@pytest.mark.parametrize("over", [1, 6, 40, 300])
+def test_trimming_a_510_turn_conversation_templates_each_turn_a_bounded_number_of_times(tok, entry, over):
+    msgs = crafted()
+    full = len(encode(tok, [{"role": "system", "content": "You are a test model."}] + msgs))
+    budget_short_by = {1: 1, 6: 60, 40: 400, 300: 3000}[over]  # tokens over the budget: the cut falls ~`over` turns in
+    counting = CountingTokenizer(tok)
+    ids, dropped = build_prompt(msgs, entry, ChatSettings(), 8, counting, full - budget_short_by + 8)
+    assert dropped > 0 and len(ids) <= full - budget_short_by
+    # the whole conversation once, then the tails either side of the cut: each turn templated at most 3 times,
+    # and each turn's text encoded once more to find the cut (the old binary search templated ~9 tails of ~510)
+    assert counting.templated <= 3 * (len(msgs) + 1), (counting.templated, counting.template_calls)
+    assert counting.template_calls <= 3 and counting.texts <= len(msgs) + 1

@@ -341,7 +341,8 @@ class Engine:
         return process.is_ray(self.engine_overrides, self.distributed_backend)
 
     def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
-        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None, cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
+        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None,
+                                   cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
                                    distributed_backend=self.distributed_backend, overrides=self.engine_overrides)
 
     async def _shutdown(self, llm: Any, *, died: bool = False) -> None:

@@ -8,6 +8,7 @@ hardening: a clear error beats an unbounded prompt.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,7 +150,11 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
                  tok: Any, max_model_len: int) -> tuple[list[int], int]:
     """Token ids of the templated prompt, trimming the oldest turns to leave room for max_tokens.
 
-    Keeps the system prompt and the last user turn; returns (ids, messages dropped).
+    Keeps the system prompt and the last user turn; returns (ids, messages dropped). The kept tail is the
+    longest that fits and starts at a user turn (fewer dropped never gets shorter). Linear in the
+    conversation: it is templated once whole; each turn's text is encoded once (one batch) to estimate
+    where the cut falls; then only the tails either side of the cut are templated, two when the estimate
+    is right (a wrong one costs a few more, never a different answer).
     """
     msgs = with_system(msgs, entry, settings)
     budget = max_model_len - max_tokens
@@ -158,22 +163,60 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
         return ids, 0
     head = msgs[:1] if msgs[0]["role"] == "system" else []
     body = msgs[len(head):]
-    # Fewest dropped messages that fit; binary search, since fewer dropped never gets shorter.
-    lo, hi, best = 1, len(body) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        kept = body[mid:]
-        while kept and kept[0]["role"] != "user":
-            kept = kept[1:]
-        trial = encode(tok, head + kept)
-        if len(trial) <= budget:
-            best, hi = (trial, mid), mid - 1
-        else:
-            lo = mid + 1
-    if best is None:
-        last = encode(tok, head + body[-1:])
+    starts = [i for i in range(1, len(body)) if body[i]["role"] == "user"]  # where a kept tail can begin
+    tails: dict[int, list[int]] = {}
+
+    def fits(k: int) -> bool:
+        tails[k] = encode(tok, head + body[starts[k]:])
+        return len(tails[k]) <= budget
+
+    guess = _cut_guess(tok, msgs, len(ids), len(head), [i + len(head) for i in starts], budget)
+    k = _first_true(len(starts), fits, guess)
+    if k == len(starts):
+        last = tails[k - 1] if starts else ids  # head + body[-1:], the last user turn alone
         raise BadInput(
             f"your last message is {len(last):,} tokens with the system prompt; with max_tokens {max_tokens} "
             f"the model's context of {max_model_len:,} leaves room for {budget:,}. Shorten the message or lower max tokens"
         )
-    return best
+    # dropped as counted since the start: the first slice index whose tail (from the next user turn on) is this
+    return tails[k], starts[k - 1] + 1 if k else 1
+
+
+def _cut_guess(tok: Any, msgs: list[dict], total: int, kept: int, starts: list[int], budget: int) -> int:
+    """Which of ``starts`` (indexes into ``msgs``, whose first ``kept`` stay) probably begins the longest tail
+    that fits: each turn's text encoded once, in one batch, the template's own tokens spread over the turns."""
+    try:
+        counts = [len(t) for t in tok([m["content"] for m in msgs], add_special_tokens=False)["input_ids"]]
+    except Exception:  # a tokenizer without batch encoding: about four characters a token
+        counts = [len(m["content"]) // 4 for m in msgs]
+    per_turn = max(0.0, (total - sum(counts)) / len(msgs))
+    dropped, i = 0.0, kept
+    for k, start in enumerate(starts):
+        while i < start:
+            dropped += counts[i] + per_turn
+            i += 1
+        if total - dropped <= budget:
+            return k
+    return len(starts) - 1
+
+
+def _first_true(n: int, pred: Callable[[int], bool], guess: int) -> int:
+    """The smallest k in [0, n) with pred(k), else n; pred must be monotone (False..., then True...).
+
+    Probes ``guess`` first, then gallops away from it (1, 2, 4, ... steps) until both a False and a True
+    are seen, then bisects between them: two probes when the guess is next to the answer."""
+    lo, hi = 0, n  # pred is False below lo and True from hi on
+    probe, step, seen = min(max(guess, 0), n - 1), 1, set()
+    while lo < hi:
+        ok = pred(probe)
+        seen.add(ok)
+        if ok:
+            hi = probe
+        else:
+            lo = probe + 1
+        if len(seen) == 2:
+            probe = (lo + hi) // 2
+        else:
+            probe = min(max(probe - step if ok else probe + step, lo), hi - 1)
+            step *= 2
+    return lo
