@@ -34,7 +34,6 @@ from finspace.hardware import GPUSpec
 
 log = logging.getLogger("finspace.engine")
 
-
 DEFAULT_CPU_KV_CACHE_BYTES = 256 << 20
 RESTARTING = "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"
 
