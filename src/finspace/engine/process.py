@@ -1,0 +1,300 @@
+"""vLLM's engine processes: arguments, start, warm-up, stop, release, and what they leave behind.
+
+The only module of finspace that imports vLLM, and only inside functions: the
+first import takes ~5 s, so it happens in a worker thread when a model starts
+(or in a chat once one is running), never when finspace is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+if TYPE_CHECKING:
+    from finspace.catalog import ModelEntry
+    from finspace.gpu import MemoryMonitor
+    from finspace.planner import Plan
+
+log = logging.getLogger("finspace.engine")
+
+SHM_DIR = Path("/dev/shm")
+RPC_DIR_PREFIX = "finspace-vllm-ipc-"
+
+
+# ------------------------------------------------------------------ arguments
+def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_cache_bytes: int,
+                distributed_backend: str | None, overrides: dict) -> dict:
+    """vLLM's AsyncEngineArgs for ``entry`` at ``path`` as the planner planned it; ``overrides`` win.
+    ``distributed_backend``: vLLM's distributed_executor_backend for tensor parallel ("ray": multi-node)."""
+    s = p.settings
+    kw: dict[str, Any] = dict(
+        model=path,
+        tokenizer=path,
+        served_model_name=entry.key,
+        dtype=s.dtype,
+        max_model_len=p.max_model_len,
+        quantization=s.quantization,
+        kv_cache_dtype=s.kv_cache_dtype,
+        tensor_parallel_size=s.tensor_parallel_size,
+        trust_remote_code=False,  # never from user input; catalogue architectures are all native
+    )
+    if s.max_num_batched_tokens:
+        kw["max_num_batched_tokens"] = s.max_num_batched_tokens
+    if s.max_num_seqs:
+        kw["max_num_seqs"] = s.max_num_seqs
+    if on_gpu:
+        kw["gpu_memory_utilization"] = s.gpu_memory_utilization
+        if s.tensor_parallel_size > 1 and distributed_backend:
+            kw["distributed_executor_backend"] = distributed_backend  # "ray" for multi-node
+    else:
+        kw["kv_cache_memory_bytes"] = cpu_kv_cache_bytes
+        kw["enforce_eager"] = True
+    kw.update(overrides)
+    return kw
+
+
+def is_ray(overrides: dict, distributed_backend: str | None) -> bool:
+    """Ray (multi-node): vLLM's own shutdown, and no private socket folder."""
+    return "ray" in str(overrides.get("distributed_executor_backend") or distributed_backend or "")
+
+
+# ------------------------------------------------------------------ start
+def _vllm_engine_classes() -> tuple[Any, Any]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    return AsyncEngineArgs, AsyncLLM
+
+
+async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+    """A new AsyncLLM, the processes it started, and the /dev/shm entries and socket folder it created.
+
+    ``pool``: where AsyncLLM is created (its processes take that thread's priority); None: the default pool.
+    """
+    # The first import of vLLM takes ~5 s: in a worker thread, so pages and /health answer meanwhile
+    AsyncEngineArgs, AsyncLLM = await asyncio.to_thread(_vllm_engine_classes)
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    ipc_before = ipc_names()
+    # The engine's ZMQ sockets go to a folder of its own, removed when it stops: vLLM leaves 7 socket files
+    # in the temp folder per start (even after a clean shutdown), so each switch would add 7 more. Not with
+    # Ray: vLLM passes its VLLM_* variables to workers on other nodes, where this folder does not exist.
+    rpc_dir = None if ray else _private_rpc_dir()
+    own_dir = (str(rpc_dir),) if rpc_dir else ()
+    try:
+        with _rpc_base_path(rpc_dir):
+            args = AsyncEngineArgs(**kwargs)
+            llm = await asyncio.get_running_loop().run_in_executor(pool, AsyncLLM.from_engine_args, args)
+    except BaseException:
+        remove_ipc(own_dir)
+        raise
+    pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
+                 if c.pid not in before and not _is_helper_process(c))
+    return llm, pids, tuple(sorted(ipc_names() - ipc_before)) + own_dir
+
+
+async def warmup(llm: Any) -> None:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    params = SamplingParams(max_tokens=1, temperature=0.0, output_kind=RequestOutputKind.FINAL_ONLY)
+    async for _ in llm.generate({"prompt_token_ids": [1, 2, 3]}, params, f"warmup-{uuid.uuid4().hex}"):
+        pass
+
+
+def discard(llm: Any, ipc: tuple[str, ...]) -> None:
+    """Stop an engine that never served (its warm-up failed) and remove what it created."""
+    with contextlib.suppress(Exception):
+        llm.shutdown()
+    remove_ipc(ipc)
+
+
+def delta_sampling(sp: dict) -> Any:
+    """vLLM's SamplingParams for a streamed chat (text deltas) from ``prompt.sampling_for``'s values."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"],
+                          seed=sp["seed"], output_kind=RequestOutputKind.DELTA)
+
+
+def engine_dead_error() -> type[BaseException]:
+    """The exception a stream raises when its engine died."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    return EngineDeadError
+
+
+def freeze_heap() -> None:
+    """Collect once, then move every object now alive out of the cyclic collector's view (``gc.freeze``,
+    as vLLM's ``freeze_gc_heap``). Takes ~0.5 s here, once per load. Unfreezes first: what an earlier engine
+    left in cycles (a restart after a crash skips the stop's unfreeze) is collected now."""
+    t0 = time.perf_counter()
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    log.info("heap frozen after the load: %d objects in %.2f s", gc.get_freeze_count(), time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ stop
+async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool, died: bool = False) -> None:
+    """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``grace_s`` to exit,
+    then SIGKILL to the engine core and to every process it started (``pids``). What the killed processes
+    could not clean up (their shared-memory queues) is removed in ``wait_release`` once they are gone.
+
+    ``died``: the engine failed on its own; its output handler must stay to hand the error to every stream."""
+    if ray:
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(llm.shutdown)
+        return
+    handler = getattr(llm, "output_handler", None)
+    if not died and isinstance(handler, asyncio.Task) and not handler.done():
+        # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
+        handler.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(handler), 1.0)
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(llm.shutdown, grace_s)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def wait_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tuple[int, ...], ipc: tuple[str, ...],
+                       *, on_gpu: bool, timeout_s: float) -> None:
+    """GPU: poll NVML until the next engine's request fits in free memory. CPU: until the old processes
+    (``old``) exited. Then what they left in /dev/shm and their socket folder (``ipc``) is removed."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        await _poll_release(monitor, next_plan, old, deadline, on_gpu=on_gpu, timeout_s=timeout_s)
+    finally:
+        # GPU: free memory can come before the killed processes are gone; they are, within moments
+        gone = time.monotonic() + 5.0
+        while any(pid_running(p) for p in old) and time.monotonic() < gone:
+            await asyncio.sleep(0.05)
+        if not any(pid_running(p) for p in old):
+            remove_ipc(ipc)
+
+
+async def _poll_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tuple[int, ...], deadline: float,
+                        *, on_gpu: bool, timeout_s: float) -> None:
+    while True:
+        if on_gpu:
+            readings = monitor.read()
+            need = next_plan.requested_bytes if next_plan is not None else 0
+            tp = next_plan.settings.tensor_parallel_size if next_plan is not None else len(readings)
+            short = [r for r in readings[:tp] if r.free_bytes < need]
+            if not short and (next_plan is not None or not any(pid_running(p) for p in old)):
+                return
+            detail = ", ".join(f"GPU {r.index}: {r.free_bytes / 2**30:.1f} GiB free" for r in short)
+        else:
+            alive = [p for p in old if pid_running(p)]
+            if not alive:
+                return
+            detail = f"engine processes {alive} still running"
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"device memory was not released within {timeout_s:.0f} s ({detail}); "
+                f"another process may hold it: check nvidia-smi"
+            )
+        await asyncio.sleep(0.05)
+
+
+# ------------------------------------------------------------------ processes and IPC
+def _shm_in_use() -> set[str]:
+    """/dev/shm paths that another live process has open or mapped now (this one's own are ours to remove). The
+    names that appeared while an engine started can include another engine's, started at the same time on the
+    same machine; those are still in use."""
+    used: set[str] = set()
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            used.update(f.path for f in proc.open_files() if f.path.startswith(str(SHM_DIR)))
+            used.update(m.path for m in proc.memory_maps(grouped=True) if m.path.startswith(str(SHM_DIR)))
+    return used
+
+
+def pid_running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _is_helper_process(proc: psutil.Process) -> bool:
+    """multiprocessing's resource tracker outlives engines; it is not part of one."""
+    try:
+        return "resource_tracker" in " ".join(proc.cmdline())
+    except psutil.Error:
+        return True
+
+
+def ipc_names() -> set[str]:
+    """POSIX shared memory and named semaphores now present (vLLM's engine-worker queues live there)."""
+    try:
+        return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
+    except OSError:
+        return set()
+
+
+def _private_rpc_dir() -> Path:
+    """A new folder for one engine's ZMQ sockets, inside VLLM_RPC_BASE_PATH when it is set, else the temp folder."""
+    return Path(tempfile.mkdtemp(prefix=RPC_DIR_PREFIX, dir=os.environ.get("VLLM_RPC_BASE_PATH") or None))
+
+
+@contextlib.contextmanager
+def _rpc_base_path(path: Path | None):
+    """VLLM_RPC_BASE_PATH set to ``path`` while an engine starts: vLLM makes its socket paths then, and its
+    processes inherit the variable. Restored afterwards."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("VLLM_RPC_BASE_PATH")
+    os.environ["VLLM_RPC_BASE_PATH"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("VLLM_RPC_BASE_PATH", None)
+        else:
+            os.environ["VLLM_RPC_BASE_PATH"] = old
+
+
+def remove_ipc(names: tuple[str, ...]) -> None:
+    """Unlink what a stopped engine left in /dev/shm (a killed process cannot), and tell multiprocessing's
+    resource tracker, which would otherwise try again at exit and warn of a leak. An absolute path among
+    ``names`` is the engine's own socket folder: removed with what is in it."""
+    from multiprocessing import resource_tracker
+
+    in_use = None
+    for name in names:
+        if os.path.isabs(name):
+            if Path(name).name.startswith(RPC_DIR_PREFIX):
+                shutil.rmtree(name, ignore_errors=True)
+            continue
+        path = SHM_DIR / name
+        if not path.exists():
+            continue
+        in_use = _shm_in_use() if in_use is None else in_use
+        if str(path) in in_use:  # another live process's (an engine started beside this one): not ours to remove
+            continue
+        kind, ipc_name = ("semaphore", "/" + name[4:]) if name.startswith("sem.") else ("shared_memory", "/" + name)
+        with contextlib.suppress(Exception):
+            resource_tracker.unregister(ipc_name, kind)
+        with contextlib.suppress(OSError):
+            path.unlink()
+            log.info("removed %s left by the stopped engine", path)

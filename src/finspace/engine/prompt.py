@@ -1,0 +1,222 @@
+"""A chat request in tokens: the messages and settings checked, the prompt templated, tokenized and trimmed.
+
+Pure: no vLLM, no engine. ``tok`` is any Hugging Face tokenizer with a chat
+template (the running engine's, or a tiny one in tests). Request-size bounds are
+hardening: a clear error beats an unbounded prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from finspace.catalog import ModelEntry
+from finspace.errors import BadInput
+
+MAX_MESSAGES = 512
+MAX_MESSAGE_CHARS = 64_000
+MAX_TOTAL_CHARS = 256_000
+MAX_TOKENS_CAP = 8192
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """Per-request settings; None means the catalogue's default for the model."""
+
+    system_prompt: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+
+
+def short(text: str, limit: int = 600) -> str:
+    """One line of at most ``limit`` characters, for messages shown to people."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def number(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, integer: bool = False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadInput(f"{name} must be a number, got {type(value).__name__}; use a value in [{lo}, {hi}]")
+    if integer and (isinstance(value, float) and not value.is_integer()):
+        raise BadInput(f"{name} must be a whole number, got {value}")
+    if not math.isfinite(value):
+        raise BadInput(f"{name} must be a finite number, got {value}; use a value in [{lo}, {hi}]")
+    if value > hi or value < lo or (lo_open and value == lo):
+        left = "(" if lo_open else "["
+        raise BadInput(f"{name} {value} is out of range; use a value in {left}{lo}, {hi}]")
+    return int(value) if integer else float(value)
+
+
+def _text_of(i: int, content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        pieces = []
+        for part in content:
+            if isinstance(part, str):
+                pieces.append(part)
+            elif isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise BadInput(f"message {i} has a {str(kind)[:40]!r} part; only text is supported, remove files and images")
+        return "\n".join(pieces)
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return content["text"]
+    raise BadInput(f"message {i} has non-text content ({type(content).__name__}); only text is supported")
+
+
+def normalize_messages(messages: Any) -> list[dict]:
+    """OpenAI-style messages -> [{"role", "content": str}]; text parts are joined.
+
+    Gradio 6 sends content as a string or a list of parts ``[{"type": "text", "text": ...}]``.
+    """
+    if not isinstance(messages, (list, tuple)):
+        raise BadInput(f"messages must be a list of {{'role', 'content'}} objects, got {type(messages).__name__}")
+    if not messages:
+        raise BadInput("the conversation is empty; send at least one user message")
+    if len(messages) > MAX_MESSAGES:
+        raise BadInput(f"the conversation has {len(messages)} messages; the limit is {MAX_MESSAGES}. Clear the chat or start a new one")
+    out: list[dict] = []
+    total = 0
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise BadInput(f"message {i} must be an object with 'role' and 'content', got {type(m).__name__}")
+        role = m.get("role")
+        if role not in ROLES:
+            raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join(ROLES)}")
+        text = _text_of(i, m.get("content"))
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise BadInput(f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it")
+        total += len(text)
+        out.append({"role": role, "content": text})
+    if total > MAX_TOTAL_CHARS:
+        raise BadInput(f"the conversation is {total:,} characters; the limit is {MAX_TOTAL_CHARS:,}. Clear older turns")
+    if out[-1]["role"] != "user":
+        raise BadInput("the last message must be from the user")
+    if not out[-1]["content"].strip():
+        raise BadInput("the message is empty; type a question first")
+    return out
+
+
+def sampling_for(entry: ModelEntry, settings: ChatSettings, max_model_len: int) -> dict:
+    """The request's sampling values, checked: the catalogue's defaults where ``settings`` leaves them None."""
+    d = entry.sampling
+    temperature = d.temperature if settings.temperature is None else number("temperature", settings.temperature, 0, 2)
+    top_p = d.top_p if settings.top_p is None else number("top_p", settings.top_p, 0, 1, lo_open=True)
+    cap = max(1, min(MAX_TOKENS_CAP, max_model_len - 1))
+    if settings.max_tokens is None:
+        max_tokens = min(d.max_tokens, cap)
+    else:
+        max_tokens = number("max_tokens", settings.max_tokens, 1, cap, integer=True)
+    seed = None if settings.seed is None else number("seed", settings.seed, 0, 2**31 - 1, integer=True)
+    return {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed}
+
+
+def with_system(msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> list[dict]:
+    if msgs[0]["role"] == "system":
+        return msgs
+    system = entry.system_prompt if settings.system_prompt is None else settings.system_prompt
+    if not isinstance(system, str):
+        raise BadInput("system_prompt must be text")
+    if len(system) > MAX_MESSAGE_CHARS:
+        raise BadInput(f"the system prompt is {len(system):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
+    return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
+
+
+def encode(tok: Any, msgs: list[dict]) -> list[int]:
+    """Token ids of ``msgs`` through the tokenizer's chat template, with the generation prompt."""
+    try:
+        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+    except Exception as exc:
+        if msgs and msgs[0]["role"] == "system" and "system" in str(exc).lower():
+            # templates without a system role: fold it into the first user turn
+            merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
+            return encode(tok, merged)
+        raise BadInput(f"the conversation does not fit the model's chat template: {short(str(exc), 200)}; "
+                       f"alternate user and assistant turns") from None
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, max_tokens: int,
+                 tok: Any, max_model_len: int) -> tuple[list[int], int]:
+    """Token ids of the templated prompt, trimming the oldest turns to leave room for max_tokens.
+
+    Keeps the system prompt and the last user turn; returns (ids, messages dropped). The kept tail is the
+    longest that fits and starts at a user turn (fewer dropped never gets shorter). Linear in the
+    conversation: it is templated once whole; each turn's text is encoded once (one batch) to estimate
+    where the cut falls; then only the tails either side of the cut are templated, two when the estimate
+    is right (a wrong one costs a few more, never a different answer).
+    """
+    msgs = with_system(msgs, entry, settings)
+    budget = max_model_len - max_tokens
+    ids = encode(tok, msgs)
+    if len(ids) <= budget:
+        return ids, 0
+    head = msgs[:1] if msgs[0]["role"] == "system" else []
+    body = msgs[len(head):]
+    starts = [i for i in range(1, len(body)) if body[i]["role"] == "user"]  # where a kept tail can begin
+    tails: dict[int, list[int]] = {}
+
+    def fits(k: int) -> bool:
+        tails[k] = encode(tok, head + body[starts[k]:])
+        return len(tails[k]) <= budget
+
+    guess = _cut_guess(tok, msgs, len(ids), len(head), [i + len(head) for i in starts], budget)
+    k = _first_true(len(starts), fits, guess)
+    if k == len(starts):
+        last = tails[k - 1] if starts else ids  # head + body[-1:], the last user turn alone
+        raise BadInput(
+            f"your last message is {len(last):,} tokens with the system prompt; with max_tokens {max_tokens} "
+            f"the model's context of {max_model_len:,} leaves room for {budget:,}. Shorten the message or lower max tokens"
+        )
+    # dropped as counted since the start: the first slice index whose tail (from the next user turn on) is this
+    return tails[k], starts[k - 1] + 1 if k else 1
+
+
+def _cut_guess(tok: Any, msgs: list[dict], total: int, kept: int, starts: list[int], budget: int) -> int:
+    """Which of ``starts`` (indexes into ``msgs``, whose first ``kept`` stay) probably begins the longest tail
+    that fits: each turn's text encoded once, in one batch, the template's own tokens spread over the turns."""
+    try:
+        counts = [len(t) for t in tok([m["content"] for m in msgs], add_special_tokens=False)["input_ids"]]
+    except Exception:  # a tokenizer without batch encoding: about four characters a token
+        counts = [len(m["content"]) // 4 for m in msgs]
+    per_turn = max(0.0, (total - sum(counts)) / len(msgs))
+    dropped, i = 0.0, kept
+    for k, start in enumerate(starts):
+        while i < start:
+            dropped += counts[i] + per_turn
+            i += 1
+        if total - dropped <= budget:
+            return k
+    return len(starts) - 1
+
+
+def _first_true(n: int, pred: Callable[[int], bool], guess: int) -> int:
+    """The smallest k in [0, n) with pred(k), else n; pred must be monotone (False..., then True...).
+
+    Probes ``guess`` first, then gallops away from it (1, 2, 4, ... steps) until both a False and a True
+    are seen, then bisects between them: two probes when the guess is next to the answer."""
+    lo, hi = 0, n  # pred is False below lo and True from hi on
+    probe, step, seen = min(max(guess, 0), n - 1), 1, set()
+    while lo < hi:
+        ok = pred(probe)
+        seen.add(ok)
+        if ok:
+            hi = probe
+        else:
+            lo = probe + 1
+        if len(seen) == 2:
+            probe = (lo + hi) // 2
+        else:
+            probe = min(max(probe - step if ok else probe + step, lo), hi - 1)
+            step *= 2
+    return lo

