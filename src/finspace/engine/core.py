@@ -23,7 +23,8 @@ import psutil
 
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
-from finspace.engine import checkpoint, cpu_pool, process
+from finspace.engine import checkpoint, process
+from finspace.planner import cpu as cpu_pool
 from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 from finspace.engine.records import (ChatInfo, Health, LoadRecord, ProgressFn, StageClock, StageError,
                                      emit, failure_message, hardware_info, in_stage, note_engine, redact, reporter)

