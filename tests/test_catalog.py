@@ -53,3 +53,49 @@ def test_a_bad_utilization_in_models_yaml_names_the_entry_and_field(tmp_path):
         load_catalog(write_catalog(tmp_path, {"m": entry}))
     entry["serving"]["gpu_memory_utilization"] = 0.99  # vLLM accepts it; the planner says whether it fits
     assert load_catalog(write_catalog(tmp_path, {"m": entry})).get("m").serving.gpu_memory_utilization == 0.99
+
+
+# ---------------------------------------------------------------- pre-quantized checkpoints (issue 18)
+def _fp8_entry(**serving) -> dict:
+    return {"label": "L", "description": "d", "repo": "meta-llama/Llama-3.1-8B-Instruct-FP8", "architecture": "llama",
+            "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json",
+            "serving": {"dtype": "bfloat16", "max_model_len": 8192, **serving}}
+
+
+def test_quantization_and_prequantized_exclude_each_other(tmp_path):
+    with pytest.raises(CatalogError, match=r"model 'm'.*prequantized.*not both"):
+        load_catalog(write_catalog(tmp_path, {"m": _fp8_entry(quantization="fp8", prequantized="fp8")}))
+
+
+@pytest.mark.parametrize("scheme, method, bits", [
+    ("fp8", "fp8", 8),
+    ("compressed-tensors-fp8", "compressed-tensors", 8),
+    ("compressed-tensors-w4a16", "compressed-tensors", 4),
+    ("awq", "awq", 4),
+    ("gptq", "gptq", 4),
+])
+def test_a_prequantized_entry_is_planned_from_its_scheme_and_vllm_gets_no_quantization(tmp_path, scheme, method,
+                                                                                       bits):
+    from finspace.engine import process
+    from finspace.hardware import KNOWN_GPUS
+
+    entry = load_catalog(write_catalog(tmp_path, {"m": _fp8_entry(prequantized=scheme)})).get("m")
+    config = entry.config()
+    assert config["quantization_config"]["quant_method"] == method  # the base model's config gains the scheme
+    settings = entry.planner_settings()
+    assert settings.quantization is None  # nothing applied at load time: vLLM reads the checkpoint's scheme
+    p = planner.plan(config, KNOWN_GPUS["l40s"], settings)
+    base = planner.plan(load_catalog(write_catalog(tmp_path / "b", {"m": _fp8_entry()})).get("m").config(),
+                        KNOWN_GPUS["l40s"], settings)
+    # 8-bit weights are about half the bf16 ones, 4-bit about a quarter (embeddings and lm_head stay bf16)
+    assert 0.2 < p.weights_bytes / base.weights_bytes < (0.6 if bits == 8 else 0.4), (scheme, p.weights_bytes)
+    kw = process.engine_args(entry, "/models/m", p, on_gpu=True, cpu_kv_cache_bytes=0, distributed_backend=None,
+                             overrides={})
+    assert kw["quantization"] is None
+
+
+def test_the_catalogue_fp8_checkpoints_are_prequantized():
+    catalog = load_catalog()
+    for entry in catalog.entries:
+        if entry.repo and entry.repo.upper().endswith("-FP8"):
+            assert entry.serving.prequantized and entry.serving.quantization is None, entry.key

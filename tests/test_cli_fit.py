@@ -109,8 +109,9 @@ def test_bad_flags_exit_2_with_a_message(args, message):
 @pytest.mark.parametrize("model,expected", [
     # bf16 over 4 GPUs on 1 x L40S: AWQ 4-bit at TP 1 first (runs here), then fp8 over 2 and bf16 over 4
     ("llama-3.1-70b-fin", [("awq", 1, 1), ("fp8", 2, 2), (None, 4, 4)]),
-    # fp8 over 2 GPUs on 1 x L40S: AWQ 4-bit at TP 1 first, then the entry's own fp8 over 2; no TP 4
-    ("llama-3.1-70b-fin-fp8", [("awq", 1, 1), ("fp8", 2, 2)]),
+    # fp8 over 2 GPUs on 1 x L40S: AWQ 4-bit at TP 1 first, then the entry's own fp8 checkpoint over 2 (no
+    # quantization setting: the checkpoint is pre-quantized, vLLM reads its scheme); no TP 4
+    ("llama-3.1-70b-fin-fp8", [("awq", 1, 1), (None, 2, 2)]),
 ])
 def test_one_gpu_fixes_for_multi_gpu_entries(model, expected):
     r = fit(model, "--gpu", "l40s", "--gpus", "1", "--json")

