@@ -28,6 +28,7 @@ class DeviceReading:
     free_bytes: int
     engine_bytes: int | None  # memory held by the engine's processes (None: unknown)
     at: float  # time.time() of the reading
+    engine_source: str | None = None  # how engine_bytes was found: "processes", "load delta" or None (unknown)
 
     def as_mib(self) -> dict:
         return {
@@ -35,6 +36,7 @@ class DeviceReading:
             "total_mib": self.total_bytes // MIB, "used_mib": self.used_bytes // MIB,
             "free_mib": self.free_bytes // MIB,
             "engine_mib": None if self.engine_bytes is None else self.engine_bytes // MIB,
+            "engine_source": self.engine_source,
         }
 
 
@@ -61,6 +63,13 @@ class MemoryMonitor:
                 self._count = 0
         if self._count == 0:
             self.nvml = None
+        self._baseline: dict[int, int] = {}  # GPU index -> bytes in use just before the engine started
+
+    def note_baseline(self) -> None:
+        """Remember each GPU's memory in use now, just before an engine starts. Inside a container NVML reports
+        the host's process ids, so none matches the app's; the engine's share is then what was added since."""
+        if self.has_gpu:
+            self._baseline = {r.index: r.used_bytes for r in self.read()}
 
     @property
     def has_gpu(self) -> bool:
@@ -101,11 +110,22 @@ class MemoryMonitor:
             if isinstance(name, bytes):
                 name = name.decode()
             mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
-            engine: int | None = None
-            try:
-                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(h)
-                engine = sum(int(p.usedGpuMemory or 0) for p in procs if p.pid in pids or p.pid == os.getpid())
-            except Exception:
-                engine = None
-            out.append(DeviceReading(i, name, "gpu", int(mem.total), int(mem.used), int(mem.free), engine, now))
+            engine, source = self._engine_share(h, i, int(mem.used), pids)
+            out.append(DeviceReading(i, name, "gpu", int(mem.total), int(mem.used), int(mem.free), engine, now,
+                                     source))
         return out
+
+    def _engine_share(self, handle: Any, index: int, used: int, pids: set[int]) -> tuple[int | None, str | None]:
+        """The engine's bytes on one GPU: its processes' as NVML lists them, else (no process of ours listed: a
+        container, where NVML gives host pids) the memory added since ``note_baseline``, else unknown."""
+        mine = pids | {os.getpid()}
+        try:
+            procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            matched = [int(p.usedGpuMemory or 0) for p in procs if p.pid in mine]
+        except Exception:
+            matched = []
+        if matched:
+            return sum(matched), "processes"
+        if pids and index in self._baseline:
+            return max(0, used - self._baseline[index]), "load delta"
+        return None, None

@@ -207,6 +207,7 @@ def normalize(record: Any) -> dict:
         "kv_cache_tokens": kv_tokens,
         "max_model_len": max_len,
         "memory_used_bytes": _int(raw.get("memory_used_bytes")),
+        "memory_source": _jsonable(raw.get("memory_source")),
         "stage_seconds": stages,
         "load_seconds": round(sum(stages.values()), 3) if stages else None,
         "planned_kv_cache_tokens": planned,

@@ -251,6 +251,7 @@ class Engine:
         with in_stage("release"):
             await self._wait_release(p)
 
+        self.monitor.note_baseline()  # the engine's share where NVML cannot name its processes (containers)
         clock.enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
         with in_stage("start"):
             llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())

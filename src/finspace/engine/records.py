@@ -76,6 +76,7 @@ class LoadRecord:
     kv_cache_tokens: int | None = None
     max_model_len: int | None = None
     memory_used_bytes: int | None = None
+    memory_source: str | None = None  # "processes", "load delta" (NVML in a container), "device" (all in use)
     error_stage: str | None = None
     error_type: str | None = None
     error_message: str | None = None
@@ -133,6 +134,8 @@ def note_engine(record: LoadRecord, cache_config: Any, max_model_len: int, readi
     if cache_config.num_gpu_blocks:
         record.kv_cache_tokens = int(cache_config.num_gpu_blocks) * int(cache_config.block_size)
     record.memory_used_bytes = sum((r.engine_bytes if r.engine_bytes is not None else r.used_bytes) for r in readings)
+    sources = {r.engine_source if r.engine_bytes is not None else "device" for r in readings if r.kind == "gpu"}
+    record.memory_source = ", ".join(sorted(s for s in sources if s)) or None
 
 
 def failure_message(label: str, stage: str, error: str, planned: dict) -> str:

@@ -149,10 +149,16 @@ def memory_markdown(svc: Service, readings: list) -> str:
     rows.append("|---|---|---|---|")
     for r in readings:
         share = "?" if r.engine_bytes is None else f"{r.engine_bytes / MIB:,.0f} MiB ({r.engine_bytes / max(r.total_bytes, 1):.0%})"
+        if r.engine_source == "load delta":
+            share += " †"
         name = f"GPU {r.index}: {esc(r.name)}" if r.kind == "gpu" else esc(r.name)
         rows.append(f"| {name} | {r.used_bytes / MIB:,.0f} / {r.total_bytes / MIB:,.0f} MiB "
                     f"({r.used_bytes / max(r.total_bytes, 1):.0%}) | {share} | {r.free_bytes / MIB:,.0f} MiB |")
-    rows.append(f"\n<small>sampled {at} · every 2 s · engine = the vLLM processes and this app</small>")
+    note = "engine = the vLLM processes and this app"
+    if any(r.engine_source == "load delta" for r in readings):
+        note += ("; † NVML lists no process of this app (a container shows the host's ids): the engine's share is "
+                 "the memory added since its load began")
+    rows.append(f"\n<small>sampled {at} · every 2 s · {note}</small>")
     return "\n".join(rows)
 
 
