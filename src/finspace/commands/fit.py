@@ -105,6 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"{', '.join(planner.QUANTIZATIONS)} or none")
     p.add_argument("--kv-cache-dtype", choices=planner.KV_CACHE_DTYPES)
     p.add_argument("--tensor-parallel-size", type=positive_int("2"), metavar="N")
+    p.add_argument("--pipeline-parallel-size", type=positive_int("2"), metavar="N",
+                   help="pipeline stages: each holds a slice of the layers; the tightest stage decides")
     p.add_argument("--max-num-batched-tokens", type=positive_int("2"), metavar="N")
     p.add_argument("--max-num-seqs", type=positive_int("2"), metavar="N")
     p.add_argument("--usage-context", choices=planner.USAGE_CONTEXTS,
@@ -152,7 +154,7 @@ def _overrides(args, base: planner.Settings) -> planner.Settings:
         return base
     changes = {}
     for name in ("gpu_memory_utilization", "max_model_len", "dtype", "kv_cache_dtype", "tensor_parallel_size",
-                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version"):
+                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version", "pipeline_parallel_size"):
         v = getattr(args, name)
         if v is not None:
             changes[name] = v
@@ -184,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise FinspaceError(f"cannot read {args.config} as JSON: {exc}; give a config.json") from None
         settings = _overrides(args, planner.Settings())
-        gpus = machine_gpus or settings.tensor_parallel_size
+        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
         p = planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=args.total_size_bytes)
         label = args.model or args.config.name
         _show_one(p, label, args.json)
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         entry = catalog.get(args.model)
         settings = _entry_settings(entry, args)
-        gpus = machine_gpus or settings.tensor_parallel_size
+        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
         p = planner.plan(entry.config(), gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
         _show_one(p, entry.label, args.json, key=entry.key)
         return 0
@@ -222,7 +224,7 @@ def plan_rows(catalog, gpu: GPUSpec, machine_gpus: int | None,
     for entry in catalog.entries:
         try:
             settings = _entry_settings(entry, args)
-            gpus = machine_gpus or settings.tensor_parallel_size
+            gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
             rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
                                                  total_size_bytes=entry.total_size_bytes)))
         except FinspaceError as exc:
