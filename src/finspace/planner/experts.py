@@ -128,3 +128,18 @@ def moe_workspace_bytes(moe: MoeShape, hidden: int, tokens: int, dtype_bytes: in
     n = 2 * (moe.expert_intermediate // tp)
     per_token = moe.top_k * (max(n, hidden) + n // 2) * dtype_bytes
     return tokens * (per_token + moe.num_experts * 4)
+
+
+def mxfp4_expert_params(moe: MoeShape, hidden: int, tp: int, marlin: bool) -> int:
+    """Routed-expert parameters of one MoE layer on one rank as the mxfp4 kernels lay them out.
+
+    ``mxfp4_round_up_hidden_size_and_intermediate_size``
+    (``fused_moe/oracle/mxfp4.py``): Marlin (GPUs without the OAI Triton
+    kernels, compute capability < 9.0 such as the L40S) pads the intermediate
+    size per rank to 128 and hidden to 256; the Triton backend (Hopper and
+    newer) pads the intermediate size per rank to 64.
+    """
+    inter = moe.expert_intermediate // tp
+    inter = -(-inter // (128 if marlin else 64)) * (128 if marlin else 64)
+    h = -(-hidden // 256) * 256 if marlin else hidden
+    return moe.num_experts * 3 * h * inter

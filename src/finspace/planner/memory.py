@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from finspace.errors import BadInput
 from finspace.planner.settings import Settings, resolve_dtype, version
-from finspace.planner.experts import moe_workspace_bytes
+from finspace.planner.experts import moe_workspace_bytes, mxfp4_expert_params
 from finspace.planner.shape import DTYPE_BYTES, ModelShape, QuantScheme, cdiv, inventory
 from finspace.units import GIB
 
@@ -83,13 +83,14 @@ class Weights:
 
 
 def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, total_size: int | None,
-            whole: ModelShape | None = None) -> Weights:
+            whole: ModelShape | None = None, marlin: bool = False) -> Weights:
     """Parameters by kind x bytes per parameter, plus the rotary caches.
 
     With the checkpoint's ``total_size`` (safetensors index) the tensors are
     scaled to it, unless the weights are quantized at load time or the
     checkpoint's dtype differs from the serving dtype. ``whole``: the whole
-    model when ``shape`` is one pipeline stage of it.
+    model when ``shape`` is one pipeline stage of it. ``marlin``: mxfp4 experts
+    run on Marlin and are padded (``experts.mxfp4_expert_params``).
     """
     dbytes = DTYPE_BYTES[dtype]
     inv = inventory(shape, tp)
@@ -98,7 +99,10 @@ def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, t
     lin_bpp = float(dbytes) if (quant and quant.experts_only) else q_bpp  # mxfp4: experts only
     parts.append(("linear", inv["linear"], lin_bpp))
     if inv["expert"]:
-        parts.append(("expert", inv["expert"], q_bpp))
+        experts = inv["expert"]
+        if quant is not None and quant.method == "mxfp4" and shape.moe is not None:  # kernel padding
+            experts = sum(shape.moe.is_moe) * mxfp4_expert_params(shape.moe, shape.hidden_size, tp, marlin)
+        parts.append(("expert", experts, q_bpp))
     vis_q = quant is not None and quant.quantize_vision
     if inv["vision_linear"]:
         parts.append(("vision_linear", inv["vision_linear"], q_bpp if vis_q else float(dbytes)))

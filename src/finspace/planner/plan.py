@@ -172,8 +172,13 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
     pp = s.pipeline_parallel_size
     if pp == 1:
         return _evaluate_stage(config, shape, shape, gpu, s, gpus, total_size)
-    if pp > shape.num_layers:
-        raise BadInput(f"pipeline_parallel_size {pp} exceeds the model's {shape.num_layers} layers")
+    if pp > shape.num_layers:  # vLLM refuses: a stage without layers
+        one, _ = _evaluate_stage(config, shape, shape, gpu, replace(s, pipeline_parallel_size=1), gpus, total_size)
+        v = Verdict(f"pipeline_parallel_size {pp} exceeds the model's {shape.num_layers} layers", "setting",
+                    f"Lower pipeline_parallel_size to {shape.num_layers} or less.",
+                    replace(s, pipeline_parallel_size=shape.num_layers))
+        return replace(one, settings=replace(one.settings, pipeline_parallel_size=pp), fits=False,
+                       max_concurrency=0.0, reason=f"{v.problem}. {v.own_fix}"), v
     results = []
     for i, (a, b) in enumerate(pp_partition(shape.num_layers, pp)):
         results.append(_evaluate_stage(config, stage(shape, a, b, i == 0, i == pp - 1), shape, gpu, s, gpus,
@@ -206,7 +211,7 @@ def _evaluate_stage(config: dict, shape: ModelShape, whole: ModelShape, gpu: GPU
     auto_fit = s.max_model_len == -1
     length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
     mnbt, seqs = resolve_batch(s, gpu, length)
-    w = weights(shape, quant, dtype, tp, total_size, whole)
+    w = weights(shape, quant, dtype, tp, total_size, whole, marlin=gpu.compute_capability < (9, 0))
     act = activation_bytes(shape, DTYPE_BYTES[dtype], mnbt, seqs, tp)
     non_torch, cudagraph = overhead(shape, s)
     requested = math.ceil(gpu.total_bytes * s.gpu_memory_utilization)

@@ -174,7 +174,7 @@ def model_shape(config: dict) -> ModelShape:
     model_type = config.get("model_type")
     arch = (config.get("architectures") or [""])[0] if isinstance(config.get("architectures"), list) else ""
     text, where, fam, notes = _text_config(config, model_type, arch)
-    text = with_defaults(fam, text)
+    text = with_defaults(fam, text, nested=bool(where))
     gemma = fam in ("gemma2", "gemma3_text")
 
     hidden = _need(text, "hidden_size", where)
