@@ -18,7 +18,9 @@ shared/vllm-memory-mechanism.md):
   (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.19, 1 since 0.21).
 * KV bytes: page per layer per block = ``2 x block_size x kv_heads_per_rank x
   head_dim x kv_dtype_bytes`` (``vllm/v1/kv_cache_interface.py::AttentionSpec``),
-  ``kv_heads_per_rank = max(1, kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``).
+  ``kv_heads_per_rank = max(1, kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``);
+  MLA (``MLAAttentionSpec``): ``block_size x (kv_lora_rank + qk_rope_head_dim) x
+  kv_dtype_bytes``, one latent on every rank.
   fp8 KV = 1 byte. Hybrid sliding-window models (Gemma 2/3): layers grouped by
   spec, ``group_size = min(#layers per type)`` (max if max < 1.5 min), one
   shared block pool of ``group_size x page`` bytes per block

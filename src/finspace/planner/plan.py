@@ -20,6 +20,11 @@ What vLLM does, and where (see shared/vllm-memory-mechanism.md):
   GPUs, heads that do not split, a length over the model's limit, fp8 on a GPU
   without it, bitsandbytes under 0.32) are the verdict before the memory is.
 
+* Pipeline parallelism: each stage holds its layers (``vllm/distributed/utils.py::
+  get_pp_indices``), the embedding on the first and lm_head on the last, and is
+  planned as its own worker; every worker gets the fewest KV blocks any has room
+  for, so the tightest stage's plan is the answer (``Plan.stages`` holds them all).
+
 ``plan`` is the entry point; a plan that does not start carries fixes from
 ``suggest.suggestions``, each re-checked with ``replan``.
 """
