@@ -134,6 +134,12 @@ def test_mla_page_and_blocks():
     assert p.detail.mla_latent == 576 and p.detail.kv_heads_per_rank == 1
 
 
+def test_phi3_slides_every_layer():
+    # no layer_types: vLLM's CacheConfig.sliding_window = 2047 applies to all 32 layers
+    d = plan(PHI3, H100, Settings()).detail
+    assert (d.sliding_layers, d.full_layers, d.sliding_window) == (32, 0, 2047)
+
+
 def test_gpt_oss_is_hybrid_sliding():
     d = plan(GPT_OSS, H100, Settings(max_model_len=32768)).detail
     # 12 sliding (window 128) + 12 full layers: two groups of 12 sharing one pool
@@ -166,6 +172,16 @@ def test_gemma3_4b_takes_the_class_defaults():
     shape = model_shape(GEMMA3_4B)  # text_config has no num_attention_heads: it crashed before
     assert (shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.vocab_size) == (8, 4, 256, 262208)
     assert plan(GEMMA3_4B, L40S).fits
+
+
+def test_llava_with_a_pixtral_tower():
+    # mistral-community/pixtral-12b style: llava wrapping a Pixtral encoder (no patch merger, projector biases)
+    vision = {k: v for k, v in MISTRAL3["vision_config"].items()}
+    text = {**MISTRAL3["text_config"], "num_hidden_layers": 2}
+    shape = model_shape({"model_type": "llava", "text_config": text, "vision_config": vision})
+    # tower 24 * (4*1024^2 + 3*1024*4096) + projector 1024*5120 + 5120*5120
+    assert shape.tower.linear_params == 24 * (4 * 1024**2 + 3 * 1024 * 4096) + 1024 * 5120 + 5120 * 5120
+    assert shape.tower.tokens_per_image == 110 * 110  # (1540 / 14)^2, no merge
 
 
 def test_llava_text_config_takes_llama_sizes():

@@ -251,8 +251,8 @@ def _layer_types(model_type: str, text: dict, layers: int, derived: int,
     if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         if not text.get("use_sliding_window", False):
             window = None
-    if model_type in ("phi3", "deepseek_v2", "deepseek_v3", "mixtral"):
-        window = None  # vLLM's llama-style layers take a window only from layer_types
+    # Without layer_types, vLLM's CacheConfig.sliding_window is the config's, for every layer
+    # (``EngineArgs.create_engine_config``): phi3's 2047, mistral v0.1's 4096 slide all layers.
     if model_type in ("gemma3", "gemma3_text"):
         window = int(window or 4096)
         layer_types = _gemma3_layer_types(text, layers, where)

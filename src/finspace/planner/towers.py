@@ -103,7 +103,8 @@ def tower(model_type: str, config: dict, text_hidden: int) -> VisionTower | None
     if not isinstance(vc, dict):
         return None
     w = ".vision_config"
-    if model_type in ("mistral3", "pixtral"):
+    if model_type in ("mistral3", "pixtral") or vc.get("model_type") == "pixtral":  # llava + pixtral: Pixtral 12B
+        model_type = "mistral3" if model_type == "mistral3" else "pixtral"  # pixtral: no patch merger, biases
         vc = with_defaults("pixtral", vc)
         vh, vi, n = _pos(vc, "hidden_size", w), _pos(vc, "intermediate_size", w), _pos(vc, "num_hidden_layers", w)
         patch, ch = _pos(vc, "patch_size", w), _pos(vc, "num_channels", w)
