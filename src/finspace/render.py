@@ -25,6 +25,7 @@ def _settings_line(p: Plan) -> str:
         f"max_model_len {p.max_model_len:,}",
         f"gpu_memory_utilization {s.gpu_memory_utilization:.2f}",
         f"tensor_parallel_size {s.tensor_parallel_size}",
+        *([f"pipeline_parallel_size {s.pipeline_parallel_size}"] if s.pipeline_parallel_size > 1 else []),
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
         f"max_num_seqs {s.max_num_seqs}",
     ]
@@ -38,6 +39,8 @@ def _short_settings(p: Plan) -> str:
         bits.append(f"kv {s.kv_cache_dtype}")
     if s.tensor_parallel_size > 1:
         bits.append(f"tp{s.tensor_parallel_size}")
+    if s.pipeline_parallel_size > 1:
+        bits.append(f"pp{s.pipeline_parallel_size}")
     bits.append(f"util {s.gpu_memory_utilization:.2f}")
     bits.append(f"len {p.max_model_len}")
     return " ".join(bits)
@@ -121,10 +124,14 @@ def breakdown(p: Plan, label: str = "") -> str:
     # KV
     layers = d.full_layers + d.sliding_layers
     per_layer = p.kv_bytes_per_token // max(1, layers)
-    out.append(f"  KV per token  {layers} layers x 2 x {d.kv_heads_per_rank} KV heads x "
-               f"{per_layer // (2 * max(1, d.kv_heads_per_rank) * d.kv_dtype_bytes)} head_dim x "
-               f"{d.kv_dtype_bytes} B = {p.kv_bytes_per_token:,} B "
-               f"({fmt_size(p.kv_bytes_per_token, 'KiB', 0)} KiB)")
+    if d.mla_latent:
+        out.append(f"  KV per token  {layers} layers x {d.mla_latent} MLA latent (kv_lora_rank + qk_rope_head_dim) x "
+                   f"{d.kv_dtype_bytes} B = {p.kv_bytes_per_token:,} B ({fmt_size(p.kv_bytes_per_token, 'KiB', 0)} KiB)")
+    else:
+        out.append(f"  KV per token  {layers} layers x 2 x {d.kv_heads_per_rank} KV heads x "
+                   f"{per_layer // (2 * max(1, d.kv_heads_per_rank) * d.kv_dtype_bytes)} head_dim x "
+                   f"{d.kv_dtype_bytes} B = {p.kv_bytes_per_token:,} B "
+                   f"({fmt_size(p.kv_bytes_per_token, 'KiB', 0)} KiB)")
     if d.sliding_layers:
         out.append(f"                {d.sliding_layers} of {layers} layers use a {d.sliding_window}-token sliding window: "
                    f"each holds at most {d.sliding_window} - 1 + {d.in_flight_tokens:,} in-flight tokens per request")
@@ -142,6 +149,11 @@ def breakdown(p: Plan, label: str = "") -> str:
     if p.fits:
         out.append(f"max concurrency {p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens")
     out.append(f"longest max_model_len that fits: {p.max_model_len_that_fits:,} (model limit {d.model_max_len:,})")
+    for st in p.stages:
+        out.append(f"  stage {st.index}: layers {st.first_layer}-{st.end_layer - 1}, weights {fmt_size(st.weights_bytes)} GiB, "
+                   f"activation {fmt_size(st.activation_bytes)} GiB, KV cache {fmt_size(st.kv_cache_bytes)} GiB = "
+                   f"{st.kv_cache_tokens:,} tokens, longest max_model_len {st.max_model_len_that_fits:,}"
+                   + ("" if st.fits else " (does not start)"))
     if p.suggestions:
         out.append("")
         out.append("fixes, each re-checked by the planner:")
@@ -154,12 +166,14 @@ def breakdown(p: Plan, label: str = "") -> str:
 
 
 def settings_json(s: Settings) -> dict:
+    """The settings as JSON; pipeline_parallel_size only when > 1 (the object is unchanged without it)."""
+    pp = {"pipeline_parallel_size": s.pipeline_parallel_size} if s.pipeline_parallel_size > 1 else {}
     return {
         "dtype": s.dtype, "quantization": s.quantization, "kv_cache_dtype": s.kv_cache_dtype,
         "max_model_len": s.max_model_len, "gpu_memory_utilization": s.gpu_memory_utilization,
         "tensor_parallel_size": s.tensor_parallel_size, "max_num_batched_tokens": s.max_num_batched_tokens,
         "max_num_seqs": s.max_num_seqs, "block_size": s.block_size, "enforce_eager": s.enforce_eager,
-        "usage_context": s.usage_context, "vllm_version": s.vllm_version,
+        "usage_context": s.usage_context, "vllm_version": s.vllm_version, **pp,
     }
 
 
@@ -190,4 +204,9 @@ def plan_json(p: Plan) -> dict:
             for sg in p.suggestions
         ],
         "notes": list(p.notes),
+        **({"stages": [
+            {"stage": st.index, "layers": [st.first_layer, st.end_layer], "weights_bytes": st.weights_bytes,
+             "activation_bytes": st.activation_bytes, "kv_cache_bytes": st.kv_cache_bytes,
+             "kv_cache_tokens": st.kv_cache_tokens, "max_model_len_that_fits": st.max_model_len_that_fits,
+             "fits": st.fits} for st in p.stages]} if p.stages else {}),
     }

@@ -1,14 +1,15 @@
 """`python -m finspace fit [MODEL]`: which models start on this GPU, with what context, and what to change.
 
-Without MODEL: every catalogue model as a table. With MODEL (a catalogue key)
-or ``--config PATH`` (any config.json): one model's breakdown with the
-arithmetic. ``--json`` prints the planner's figures as one JSON object.
+Without MODEL: every catalogue model as a table. With MODEL (a catalogue key),
+``--config PATH`` (any config.json) or ``--model OWNER/NAME`` (a Hub repo, read
+through ``finspace.hub``): one model's breakdown with the arithmetic. ``--json`` prints the planner's figures as one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -90,6 +91,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", nargs="?", help="a catalogue key (default: all of them)")
     p.add_argument("--config", type=_config_path, metavar="PATH", help="plan any config.json instead of a catalogue model")
+    p.add_argument("--model", dest="repo", metavar="OWNER/NAME",
+                   help="plan a Hugging Face Hub repo: its config.json and safetensors total_size "
+                        "(HF_TOKEN for gated repos; the hub cache when offline)")
+    p.add_argument("--revision", metavar="REV", help="with --model: a branch, tag or commit")
     p.add_argument("--total-size-bytes", type=positive_int("2"), metavar="N",
                    help="with --config: the checkpoint's exact safetensors total_size")
     p.add_argument("--gpu", type=_gpu_key, metavar="KEY",
@@ -105,6 +110,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"{', '.join(planner.QUANTIZATIONS)} or none")
     p.add_argument("--kv-cache-dtype", choices=planner.KV_CACHE_DTYPES)
     p.add_argument("--tensor-parallel-size", type=positive_int("2"), metavar="N")
+    p.add_argument("--pipeline-parallel-size", type=positive_int("2"), metavar="N",
+                   help="pipeline stages: each holds a slice of the layers; the tightest stage decides")
     p.add_argument("--max-num-batched-tokens", type=positive_int("2"), metavar="N")
     p.add_argument("--max-num-seqs", type=positive_int("2"), metavar="N")
     p.add_argument("--usage-context", choices=planner.USAGE_CONTEXTS,
@@ -152,7 +159,7 @@ def _overrides(args, base: planner.Settings) -> planner.Settings:
         return base
     changes = {}
     for name in ("gpu_memory_utilization", "max_model_len", "dtype", "kv_cache_dtype", "tensor_parallel_size",
-                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version"):
+                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version", "pipeline_parallel_size"):
         v = getattr(args, name)
         if v is not None:
             changes[name] = v
@@ -176,27 +183,39 @@ def _load_catalog():
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.repo is not None and (args.config is not None or args.model):
+        raise FinspaceError("give one of MODEL, --config PATH or --model OWNER/NAME")
     gpu, machine_gpus = _target(args)
 
+    if args.repo is not None:
+        from finspace.hub import read_repo
+
+        repo = read_repo(args.repo, revision=args.revision, token=os.environ.get("HF_TOKEN") or None)
+        settings = _overrides(args, planner.Settings())
+        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
+        total = args.total_size_bytes or repo.total_size_bytes
+        p = planner.plan(repo.config, gpu, settings, gpus=gpus, total_size_bytes=total)
+        _show_one(p, args.repo, args.json)
+        return 0
     if args.config is not None:
         try:
             config = json.loads(args.config.read_text())
         except (OSError, ValueError) as exc:
             raise FinspaceError(f"cannot read {args.config} as JSON: {exc}; give a config.json") from None
         settings = _overrides(args, planner.Settings())
-        gpus = machine_gpus or settings.tensor_parallel_size
+        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
         p = planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=args.total_size_bytes)
         label = args.model or args.config.name
         _show_one(p, label, args.json)
         return 0
     if args.total_size_bytes is not None:
-        raise FinspaceError("--total-size-bytes goes with --config; catalogue models carry their own")
+        raise FinspaceError("--total-size-bytes goes with --config or --model; catalogue models carry their own")
 
     catalog = _load_catalog()
     if args.model:
         entry = catalog.get(args.model)
         settings = _entry_settings(entry, args)
-        gpus = machine_gpus or settings.tensor_parallel_size
+        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
         p = planner.plan(entry.config(), gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
         _show_one(p, entry.label, args.json, key=entry.key)
         return 0
@@ -222,7 +241,7 @@ def plan_rows(catalog, gpu: GPUSpec, machine_gpus: int | None,
     for entry in catalog.entries:
         try:
             settings = _entry_settings(entry, args)
-            gpus = machine_gpus or settings.tensor_parallel_size
+            gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
             rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
                                                  total_size_bytes=entry.total_size_bytes)))
         except FinspaceError as exc:

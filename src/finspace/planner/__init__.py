@@ -8,15 +8,20 @@ code it models.
 
 One module per concept, each importing only those above it:
 
+* ``defaults``: transformers' class defaults for the fields a config.json leaves
+  out (one table, with its source).
+* ``quant``: ``quantization_config`` to ``QuantScheme`` (mxfp4 experts included).
+* ``experts``: mixture-of-experts and MLA fields, parameters and the fused-MoE
+  workspace; ``towers``: vision towers and projectors of vision-language models.
 * ``shape``: config.json to ``ModelShape`` (parameters per rank, KV heads, layer
-  types, rotary caches, quantization_config).
+  types, rotary caches) and pipeline-parallel stages (``stage``, ``pp_partition``).
 * ``settings``: ``Settings`` (vLLM engine arguments), their vocabularies, the one
   validation (``gpu_memory_utilization`` included) and what they resolve to.
 * ``memory``: weights, activation peak, overhead and the KV-cache layout; the
   fitted constants and their calibration.
 * ``suggest``: ranked fixes for a plan that does not start, each re-checked.
-* ``plan``: the budget, the start check and the verdict; ``plan()`` is the
-  entry point.
+* ``plan``: the budget, the start check and the verdict, per pipeline stage;
+  ``plan()`` is the entry point.
 
 The stable JSON of a plan is ``finspace.render.plan_json`` (``planner.plan_json``
 still works: the engine and finspace.service call it by that name).
@@ -25,20 +30,20 @@ still works: the engine and finspace.service call it by that name).
 from __future__ import annotations
 
 from finspace.planner.memory import KvCapacity, activation_bytes, kv_capacity
-from finspace.planner.plan import Plan, PlanDetail, plan
+from finspace.planner.plan import Plan, PlanDetail, StagePlan, plan
 from finspace.planner.settings import (
     CURRENT_VLLM, KV_CACHE_DTYPES, QUANTIZATIONS, USAGE_CONTEXTS, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
     VLLM_VERSIONS, Settings, batch_defaults, check_gpu_memory_utilization, utilization_ok,
 )
 from finspace.planner.shape import (
-    SUPPORTED_ARCHITECTURES, ModelShape, QuantScheme, VisionShape, model_shape, tp_on_machine,
+    SUPPORTED_ARCHITECTURES, TEXT_ARCHITECTURES, ModelShape, QuantScheme, VisionShape, model_shape, tp_on_machine,
 )
 from finspace.planner.suggest import MIN_USEFUL_CONTEXT, SAFE_MAX_UTILIZATION, Suggestion, awq_variant
 
 __all__ = [
     "CURRENT_VLLM", "KV_CACHE_DTYPES", "MIN_USEFUL_CONTEXT", "QUANTIZATIONS", "SAFE_MAX_UTILIZATION",
-    "SUPPORTED_ARCHITECTURES", "USAGE_CONTEXTS", "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION", "VLLM_VERSIONS",
-    "KvCapacity", "ModelShape", "Plan", "PlanDetail", "QuantScheme", "Settings", "Suggestion", "VisionShape",
+    "SUPPORTED_ARCHITECTURES", "TEXT_ARCHITECTURES", "USAGE_CONTEXTS", "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION", "VLLM_VERSIONS",
+    "KvCapacity", "ModelShape", "Plan", "PlanDetail", "QuantScheme", "Settings", "StagePlan", "Suggestion", "VisionShape",
     "activation_bytes", "awq_variant", "batch_defaults", "check_gpu_memory_utilization", "kv_capacity",
     "model_shape", "plan", "plan_json", "tp_on_machine", "utilization_ok",
 ]

@@ -18,7 +18,9 @@ shared/vllm-memory-mechanism.md):
   (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.19, 1 since 0.21).
 * KV bytes: page per layer per block = ``2 x block_size x kv_heads_per_rank x
   head_dim x kv_dtype_bytes`` (``vllm/v1/kv_cache_interface.py::AttentionSpec``),
-  ``kv_heads_per_rank = max(1, kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``).
+  ``kv_heads_per_rank = max(1, kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``);
+  MLA (``MLAAttentionSpec``): ``block_size x (kv_lora_rank + qk_rope_head_dim) x
+  kv_dtype_bytes``, one latent on every rank.
   fp8 KV = 1 byte. Hybrid sliding-window models (Gemma 2/3): layers grouped by
   spec, ``group_size = min(#layers per type)`` (max if max < 1.5 min), one
   shared block pool of ``group_size x page`` bytes per block
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 
 from finspace.errors import BadInput
 from finspace.planner.settings import Settings, resolve_dtype, version
+from finspace.planner.experts import moe_workspace_bytes, mxfp4_expert_params
 from finspace.planner.shape import DTYPE_BYTES, ModelShape, QuantScheme, cdiv, inventory
 from finspace.units import GIB
 
@@ -81,18 +84,27 @@ class Weights:
     rank_params: int
 
 
-def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, total_size: int | None) -> Weights:
+def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, total_size: int | None,
+            whole: ModelShape | None = None, marlin: bool = False) -> Weights:
     """Parameters by kind x bytes per parameter, plus the rotary caches.
 
     With the checkpoint's ``total_size`` (safetensors index) the tensors are
     scaled to it, unless the weights are quantized at load time or the
-    checkpoint's dtype differs from the serving dtype.
+    checkpoint's dtype differs from the serving dtype. ``whole``: the whole
+    model when ``shape`` is one pipeline stage of it. ``marlin``: mxfp4 experts
+    run on Marlin and are padded (``experts.mxfp4_expert_params``).
     """
     dbytes = DTYPE_BYTES[dtype]
     inv = inventory(shape, tp)
     parts: list[tuple[str, int, float]] = []
     q_bpp = quant.bytes_per_param if quant else float(dbytes)
-    parts.append(("linear", inv["linear"], q_bpp))
+    lin_bpp = float(dbytes) if (quant and quant.experts_only) else q_bpp  # mxfp4: experts only
+    parts.append(("linear", inv["linear"], lin_bpp))
+    if inv["expert"]:
+        experts = inv["expert"]
+        if quant is not None and quant.method == "mxfp4" and shape.moe is not None:  # kernel padding
+            experts = sum(shape.moe.is_moe) * mxfp4_expert_params(shape.moe, shape.hidden_size, tp, marlin)
+        parts.append(("expert", experts, q_bpp))
     vis_q = quant is not None and quant.quantize_vision
     if inv["vision_linear"]:
         parts.append(("vision_linear", inv["vision_linear"], q_bpp if vis_q else float(dbytes)))
@@ -102,9 +114,10 @@ def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, t
     source = "config"
     ckpt_bytes = DTYPE_BYTES.get(shape.torch_dtype or "", None)
     if total_size is not None and not (quant and quant.online) and (ckpt_bytes in (None, dbytes)):
-        full = inventory(shape, 1)
+        full = inventory(whole or shape, 1)  # the checkpoint holds the whole model, not one stage
         full_bytes = int(
-            full["linear"] * q_bpp
+            full["linear"] * lin_bpp
+            + full["expert"] * q_bpp
             + full["vision_linear"] * (q_bpp if vis_q else dbytes)
             + (full["embedding"] + full["other"]) * dbytes
         )
@@ -121,7 +134,8 @@ def cudagraphs_counted(s: Settings) -> bool:
 
 def overhead(shape: ModelShape, s: Settings) -> tuple[int, int]:
     """(non-torch bytes, CUDA-graph bytes counted in the budget) per rank."""
-    non_torch = NON_TORCH_TP1_BYTES if s.tensor_parallel_size == 1 else NON_TORCH_TP_BYTES
+    single = s.tensor_parallel_size == 1 and s.pipeline_parallel_size == 1
+    non_torch = NON_TORCH_TP1_BYTES if single else NON_TORCH_TP_BYTES
     cudagraph = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_BYTES * shape.num_layers) if cudagraphs_counted(s) else 0
     return non_torch, cudagraph
 
@@ -131,9 +145,12 @@ def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seq
 
     Peak = held hidden states + max(sampler, forward) + vision profile, where
       sampler = min(max_num_seqs, tokens) x vocab x 14 B (fp32 logits, probs,
-                sort values and int64 indices; the full vocab on every rank),
+                sort values and int64 indices; the full vocab on every rank;
+                only the last pipeline stage samples),
       forward = tokens x dtype x (2 x hidden + 3 x intermediate / tp)
-                (hidden in/out, gate_up and act outputs),
+                (hidden in/out, gate_up and act outputs); for MoE models
+                tokens x dtype x 2 x hidden + fused_experts' workspace
+                (``experts.moe_workspace_bytes``),
       held    = tokens x hidden x dtype x 3,
       vision  = encoder budget (max(tokens, tokens per image)) x text hidden x dtype x 4.5.
     Calibrated on vLLM 0.19 H100 logs at 8192 tokens / 1024 sequences
@@ -142,13 +159,18 @@ def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seq
     the peak. At the in-process default (2048 / 128) it is extrapolated.
     """
     reqs = min(max_num_seqs, mnbt)
-    sampler = reqs * shape.vocab_size * SAMPLER_BYTES_PER_LOGIT
+    sampler = reqs * shape.vocab_size * SAMPLER_BYTES_PER_LOGIT if shape.has_lm_head else 0
     inter = shape.intermediate_size // tp
-    forward = mnbt * dtype_bytes * (2 * shape.hidden_size + (3 if shape.mlp_gated else 2) * inter)
+    if shape.moe is not None:  # MoE: fused_experts' workspace replaces the dense MLP's outputs
+        forward = mnbt * dtype_bytes * 2 * shape.hidden_size
+        forward += moe_workspace_bytes(shape.moe, shape.hidden_size, mnbt, dtype_bytes, tp)
+    else:
+        forward = mnbt * dtype_bytes * (2 * shape.hidden_size + (3 if shape.mlp_gated else 2) * inter)
     held = mnbt * shape.hidden_size * dtype_bytes * HELD_HIDDEN_COPIES
     vision = 0
-    if shape.vision is not None:
-        budget = max(mnbt, shape.vision.tokens_per_image)
+    image = shape.vision or shape.tower
+    if image is not None and shape.has_embedding:
+        budget = max(mnbt, image.tokens_per_image)
         vision = int(budget * shape.hidden_size * dtype_bytes * VISION_PROFILE_COPIES)
     return {"sampler": sampler, "forward": forward, "held": held, "vision": vision,
             "total": held + max(sampler, forward) + vision}
@@ -182,8 +204,7 @@ class KvLayout:
 
 
 def kv_layout(shape: ModelShape, s: Settings, kv_bytes: int, tp: int, mnbt: int, v: tuple[int, int]) -> KvLayout:
-    kv_rank = max(1, shape.num_kv_heads // tp)
-    page = 2 * s.block_size * kv_rank * shape.head_dim * kv_bytes
+    page = s.block_size * shape.kv_entry(tp) * kv_bytes  # MLA: one latent, not K and V per head
     counts = {"full": shape.num_full_layers, "sliding": shape.num_sliding_layers}
     counts = {k: n for k, n in counts.items() if n}
     if len(counts) == 1:

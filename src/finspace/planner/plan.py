@@ -20,6 +20,11 @@ What vLLM does, and where (see shared/vllm-memory-mechanism.md):
   GPUs, heads that do not split, a length over the model's limit, fp8 on a GPU
   without it, bitsandbytes under 0.32) are the verdict before the memory is.
 
+* Pipeline parallelism: each stage holds its layers (``vllm/distributed/utils.py::
+  get_pp_indices``), the embedding on the first and lm_head on the last, and is
+  planned as its own worker; every worker gets the fewest KV blocks any has room
+  for, so the tightest stage's plan is the answer (``Plan.stages`` holds them all).
+
 ``plan`` is the entry point; a plan that does not start carries fixes from
 ``suggest.suggestions``, each re-checked with ``replan``.
 """
@@ -35,7 +40,9 @@ from finspace.planner.memory import (
     activation_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead, weights,
 )
 from finspace.planner.settings import Settings, resolve_batch, resolve_dtype, resolve_quant, validate, version
-from finspace.planner.shape import DTYPE_BYTES, ModelShape, QuantScheme, model_shape, tp_on_machine, tp_splits
+from finspace.planner.shape import (
+    DTYPE_BYTES, ModelShape, QuantScheme, model_shape, pp_partition, stage, tp_on_machine, tp_splits,
+)
 from finspace.planner.suggest import Suggestion, suggestions
 from finspace.units import fmt_size
 
@@ -63,6 +70,7 @@ class PlanDetail:
     max_num_seqs: int = 0
     model_max_len: int = 0
     kv_heads_per_rank: int = 0
+    mla_latent: int = 0  # MLA: elements of the latent one token stores per layer (0: K and V per head)
     page_bytes: int = 0  # one layer, one block
     block_bytes: int = 0  # one block of the shared pool (group_size layers)
     num_groups: int = 1
@@ -74,6 +82,21 @@ class PlanDetail:
     kv_cache_blocks: int = 0
     request_kv_bytes: int = 0  # one max_model_len request
     available_kv_bytes: int = 0  # what the start check compares against (may be < 0)
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One pipeline stage's figures (per GPU of that stage)."""
+
+    index: int
+    first_layer: int
+    end_layer: int  # exclusive
+    weights_bytes: int
+    activation_bytes: int
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    max_model_len_that_fits: int
+    fits: bool
 
 
 @dataclass(frozen=True)
@@ -98,6 +121,7 @@ class Plan:
     suggestions: tuple[Suggestion, ...] = ()
     detail: PlanDetail = field(default_factory=PlanDetail)
     notes: tuple[str, ...] = ()
+    stages: tuple[StagePlan, ...] = ()  # pipeline_parallel_size > 1: every stage; the plan is the tightest's
 
 
 @dataclass(frozen=True)
@@ -146,12 +170,44 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
     """The plan under settings ``s`` (not validated) and, when it does not start, why.
 
     The plan's reason is "starts: ..." or the problem with the planner's own fix; no suggestions.
+    With pipeline parallelism every stage is planned (its layers, the embedding on the first, lm_head on
+    the last) and the tightest stage's plan is the answer: vLLM gives every worker the fewest KV blocks
+    any of them has room for (``get_kv_cache_configs``).
     """
+    pp = s.pipeline_parallel_size
+    if pp == 1:
+        return _evaluate_stage(config, shape, shape, gpu, s, gpus, total_size)
+    if pp > shape.num_layers:  # vLLM refuses: a stage without layers
+        one, _ = _evaluate_stage(config, shape, shape, gpu, replace(s, pipeline_parallel_size=1), gpus, total_size)
+        v = Verdict(f"pipeline_parallel_size {pp} exceeds the model's {shape.num_layers} layers", "setting",
+                    f"Lower pipeline_parallel_size to {shape.num_layers} or less.",
+                    replace(s, pipeline_parallel_size=shape.num_layers))
+        return replace(one, settings=replace(one.settings, pipeline_parallel_size=pp), fits=False,
+                       max_concurrency=0.0, reason=f"{v.problem}. {v.own_fix}"), v
+    results = []
+    for i, (a, b) in enumerate(pp_partition(shape.num_layers, pp)):
+        results.append(_evaluate_stage(config, stage(shape, a, b, i == 0, i == pp - 1), shape, gpu, s, gpus,
+                                       total_size))
+    stages = tuple(
+        StagePlan(i, a, b, r.weights_bytes, r.activation_bytes, r.kv_cache_bytes, r.kv_cache_tokens,
+                  r.max_model_len_that_fits, r.fits)
+        for i, ((a, b), (r, _)) in enumerate(zip(pp_partition(shape.num_layers, pp), results)))
+    k = min(range(pp), key=lambda i: (results[i][0].fits, results[i][0].max_model_len_that_fits,
+                                      results[i][0].kv_cache_tokens))
+    p, verdict = results[k]
+    note = (f"pipeline_parallel_size {pp}: figures are stage {k}'s (layers {stages[k].first_layer}-"
+            f"{stages[k].end_layer - 1}), the tightest of {pp}")
+    return replace(p, stages=stages, notes=(note, *p.notes)), verdict
+
+
+def _evaluate_stage(config: dict, shape: ModelShape, whole: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
+                    total_size: int | None) -> tuple[Plan, Verdict | None]:
+    """``evaluate`` for the layers ``shape`` holds (the whole model, or one pipeline stage of ``whole``)."""
     v = version(s.vllm_version)
     tp = s.tensor_parallel_size
     dtype = resolve_dtype(s, shape)
     quant = resolve_quant(s, shape)
-    notes: list[str] = []
+    notes: list[str] = list(shape.notes)
     if s.dtype == "auto" and shape.torch_dtype in (None, "float32"):
         notes.append(f"checkpoint is {shape.torch_dtype or 'float32 (assumed)'}; vLLM serves it as bfloat16")
 
@@ -160,7 +216,7 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
     auto_fit = s.max_model_len == -1
     length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
     mnbt, seqs = resolve_batch(s, gpu, length)
-    w = weights(shape, quant, dtype, tp, total_size)
+    w = weights(shape, quant, dtype, tp, total_size, whole, marlin=gpu.compute_capability < (9, 0))
     act = activation_bytes(shape, DTYPE_BYTES[dtype], mnbt, seqs, tp)
     non_torch, cudagraph = overhead(shape, s)
     requested = math.ceil(gpu.total_bytes * s.gpu_memory_utilization)
@@ -169,7 +225,7 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
     # KV cache: blocks, the start check (0.32 holds back the null block), the longest length that fits
     kv_el = kv_dtype_bytes(s.kv_cache_dtype, dtype)
     kv = kv_layout(shape, s, kv_el, tp, mnbt, v)
-    kv_rank = max(1, shape.num_kv_heads // tp)
+    kv_rank = 1 if shape.mla else max(1, shape.num_kv_heads // tp)
     kv_cache = max(0, available)
     blocks = kv_cache // kv.block_bytes
     check_avail = available - (kv.block_bytes if v >= (0, 32) else 0)
@@ -187,7 +243,7 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
         non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
         sampler_bytes=act["sampler"], forward_bytes=act["forward"], held_bytes=act["held"], vision_bytes=act["vision"],
         max_num_batched_tokens=mnbt, max_num_seqs=seqs, model_max_len=model_max,
-        kv_heads_per_rank=kv_rank, page_bytes=kv.page, block_bytes=kv.block_bytes,
+        kv_heads_per_rank=kv_rank, mla_latent=shape.mla.latent_dim if shape.mla else 0, page_bytes=kv.page, block_bytes=kv.block_bytes,
         num_groups=len(kv.groups), group_size=kv.group_size,
         full_layers=shape.num_full_layers, sliding_layers=shape.num_sliding_layers,
         sliding_window=shape.sliding_window, in_flight_tokens=kv.in_flight,
@@ -195,7 +251,7 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
     )
     p = Plan(
         gpu=gpu, gpus=gpus, settings=replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs),
-        weights_bytes=w.bytes, kv_bytes_per_token=shape.num_layers * 2 * kv_rank * shape.head_dim * kv_el,
+        weights_bytes=w.bytes, kv_bytes_per_token=shape.num_layers * shape.kv_entry(tp) * kv_el,
         activation_bytes=act["total"], overhead_bytes=non_torch + cudagraph, requested_bytes=requested,
         kv_cache_bytes=kv_cache, kv_cache_tokens=blocks // len(kv.groups) * s.block_size, max_model_len=length,
         max_model_len_that_fits=fit_len, max_concurrency=round(blocks / bpr, 2) if bpr else 0.0,
@@ -219,9 +275,14 @@ def _gpu_short(gpu: GPUSpec) -> str:
 def _setting_problem(shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, quant: QuantScheme | None,
                      auto_fit: bool) -> Verdict | None:
     """A setting that cannot work on this machine, whatever the memory: the first one, with its fix."""
-    tp = s.tensor_parallel_size
+    tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
     model_max = shape.derived_max_model_len
     gname = _gpu_short(gpu)
+    if pp > 1 and tp * pp > gpus:
+        return Verdict(f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs {tp * pp} GPUs; "
+                       f"this machine has {gpus}", "setting",
+                       f"Run on {tp * pp} GPUs or lower pipeline_parallel_size to {max(1, gpus // tp)}.",
+                       replace(s, pipeline_parallel_size=max(1, gpus // tp)) if gpus >= tp else None)
     if tp > gpus:
         local = tp_on_machine(shape, gpus)
         return Verdict(f"tensor_parallel_size {tp} needs {tp} GPUs; this machine has {gpus}", "setting",

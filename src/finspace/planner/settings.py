@@ -24,7 +24,7 @@ VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 CURRENT_VLLM = "0.32"
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
-QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes")
+QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "bitsandbytes", "mxfp4")
 USAGE_CONTEXTS = ("engine", "serve", "llm")
 VLLM_VERSIONS = ("0.19", "0.32")
 
@@ -55,6 +55,7 @@ class Settings:
     enforce_eager: bool = False
     usage_context: str = "engine"
     vllm_version: str = CURRENT_VLLM
+    pipeline_parallel_size: int = 1  # stages; each holds a slice of the layers (planned per stage)
 
 
 def version(s: str) -> tuple[int, int]:
@@ -93,6 +94,7 @@ def validate(s: Settings, gpus: int) -> None:
     if s.max_model_len is not None and s.max_model_len != -1:
         _positive("max_model_len", s.max_model_len)
     _positive("tensor_parallel_size", s.tensor_parallel_size, allow_none=False)
+    _positive("pipeline_parallel_size", s.pipeline_parallel_size, allow_none=False)
     _positive("max_num_batched_tokens", s.max_num_batched_tokens)
     _positive("max_num_seqs", s.max_num_seqs)
     _positive("block_size", s.block_size, allow_none=False)
@@ -114,7 +116,8 @@ def resolve_dtype(s: Settings, shape: ModelShape) -> str:
         d = shape.torch_dtype or "float32"
         if d == "float32":
             d = "bfloat16"
-    if d == "float16" and shape.model_type in ("gemma2", "gemma3", "gemma3_text"):
+    if d == "float16" and (shape.model_type in ("gemma2", "gemma3", "gemma3_text")
+                           or shape.text_type in ("gemma2", "gemma3_text")):
         raise BadInput(f"vLLM refuses dtype float16 for {shape.model_type} (numerical instability); use bfloat16")
     return d
 

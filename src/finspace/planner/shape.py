@@ -1,12 +1,17 @@
 """config.json to model shape: the fields the planner sizes a model from.
 
-Parameters are counted from the config (llama, mistral, qwen2, qwen3, gemma2,
-gemma3 + SigLIP tower + projector, gemma3_text, gpt_neox), per tensor-parallel
-rank (``inventory``): linear layers and the vocab-parallel embedding/lm_head
-are split, norms and biases of row-parallel layers are replicated, KV heads
-are replicated when tp > kv_heads. ``quantization_config`` becomes a
-``QuantScheme``: AWQ/GPTQ/compressed-tensors int4 add group scales (+ zero
-points when asymmetric); bitsandbytes nf4 adds an fp32 absmax per 64 weights.
+Parameters are counted from the config, per tensor-parallel rank
+(``inventory``): linear layers and the vocab-parallel embedding/lm_head are
+split, norms and biases of row-parallel layers are replicated, KV heads are
+replicated when tp > kv_heads. Dense text models (llama, mistral, qwen2,
+qwen3, gemma2, gemma3_text, gpt_neox, phi3), mixture-of-experts and MLA
+(qwen2_moe, qwen3_moe, mixtral, gpt_oss, deepseek_v2/v3: ``experts``),
+vision-language models (gemma3, mistral3, pixtral, llava, qwen2_5_vl:
+``towers``) and any config whose ``text_config`` is one of the text models.
+Fields a config leaves out take transformers' class defaults (``defaults``);
+``quantization_config`` becomes a ``QuantScheme`` (``quant``). A pipeline
+stage (``stage``) holds its slice of the layers, the embedding on the first
+stage and lm_head + final norm on the last.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from finspace.errors import ConfigError
+from finspace.planner.defaults import with_defaults
+from finspace.planner.experts import (
+    MlaShape, MoeShape, mla_attention_params, moe_layer_params, parse_mla, parse_moe,
+)
+from finspace.planner.quant import QuantScheme, parse_quant
+from finspace.planner.towers import VisionShape, VisionTower, siglip, siglip_params, tower
 
 VOCAB_PADDING = 64  # DEFAULT_VOCAB_PADDING_SIZE in vocab_parallel_embedding.py
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -23,7 +34,18 @@ DTYPE_ALIASES = {
     "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "half": "float16", "fp16": "float16",
 }
 
-SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text", "gpt_neox")
+#: text architectures the planner sizes, as config.json (or its text_config) names them
+TEXT_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_neox", "phi3",
+                      "qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss", "deepseek_v2", "deepseek_v3")
+#: vision-language model_types -> the text architecture when their text_config names none
+VISION_LANGUAGE = {"gemma3": "gemma3_text", "mistral3": "mistral", "pixtral": "mistral", "llava": "llama",
+                   "qwen2_5_vl": "qwen2"}
+SUPPORTED_ARCHITECTURES = TEXT_ARCHITECTURES + tuple(VISION_LANGUAGE)
+#: architectures vLLM 0.32 does not serve, with why
+UNSERVED = {
+    "mllama": "Llama 3.2 Vision (mllama) is not served by vLLM 0.32: its model file was removed in vLLM 0.11 "
+              "(vllm/model_executor/models has no mllama.py), so no vLLM memory plan exists for it",
+}
 _MAX_LEN_KEYS = (
     "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
     "model_max_length", "max_sequence_length", "max_seq_length", "seq_len",
@@ -31,56 +53,11 @@ _MAX_LEN_KEYS = (
 # rope types whose max_position_embeddings is already the scaled length
 _ROPE_NO_LEN_SCALING = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 # rope types whose cos/sin cache covers max_position x factor
-_ROPE_CACHE_SCALED = ("linear", "dynamic", "yarn")
+_ROPE_CACHE_SCALED = ("linear", "dynamic", "yarn", "deepseek_yarn")
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-@dataclass(frozen=True)
-class VisionShape:
-    """A SigLIP-style vision tower (Gemma 3) and its projector."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    patch_size: int
-    image_size: int
-    num_channels: int
-    use_head: bool
-    tokens_per_image: int
-    projector_params: int
-
-
-@dataclass(frozen=True)
-class QuantScheme:
-    """How linear-layer weights are stored on the GPU."""
-
-    method: str  # fp8 | awq | gptq | compressed-tensors | bitsandbytes
-    bits: int
-    group_size: int = 0  # 0: per-channel or per-tensor scales (negligible)
-    zero_points: bool = False
-    scale_bytes: int = 2
-    online: bool = False  # quantized at load time from a bf16/fp16 checkpoint
-    quantize_vision: bool = True
-
-    @property
-    def bytes_per_param(self) -> float:
-        b = self.bits / 8
-        if self.group_size > 0:
-            b += self.scale_bytes / self.group_size
-            if self.zero_points:
-                b += (self.bits / 8) / self.group_size
-        return b
-
-    @property
-    def label(self) -> str:
-        if self.method == "fp8":
-            return "fp8 (online)" if self.online else "fp8 (checkpoint)"
-        g = f", group {self.group_size}" if self.group_size > 0 else ""
-        return f"{self.method} {self.bits}-bit{g}" + (" (online)" if self.online else "")
 
 
 @dataclass(frozen=True)
@@ -111,6 +88,14 @@ class ModelShape:
     vision: VisionShape | None = None
     quantization: QuantScheme | None = None  # from config.json's quantization_config
     num_params: int = 0  # total, all ranks
+    text_type: str = ""  # the text architecture (model_type, or its text_config's)
+    moe: MoeShape | None = None
+    mla: MlaShape | None = None
+    tower: VisionTower | None = None  # vision tower + projector other than Gemma 3's SigLIP
+    attn_sinks: bool = False  # gpt_oss: one learned sink per attention head
+    has_embedding: bool = True  # pipeline stage: the first one holds embed_tokens (and the vision tower)
+    has_lm_head: bool = True  # pipeline stage: the last one holds lm_head and the final norm
+    notes: tuple[str, ...] = ()
 
     @property
     def num_sliding_layers(self) -> int:
@@ -119,6 +104,12 @@ class ModelShape:
     @property
     def num_full_layers(self) -> int:
         return self.num_layers - self.num_sliding_layers
+
+    def kv_entry(self, tp: int) -> int:
+        """Elements one token stores per layer on one rank: K and V per KV head, or MLA's one latent."""
+        if self.mla:
+            return self.mla.latent_dim
+        return 2 * max(1, self.num_kv_heads // tp) * self.head_dim
 
 
 def _need(cfg: dict, key: str, where: str) -> int:
@@ -162,50 +153,6 @@ def _derived_max_len(cfg: dict, model_type: str, text: dict) -> int:
     return derived
 
 
-def _parse_quant(qc: object) -> QuantScheme | None:
-    if qc is None:
-        return None
-    if not isinstance(qc, dict):
-        raise ConfigError("config.json field 'quantization_config' must be an object")
-    method = str(qc.get("quant_method", "")).lower()
-    if method == "awq":
-        bits = int(qc.get("bits", qc.get("w_bit", 4)))
-        g = int(qc.get("group_size", qc.get("q_group_size", 128)))
-        return QuantScheme("awq", bits, max(g, 0), bool(qc.get("zero_point", True)), 2, quantize_vision=False)
-    if method == "gptq":
-        bits = int(qc.get("bits", 4))
-        g = int(qc.get("group_size", 128))
-        return QuantScheme("gptq", bits, max(g, 0), not bool(qc.get("sym", True)), 2, quantize_vision=False)
-    if method in ("fp8", "fbgemm_fp8"):
-        return QuantScheme("fp8", 8)
-    if method == "bitsandbytes":
-        if qc.get("load_in_8bit"):
-            return QuantScheme("bitsandbytes", 8)
-        double = bool(qc.get("bnb_4bit_use_double_quant", False))
-        return QuantScheme("bitsandbytes", 4, 64, False, 1 if double else 4)
-    if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        weights = None
-        for grp in groups.values() if isinstance(groups, dict) else []:
-            if isinstance(grp, dict) and isinstance(grp.get("weights"), dict):
-                weights = grp["weights"]
-                break
-        if weights is None:
-            raise ConfigError("quantization_config (compressed-tensors) has no config_groups.*.weights; cannot size the weights")
-        bits = int(weights.get("num_bits", 8))
-        g = weights.get("group_size") or 0
-        strategy = str(weights.get("strategy", "")).lower()
-        if strategy != "group":
-            g = 0
-        wtype = str(weights.get("type", "int")).lower()
-        scale_bytes = 1 if (wtype == "float" and bits == 4) else 2  # nvfp4: fp8 scales
-        return QuantScheme("compressed-tensors", bits, int(g), not bool(weights.get("symmetric", True)), scale_bytes)
-    raise ConfigError(
-        f"quantization_config quant_method {method or '(missing)'!r} is not supported by the planner; "
-        "supported: awq, gptq, fp8, compressed-tensors, bitsandbytes"
-    )
-
-
 def _gemma3_layer_types(text: dict, n: int, where: str) -> tuple[str, ...]:
     lt = text.get("layer_types")
     if isinstance(lt, list) and len(lt) == n:
@@ -219,47 +166,39 @@ def model_shape(config: dict) -> ModelShape:
     """Read the fields the planner needs from a Hugging Face config.json.
 
     Raises ConfigError naming the missing field or the unsupported architecture.
-    Fields that transformers fills with a default (Gemma 3's head_dim 256, vocab
-    262208, ...) get the same default here.
+    Fields a config leaves out take transformers' class defaults for its
+    model_type (``defaults.TRANSFORMERS_DEFAULTS``: Gemma 3's head_dim 256, ...).
     """
     if not isinstance(config, dict):
         raise ConfigError("config.json must be a JSON object")
     model_type = config.get("model_type")
     arch = (config.get("architectures") or [""])[0] if isinstance(config.get("architectures"), list) else ""
-    if model_type not in SUPPORTED_ARCHITECTURES:
-        raise ConfigError(
-            f"unknown architecture model_type={model_type!r} ({arch or 'no architectures'}); "
-            f"the planner supports: {', '.join(SUPPORTED_ARCHITECTURES)}"
-        )
-    text, where = _text_config(config, model_type)
-    gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
-    gemma3 = model_type in ("gemma3", "gemma3_text")
+    text, where, fam, notes = _text_config(config, model_type, arch)
+    text = with_defaults(fam, text, nested=bool(where))
+    gemma = fam in ("gemma2", "gemma3_text")
 
     hidden = _need(text, "hidden_size", where)
     layers = _need(text, "num_hidden_layers", where)
     heads = _need(text, "num_attention_heads", where)
     inter = _need(text, "intermediate_size", where)
-    vocab = _opt_int(text, "vocab_size", 262208 if gemma3 else (256000 if gemma else None), where)
-    if vocab is None:
-        _need(text, "vocab_size", where)
+    vocab = _need(text, "vocab_size", where)
     kv = _opt_int(text, "num_key_value_heads", heads, where)  # absent (gpt_neox): multi-head attention
-    head_dim = _opt_int(text, "head_dim", 256 if gemma else hidden // heads, where)
+    head_dim = _opt_int(text, "head_dim", hidden // heads, where)
     if heads % kv:
         raise ConfigError(f"config.json{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
-    if gemma3:
-        text = {"max_position_embeddings": 131072, **text}
-    elif model_type == "gemma2":
-        text = {"max_position_embeddings": 8192, **text}
     max_pos = _opt_int(text, "max_position_embeddings", None, where) or 2048
-    derived = _derived_max_len(config, model_type, text)
+    derived = _derived_max_len(config, fam, text)
 
-    tie_default = gemma
-    tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings", tie_default))
-    tie = bool(tie_default if tie is None else tie)
+    tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings", gemma))
+    tie = bool(gemma if tie is None else tie)
     torch_dtype = config.get("torch_dtype") or config.get("dtype") or text.get("torch_dtype") or text.get("dtype")
     if torch_dtype is not None:
         torch_dtype = DTYPE_ALIASES.get(str(torch_dtype).replace("torch.", ""), None)
-    layer_types, window = _layer_types(model_type, text, layers, derived, where)
+    layer_types, window = _layer_types(fam, text, layers, derived, where)
+    moe, mla = parse_moe(fam, text, layers), parse_mla(fam, text)
+    if moe is not None and (moe.num_experts <= 0 or moe.expert_intermediate <= 0):
+        raise ConfigError(f"config.json{where} ({fam}) has no expert count or expert intermediate size")
+    rotary = mla.qk_rope_head_dim if mla else head_dim
 
     shape = ModelShape(
         model_type=model_type, architecture=arch or model_type,
@@ -267,35 +206,63 @@ def model_shape(config: dict) -> ModelShape:
         num_kv_heads=kv, head_dim=head_dim, vocab_size=vocab, tie_word_embeddings=tie,
         max_position_embeddings=max_pos, derived_max_model_len=derived, torch_dtype=torch_dtype,
         layer_types=layer_types, sliding_window=window,
-        rope_caches=_rope_caches(model_type, text, head_dim, max_pos, layer_types),
-        **_layer_details(model_type, text, hidden),
-        vision=_vision(config, hidden) if model_type == "gemma3" else None,
-        quantization=_parse_quant(config.get("quantization_config")),
+        rope_caches=_rope_caches(fam, text, rotary, max_pos, layer_types),
+        **_layer_details(fam, text, hidden),
+        vision=siglip(config, hidden) if model_type == "gemma3" else None,
+        quantization=parse_quant(config.get("quantization_config")),
+        text_type=fam, moe=moe, mla=mla, tower=tower(model_type, config, hidden), attn_sinks=fam == "gpt_oss",
+        notes=notes,
     )
     total = sum(inventory(shape, 1, pad_vocab=False).values())
     return replace(shape, num_params=total)
 
 
-def _text_config(config: dict, model_type: str) -> tuple[dict, str]:
-    """The text model's fields and where they are (Gemma 3 nests them in text_config)."""
-    if model_type != "gemma3":
-        return config, ""
-    text = config.get("text_config")
-    if not isinstance(text, dict):
-        raise ConfigError("config.json (gemma3) has no 'text_config'; use a Gemma 3 config or model_type gemma3_text")
-    return text, ".text_config"
+def _text_config(config: dict, model_type: object, arch: str) -> tuple[dict, str, str, tuple[str, ...]]:
+    """(the text model's fields, where they are, its architecture, notes): vision-language models and
+    wrappers nest them in text_config."""
+    if model_type in UNSERVED:
+        raise ConfigError(UNSERVED[model_type])
+    if model_type in TEXT_ARCHITECTURES:
+        return config, "", model_type, ()
+    tc = config.get("text_config")
+    if model_type in VISION_LANGUAGE:
+        if not isinstance(tc, dict):
+            if model_type == "qwen2_5_vl":  # transformers < 5 writes the text fields at the top level
+                return config, "", "qwen2", ()
+            if model_type == "gemma3":
+                raise ConfigError("config.json (gemma3) has no 'text_config'; use a Gemma 3 config or model_type gemma3_text")
+            raise ConfigError(f"config.json ({model_type}) has no 'text_config'; the planner sizes the text model from it")
+        inner = tc.get("model_type")
+        return tc, ".text_config", inner if inner in TEXT_ARCHITECTURES else VISION_LANGUAGE[model_type], ()
+    if isinstance(tc, dict) and tc.get("model_type") in TEXT_ARCHITECTURES:
+        return tc, ".text_config", tc["model_type"], (
+            f"{model_type} wraps a {tc['model_type']} text model: planned from text_config; "
+            "any vision or audio tower is not counted",)
+    raise ConfigError(
+        f"unknown architecture model_type={model_type!r} ({arch or 'no architectures'}); "
+        f"the planner supports: {', '.join(SUPPORTED_ARCHITECTURES)} (and configs whose text_config is one of them)"
+    )
 
 
 def _layer_types(model_type: str, text: dict, layers: int, derived: int,
                  where: str) -> tuple[tuple[str, ...], int | None]:
     """("full" | "sliding" per decoder layer, the sliding window or None)."""
     window = text.get("sliding_window")
-    if model_type in ("qwen2", "qwen3"):
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         if not text.get("use_sliding_window", False):
             window = None
+    # Without layer_types, vLLM's CacheConfig.sliding_window is the config's, for every layer
+    # (``EngineArgs.create_engine_config``): phi3's 2047, mistral v0.1's 4096 slide all layers.
     if model_type in ("gemma3", "gemma3_text"):
         window = int(window or 4096)
         layer_types = _gemma3_layer_types(text, layers, where)
+    elif model_type == "gpt_oss":  # gpt_oss.py: even layers slide
+        window = int(window or 128)
+        lt = text.get("layer_types")
+        if isinstance(lt, list) and len(lt) == layers:
+            layer_types = tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
+        else:
+            layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
     elif model_type == "gemma2":
         window = int(window or 4096)
         lt = text.get("layer_types")
@@ -322,18 +289,20 @@ def _layer_types(model_type: str, text: dict, layers: int, derived: int,
     return layer_types, window
 
 
-def _rope_caches(model_type: str, text: dict, head_dim: int, max_pos: int,
+def _rope_caches(model_type: str, text: dict, rotary_dim: int, max_pos: int,
                  layer_types: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
     """(positions, rotary_dim) of each cos/sin cache vLLM registers."""
     gemma3 = model_type in ("gemma3", "gemma3_text")
-    rotary_dim = head_dim
     if model_type == "gpt_neox":
-        rotary_dim = int(head_dim * float(text.get("rotary_pct", 1.0)))
+        rotary_dim = int(rotary_dim * float(text.get("rotary_pct", 1.0)))
 
     def cache(scaling: dict | None) -> tuple[int, int]:
         pos = max_pos
         if scaling and scaling["rope_type"] in _ROPE_CACHE_SCALED:
-            pos = int(max_pos * float(scaling.get("factor") or 1.0))
+            base = max_pos
+            if scaling["rope_type"] in ("yarn", "deepseek_yarn") and scaling.get("original_max_position_embeddings"):
+                base = int(scaling["original_max_position_embeddings"])  # YaRN: original length x factor
+            pos = int(base * float(scaling.get("factor") or 1.0))
         return (pos, rotary_dim)
 
     caches = [cache(_rope_scaling(text))]
@@ -349,51 +318,36 @@ def _layer_details(model_type: str, text: dict, hidden: int) -> dict:
         return dict(qkv_bias=True, o_bias=True, mlp_gated=False, mlp_bias=True,
                     norm_params_per_layer=4 * hidden, final_norm_params=2 * hidden,  # two LayerNorms (weight + bias)
                     qk_norm=False)
+    qwen2 = model_type in ("qwen2", "qwen2_moe")
     return dict(
-        qkv_bias=bool(text.get("attention_bias", model_type == "qwen2")),
-        o_bias=bool(text.get("attention_bias", False)) and model_type != "qwen2",
+        qkv_bias=bool(text.get("attention_bias", qwen2)) and model_type not in ("deepseek_v2", "deepseek_v3"),
+        o_bias=bool(text.get("attention_bias", False)) and not qwen2,
         mlp_gated=True, mlp_bias=bool(text.get("mlp_bias", False)),
         norm_params_per_layer=(4 if gemma else 2) * hidden, final_norm_params=hidden,
-        qk_norm=model_type in ("qwen3", "gemma3", "gemma3_text"),
-    )
-
-
-def _vision(config: dict, hidden: int) -> VisionShape | None:
-    """Gemma 3's SigLIP tower and projector, when the config has a vision_config."""
-    vc = config.get("vision_config")
-    if not isinstance(vc, dict):
-        return None
-    vh = _opt_int(vc, "hidden_size", 1152, ".vision_config")
-    return VisionShape(
-        hidden_size=vh,
-        intermediate_size=_opt_int(vc, "intermediate_size", 4304, ".vision_config"),
-        num_layers=_opt_int(vc, "num_hidden_layers", 27, ".vision_config"),
-        num_heads=_opt_int(vc, "num_attention_heads", 16, ".vision_config"),
-        patch_size=_opt_int(vc, "patch_size", 14, ".vision_config"),
-        image_size=_opt_int(vc, "image_size", 896, ".vision_config"),
-        num_channels=_opt_int(vc, "num_channels", 3, ".vision_config"),
-        use_head=bool(vc.get("vision_use_head", False)),
-        tokens_per_image=int(config.get("mm_tokens_per_image", 256)),
-        # Gemma3MultiModalProjector: mm_input_projection_weight + mm_soft_emb_norm
-        projector_params=vh * hidden + vh,
+        qk_norm=model_type in ("qwen3", "gemma3", "gemma3_text", "qwen3_moe"),
     )
 
 
 def inventory(shape: ModelShape, tp: int, *, pad_vocab: bool = True) -> dict[str, int]:
-    """Parameters held by one tensor-parallel rank, by kind.
+    """Parameters held by one tensor-parallel rank (of one pipeline stage), by kind.
 
-    linear: quantizable text linears; vision_linear: vision-tower linears;
-    embedding: embed_tokens (+ lm_head when untied); other: norms, biases,
-    position embeddings, projector (kept in the model dtype).
+    linear: quantizable text linears; expert: routed experts; vision_linear:
+    vision-tower linears; embedding: embed_tokens (first stage) + lm_head (last
+    stage; one tensor when tied on one stage); other: norms, biases, routers,
+    position embeddings, projector norms (kept in the model dtype).
     """
     h, inter, hd = shape.hidden_size, shape.intermediate_size, shape.head_dim
     q_out = shape.num_heads * hd
     kv_rank = max(1, shape.num_kv_heads // tp)
     q_rank = q_out // tp
     inter_rank = inter // tp
-    lin = h * q_rank + 2 * h * kv_rank * hd + q_rank * h
-    lin += (3 if shape.mlp_gated else 2) * h * inter_rank
     other = shape.norm_params_per_layer
+    if shape.mla is not None:
+        attn, attn_other = mla_attention_params(shape.mla, h, shape.num_heads, tp)
+        other += attn_other
+    else:
+        attn = h * q_rank + 2 * h * kv_rank * hd + q_rank * h
+    mlp = (3 if shape.mlp_gated else 2) * h * inter_rank
     if shape.qkv_bias:
         other += q_rank + 2 * kv_rank * hd
     if shape.o_bias:
@@ -402,34 +356,58 @@ def inventory(shape: ModelShape, tp: int, *, pad_vocab: bool = True) -> dict[str
         other += (2 if shape.mlp_gated else 1) * inter_rank + h
     if shape.qk_norm:
         other += 2 * hd
-    inv = {"linear": lin * shape.num_layers, "vision_linear": 0, "embedding": 0, "other": other * shape.num_layers}
-    inv["other"] += shape.final_norm_params
+    if shape.attn_sinks:
+        other += shape.num_heads // tp
+    n_moe = sum(shape.moe.is_moe) if shape.moe else 0
+    inv = {"linear": attn * shape.num_layers + mlp * (shape.num_layers - n_moe), "expert": 0, "vision_linear": 0,
+           "embedding": 0, "other": other * shape.num_layers}
+    if shape.moe is not None:
+        experts, lin, oth = moe_layer_params(shape.moe, h, tp)
+        inv["expert"], inv["linear"], inv["other"] = experts * n_moe, inv["linear"] + lin * n_moe, inv["other"] + oth * n_moe
+    if shape.has_lm_head:
+        inv["other"] += shape.final_norm_params
     vocab = cdiv(shape.vocab_size, VOCAB_PADDING) * VOCAB_PADDING if pad_vocab else shape.vocab_size
     emb = cdiv(vocab, tp) * h
-    inv["embedding"] = emb * (1 if shape.tie_word_embeddings else 2)
-    v = shape.vision
-    if v is not None:
-        vh, vi = v.hidden_size, v.intermediate_size
-        patches = (v.image_size // v.patch_size) ** 2
-        inv["other"] += v.num_channels * v.patch_size**2 * vh + vh  # patch conv
-        inv["other"] += patches * vh  # position embedding
-        per = 4 * vh * (vh // tp) + 2 * vh * (vi // tp)  # q,k,v,o + fc1,fc2
-        per_other = 3 * (vh // tp) + vh + (vi // tp) + vh + 4 * vh  # biases + 2 LayerNorms
-        inv["vision_linear"] += per * v.num_layers
-        inv["other"] += per_other * v.num_layers + 2 * vh  # post_layernorm
-        if v.use_head:
-            inv["vision_linear"] += 4 * vh * vh + 2 * vh * vi
-            inv["other"] += vh + 4 * vh + vi + vh + 2 * vh
-        inv["other"] += v.projector_params
+    copies = int(shape.has_embedding) + int(shape.has_lm_head)
+    inv["embedding"] = emb * (min(copies, 1) if shape.tie_word_embeddings else copies)
+    if shape.has_embedding and shape.vision is not None:
+        lin, oth = siglip_params(shape.vision, tp)
+        inv["vision_linear"] += lin
+        inv["other"] += oth
+    if shape.has_embedding and shape.tower is not None:
+        inv["vision_linear"] += shape.tower.linear_params // tp
+        inv["other"] += shape.tower.other_params
     return inv
+
+
+def stage(shape: ModelShape, start: int, end: int, first: bool, last: bool) -> ModelShape:
+    """The part of the model one pipeline stage holds: layers [start, end), the embedding (and vision tower)
+    when ``first``, lm_head and the final norm when ``last`` (``vllm/distributed/utils.py::get_pp_indices``)."""
+    moe = replace(shape.moe, is_moe=shape.moe.is_moe[start:end]) if shape.moe else None
+    return replace(shape, num_layers=end - start, layer_types=shape.layer_types[start:end], moe=moe,
+                   has_embedding=first, has_lm_head=last)
+
+
+def pp_partition(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """get_pp_indices: even split; the remainder goes one each to the stages before the last."""
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    bounds, start = [], 0
+    for n in parts:
+        bounds.append((start, start + n))
+        start += n
+    return tuple(bounds)
 
 
 def tp_splits(shape: ModelShape, n: int) -> bool:
     """vLLM's check: attention heads (and the vision tower's) split evenly over n ranks, KV heads split
     or are replicated evenly."""
-    if shape.num_heads % n or (shape.vision and shape.vision.num_heads % n):
+    if shape.num_heads % n or (shape.vision and shape.vision.num_heads % n) or (shape.tower and shape.tower.num_heads % n):
         return False
     kv = shape.num_kv_heads
+    if shape.mla:
+        return True
     return not (kv % n if kv >= n else n % kv)
 
 
