@@ -14,8 +14,10 @@ import httpx
 import psutil
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 
 from finspace.priority import nice_of
+from helpers import REPO
 from server_utils import ADMIN_TOKEN, Server, make_catalog
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -116,6 +118,20 @@ def test_models_lists_each_plan_for_this_hardware(server):
 
 
 # --------------------------------------------------------------- load-model
+def test_will_it_fit_over_the_gradio_api(server, client):
+    """/fit plans any model before it is loaded (issue 22): a pasted config.json on a chosen GPU, and its errors."""
+    config = (REPO / "configs" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text()
+    r = client.predict(None, config, "l40s", 1, api_name="/fit")
+    assert r["fits"] and r["gpu"] == "NVIDIA L40S" and r["plan"]["weights_gib"] > 14 and r["breakdown"]
+    r = client.predict(None, config, "l4", 1, 131072, None, None, 0.5, api_name="/fit")
+    assert not r["fits"] and r["suggestions"]
+    with pytest.raises(AppError, match="unknown GPU"):
+        client.predict(None, config, "abacus", api_name="/fit")
+    with pytest.raises(AppError, match="not a Hub repo id"):
+        client.predict("../../etc/passwd", None, api_name="/fit")
+    assert server.health()["ready"]
+
+
 def test_load_model_refuses_without_a_valid_token(server):
     before = server.health()
     for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": ADMIN_TOKEN},

@@ -69,7 +69,7 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-PUBLIC_API = ("chat", "load_model", "models", "health", "loads")
+PUBLIC_API = ("chat", "load_model", "models", "health", "loads", "fit")
 MAX_UPLOAD = "25mb"  # Gradio's own bound; the guard refuses uploads while no input takes files
 
 

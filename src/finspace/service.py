@@ -429,6 +429,14 @@ class Service:
             raise FinspaceError(f"cannot read the load ledger ({type(exc).__name__}); see the server log") from None
         return [_jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
 
+    def check_fit(self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, **settings: Any) -> dict:
+        """Will it fit? for any model (finspace.fit_service); reads the Hub for a repo id: call from a thread."""
+        from finspace.fit_service import check_fit
+
+        default = self.engine.gpu.key if self.engine.gpu is not None else "l40s"
+        return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=self.settings.hf_token,
+                         **settings)
+
     def redact_record(self, record: Any) -> Any:
         if isinstance(record, dict):
             return {k: self.redact_record(v) for k, v in record.items()}

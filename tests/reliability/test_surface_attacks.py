@@ -109,7 +109,7 @@ def test_file_data_names_no_server_file_on_any_route(server):
                         data[slot] = ref
                         refused(join(http, server, d["id"], data), (400,), "file references are not accepted")
                         n += 1
-        for name in ("chat", "load_model", "models", "health", "loads"):
+        for name in ("chat", "load_model", "models", "health", "loads", "fit"):
             for path in TARGETS:
                 r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [file_refs(path)[0], []]})
                 refused(r, (400,), "file references are not accepted")
@@ -214,7 +214,7 @@ def test_direct_routes_and_private_events_by_name_are_closed(server):
             assert r.status_code == 404, (path, r.status_code, r.text[:200])
         # the public API is still what gradio_client sees
         info = http.get(server.url + "/gradio_api/info").json()
-        assert set(info["named_endpoints"]) == {"/chat", "/load_model", "/models", "/health", "/loads"}
+        assert set(info["named_endpoints"]) == {"/chat", "/load_model", "/models", "/health", "/loads", "/fit"}
     unchanged(server)
 
 

@@ -120,12 +120,28 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
         except Exception as exc:  # noqa: BLE001
             raise user_error(svc, exc) from None
 
+    async def fit(repo: str | None = None, config_json: str | None = None, gpu: str | None = None,
+                  gpus: int | None = None, max_model_len: int | None = None, dtype: str | None = None,
+                  quantization: str | None = None, gpu_memory_utilization: float | None = None,
+                  tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None) -> dict:
+        """Will it fit? Any model before it is loaded: a Hub repo id (OWNER/NAME) or its config.json as text, a
+        GPU key (default: this machine's, else l40s) and count, and vLLM settings (null: vLLM's defaults).
+        Returns fits, reason, max_model_len, the breakdown text, the ranked fixes and the plan's JSON."""
+        try:
+            return await asyncio.to_thread(
+                svc.check_fit, config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
+                quantization=quantization, gpu_memory_utilization=gpu_memory_utilization,
+                tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size)
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(svc, exc) from None
+
     endpoints: list[tuple[Callable, str, Any]] = [
         (chat, "chat", chat_concurrency),
         (load_model, "load_model", 4),
         (models, "models", None),
         (health, "health", None),
         (loads, "loads", None),
+        (fit, "fit", 4),
     ]
     for fn, name, limit in endpoints:
         gr.api(fn, api_name=name, concurrency_limit=limit,

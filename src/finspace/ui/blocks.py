@@ -21,6 +21,7 @@ from finspace.service import MAX_TOKENS_CAP, ChatSettings, Service
 from finspace.ui import chat as convo
 from finspace.ui import views
 from finspace.ui.api import CHAT_CONCURRENCY_ID, register_api, stream_reply
+from finspace.ui.fit_tab import build_fit_tab
 
 log = logging.getLogger("finspace.ui")
 
@@ -51,6 +52,7 @@ c.predict("demo-qwen3", "<admin token or empty>", api_name="/load_model")  # wai
 c.predict(api_name="/models")   # catalogue + planner verdict per model
 c.predict(api_name="/health")   # status, model, engine stage, memory
 c.predict(50, api_name="/loads")  # the load ledger's last records
+c.predict("Qwen/Qwen3-30B-A3B", None, "l40s", 1, api_name="/fit")  # will it fit? (repo id or config.json text)
 ```
 ### REST
 `GET /health` (200 ready, 503 otherwise) · `GET /models` · `GET /loads?limit=50` ·
@@ -141,6 +143,8 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
             history = gr.Dataframe(headers=views.HISTORY_COLUMNS, value=[], interactive=False,
                                    elem_id="load-history", wrap=True)
             history_btn = gr.Button("Refresh", size="sm")
+        with gr.Tab("Will it fit?", id="fit-tab"):
+            build_fit_tab(svc)
         with gr.Tab("API", id="api-tab"):
             gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
 

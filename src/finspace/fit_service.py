@@ -1,0 +1,91 @@
+"""Will it fit? for the page and the Gradio API: a pasted config.json or a Hub repo id, a GPU, settings -> a verdict.
+
+``check_fit`` validates what a visitor sends (one source, a JSON object of bounded
+size, a known GPU, settings the planner accepts), plans it with
+``finspace.fitcheck`` and returns the answer as plain JSON: the verdict, the
+step-by-step breakdown, the ranked fixes and the plan's stable JSON. A repo id is
+read through ``finspace.hub`` (the network; HF_TOKEN for gated repos), so callers
+run this in a worker thread. Every refusal is a domain error with its fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from finspace import fitcheck, render
+from finspace.errors import BadInput
+from finspace.hardware import KNOWN_GPUS
+
+MAX_CONFIG_CHARS = 200_000  # the largest published config.json files are a few tens of KB
+SETTINGS = ("max_model_len", "dtype", "quantization", "kv_cache_dtype", "gpu_memory_utilization",
+            "tensor_parallel_size", "pipeline_parallel_size")
+
+
+def _config_from_text(text: str) -> dict:
+    if len(text) > MAX_CONFIG_CHARS:
+        raise BadInput(f"the config.json has {len(text):,} characters; the limit is {MAX_CONFIG_CHARS:,}: paste the "
+                       f"model's config.json itself")
+    try:
+        config = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    except (ValueError, RecursionError) as exc:
+        raise BadInput(f"the config.json is not valid JSON ({str(exc)[:80]}); paste the file as it is") from None
+    if not isinstance(config, dict):
+        raise BadInput("the config.json must be a JSON object ({...}), as a model's config.json is")
+    return config
+
+
+def _settings(values: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, value in values.items():
+        if name not in SETTINGS:
+            raise BadInput(f"unknown setting {name!r}; use {', '.join(SETTINGS)}")
+        if value in (None, "", "auto"):
+            continue
+        if name in ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size"):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise BadInput(f"{name} must be a positive whole number, got {str(value)[:20]}")
+        if name == "gpu_memory_utilization" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise BadInput(f"gpu_memory_utilization must be a number in (0, 1], got {str(value)[:20]}")
+        if name in ("dtype", "quantization", "kv_cache_dtype") and not isinstance(value, str):
+            raise BadInput(f"{name} must be text, got {type(value).__name__}")
+        out[name] = value
+    return out
+
+
+def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, default_gpu: str = "l40s",
+              hf_token: str | None = None, **settings: Any) -> dict:
+    """The verdict for one model on ``gpus`` x ``gpu``; exactly one of ``config_text`` and ``repo``."""
+    config_text = config_text.strip() if isinstance(config_text, str) else config_text
+    repo = repo.strip() if isinstance(repo, str) else repo
+    if bool(config_text) == bool(repo):
+        raise BadInput("give either a Hub repo id (OWNER/NAME) or a pasted config.json, not both and not neither")
+    for name, value in (("config_json", config_text), ("repo", repo)):
+        if value and not isinstance(value, str):
+            raise BadInput(f"{name} must be text, got {type(value).__name__}")
+    key = (gpu or default_gpu) if isinstance(gpu, str) or gpu is None else gpu
+    if not isinstance(key, str) or key.lower() not in KNOWN_GPUS:
+        raise BadInput(f"unknown GPU {str(key)[:40]!r}; use one of {', '.join(KNOWN_GPUS)}")
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 64):
+        raise BadInput(f"gpus must be a whole number from 1 to 64, got {str(gpus)[:20]}")
+    overrides = _settings(settings)
+    if repo:
+        plan, breakdown = fitcheck.plan_for_repo(repo, key.lower(), gpus, token=hf_token, **overrides)
+        source = repo
+    else:
+        plan, breakdown = fitcheck.plan_for_config(_config_from_text(config_text), key.lower(), gpus, **overrides)
+        source = "pasted config.json"
+    return {
+        "source": source,
+        "gpu": plan.gpu.name,
+        "gpus": plan.gpus,
+        "fits": plan.fits,
+        "reason": plan.reason,
+        "max_model_len": plan.max_model_len,
+        "breakdown": breakdown,
+        "suggestions": [{"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
+                        for s in plan.suggestions],
+        "plan": render.plan_json(plan),
+    }

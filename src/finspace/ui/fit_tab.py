@@ -1,0 +1,85 @@
+"""The "Will it fit?" tab: any model (a Hub repo id or a pasted config.json) on any known GPU, before it is loaded.
+
+It shows the planner's verdict, the breakdown bars the memory panel draws for the
+loaded model (weights, KV cache, activation, overhead, free, per GPU) and the
+ranked fixes. The same check is the Gradio API's ``/fit`` (finspace.ui.api). A
+config.json is pasted as text, not uploaded: the app takes no files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from finspace.errors import FinspaceError
+from finspace.hardware import KNOWN_GPUS
+from finspace.service import Service
+from finspace.ui import views
+
+DTYPES = ["auto", "bfloat16", "float16", "float32"]
+QUANTS = ["none", "fp8", "awq", "gptq", "bitsandbytes", "compressed-tensors", "mxfp4"]
+
+
+def plan_bars(plan: dict | None) -> pd.DataFrame:
+    """One stacked bar per GPU of the plan: its parts and what is left, in GiB (every part always present)."""
+    parts = {"weights": "weights_gib", "KV cache": "kv_cache_gib", "activation": "activation_gib",
+             "overhead": "overhead_gib"}
+    values = {name: float(plan.get(key) or 0) if plan else 0.0 for name, key in parts.items()}
+    total = float(plan.get("gpu_total_gib") or 0) if plan else 0.0
+    values["free"] = max(0.0, round(total - sum(values.values()), 3))
+    return pd.DataFrame([{"bar": "planned, per GPU", "part": k, "GiB": v} for k, v in values.items()],
+                        columns=["bar", "part", "GiB"])
+
+
+def verdict_markdown(result: dict) -> str:
+    mark = "✓ starts" if result["fits"] else "✗ won't start"
+    head = (f"**{mark}** · {html.escape(result['source'])} on {result['gpus']} × {html.escape(result['gpu'])}"
+            f" · max context {result['max_model_len']:,} tokens")
+    fixes = [f"{i}. **{html.escape(s['title'])}**: {html.escape(s['why'])}"
+             for i, s in enumerate(result["suggestions"], 1)]
+    out = [head, "", html.escape(result["reason"])]
+    if fixes:
+        out += ["", "**Ranked fixes** (each re-checked by the planner):", *fixes]
+    return "\n".join(out)
+
+
+def build_fit_tab(svc: Service) -> None:
+    """The tab's components and its event (call inside ``with gr.Tab(...)``)."""
+    default_gpu = svc.engine.gpu.key if svc.engine.gpu is not None else "l40s"
+    gr.Markdown("Plan any model before loading it: a Hub repo id, or its config.json pasted below. The planner "
+                "predicts what vLLM does at start-up on the GPU you pick.")
+    with gr.Row():
+        with gr.Column(scale=3):
+            repo = gr.Textbox(label="Hub repo id", placeholder="e.g. Qwen/Qwen3-30B-A3B", elem_id="fit-repo")
+            config = gr.Code(label="…or paste its config.json", language="json", lines=8, elem_id="fit-config")
+        with gr.Column(scale=2):
+            gpu = gr.Dropdown(list(KNOWN_GPUS), value=default_gpu, label="GPU", elem_id="fit-gpu")
+            gpus = gr.Number(value=1, precision=0, minimum=1, maximum=64, label="GPUs", elem_id="fit-gpus")
+            max_len = gr.Number(value=None, precision=0, label="max_model_len (empty: the largest that fits)",
+                                elem_id="fit-max-len")
+            dtype = gr.Dropdown(DTYPES, value="auto", label="dtype", elem_id="fit-dtype")
+            quant = gr.Dropdown(QUANTS, value="none", label="quantization", elem_id="fit-quant")
+            util = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="gpu_memory_utilization", elem_id="fit-util")
+    check = gr.Button("Will it fit?", variant="primary", elem_id="fit-check")
+    verdict = gr.Markdown(elem_id="fit-verdict")
+    bars = gr.BarPlot(x="bar", y="GiB", color="part", title="Planned breakdown per GPU", height=200,
+                      elem_id="fit-plot", x_title="", y_title="GiB", color_map=views.PART_COLORS, sort=None)
+    breakdown = gr.Code(label="The arithmetic", language=None, interactive=False, elem_id="fit-breakdown")
+
+    async def run(repo_: Any, config_: Any, gpu_: Any, gpus_: Any, max_len_: Any, dtype_: Any, quant_: Any,
+                  util_: Any):
+        try:
+            result = await asyncio.to_thread(
+                svc.check_fit, config_, repo_, gpu_, int(gpus_) if isinstance(gpus_, (int, float)) else None,
+                max_model_len=max_len_, dtype=dtype_, quantization=None if quant_ == "none" else quant_,
+                gpu_memory_utilization=util_)
+        except FinspaceError as exc:
+            raise gr.Error(html.escape(svc.redact(str(exc))), print_exception=False) from None
+        return verdict_markdown(result), plan_bars(result["plan"]), result["breakdown"]
+
+    check.click(run, inputs=[repo, config, gpu, gpus, max_len, dtype, quant, util], outputs=[verdict, bars, breakdown],
+                api_visibility="private", concurrency_limit=4, show_progress="minimal")

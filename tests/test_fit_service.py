@@ -1,0 +1,60 @@
+"""Will it fit? for the page and the Gradio API /fit (issue 22, item 4): validation first, then the planner's answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from finspace.errors import BadInput, FinspaceError
+from finspace.fit_service import check_fit
+from finspace.ui.fit_tab import plan_bars, verdict_markdown
+from helpers import REPO
+
+LLAMA_8B = (REPO / "configs" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text()
+
+
+def test_a_pasted_config_gets_the_planners_verdict_breakdown_and_bars():
+    r = check_fit(LLAMA_8B, None, "l40s", 1)
+    assert r["fits"] and r["gpu"] == "NVIDIA L40S" and r["gpus"] == 1
+    assert r["max_model_len"] == 131072 and "weights" in r["breakdown"].lower()
+    bars = plan_bars(r["plan"])
+    assert list(bars["part"]) == ["weights", "KV cache", "activation", "overhead", "free"]
+    assert abs(bars["GiB"].sum() - r["plan"]["gpu_total_gib"]) < 0.05  # the parts and what is left fill the GPU
+    assert "✓ starts" in verdict_markdown(r)
+
+
+def test_a_model_that_wont_fit_comes_with_ranked_fixes():
+    r = check_fit(LLAMA_8B, None, "l4", 1, max_model_len=131072, gpu_memory_utilization=0.5)
+    assert not r["fits"] and r["suggestions"]
+    text = verdict_markdown(r)
+    assert "✗ won't start" in text and "Ranked fixes" in text and "1. **" in text
+
+
+@pytest.mark.parametrize("args, kw, match", [
+    ((None, None, "l40s"), {}, r"give either a Hub repo id \(OWNER/NAME\) or a pasted config.json"),
+    ((LLAMA_8B, "meta-llama/Llama-3.1-8B", "l40s"), {}, r"not both"),
+    (("{not json", None, "l40s"), {}, r"not valid JSON"),
+    (("[1, 2]", None, "l40s"), {}, r"must be a JSON object"),
+    (('{"a": NaN}', None, "l40s"), {}, r"not valid JSON"),
+    (("x" * 200_001, None, "l40s"), {}, r"the limit is 200,000"),
+    ((LLAMA_8B, None, "tpu-v5"), {}, r"unknown GPU 'tpu-v5'; use one of"),
+    ((LLAMA_8B, None, "l40s", 0), {}, r"gpus must be a whole number from 1 to 64"),
+    ((LLAMA_8B, None, "l40s", 1), {"max_model_len": -5}, r"max_model_len must be a positive whole number"),
+    ((LLAMA_8B, None, "l40s", 1), {"gpu_memory_utilization": "lots"}, r"gpu_memory_utilization must be a number"),
+    ((LLAMA_8B, None, "l40s", 1), {"quantization": "int3"}, r"unknown quantization 'int3'"),
+    ((LLAMA_8B, None, "l40s", 1), {"trust_remote_code": True}, r"unknown setting 'trust_remote_code'"),
+    ((json.dumps({"model_type": "bert"}), None, "l40s"), {}, r"model_type='bert'"),
+    ((None, "../../etc/passwd", "l40s"), {}, r"is not a Hub repo id; give OWNER/NAME"),
+])
+def test_bad_input_is_refused_naming_the_fix(args, kw, match):
+    with pytest.raises(FinspaceError, match=match):
+        check_fit(*args, **kw)
+
+
+def test_a_repo_id_offline_says_how_to_plan_it_anyway(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(FinspaceError, match=r"unreachable.*--config"):
+        check_fit(None, "Qwen/Qwen3-30B-A3B", "l40s")
