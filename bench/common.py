@@ -8,17 +8,10 @@ which bench/serving.py wires to atexit and to SIGTERM/SIGINT/SIGHUP.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +19,7 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the server harness, SSE lines, catalogues
 PYTHON = sys.executable
 
 MODEL_KEY = "demo"
@@ -67,13 +61,7 @@ def prepare_model(workdir: Path, model_dir: Path | None = None) -> tuple[Path, P
     model_path = Path(model_dir or workdir / "models" / MODEL_KEY).resolve()
     ensure_demo_model(model_path, entry["generate"])
     entry["path"] = str(model_path)
-    cat_dir = workdir / "catalog"
-    cat_dir.mkdir(parents=True, exist_ok=True)
-    cat = cat_dir / "models.yaml"
-    cat.write_text(yaml.safe_dump({"defaults": {"gpu": MODEL_KEY, "cpu": MODEL_KEY},
-                                   "models": {MODEL_KEY: entry}}, sort_keys=False))
-    if not (cat_dir / "configs").exists():
-        shutil.copytree(ROOT / "configs", cat_dir / "configs")
+    cat = write_catalog(workdir / "catalog", {MODEL_KEY: entry}, default=MODEL_KEY)
     return model_path, cat, entry
 
 
@@ -84,131 +72,9 @@ def chat_messages(entry: dict, prompt: str) -> list[dict]:
     return ([{"role": "system", "content": system}] if system.strip() else []) + [{"role": "user", "content": prompt}]
 
 
-# ------------------------------------------------------------------ processes
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_LIVE: list["ServerProcess"] = []
-_LIVE_LOCK = threading.Lock()
-
-
-class ServerProcess:
-    """A server in its own process group; ``stop()`` SIGTERMs, then SIGKILLs that group by id."""
-
-    def __init__(self, name: str, argv: list[str], *, env: dict | None = None, cwd: Path, log_path: Path,
-                 port: int, ready_path: str):
-        self.name, self.port, self.ready_path = name, port, ready_path
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
-        # Its own process group (stopped by id), but the benchmark's session: on this machine's kernel
-        # (6.18, scheduler autogroups) a process in another session was starved of CPU for whole streams
-        # while vLLM generated, so a server started with start_new_session slowed its own clients.
-        self.pgid = self.proc.pid
-        self._stopped = False
-        with _LIVE_LOCK:
-            _LIVE.append(self)
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-    def wait_ready(self, timeout: float = 240.0) -> float:
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
-            try:
-                if httpx.get(self.url + self.ready_path, timeout=5).status_code == 200:
-                    return time.monotonic() - t0
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"{self.name} was not ready in {timeout:.0f} s:\n{self.log_tail()}")
-            time.sleep(0.5)
-
-    def pids(self) -> list[int]:
-        """The server and its descendants (vLLM's engine core), for CPU accounting and profiling."""
-        import psutil
-
-        try:
-            p = psutil.Process(self.proc.pid)
-            return [p.pid] + [c.pid for c in p.children(recursive=True)]
-        except psutil.Error:
-            return []
-
-    def stop(self, grace: float = 20.0) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        if self.proc.poll() is None:
-            # the server alone first: it stops its own engine, which then removes its shared memory. SIGTERM to
-            # the whole group reached vLLM's engine processes directly, and each run left ~400 MiB in /dev/shm
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
-        _signal_group(self.pgid, signal.SIGKILL)  # whatever is left in its group (the engine core)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + 10
-        while _group_alive(self.pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._log.close()
-        with _LIVE_LOCK:
-            if self in _LIVE:
-                _LIVE.remove(self)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def stop_all() -> None:
-    with _LIVE_LOCK:
-        live = list(_LIVE)
-    for s in live:
-        try:
-            s.stop(grace=5.0)
-        except Exception:  # noqa: BLE001 - cleanup must reach every server
-            pass
-
-
-def install_cleanup() -> None:
-    """Stop every server on exit and on SIGTERM/SIGINT/SIGHUP (then exit with 128+signal)."""
-    import atexit
-
-    atexit.register(stop_all)
-
-    def handler(signum, _frame):
-        stop_all()
-        os._exit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, handler)
-
+# ------------------------------------------------------------------ processes (shared with the tests)
+from support.catalog import write_catalog  # noqa: E402
+from support.process import ServerProcess, free_port, install_cleanup, stop_all  # noqa: E402,F401
 
 # ------------------------------------------------------------------ CPU accounting
 class CpuMeter:
@@ -256,17 +122,7 @@ class CpuMeter:
 
 
 # ------------------------------------------------------------------ statistics
-async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
-    """The lines of a server-sent event stream (httpx's aiter_bytes), split at LF (CR LF) only, as the SSE
-    format does. httpx's aiter_lines splits as str.splitlines does, also at U+0085, U+2028 and the like, which
-    a model's reply can hold unescaped in the JSON: an event would arrive cut in two."""
-    buf = b""
-    async for chunk in chunks:
-        *lines, buf = (buf + chunk).split(b"\n")
-        for line in lines:
-            yield line.rstrip(b"\r").decode("utf-8", "replace")
-    if buf:
-        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+from support.sse import asse_lines as sse_lines  # noqa: E402,F401 - the lines of an SSE stream
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -11,27 +11,19 @@ process group by id if it does not exit in time.
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from helpers import REPO, demo_entry, write_catalog
+from support.catalog import REPO, demo_entry, write_catalog
+from support.process import ServerProcess, free_port  # noqa: F401 - free_port: the tests' name for it
 
 ADMIN_TOKEN = "test-admin-token-1234"
 # CPU KV space for the test servers: "a" (tiny-llama, 512 tokens, ~1 MiB) and "b" fit; "big" (2,048
 # tokens of tiny-llama: 2 layers x K,V x 2 heads x 64 x 4 bytes = 2 KiB/token -> 4 MiB) does not.
 CPU_KV_MIB = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_catalog(folder: Path, model_dir: Path, *, max_tokens: int = 32) -> Path:
@@ -45,17 +37,17 @@ def make_catalog(folder: Path, model_dir: Path, *, max_tokens: int = 32) -> Path
     return write_catalog(folder, models, default="a")
 
 
-class Server:
+class Server(ServerProcess):
+    """The real app on 127.0.0.1: the shared harness (support.process) with the app's environment."""
+
     def __init__(self, workdir: Path, catalog: Path, *, admin_token: str | None = ADMIN_TOKEN,
                  env: dict | None = None):
         self.workdir = workdir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = workdir / "server.log"
         self.admin_token = admin_token
+        port = free_port()
         full_env = {
             **os.environ,
-            "PORT": str(self.port),
+            "PORT": str(port),
             "FINSPACE_HOST": "127.0.0.1",
             "FINSPACE_CATALOG": str(catalog),
             "FINSPACE_DATA_DIR": str(workdir / "data"),
@@ -74,33 +66,15 @@ class Server:
             full_env.pop("FINSPACE_ADMIN_TOKEN", None)
         if env and "FINSPACE_MODEL" in env:
             full_env["FINSPACE_MODEL"] = env["FINSPACE_MODEL"]
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(REPO / "app.py")], cwd=workdir, env=full_env,
-            stdout=self._log, stderr=subprocess.STDOUT, process_group=0,
-        )
+        super().__init__("finspace", [sys.executable, str(REPO / "app.py")], env=full_env, inherit_env=False,
+                         cwd=workdir, log_path=workdir / "server.log", port=port, ready_path="/health")
 
     def log_tail(self, n: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
+        return super().log_tail(n)
 
     def wait(self, *, ready: bool = True, timeout: float = 400.0) -> float:
         """Wait until the page answers (and, with ready, until /health says 200). Returns seconds waited."""
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                r = httpx.get(self.url + "/health", timeout=5)
-                if r.status_code == 200 or (not ready and r.status_code == 503):
-                    return time.monotonic() - t0
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"the server was not {'ready' if ready else 'up'} in {timeout:.0f} s:\n{self.log_tail()}")
-            time.sleep(0.5)
+        return self.wait_ready(timeout, statuses=(200,) if ready else (200, 503))
 
     def auth(self, token: str | None = None) -> dict:
         return {"Authorization": f"Bearer {token or self.admin_token}"}
@@ -121,24 +95,6 @@ class Server:
 
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM, then SIGKILL to the server's process group (its engine core included), by id."""
-        if self.proc.poll() is None:
-            with _suppress():
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        with _suppress():
-            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left in its group (vLLM's engine core)
-        with _suppress():
-            self.proc.wait(timeout=10)
-        self._log.close()
+        super().stop(grace=timeout)
 
 
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], (ProcessLookupError, PermissionError, OSError,
-                                                          subprocess.TimeoutExpired))

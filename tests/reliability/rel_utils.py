@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ sys.path.insert(0, str(HERE.parent))  # tests/: helpers, server_utils
 
 from helpers import demo_entry, write_catalog  # noqa: E402
 from server_utils import Server  # noqa: E402
+from support.sse import SseLines, asse_lines, sse_lines  # noqa: E402,F401 - the suite's SSE readers
 
 TRACE_MARKERS = ("Traceback", 'File "')
 MIB = 1 << 20
@@ -158,6 +158,15 @@ def baseline(server) -> tuple:
     return h["model"], h["loaded_since"], engine_pids(server.proc.pid)
 
 
+def unchanged(server) -> dict:
+    """The module's probing changed nothing: /health 200 with the baseline's model and load, same engine processes."""
+    status, h = health(server)
+    model, since, pids = server.baseline
+    assert status == 200 and (h["model"], h["loaded_since"]) == (model, since), h
+    assert engine_pids(server.proc.pid) == pids
+    return h
+
+
 def wait_until(pred, timeout: float, interval: float = 0.2, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while True:
@@ -236,41 +245,6 @@ class Outcome:
 
 def _dumps(body: Any) -> bytes:
     return json.dumps(body, allow_nan=True).encode()  # NaN/inf on purpose: JSON as Python writes it
-
-
-class SseLines:
-    """Split a server-sent event stream into lines at LF (CR LF) only, as the SSE format does. httpx's
-    iter_lines splits as str.splitlines does, also at U+0085, U+2028 and the like; a model's reply can hold
-    them and Gradio's JSON carries them unescaped, so a message would arrive cut in two."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-
-    def feed(self, chunk: bytes) -> list[str]:
-        *lines, self._buf = (self._buf + chunk).split(b"\n")
-        return [line.rstrip(b"\r").decode("utf-8", "replace") for line in lines]
-
-    def rest(self) -> list[str]:
-        rest, self._buf = self._buf, b""
-        return [rest.rstrip(b"\r").decode("utf-8", "replace")] if rest else []
-
-
-def sse_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """The lines of a stream read with httpx's iter_bytes (see SseLines)."""
-    split = SseLines()
-    for chunk in chunks:
-        yield from split.feed(chunk)
-    yield from split.rest()
-
-
-async def asse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
-    """The lines of a stream read with httpx's aiter_bytes (see SseLines)."""
-    split = SseLines()
-    async for chunk in chunks:
-        for line in split.feed(chunk):
-            yield line
-    for line in split.rest():
-        yield line
 
 
 def _nonempty(output: Any) -> bool:

@@ -35,6 +35,7 @@ from helpers import REPO
 from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, TALLY,
                        GradioRaw, assert_clean, baseline, engine_pids, gclient, gradio_config, has_traceback,
                        health, listing, running_requests, wait_until)
+from rel_utils import unchanged as rel_unchanged
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -59,11 +60,7 @@ def server(surface_server):
 
 
 def unchanged(server) -> None:
-    status, h = health(server)
-    seen(str(h))
-    model, since, pids = server.baseline
-    assert status == 200 and (h["model"], h["loaded_since"]) == (model, since), h
-    assert engine_pids(server.proc.pid) == pids
+    seen(str(rel_unchanged(server)))
 
 
 def ledger_len(server) -> int:

@@ -40,7 +40,7 @@ from gradio_client.exceptions import AppError
 from helpers import REPO
 from rel_utils import (SURFACE_ADMIN, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S, SURFACE_HF_TOKEN,
                        SURFACE_STREAM_OPEN_S, TALLY, GradioRaw, assert_clean, baseline, engine_pids, gclient,
-                       gradio_config, health, listing, running_requests, wait_until)
+                       gradio_config, health, listing, running_requests, unchanged, wait_until)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -52,13 +52,6 @@ MIB = 1 << 20
 def server(surface_server):
     surface_server.baseline = baseline(surface_server)
     return surface_server
-
-
-def unchanged(server) -> None:
-    status, h = health(server)
-    model, since, pids = server.baseline
-    assert status == 200 and (h["model"], h["loaded_since"]) == (model, since), h
-    assert engine_pids(server.proc.pid) == pids
 
 
 def refused(r: httpx.Response, statuses: tuple[int, ...], phrase: str) -> str:
