@@ -79,10 +79,10 @@ def blocked_paths(settings: Settings, catalog=None) -> list[str]:
     here = Path(__file__).resolve().parents[2]
     out = [str(here), str(Path.cwd()), "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/var", "/run"]
     for extra in (settings.data_dir, settings.catalog_path and str(Path(settings.catalog_path).parent),
-                  os.environ.get("HF_HOME")):
+                  settings.hf_home):
         if extra:
             out.append(str(Path(extra).resolve()))
-    upload = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+    upload = Path(settings.gradio_temp_dir or Path(tempfile.gettempdir()) / "gradio").resolve()
     return sorted({p for p in out if not upload.is_relative_to(Path(p))})
 
 
@@ -222,13 +222,14 @@ def _make_ledger(settings: Settings):
     return Ledger(folder / FILENAME, max_bytes=settings.ledger_max_bytes)
 
 
-def _host_problems(monitor, ledger) -> tuple[str | None, str | None]:
+def _host_problems(monitor, ledger, settings: Settings) -> tuple[str | None, str | None]:
     """finspace doctor's start-up checks: what stops this machine from serving (a CUDA vLLM without a GPU, a
     driver too old for torch's CUDA), and whether the ledger's folder survives a restart. Fast and offline."""
     from finspace.doctor import WARN, blocking_problem, check_data_dir
 
-    blocking = blocking_problem(nvml=monitor.nvml)
-    data = check_data_dir(os.environ, ledger.path.parent)
+    env = {"SPACE_ID": settings.space_id or "", "FINSPACE_DATA_DIR": settings.data_dir or ""}  # what they read
+    blocking = blocking_problem(env, nvml=monitor.nvml)
+    data = check_data_dir(env, ledger.path.parent)
     note = f"{data.message}; {data.fix}" if data.status == WARN else None
     if note:
         log.warning("%s", note)
@@ -262,7 +263,7 @@ def run(settings: Settings) -> int:
     ledger = _make_ledger(settings)
     engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice,
                     **settings.engine_options())
-    blocking, storage_note = _host_problems(monitor, ledger)
+    blocking, storage_note = _host_problems(monitor, ledger, settings)
     if settings.switching == "open":
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
     elif settings.switching == "off":

@@ -122,6 +122,8 @@ class Settings:
     hf_token: str | None = field(default=None, repr=False)
     open_switching: bool = False
     space_id: str | None = None
+    hf_home: str | None = None  # HF_HOME: the Hub cache, never served
+    gradio_temp_dir: str | None = None  # GRADIO_TEMP_DIR: Gradio's upload folder and file cache
     api_docs: bool = False
     front_nice: int = 10
     chat_concurrency: int = 64
@@ -157,6 +159,8 @@ class Settings:
             hf_token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
             open_switching=_bool(env, "FINSPACE_OPEN_SWITCHING"),
             space_id=space_id,
+            hf_home=env.get("HF_HOME") or None,
+            gradio_temp_dir=env.get("GRADIO_TEMP_DIR") or None,
             api_docs=_bool(env, "FINSPACE_API_DOCS"),
             front_nice=parse_nice(env.get("FINSPACE_FRONT_NICE"), default=10),
             chat_concurrency=_int(env, "FINSPACE_CHAT_CONCURRENCY", 64, 1, 4096),
