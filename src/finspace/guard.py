@@ -252,6 +252,7 @@ class EventTracker:
 
 # ------------------------------------------------------------------ the middleware
 def _json_response(status: int, message: str, headers: dict[str, str] | None = None):
+    """The start and body messages of ``{"error": message}``."""
     body = json.dumps({"error": message}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -389,23 +390,35 @@ class Guard:
             self.tracker.stream_closed(session)
 
     async def _downstream(self, scope, receive, send, path: str):
-        """Call the app; a bare 500 from Gradio's routes becomes a 400 with a message, and no traceback."""
-        started = [False]
-        swallowed = [False]
+        """Call the app. On Gradio's routes a bare 500 becomes a 400 with a message and no traceback, and any other
+        4xx becomes finspace's ``{"error": message}`` (Gradio answers ``{"detail": ...}`` or plain text)."""
+        started, swallowed = [False], [False]
+        held: list = []  # a Gradio 4xx: its start message, then its body chunks
         gradio = path.startswith("/gradio_api/") or path in ("/config", "/info")
 
         async def send_checked(message):
             if message["type"] == "http.response.start":
-                if gradio and message["status"] == 500 and not started[0]:
-                    swallowed[0] = True
-                    start, body = _json_response(400, "the request could not be processed: check it against "
-                                                      "/gradio_api/info (endpoint, number and types of inputs)")
-                    started[0] = True
-                    await send(start)
-                    await send(body)
+                status = message["status"]
+                if gradio and status == 500 and not started[0]:
+                    swallowed[0] = started[0] = True
+                    for m in _json_response(400, "the request could not be processed: check it against "
+                                                 "/gradio_api/info (endpoint, number and types of inputs)"):
+                        await send(m)
                     return
                 started[0] = True
-            if swallowed[0]:
+                encoded = any(k.lower() == b"content-encoding" for k, _ in message.get("headers", ()))
+                if gradio and 400 <= status < 500 and not encoded:
+                    held.append(message)
+                    return
+            elif swallowed[0]:
+                return
+            elif held:
+                held.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    start, body = held[0], b"".join(held[1:])
+                    for m in _json_response(start["status"], _error_text(body, start["status"]),
+                                            _kept_headers(start)):
+                        await send(m)
                 return
             await send(message)
 
@@ -416,10 +429,29 @@ class Guard:
                 raise
             log.warning("refused a malformed request to %s (%s: %s)", path[:80], type(exc).__name__, str(exc)[:120])
             if not started[0]:
-                start, body = _json_response(400, "the request could not be processed: check it against "
-                                                  "/gradio_api/info")
-                await send(start)
-                await send(body)
+                for m in _json_response(400, "the request could not be processed: check it against "
+                                             "/gradio_api/info"):
+                    await send(m)
+
+
+def _error_text(body: bytes, status: int) -> str:
+    """The message of a Gradio error body: {"error": ...}, {"detail": "..."} or pydantic's list, or plain text."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = body.decode("utf-8", "replace").strip()
+    if isinstance(value, dict):
+        value = value.get("error") or value.get("detail") or value
+    if isinstance(value, list):
+        value = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body') or 'body'}: {e.get('msg')}"
+                          if isinstance(e, dict) else str(e) for e in value[:5])
+    text = value if isinstance(value, str) else json.dumps(value)[:300]
+    return text[:500] or f"the request was refused ({status}); see /gradio_api/info for the endpoints"
+
+
+def _kept_headers(start: dict) -> dict[str, str]:
+    drop = (b"content-length", b"content-type")
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in start.get("headers", ()) if k.lower() not in drop}
 
 
 def _replay(body: bytes, receive):

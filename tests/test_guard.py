@@ -1,0 +1,131 @@
+"""finspace.guard on a stand-in app (no Gradio, no engine): what reaches the app, and how refusals read.
+
+The real app and every route are tested in tests/reliability/test_surface_attacks.py; these are the
+guard's own rules, fast: body bounds before reading, strict JSON, file references, fn_index and arity,
+closed routes, and Gradio's errors rewritten as {"error": ...}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from finspace.guard import EventTracker, Guard, client_address, find_file_reference
+from finspace.settings import Limits
+
+EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
+
+
+def make(app=None, **limits):
+    seen: list[bytes] = []
+
+    async def echo(scope, receive, send):
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        seen.append(body)
+        path = scope["path"]
+        if path == "/gradio_api/detail":
+            out, status = json.dumps({"detail": [{"loc": ["body", "data"], "msg": "Field required"}]}).encode(), 422
+        elif path == "/gradio_api/boom":
+            await send({"type": "http.response.start", "status": 500, "headers": []})
+            await send({"type": "http.response.body", "body": b"Internal Server Error"})
+            raise RuntimeError("gradio choked")
+        elif path == "/gradio_api/queue/join":
+            out, status = json.dumps({"event_id": "e1"}).encode(), 200
+        else:
+            out, status = b"ok", 200
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": out})
+
+    lim = Limits(**limits)
+    guard = Guard(app or echo, limits=lim, public_api=("chat",), events=lambda: EVENTS, tracker=EventTracker(lim))
+    return guard, seen
+
+
+def call(guard, method, path, content=b"", headers=None):
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://t") as c:
+            return await c.request(method, path, content=content, headers=headers or {})
+    return asyncio.run(go())
+
+
+def join(fn_index=1, data=None, **extra):
+    return json.dumps({"data": ["hi", [], None, 0.1, 8] if data is None else data, "fn_index": fn_index,
+                       "session_hash": "s1", **extra}).encode()
+
+
+@pytest.mark.parametrize("method, path, content, status, phrase", [
+    ("POST", "/load-model", b"x" * (16 * 1024 + 1), 413, "larger than /load-model takes (16,384 bytes)"),
+    ("POST", "/gradio_api/queue/join", b"{" + b" " * (6 << 20), 413, "a chat message's limit is 64,000"),
+    ("POST", "/gradio_api/queue/join", b"\xff\xfe", 400, "not valid JSON"),
+    ("POST", "/gradio_api/queue/join", b'{"data": [NaN], "fn_index": 1}', 400, "finite numbers only"),
+    ("POST", "/gradio_api/queue/join", join(data=[{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}] * 5),
+     400, "file references are not accepted (got a gradio.FileData for '/etc/passwd')"),
+    ("POST", "/gradio_api/queue/join", join(fn_index=7), 400, "fn_index must be one of the app's events (0 to 2)"),
+    ("POST", "/gradio_api/queue/join", join(fn_index=True), 400, "got True"),
+    ("POST", "/gradio_api/queue/join", join(data=["hi"]), 400, "/chat takes 5 input value(s)"),
+    ("POST", "/gradio_api/queue/join", join(session_hash=5), 400, "session_hash must be text"),
+    ("POST", "/gradio_api/call/respond", b'{"data": []}', 404, "no public endpoint named 'respond'"),
+    ("POST", "/gradio_api/call/chat", b'{"data": ["hi"]}', 400, "/chat takes 5 input value(s)"),
+    ("POST", "/gradio_api/run/predict", b"{}", 404, "direct calls are off"),
+    ("POST", "/api/predict", b"{}", 404, "direct calls are off"),
+    ("POST", "/gradio_api/upload", b"--x--", 403, "takes no file uploads"),
+    ("GET", "/docs", b"", 404, "FINSPACE_API_DOCS=1"),
+    ("GET", "/monitoring", b"", 404, "monitoring dashboard is off"),
+    ("GET", "/gradio_api/detail", b"", 422, "data: Field required"),
+    ("GET", "/gradio_api/boom", b"", 400, "the request could not be processed"),
+])
+def test_refusals_name_the_fix_and_nothing_reaches_the_app(method, path, content, status, phrase):
+    guard, seen = make()
+    r = call(guard, method, path, content)
+    assert r.status_code == status, r.text
+    assert phrase in r.json()["error"], r.json()
+    if path not in ("/gradio_api/detail", "/gradio_api/boom"):
+        assert seen == [], "a refused request reached the app"
+
+
+def test_a_good_join_passes_with_its_body_and_is_counted_for_its_client():
+    guard, seen = make()
+    r = call(guard, "POST", "/gradio_api/queue/join", join())
+    assert r.status_code == 200 and r.json() == {"event_id": "e1"} and seen == [join()]
+
+
+def test_a_chunked_body_is_counted_as_it_arrives():
+    guard, seen = make(rest_body_bytes=1000)
+
+    async def chunks():
+        for _ in range(10):
+            yield b"x" * 200
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://t") as c:
+            return await c.post("/load-model", content=chunks())
+    r = asyncio.run(go())
+    assert r.status_code == 413 and seen == []
+
+
+@pytest.mark.parametrize("value, found", [
+    ({"a": [{"b": {"path": "/x", "meta": {"_type": "gradio.FileData"}}}]}, "/x"),
+    ([{"url": "http://h/f", "_type": "gradio.FileData"}], "http://h/f"),
+    ({"path": "/x", "meta": {"_type": "something else"}}, None),
+    ({"text": "gradio.FileData is only a word here"}, None),
+])
+def test_file_references_are_found_at_any_depth(value, found):
+    assert find_file_reference(value) == found
+
+
+@pytest.mark.parametrize("headers, peer, trust, who", [
+    ({}, "10.0.0.5", False, "10.0.0.5"),
+    ({"x-forwarded-for": "1.2.3.4"}, "10.0.0.5", False, "10.0.0.5"),  # off a Space the header is not trusted
+    ({"x-forwarded-for": "6.6.6.6, 1.2.3.4"}, "10.0.0.5", True, "1.2.3.4"),  # the last hop: what the proxy saw
+    ({}, None, True, "unknown"),
+])
+def test_client_address(headers, peer, trust, who):
+    assert client_address(headers, peer, trust) == who
