@@ -207,6 +207,11 @@ def gradio_call(server, *args, api_name: str):
     client = gclient(server)
     try:
         return client.predict(*args, api_name=api_name), None
+    except httpx.HTTPStatusError as exc:  # the guard refused the join itself (issue 16): a body over its bound
+        r = exc.response
+        TALLY.response(r.status_code, r.text)
+        assert r.status_code == 413 and "larger than" in r.json()["error"], (r.status_code, r.text[:300])
+        return None, r.json()["error"]
     except AppError as exc:
         msg = str(exc)
         if has_traceback(msg) or "unexpected server error" in msg:
