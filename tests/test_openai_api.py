@@ -67,7 +67,8 @@ def wait_until(pred, timeout: float, what: str) -> None:
 
 def prompt_tokens(server, messages, **template) -> int:
     msgs = [{"role": "system", "content": SYSTEM}, *messages]
-    return len(server.tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, **template))
+    text = server.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **template)
+    return len(server.tok(text, add_special_tokens=False)["input_ids"])
 
 
 class Stream:
