@@ -226,6 +226,22 @@ def test_disconnect_frees_the_request_and_the_bound_answers_429(server):
     print(f"a dropped /v1 stream left the engine {freed_s:.2f} s after the client closed it")
 
 
+def test_a_non_streaming_client_that_gives_up_frees_its_request(server):
+    assert running(server) == 0
+    done = threading.Event()
+
+    def ask():
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
+                       json={"model": "a", "messages": QUESTION, "max_tokens": LONG}, timeout=3)
+        done.set()
+
+    threading.Thread(target=ask, daemon=True).start()
+    wait_until(lambda: running(server) == 1, 30, "the request in the engine")
+    wait_until(done.is_set, 30, "the client to give up")
+    wait_until(lambda: running(server) == 0, 10, "the abandoned request to be freed")
+
+
 def test_model_switch_ends_a_stream_with_an_error_chunk_then_thinking(server):
     c = client(server)
     stream = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=LONG, stream=True)

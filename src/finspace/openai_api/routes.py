@@ -12,6 +12,7 @@ client that goes away closes the engine's stream, which aborts the vLLM request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -22,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from finspace.engine import ChatInfo
 from finspace.engine.reasoning import splitter_for
@@ -130,7 +131,7 @@ def add_openai_routes(app: FastAPI, svc) -> None:
                                code="invalid_json") from None
             req = parse_chat(body)
             key = check_model(svc, req.model)
-            return await _start(svc, req, key)
+            return await _until_disconnect(request, _start(svc, req, key))
         except Exception as exc:  # noqa: BLE001 - the boundary: OpenAI's error object, never a traceback
             return error_response(api_error(svc, exc))
 
@@ -138,6 +139,27 @@ def add_openai_routes(app: FastAPI, svc) -> None:
     async def not_offered(rest: str):
         return error_response(ApiError(404, f"/v1/{rest[:60]} is not offered here; finspace serves POST "
                                             "/v1/chat/completions and GET /v1/models", code="unknown_url"))
+
+
+async def _until_disconnect(request: Request, work):
+    """``work``'s result; cancelled (which closes the engine's stream: an abort) if the client goes away first,
+    as vLLM's server does. A streaming response is returned as soon as its first delta is there."""
+    async def gone() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    task, watch = asyncio.ensure_future(work), asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("a /v1 client went away before its reply was ready; the request was aborted")
+        return Response(status_code=499)  # nobody reads it
+    return task.result()
 
 
 def _no_constant(name: str):
