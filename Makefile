@@ -24,7 +24,7 @@ $(STAMP): $(REQS) pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(HAS_GPU),1)
-	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout hypothesis playwright gradio_client
+	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout hypothesis playwright gradio_client "openai==3.57.0"
 else
 	$(BIN)/python -m pip show -q torch >/dev/null 2>&1 || \
 	  $(BIN)/python -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null || \

@@ -17,13 +17,16 @@ Ctrl-C or SIGTERM):
       driven with streaming chat completions over httpx (SSE); output tokens from the usage chunk.
   (c) bench/baseline_server.py: one `vllm.LLM`, each request served to completion under a lock
       (the design that queues users), streaming one event per engine step.
+  (d) finspace's OpenAI-compatible API: the same `python app.py` as (a), driven at /v1/chat/completions by
+      exactly the client code of (b) (streaming chat completions over httpx, tokens from the usage chunk):
+      the app's own cost without Gradio in the path.
 
 Same engine settings for all: float32, max_model_len 1024, enforce_eager, a fixed KV cache
 (FINSPACE_CPU_KV_CACHE_MIB for the app, --kv-cache-memory-bytes for the others). Same messages
 (the catalogue's system prompt, then the question: what the app builds for system_prompt ""), same
 max_tokens, greedy. Request i of a run asks a numbered question, so every request is prefilled.
 
-(a) and (b) run in --rounds alternating phases (3: a, b, c, a, b, a, b), each its own server start: this
+(a), (b) and (d) run in --rounds alternating phases (3: a, b, c, d, a, b, d, a, b, d), each its own server start: this
 machine's speed drifts by 5-10% between runs minutes apart, whichever server runs, so each gets several
 starts spread over the run (bench/paired.py compares two servers round by round instead). Per phase and level --reps runs (2; (c) 1 above 4 users), plus up to --noisy-reruns more of (a) and (b)
 at 16 users while every run so far shared the machine with other jobs. Every figure of a row comes from
@@ -32,8 +35,8 @@ tok/s: output tokens of all requests / time from the first request sent to the l
 TTFT: request sent to first text received. TPOT: (last - first text) / (tokens - 1). cpu: the server's
 process tree and this client, in cores; "other" is the rest of the machine (other people's jobs).
 
-Last lines: the ratios a/b and a/c at each level, then
-    a_over_b_at_16=R1 a_over_c_at_16=R2 ttft_p99_a_over_b_at_16=R3
+Last lines: the ratios a/b, a/c and d/b at each level, then
+    a_over_b_at_16=R1 a_over_c_at_16=R2 ttft_p99_a_over_b_at_16=R3 d_over_b_at_16=R4 ttft_p99_d_over_b_at_16=R5
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from common import (  # noqa: E402
 )
 
 SERVERS = {"a": "finspace (app.py, gradio_client /chat)", "b": "vLLM OpenAI server (SSE)",
-           "c": "one-at-a-time LLM + lock (SSE)"}
+           "c": "one-at-a-time LLM + lock (SSE)", "d": "finspace /v1 (app.py, OpenAI SSE: b's client)"}
 
 
 # ------------------------------------------------------------------ servers
@@ -71,7 +74,7 @@ def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Pat
     common_env = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                   "GRADIO_ANALYTICS_ENABLED": "False", "TOKENIZERS_PARALLELISM": "false"}
     log = workdir / f"server-{which}.log"
-    if which == "a":
+    if which in ("a", "d"):
         env = {**common_env, "PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
                "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
                "FINSPACE_CPU_KV_CACHE_MIB": str(args.kv_mib),
@@ -104,7 +107,7 @@ def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Pat
 async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: dict, prompt: str,
                        tokens: int) -> RequestResult:
     messages = chat_messages(entry, prompt)
-    if which == "b":
+    if which in ("b", "d"):  # the same request and reading for vLLM's server and finspace's /v1
         body = {"model": MODEL_KEY, "messages": messages, "max_tokens": tokens, "temperature": 0.0,
                 "stream": True, "stream_options": {"include_usage": True}}
         path = "/v1/chat/completions"
@@ -126,7 +129,7 @@ async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: d
             if data == "[DONE]":
                 break
             ev = json.loads(data)
-            if which == "b":
+            if which in ("b", "d"):
                 if ev.get("usage"):
                     n = ev["usage"]["completion_tokens"]
                 text = "".join((c.get("delta") or {}).get("content") or "" for c in ev.get("choices") or [])
@@ -411,7 +414,7 @@ def main() -> int:
                     help="extra runs of (a) and (b) at 16 users while all runs so far were noisy (default 2)")
     ap.add_argument("--budget-s", type=float, default=560.0,
                     help="noisy reruns only while the whole run is expected to end within this (default 560 s)")
-    ap.add_argument("--servers", default="abc", help="which of a, b, c to run (default abc)")
+    ap.add_argument("--servers", default="abcd", help="which of a, b, c, d to run (default abcd)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="phases (server starts) of a and b, alternating (default 3: a b c a b a b); c runs once")
     ap.add_argument("--kv-mib", type=int, default=int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")),
@@ -486,11 +489,11 @@ def main() -> int:
                   f"{s['ttft_p99'] * 1e3:>7.0f}ms {s['itl_p50'] * 1e3:>6.1f}ms {s['tpot_p50'] * 1e3:>7.1f}ms "
                   f"{s['cpu_server']:>7.2f} {s['cpu_client']:>6.2f} {s['cpu_other']:>6.2f} {s['front_ms']:>7.2f}ms")
     print("a: " + SERVERS["a"] + "; its ITL is between received updates (the app sends one per 50 ms per stream up to 8 streams, stretched beyond: 100 ms at 16)")
-    print("b: " + SERVERS["b"] + "; c: " + SERVERS["c"] + "; ITL for b and c is per token")
-    starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, 16)]) for w in "ab" if (w, 16) in per_start]
+    print("b: " + SERVERS["b"] + "; c: " + SERVERS["c"] + "; d: " + SERVERS["d"] + "; ITL for b, c and d is per token")
+    starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, 16)]) for w in "abd" if (w, 16) in per_start]
     if starts:
         print("best tok/s at 16 users in each server start, in order: " + "; ".join(starts))
-    for x in ("a", "c"):
+    for x in ("a", "c", "d"):
         same, total = same_text(results, x, "b")
         if total:
             print(f"greedy check: {same}/{total} replies of ({x}) identical to (b)'s for the same prompt")
@@ -507,13 +510,19 @@ def main() -> int:
             ac = summary["a"][n]["tok_s"] / summary["c"][n]["tok_s"]
             parts.append(f"a/c {ac:.2f}")
             ratios[n] = {**ratios.get(n, {}), "ac": ac}
+        if "d" in summary and "b" in summary:
+            db = summary["d"][n]["tok_s"] / summary["b"][n]["tok_s"]
+            dtt = summary["d"][n]["ttft_p99"] / summary["b"][n]["ttft_p99"]
+            parts += [f"d/b {db:.3f}", f"TTFT p99 d/b {dtt:.2f}"]
+            ratios[n] = {**ratios.get(n, {}), "db": db, "dtt": dtt}
         if "b" in summary and "c" in summary:
             parts.append(f"(b/c {summary['b'][n]['tok_s'] / summary['c'][n]['tok_s']:.2f})")
         print("  ".join(parts))
     r16 = ratios.get(16, {})
     fmt = lambda v: "nan" if v is None else f"{v:.3f}"  # noqa: E731
     print(f"a_over_b_at_16={fmt(r16.get('ab'))} a_over_c_at_16={fmt(r16.get('ac'))} "
-          f"ttft_p99_a_over_b_at_16={fmt(r16.get('tt'))}")
+          f"ttft_p99_a_over_b_at_16={fmt(r16.get('tt'))} d_over_b_at_16={fmt(r16.get('db'))} "
+          f"ttft_p99_d_over_b_at_16={fmt(r16.get('dtt'))}")
     return 0
 
 

@@ -71,3 +71,23 @@ def test_redact(text, secrets, shown):
 
 def test_hide_paths_keeps_relative_paths_and_routes():
     assert hide_paths("org/repo and ./data/x and /load-model") == "org/repo and ./data/x and /load-model"
+
+
+@pytest.mark.parametrize("raw, match", [
+    ("short-key", r"FINSPACE_API_KEYS: key 1 has 9 characters; each key needs 16 to 256"),
+    (f"{TOKEN},tiny", r"key 2 has 4 characters"),
+    (f"{TOKEN},has space in it-0123456", r"key 2 has spaces"),
+    (" , ", r"holds no key"),
+])
+def test_api_keys_are_refused_naming_the_rule_never_the_key(raw, match):
+    with pytest.raises(BadInput, match=match) as info:
+        Settings.from_env({"FINSPACE_API_KEYS": raw})
+    assert "short-key" not in str(info.value) and "tiny" not in str(info.value)
+
+
+def test_api_keys_are_secrets():
+    other = "second-api-key-abcdefgh"
+    s = Settings.from_env({"FINSPACE_API_KEYS": f" {TOKEN} ,{other}"})
+    assert s.api_keys == (TOKEN, other) and set(s.secrets) == {TOKEN, other}
+    assert TOKEN not in repr(s) and redact(f"key {other} sent", s.secrets) == "key *** sent"
+    assert Settings.from_env({}).api_keys == ()

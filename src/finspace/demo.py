@@ -23,7 +23,9 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    # as Qwen 3's template: thinking off means an empty think block already written for the model
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
 )
 
 CORPUS = [

@@ -22,7 +22,9 @@ mounted Gradio UI). In order, it:
 - turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
   400 with finspace's ``{"error": ...}``, logged in one line without a traceback.
 
-Every refusal is ``{"error": message}`` naming the fix.
+Every refusal is ``{"error": message}`` naming the fix; under /v1/ (the OpenAI-compatible API) it is
+OpenAI's error object, ``{"error": {"message", "type", "param", "code"}}``, and a chat-completions body may
+be as large as a Gradio event's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ _DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")
 _CALL = re.compile(r"^/gradio_api/call/([^/]*)(?:/(.*?))?/?$")
 _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
 _MAX_DEPTH = 64
+V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
 
 
 def client_address(headers: Mapping[str, str], peer: str | None, trust_proxy: bool) -> str:
@@ -251,9 +254,14 @@ class EventTracker:
 
 
 # ------------------------------------------------------------------ the middleware
-def _json_response(status: int, message: str, headers: dict[str, str] | None = None):
-    """The start and body messages of ``{"error": message}``."""
-    body = json.dumps({"error": message}).encode()
+def _json_response(status: int, message: str, headers: dict[str, str] | None = None, path: str = ""):
+    """The start and body messages of ``{"error": message}`` (OpenAI's error object under /v1/)."""
+    if path.startswith("/v1/"):
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        error: Any = {"message": message, "type": kind, "param": None, "code": None}
+    else:
+        error = message
+    body = json.dumps({"error": error}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     return {"type": "http.response.start", "status": status, "headers": raw}, \
@@ -284,7 +292,7 @@ class Guard:
         try:
             await self._route(scope, receive, send, headers, client)
         except Refusal as r:
-            start, body = _json_response(r.status, r.message, r.headers)
+            start, body = _json_response(r.status, r.message, r.headers, scope.get("path", ""))
             await send(start)
             await send(body)
 
@@ -335,6 +343,8 @@ class Guard:
 
     def _body_limit(self, path: str) -> int:
         if path.startswith("/gradio_api/queue/join") or path.startswith("/gradio_api/call/"):
+            return self.limits.event_body_bytes
+        if path == V1_CHAT:
             return self.limits.event_body_bytes
         return self.limits.rest_body_bytes
 

@@ -10,6 +10,7 @@ the engine on shutdown. REST:
                             409 a switch is running, 422 not a catalogue key, 400 won't fit (planner's reason)
     GET  /models            the catalogue with each model's plan for this hardware
     GET  /loads?limit=N     the load ledger's last N records
+    POST /v1/chat/completions, GET /v1/models: OpenAI-compatible (finspace.openai_api; errors in OpenAI's shape)
 
 Errors are ``{"error": message}`` with the domain error's status; never a
 traceback, never a token. The Gradio Blocks are mounted at "/".
@@ -34,6 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.guard import EventTracker, Guard, client_address
+from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
 
@@ -47,8 +49,9 @@ class LoadRequest(BaseModel):
     model: str = Field(min_length=1, max_length=200, description="a catalogue key from GET /models")
 
 
-def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+def _error(status: int, message: str, headers: dict | None = None, path: str = "") -> JSONResponse:
+    body = error_body(status, message) if path.startswith("/v1/") else {"error": message}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -128,23 +131,24 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
         if getattr(exc, "retry_after_s", None):
             headers = {"Retry-After": str(exc.retry_after_s)}
-        return _error(exc.http_status, svc.redact(str(exc)), headers)
+        return _error(exc.http_status, svc.redact(str(exc)), headers, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
         msg = exc.detail if isinstance(exc.detail, str) else "the request failed"
         if exc.status_code == 400 and "parsing the body" in msg:
             msg = "the body could not be parsed as JSON; send {\"model\": KEY} with Content-Type: application/json"
-        return _error(exc.status_code, msg, getattr(exc, "headers", None))
+        return _error(exc.status_code, msg, getattr(exc, "headers", None), request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError):
-        return _error(422, _validation_message(exc))
+        return _error(422, _validation_message(exc), path=request.url.path)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
         log.error("unexpected %s on %s", type(exc).__name__, request.url.path, exc_info=exc)
-        return _error(500, f"unexpected server error ({type(exc).__name__}); the app is still running")
+        return _error(500, f"unexpected server error ({type(exc).__name__}); the app is still running",
+                      path=request.url.path)
 
     def require_admin(request: Request) -> None:
         """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
@@ -179,6 +183,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
             return _error(404, "the load ledger is not enabled in this app")
         return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
 
+    add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
     tracker.attach(demo._queue)

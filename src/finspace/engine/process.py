@@ -121,13 +121,13 @@ def discard(llm: Any, ipc: tuple[str, ...]) -> None:
     remove_ipc(ipc)
 
 
-def delta_sampling(sp: dict) -> Any:
+def delta_sampling(sp: dict, stop: tuple[str, ...] = ()) -> Any:
     """vLLM's SamplingParams for a streamed chat (text deltas) from ``prompt.sampling_for``'s values."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     return SamplingParams(temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"],
-                          seed=sp["seed"], output_kind=RequestOutputKind.DELTA)
+                          seed=sp["seed"], stop=list(stop) or None, output_kind=RequestOutputKind.DELTA)
 
 
 def engine_dead_error() -> type[BaseException]:

@@ -32,6 +32,8 @@ class ChatSettings:
     top_p: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
+    stop: tuple[str, ...] = ()  # generation ends before any of these strings (OpenAI's "stop")
+    chat_template_kwargs: dict | None = None  # passed to the chat template (e.g. {"enable_thinking": False})
 
 
 def short(text: str, limit: int = 600) -> str:
@@ -130,15 +132,16 @@ def with_system(msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> 
     return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
 
 
-def encode(tok: Any, msgs: list[dict]) -> list[int]:
-    """Token ids of ``msgs`` through the tokenizer's chat template, with the generation prompt."""
+def encode(tok: Any, msgs: list[dict], template_kwargs: dict | None = None) -> list[int]:
+    """Token ids of ``msgs`` through the tokenizer's chat template, with the generation prompt;
+    ``template_kwargs`` are the template's own variables (``enable_thinking``)."""
     try:
-        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, **(template_kwargs or {}))
     except Exception as exc:
         if msgs and msgs[0]["role"] == "system" and "system" in str(exc).lower():
             # templates without a system role: fold it into the first user turn
             merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
-            return encode(tok, merged)
+            return encode(tok, merged, template_kwargs)
         raise BadInput(f"the conversation does not fit the model's chat template: {short(str(exc), 200)}; "
                        f"alternate user and assistant turns") from None
     if isinstance(ids, dict) or hasattr(ids, "keys"):
@@ -158,7 +161,8 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     """
     msgs = with_system(msgs, entry, settings)
     budget = max_model_len - max_tokens
-    ids = encode(tok, msgs)
+    extra = settings.chat_template_kwargs
+    ids = encode(tok, msgs, extra)
     if len(ids) <= budget:
         return ids, 0
     head = msgs[:1] if msgs[0]["role"] == "system" else []
@@ -167,7 +171,7 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     tails: dict[int, list[int]] = {}
 
     def fits(k: int) -> bool:
-        tails[k] = encode(tok, head + body[starts[k]:])
+        tails[k] = encode(tok, head + body[starts[k]:], extra)
         return len(tails[k]) <= budget
 
     guess = _cut_guess(tok, msgs, len(ids), len(head), [i + len(head) for i in starts], budget)

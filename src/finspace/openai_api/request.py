@@ -1,0 +1,175 @@
+"""An OpenAI chat-completions request, checked: what finspace serves, and a 400 naming the field for the rest.
+
+Pure: a JSON object in, a ``ChatRequest`` out (or ``ApiError``). The messages and
+sampling bounds are the engine's own (``finspace.engine.prompt``), the same ones
+Gradio's /chat goes through; nothing a client sends is silently ignored: a field
+finspace does not implement (tools, n > 1, logprobs, images...) is refused by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from finspace.engine.prompt import ChatSettings, normalize_messages
+from finspace.errors import BadInput
+
+MAX_STOP = 4  # OpenAI's bound on "stop" sequences
+MAX_STOP_CHARS = 200
+MAX_TEMPLATE_KWARGS = 16
+
+# Fields accepted only with the value that means "the default": anything else is a feature finspace lacks.
+_DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
+    "n": (None, 1), "logprobs": (None, False), "top_logprobs": (None, 0), "tools": (None, []),
+    "tool_choice": (None, "none"), "functions": (None, []), "function_call": (None, "none"),
+    "parallel_tool_calls": (None, False, True), "frequency_penalty": (None, 0, 0.0), "presence_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}), "store": (None, False), "modalities": (None, ["text"]), "prediction": (None,),
+    "audio": (None,), "web_search_options": (None,), "service_tier": (None, "auto", "default"),
+    "reasoning_effort": (None,), "metadata": (None, {}),
+}
+_WHY = {
+    "n": "finspace returns one choice per request; send n=1 or leave it out",
+    "tools": "finspace does not call tools", "tool_choice": "finspace does not call tools",
+    "functions": "finspace does not call functions", "function_call": "finspace does not call functions",
+    "logprobs": "finspace does not return log probabilities", "top_logprobs": "finspace does not return log probabilities",
+}
+_KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
+          "stream", "stream_options", "chat_template_kwargs", "user", "response_format", *_DEFAULT_ONLY}
+_MESSAGE_KEYS = {"role", "content", "name"}
+
+
+class ApiError(Exception):
+    """An OpenAI-shaped error: HTTP ``status``, ``message``, the offending ``param`` and a ``code``."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.headers = headers or {}
+
+
+def error_type(status: int) -> str:
+    return {401: "authentication_error", 403: "permission_error", 404: "invalid_request_error",
+            429: "rate_limit_error"}.get(status, "invalid_request_error" if status < 500 else "server_error")
+
+
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+    """OpenAI's error object."""
+    return {"error": {"message": message, "type": error_type(status), "param": param, "code": code}}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict]
+    settings: ChatSettings
+    stream: bool
+    include_usage: bool
+
+
+def bad(param: str, message: str) -> ApiError:
+    return ApiError(400, f"{param}: {message}", param=param, code="invalid_value")
+
+
+def _number(body: dict, name: str, integer: bool = False) -> Any:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and isinstance(value, float)
+                                                                          and not value.is_integer()):
+        raise bad(name, f"must be {'a whole number' if integer else 'a number'} or null, got {type(value).__name__}")
+    return int(value) if integer else value
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise bad("stop", "must be a non-empty string or a list of them")
+    if len(stops) > MAX_STOP or any(len(s) > MAX_STOP_CHARS for s in stops):
+        raise bad("stop", f"at most {MAX_STOP} sequences of at most {MAX_STOP_CHARS} characters")
+    return tuple(stops)
+
+
+def _template_kwargs(value: Any) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) > MAX_TEMPLATE_KWARGS:
+        raise bad("chat_template_kwargs", f"must be an object of at most {MAX_TEMPLATE_KWARGS} entries")
+    for k, v in value.items():
+        if not (isinstance(v, (bool, int, float)) or v is None or (isinstance(v, str) and len(v) <= 1000)):
+            raise bad("chat_template_kwargs", f"{str(k)[:40]!r} must be a boolean, number, short text or null")
+        if k in ("messages", "add_generation_prompt", "tokenize", "conversation", "tools", "documents"):
+            raise bad("chat_template_kwargs", f"{k!r} is set by the server and cannot be overridden")
+    return dict(value)
+
+
+def _messages(value: Any) -> list[dict]:
+    if not isinstance(value, list):
+        raise bad("messages", "must be a list of {\"role\", \"content\"} objects")
+    out = []
+    for i, m in enumerate(value):
+        if isinstance(m, dict):
+            extra = sorted(set(m) - _MESSAGE_KEYS)
+            if extra:
+                raise bad("messages", f"message {i} has {extra[0][:40]!r}; finspace takes role, content (text) "
+                                      "and name only (no tool calls, audio or refusals)")
+            if m.get("role") == "developer":  # OpenAI's newer name for the system role
+                m = {**m, "role": "system"}
+            m = {k: v for k, v in m.items() if k != "name"}
+        out.append(m)
+    try:
+        return normalize_messages(out)
+    except BadInput as exc:
+        raise bad("messages", str(exc)) from None
+
+
+def _response_format(value: Any) -> None:
+    if value is None or (isinstance(value, dict) and value.get("type") == "text" and set(value) == {"type"}):
+        return
+    raise bad("response_format", "only {\"type\": \"text\"} is supported; finspace does not constrain the output "
+                                 "to JSON")
+
+
+def _stream_options(value: Any, stream: bool) -> bool:
+    if value is None:
+        return False
+    if not stream:
+        raise bad("stream_options", "only allowed with stream: true")
+    if not isinstance(value, dict) or set(value) - {"include_usage"}:
+        raise bad("stream_options", "only {\"include_usage\": true|false} is supported")
+    include = value.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise bad("stream_options", "include_usage must be true or false")
+    return include
+
+
+def parse_chat(body: Any) -> ChatRequest:
+    """``body`` (parsed JSON) as a ChatRequest, or ApiError(400) naming the first bad or unsupported field."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object with \"model\" and \"messages\"", code="invalid_body")
+    for name in sorted(body):
+        if name not in _KNOWN:
+            raise bad(name[:60], "is not a chat-completions field finspace supports; remove it")
+        if name in _DEFAULT_ONLY and body[name] not in _DEFAULT_ONLY[name]:
+            raise bad(name, _WHY.get(name, "is not supported by finspace; leave it out or send its default"))
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("model", "is required: a model id from GET /v1/models")
+    stream = body.get("stream") or False
+    if not isinstance(stream, bool):
+        raise bad("stream", "must be true or false")
+    if "user" in body and body["user"] is not None and not isinstance(body["user"], str):
+        raise bad("user", "must be text")
+    _response_format(body.get("response_format"))
+    mt, mct = _number(body, "max_tokens", integer=True), _number(body, "max_completion_tokens", integer=True)
+    if mt is not None and mct is not None and mt != mct:
+        raise bad("max_completion_tokens", "differs from max_tokens; send one of them")
+    settings = ChatSettings(temperature=_number(body, "temperature"), top_p=_number(body, "top_p"),
+                            max_tokens=mct if mct is not None else mt, seed=_number(body, "seed", integer=True),
+                            stop=_stop(body.get("stop")),
+                            chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")))
+    return ChatRequest(model=model, messages=_messages(body.get("messages")), settings=settings, stream=stream,
+                       include_usage=_stream_options(body.get("stream_options"), stream))
+

@@ -1,0 +1,233 @@
+"""The OpenAI-compatible routes on finspace's FastAPI app: /v1/chat/completions and /v1/models.
+
+Same engine, same bounds as Gradio's /chat, not through Gradio's queue. A request
+is checked (``request.parse_chat``), its model compared with the loaded one, then
+``Engine.chat`` is started and its first delta awaited before any byte is sent:
+every refusal (busy, bad settings, no model) is an HTTP status with OpenAI's error
+object. Streaming is server-sent events in OpenAI's chunk format ending with
+``data: [DONE]``; an error after the stream began (a model switch) is one
+``data: {"error": ...}`` event, as vLLM's server sends it, then ``[DONE]``. A
+client that goes away closes the engine's stream, which aborts the vLLM request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from finspace.engine import ChatInfo
+from finspace.engine.reasoning import splitter_for
+from finspace.errors import BadInput, Busy, FinspaceError, NotReady
+from finspace.guard import client_address
+from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
+from finspace.settings import ADMIN_TOKEN_MAX_CHARS
+
+log = logging.getLogger("finspace.openai")
+
+_FIELDS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def api_error(svc, exc: BaseException) -> ApiError:
+    """The one translation of a domain error (or a surprise) at this boundary."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, BadInput):  # OpenAI answers every invalid request with 400
+        msg = svc.redact(str(exc))
+        param = next((f for f in _FIELDS if msg.startswith(f)), None)
+        return ApiError(400, msg, param=param, code="invalid_value")
+    if isinstance(exc, Busy):
+        return ApiError(429, str(exc), code="server_busy", headers={"Retry-After": str(exc.retry_after_s)})
+    if isinstance(exc, FinspaceError):
+        return ApiError(exc.http_status, svc.redact(str(exc)))
+    log.error("unexpected %s in /v1", type(exc).__name__, exc_info=exc)
+    return ApiError(500, f"unexpected server error ({type(exc).__name__}); the app is still running")
+
+
+def error_response(err: ApiError) -> JSONResponse:
+    return JSONResponse(error_body(err.status, err.message, err.param, err.code), status_code=err.status,
+                        headers=err.headers or None)
+
+
+def check_key(svc, request: Request) -> None:
+    """401 unless FINSPACE_API_KEYS is unset or the request carries one of them (constant-time compare)."""
+    keys = svc.settings.api_keys
+    if not keys:
+        return
+    client = client_address(request.headers, request.client.host if request.client else None,
+                            svc.settings.limits.trust_proxy)
+    svc.check_throttle(client)
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    token = given.strip().encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1]
+    matched = False
+    for key in keys:  # every key compared, whichever matches
+        matched |= hmac.compare_digest(token, key.encode("utf-8"))
+    if scheme.lower() != "bearer" or not matched:
+        svc.note_failure(client)
+        raise ApiError(401, "this /v1 API needs an API key: send 'Authorization: Bearer <key>' with one of the "
+                            "server's FINSPACE_API_KEYS", code="invalid_api_key",
+                       headers={"WWW-Authenticate": "Bearer"})
+
+
+def check_model(svc, model: str) -> str:
+    """The loaded model's key when ``model`` names it; 404 naming the loaded model and how to switch, else."""
+    h = svc.engine.health()
+    if h.model_key is None or h.state != "ready":
+        raise NotReady(f"no model is ready ({h.state}{', loading ' + h.loading_key if h.loading_key else ''}); "
+                       "try again when GET /health says ready")
+    if model != h.model_key:
+        raise ApiError(404, f"the model {model[:80]!r} is not loaded; this server runs {h.model_key!r} (GET "
+                            f"/v1/models). Send model={h.model_key!r}, or switch models with POST /load-model "
+                            "{\"model\": KEY} (the admin token when one is set) or the page's model picker",
+                       param="model", code="model_not_found")
+    return h.model_key
+
+
+class _ClosingStream(StreamingResponse):
+    """A StreamingResponse that always closes its body generator, at once, when it stops: a client that went
+    away ends the engine's stream (and its vLLM request) now, not when the garbage collector gets to it."""
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with contextlib.suppress(Exception):
+                await self.body_iterator.aclose()
+
+
+def add_openai_routes(app: FastAPI, svc) -> None:
+    """Register /v1/chat/completions and /v1/models on ``app`` (before the Gradio mount at "/")."""
+
+    @app.get("/v1/models", summary="OpenAI-compatible: the loaded model")
+    async def list_models(request: Request):
+        try:
+            check_key(svc, request)
+        except Exception as exc:  # noqa: BLE001 - the boundary
+            return error_response(api_error(svc, exc))
+        h = svc.engine.health()
+        since = int(h.loaded_since or svc.started_at)
+        data = [{"id": h.model_key, "object": "model", "created": since, "owned_by": "finspace",
+                 "root": h.model_key, "max_model_len": svc.engine.max_model_len or None}] if h.model_key else []
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/chat/completions", summary="OpenAI-compatible chat completions (streaming or not)")
+    async def chat_completions(request: Request):
+        try:
+            check_key(svc, request)
+            try:
+                body = json.loads(await request.body(), parse_constant=_no_constant)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raise ApiError(400, "the body is not valid JSON; send a chat-completions object",
+                               code="invalid_json") from None
+            req = parse_chat(body)
+            key = check_model(svc, req.model)
+            return await _until_disconnect(request, _start(svc, req, key))
+        except Exception as exc:  # noqa: BLE001 - the boundary: OpenAI's error object, never a traceback
+            return error_response(api_error(svc, exc))
+
+    @app.api_route("/v1/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+    async def not_offered(rest: str):
+        return error_response(ApiError(404, f"/v1/{rest[:60]} is not offered here; finspace serves POST "
+                                            "/v1/chat/completions and GET /v1/models", code="unknown_url"))
+
+
+async def _until_disconnect(request: Request, work):
+    """``work``'s result; cancelled (which closes the engine's stream: an abort) if the client goes away first,
+    as vLLM's server does. A streaming response is returned as soon as its first delta is there."""
+    async def gone() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    task, watch = asyncio.ensure_future(work), asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("a /v1 client went away before its reply was ready; the request was aborted")
+        return Response(status_code=499)  # nobody reads it
+    return task.result()
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+async def _start(svc, req: ChatRequest, key: str):
+    info = ChatInfo()
+    splitter = splitter_for(svc.engine, req.settings.chat_template_kwargs)
+    deltas = svc.engine.chat(req.messages, req.settings, info)
+    try:
+        first = await anext(deltas)  # refusals (busy, bad settings) come before any byte is sent
+    except StopAsyncIteration:
+        first = None
+    except BaseException:
+        await deltas.aclose()
+        raise
+    meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": key}
+    if req.stream:
+        body = _sse(svc, deltas, first, info, meta, req.include_usage, splitter)
+        return _ClosingStream(body, media_type="text/event-stream", headers=SSE_HEADERS)
+    async with contextlib.aclosing(deltas):
+        text = [first] if first else []
+        text += [d async for d in deltas]
+    reply = "".join(text)
+    reasoning, content = splitter.whole(reply) if splitter is not None else (None, reply)
+    message = {"role": "assistant", "content": content}
+    if splitter is not None:
+        message["reasoning_content"] = reasoning
+    return {"object": "chat.completion", **meta, "choices": [
+        {"index": 0, "message": message, "logprobs": None, "finish_reason": info.finish_reason or "stop"}],
+        "usage": _usage(info)}
+
+
+def _usage(info: ChatInfo) -> dict:
+    return {"prompt_tokens": info.prompt_tokens, "completion_tokens": info.output_tokens,
+            "total_tokens": info.prompt_tokens + info.output_tokens}
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _sse(svc, deltas: AsyncIterator[str], first: str | None, info: ChatInfo, meta: dict,
+               include_usage: bool, splitter: Any) -> AsyncIterator[bytes]:
+    """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
+    reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""
+    extra = {"usage": None} if include_usage else {}
+
+    def chunk(delta: dict, finish: str | None = None) -> bytes:
+        return _event({"object": "chat.completion.chunk", **meta, "choices": [
+            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra})
+
+    svc.active_streams += 1
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        async with contextlib.aclosing(deltas):
+            text = first
+            while text is not None:
+                for delta in (splitter.feed(text) if splitter is not None else ({"content": text},)):
+                    yield chunk(delta)
+                text = await anext(deltas, None)
+        yield chunk({}, info.finish_reason or "stop")
+        if include_usage:
+            yield _event({"object": "chat.completion.chunk", **meta, "choices": [], "usage": _usage(info)})
+    except Exception as exc:  # noqa: BLE001 - after the stream began: one error event, as vLLM's server sends it
+        err = api_error(svc, exc)
+        yield _event(error_body(err.status, err.message, err.param, err.code or type(exc).__name__))
+    finally:
+        svc.active_streams -= 1
+    yield b"data: [DONE]\n\n"
