@@ -93,8 +93,6 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
               default_model: str | None = None, settings: Settings | None = None,
               blocking: str | None = None, storage_note: str | None = None) -> FastAPI:
     """The whole app: REST routes + the Gradio UI at "/", behind finspace.guard. Run it with uvicorn in one process."""
-    import gradio as gr
-
     from finspace.ui import build_ui
 
     _skip_absent_matplotlib()
@@ -125,6 +123,29 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
                   lifespan=lifespan, redoc_url=None, docs_url="/docs" if docs else None,
                   openapi_url="/openapi.json" if docs else None)
     app.state.service = svc
+    _add_error_handlers(app, svc)
+
+    def require_admin(request: Request) -> None:
+        """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
+        and wrong tokens are throttled per client (429)."""
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        client = client_address(request.headers, request.client.host if request.client else None,
+                                settings.limits.trust_proxy)
+        svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
+
+    _add_rest_routes(app, svc, require_admin)
+    add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
+    demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
+                    chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
+    tracker.attach(demo._queue)
+    _mount_behind_the_guard(app, demo, settings, catalog, tracker)
+    app.state.tracker = tracker
+    return app
+
+
+def _add_error_handlers(app: FastAPI, svc: Service) -> None:
+    """Domain errors with their status, FastAPI's own as {"error": ...}, a surprise as a 500 without a traceback."""
 
     @app.exception_handler(FinspaceError)
     async def _domain_error(request: Request, exc: FinspaceError):
@@ -150,14 +171,9 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         return _error(500, f"unexpected server error ({type(exc).__name__}); the app is still running",
                       path=request.url.path)
 
-    def require_admin(request: Request) -> None:
-        """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
-        and wrong tokens are throttled per client (429)."""
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        client = client_address(request.headers, request.client.host if request.client else None,
-                                settings.limits.trust_proxy)
-        svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
+
+def _add_rest_routes(app: FastAPI, svc: Service, require_admin) -> None:
+    """/health, /load-model (behind ``require_admin``), /models, /loads."""
 
     @app.get("/health", summary="Status, model, engine stage, memory; 200 when ready, 503 otherwise")
     async def health():
@@ -179,14 +195,15 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
 
     @app.get("/loads", summary="The load ledger's last records (planned vs actual)")
     async def loads(limit: int = Query(50, ge=1, le=1000)):
-        if ledger is None:
+        if svc.ledger is None:
             return _error(404, "the load ledger is not enabled in this app")
         return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
 
-    add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
-    demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
-                    chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
-    tracker.attach(demo._queue)
+
+def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker) -> None:
+    """The Gradio UI at "/", Gradio's own file checks on, and finspace.guard in front of every route."""
+    import gradio as gr
+
     gr.mount_gradio_app(app, demo, path="/", css=_ui_css(), show_error=True, ssr_mode=False,
                         footer_links=["api", "gradio"], run_history=False, theme=gr.themes.Soft(),
                         allowed_paths=[], blocked_paths=blocked_paths(settings, catalog), max_file_size=MAX_UPLOAD)
@@ -195,9 +212,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     demo.has_launched = True
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
                        events=lambda: {i: (fn.api_name if isinstance(fn.api_name, str) else None, len(fn.inputs))
-                                            for i, fn in demo.fns.items()}, api_docs=docs)
-    app.state.tracker = tracker
-    return app
+                                            for i, fn in demo.fns.items()}, api_docs=settings.api_docs)
 
 
 def _skip_absent_matplotlib() -> None:
