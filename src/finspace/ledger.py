@@ -107,32 +107,32 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def _jsonable(v: Any) -> Any:
-    """Settings may hold enums, paths or tuples; keep what JSON can say, stringify the rest."""
+def jsonable(v: Any) -> Any:
+    """What JSON can say of ``v`` (no NaN or infinity: None); enums, paths and the like as text."""
     if v is None or isinstance(v, (bool, int, str)):
         return v
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple, set, frozenset)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if is_dataclass(v) and not isinstance(v, type):
-        return _jsonable(asdict(v))
+        return jsonable(asdict(v))
     return str(v)
 
 
 def _settings(settings: Any) -> dict:
     if not isinstance(settings, dict):
         return {}
-    return {k: v for k, v in _jsonable(settings).items() if k not in _NOT_SETTINGS}
+    return {k: v for k, v in jsonable(settings).items() if k not in _NOT_SETTINGS}
 
 
 def _plan(plan: Any) -> dict | None:
     """The prediction's fields from ``planner.plan_json`` (the block size comes from its settings)."""
     if not isinstance(plan, dict):
         return None
-    out = {k: _jsonable(plan[k]) for k in PLAN_FIELDS if k in plan}
+    out = {k: jsonable(plan[k]) for k in PLAN_FIELDS if k in plan}
     settings = plan.get("settings")
     if "block_size" not in out and isinstance(settings, dict) and "block_size" in settings:
         out["block_size"] = _int(settings["block_size"])
@@ -194,12 +194,12 @@ def normalize(record: Any) -> dict:
         "v": SCHEMA,
         "at": at,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
-        "model_key": _jsonable(raw.get("model_key")),
-        "repo": _jsonable(raw.get("repo")),
-        "revision": _jsonable(raw.get("revision")),
-        "reason": _jsonable(raw.get("reason") or "load"),
+        "model_key": jsonable(raw.get("model_key")),
+        "repo": jsonable(raw.get("repo")),
+        "revision": jsonable(raw.get("revision")),
+        "reason": jsonable(raw.get("reason") or "load"),
         "outcome": outcome,
-        "hardware": _jsonable(hardware) if isinstance(hardware, dict) else {},
+        "hardware": jsonable(hardware) if isinstance(hardware, dict) else {},
         "settings": settings,
         "plan": plan,
         "num_gpu_blocks": num_blocks,
@@ -207,14 +207,14 @@ def normalize(record: Any) -> dict:
         "kv_cache_tokens": kv_tokens,
         "max_model_len": max_len,
         "memory_used_bytes": _int(raw.get("memory_used_bytes")),
-        "memory_source": _jsonable(raw.get("memory_source")),
+        "memory_source": jsonable(raw.get("memory_source")),
         "stage_seconds": stages,
         "load_seconds": round(sum(stages.values()), 3) if stages else None,
         "planned_kv_cache_tokens": planned,
         "kv_tokens_error_pct": kv_tokens_error_pct(planned, kv_tokens),
-        "error_stage": _jsonable(raw.get("error_stage")),
-        "error_type": _jsonable(raw.get("error_type")),
-        "error_message": _jsonable(raw.get("error_message")),
+        "error_stage": jsonable(raw.get("error_stage")),
+        "error_type": jsonable(raw.get("error_type")),
+        "error_message": jsonable(raw.get("error_message")),
     }
     return out
 

@@ -26,10 +26,12 @@ import psutil
 from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatSettings  # noqa: F401 - the UI's names for them
-from finspace.errors import (BadInput, Busy, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
+from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
 from finspace.guard import client_address
+from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
+from finspace.throttle import Throttle
 
 log = logging.getLogger("finspace.service")
 
@@ -83,7 +85,7 @@ class Service:
         self.settings = settings or Settings(admin_token=admin_token or None)
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
-        self._failures: dict[str, deque] = {}  # client -> times of its recent wrong admin tokens
+        self.throttle = Throttle(self.settings.limits)  # wrong admin tokens and API keys per address
         self.blocking: str | None = None  # what keeps this machine from serving (finspace.doctor), set at start
         self.storage_note: str | None = None  # why the load ledger will not survive a restart, if it won't
         self.started_at = time.time()
@@ -140,26 +142,10 @@ class Service:
                               self.settings.limits.trust_proxy)
 
     def check_throttle(self, client: str | None) -> None:
-        if client is None:
-            return
-        limits = self.settings.limits
-        times = self._failures.get(client)
-        now = time.monotonic()
-        while times and now - times[0] > limits.token_window_s:
-            times.popleft()
-        if times is not None and not times:
-            del self._failures[client]
-        elif times is not None and len(times) >= limits.token_failures:
-            wait = max(1, int(limits.token_window_s - (now - times[0])) + 1)
-            raise Busy(f"too many wrong admin tokens or API keys from this address ({limits.token_failures} in "
-                       f"{limits.token_window_s:.0f} s); wait {wait} s before trying again", retry_after_s=wait)
+        self.throttle.check(client)
 
     def note_failure(self, client: str | None) -> None:
-        if client is None:
-            return
-        if client not in self._failures and len(self._failures) >= 10_000:  # bounded: forget the oldest client
-            self._failures.pop(next(iter(self._failures)))
-        self._failures.setdefault(client, deque(maxlen=self.settings.limits.token_failures)).append(time.monotonic())
+        self.throttle.failed(client)
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)
@@ -427,7 +413,7 @@ class Service:
         except Exception as exc:
             log.exception("reading the load ledger failed")
             raise FinspaceError(f"cannot read the load ledger ({type(exc).__name__}); see the server log") from None
-        return [_jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
+        return [jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
 
     def check_fit(self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, **settings: Any) -> dict:
         """Will it fit? for any model (finspace.fit_service); reads the Hub for a repo id: call from a thread."""
@@ -454,19 +440,3 @@ def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        if isinstance(value, float) and value != value:  # NaN is not JSON
-            return None
-        return value
-    if hasattr(value, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return _jsonable(asdict(value))
-    return str(value)

@@ -1,0 +1,137 @@
+"""Gradio events per client: bounded, and cancelled when nobody opens their result stream (finspace.guard uses it).
+
+``EventTracker.refusal`` says why a client may not join (the guard answers 429); the guard records each join and
+each result stream opened and closed; ``run`` sweeps once a second from the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from finspace.settings import Limits
+
+log = logging.getLogger("finspace.guard")
+
+
+@dataclass
+class _Event:
+    event_id: str
+    session: str
+    client: str
+    joined_at: float
+    streamed: bool = False
+
+
+class EventTracker:
+    """Gradio events per client: bounded, and cancelled when nobody opens their result stream.
+
+    Gradio runs a joined event whether or not anyone reads its result, and never drops one whose stream is not
+    opened: a client that joins hundreds and reads none fills the queue for everyone while the engine generates for
+    nobody. Each join is recorded here with its client; an event counts until Gradio has delivered its result (it
+    leaves the session's pending ids) or is cancelled. ``sweep`` (every second, from the app's lifespan) cancels
+    events whose session has not opened its stream within ``stream_open_s``: the queued ones are removed and the
+    running ones' tasks cancelled, which closes the engine's stream and aborts the vLLM request.
+    """
+
+    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic):
+        self.limits = limits
+        self.clock = clock
+        self.queue: Any = None  # Gradio's queue, attached once the Blocks are built
+        self._events: dict[str, _Event] = {}
+        self._open: dict[str, int] = {}  # session -> result streams open now
+        self.cancelled = 0
+
+    def attach(self, queue: Any) -> None:
+        self.queue = queue
+
+    def _alive(self, ev: _Event) -> bool:
+        q = self.queue
+        if q is None:
+            return False
+        return ev.event_id in q.pending_event_ids_session.get(ev.session, ()) or ev.event_id in q.event_ids_to_events
+
+    def prune(self) -> None:
+        for eid in [eid for eid, ev in self._events.items() if not self._alive(ev)]:
+            del self._events[eid]
+
+    def in_flight(self, client: str) -> int:
+        self.prune()
+        return sum(1 for ev in self._events.values() if ev.client == client)
+
+    def refusal(self, client: str) -> str | None:
+        """Why ``client`` may not join another event now (it has its bound queued or running), else None."""
+        bound = self.limits.events_per_client
+        if self.in_flight(client) >= bound:
+            return (f"this client already has {bound} requests queued or running (the bound per client, "
+                    "FINSPACE_MAX_EVENTS_PER_CLIENT); wait for one to finish and read its result, then try again")
+        return None
+
+    def joined(self, client: str, event_id: str, session: str | None) -> None:
+        q = self.queue
+        event = q.event_ids_to_events.get(event_id) if q is not None else None
+        session = getattr(event, "session_hash", None) or session or event_id
+        self._events[event_id] = _Event(event_id, session, client, self.clock(), self._open.get(session, 0) > 0)
+
+    def stream_opened(self, session: str) -> None:
+        self._open[session] = self._open.get(session, 0) + 1
+        for ev in self._events.values():
+            if ev.session == session:
+                ev.streamed = True
+
+    def stream_closed(self, session: str) -> None:
+        n = self._open.get(session, 0) - 1
+        if n > 0:
+            self._open[session] = n
+        else:
+            self._open.pop(session, None)
+
+    def session_of(self, event_id: str) -> str | None:
+        ev = self._events.get(event_id)
+        return ev.session if ev is not None else None
+
+    async def sweep(self) -> int:
+        """Cancel the events whose stream was not opened in time; returns how many."""
+        self.prune()
+        now = self.clock()
+        late = [ev for ev in self._events.values()
+                if not ev.streamed and now - ev.joined_at >= self.limits.stream_open_s]
+        for ev in late:
+            await self._cancel(ev)
+        if late:
+            log.warning("cancelled %d event(s) whose result stream was never opened (clients: %s)",
+                        len(late), ", ".join(sorted({ev.client for ev in late}))[:200])
+        return len(late)
+
+    async def _cancel(self, ev: _Event) -> None:
+        self._events.pop(ev.event_id, None)
+        self.cancelled += 1
+        q = self.queue
+        suffix = f"<gradio-sep>{ev.event_id}"
+        tasks = [t for t in asyncio.all_tasks() if t.get_name().endswith(suffix)]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if q is None:
+            return
+        await q.clean_events(event_id=ev.event_id)
+        ids = q.pending_event_ids_session.get(ev.session)
+        if ids is not None:
+            ids.discard(ev.event_id)
+            if not ids:
+                q.pending_event_ids_session.pop(ev.session, None)
+                if self._open.get(ev.session, 0) == 0:
+                    q.pending_messages_per_session.pop(ev.session, None)
+
+    async def run(self, every_s: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.sweep()
+            except Exception:  # noqa: BLE001 - the sweeper must outlive any one bad event
+                log.exception("sweeping unread events failed")
