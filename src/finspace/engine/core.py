@@ -23,7 +23,7 @@ import psutil
 
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
-from finspace.engine import checkpoint, process
+from finspace.engine import checkpoint, process, stream
 from finspace.planner import cpu as cpu_pool
 from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
 from finspace.engine.records import (ChatInfo, Health, LoadRecord, ProgressFn, StageClock, StageError,
@@ -58,7 +58,7 @@ class Engine:
                  release_timeout_s: float = 120.0, stop_grace_s: float = 0.0, auto_restart: bool = True,
                  on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
                  freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
-                 hf_token: str | None = None, secrets: tuple[str, ...] = ()):
+                 hf_token: str | None = None, secrets: tuple[str, ...] = (), test_replay: str | None = None):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
@@ -74,6 +74,7 @@ class Engine:
         self.distributed_backend = distributed_backend
         self.hf_token = hf_token
         self.secrets = tuple(secrets)
+        self.test_replay = test_replay  # TEST-ONLY: a recorded stream for generated reasoning models (stream.py)
         self._launcher = priority.Launcher(front_nice)
 
         self._llm: Any = None
@@ -394,9 +395,33 @@ class Engine:
     # ------------------------------------------------------------------- chat
     async def chat(self, messages: Any, settings: ChatSettings | None = None,
                    info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
-        """Stream the reply to ``messages`` as text deltas. Cancelling it aborts the request."""
+        """Stream the answer to ``messages`` as text deltas (a reasoning model's thinking left out: see
+        ``chat_parts``). Cancelling it aborts the request."""
+        async with contextlib.aclosing(self.chat_parts(messages, settings, info)) as parts:
+            async for _thinking, answer in parts:
+                if answer:
+                    yield answer
+
+    async def chat_parts(self, messages: Any, settings: ChatSettings | None = None,
+                         info: ChatInfo | None = None) -> AsyncGenerator[tuple[str, str], None]:
+        """Stream the reply as (thinking delta, answer delta) pairs; the thinking is split off by vLLM's
+        reasoning parser for models the catalogue marks ``reasoning`` (engine/reasoning.py)."""
         settings = settings or ChatSettings()
         info = info if info is not None else ChatInfo()
+        entry, tok = self._entry, self._tokenizer
+        resumed = ""
+        if settings.continue_final_message and isinstance(messages, (list, tuple)) and messages \
+                and isinstance(messages[-1], dict) and isinstance(messages[-1].get("content"), str):
+            resumed = messages[-1]["content"]
+        raw = self._raw(messages, settings, info, resumed)
+        parser = entry.reasoning if entry is not None else None
+        async with contextlib.aclosing(raw):
+            async for pair in stream.split(raw, tok, parser, settings, info, resumed):
+                yield pair
+
+    async def _raw(self, messages: Any, settings: ChatSettings, info: ChatInfo,
+                   resumed: str) -> AsyncGenerator[tuple[str, list[int]], None]:
+        """vLLM's deltas (text, token ids) for the request; aborted in vLLM when closed early."""
         llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
         if llm is None or entry is None or self._state != "ready":
             if self._state in ("switching", "loading"):
@@ -406,7 +431,7 @@ class Engine:
         engine_dead = process.engine_dead_error()
         if len(self._active) >= self.max_in_flight:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
-        msgs = normalize_messages(messages)
+        msgs = normalize_messages(messages, continue_final=settings.continue_final_message)
         sp = sampling_for(entry, settings, max_len)
         rid = f"chat-{uuid.uuid4().hex}"
         self._active.add(rid)  # holds its place in the queue bound while it is tokenized
@@ -422,10 +447,15 @@ class Engine:
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
                                      f"send your message again when it is ready")
+            if self.test_replay and entry.generate and entry.reasoning:  # TEST-ONLY (engine/stream.py)
+                finished = True
+                async for delta in stream.replay(self.test_replay, tok, sp["max_tokens"], info, resumed):
+                    yield delta
+                return
             submitted = True
-            stream = llm.generate({"prompt_token_ids": ids}, params, rid)
-            async with contextlib.aclosing(stream):
-                async for out in stream:
+            gen = llm.generate({"prompt_token_ids": ids}, params, rid)
+            async with contextlib.aclosing(gen):
+                async for out in gen:
                     o = out.outputs[0]
                     info.output_tokens += len(o.token_ids)
                     if out.finished:
@@ -437,7 +467,7 @@ class Engine:
                     if o.text:
                         if info.first_token_at is None:
                             info.first_token_at = time.monotonic()
-                        yield o.text
+                        yield o.text, list(o.token_ids)
         except engine_dead:
             finished = True
             reason = self._abort_reasons.pop(rid, None)
