@@ -9,6 +9,7 @@ fed through Engine.chat_parts, the path vLLM's deltas take.
 from __future__ import annotations
 
 import asyncio
+import re
 import dataclasses
 import json
 from pathlib import Path
@@ -244,3 +245,83 @@ def test_disclaimer_is_on_by_default_configurable_and_empty_turns_it_off():
     assert Settings.from_env({"FINSPACE_DISCLAIMER": ""}).disclaimer == ""
     with pytest.raises(BadInput, match="FINSPACE_DISCLAIMER is 600 characters"):
         Settings.from_env({"FINSPACE_DISCLAIMER": "x" * 600})
+
+
+# ------------------------------------------------------------------ conversations in the browser, export
+from finspace.ui import saved  # noqa: E402
+
+
+def _reply(**extra):
+    t = convo.turn("assistant", "The ratio is 1.56.", model="qwen-3-8b-fin")
+    t.update(reasoning="CA / CL", raw="<think>CA / CL</think>The ratio is 1.56.",
+             usage={"prompt_tokens": 20, "output_tokens": 9, "finish_reason": "stop"},
+             sampling={"temperature": 0.6, "top_p": 0.95, "max_tokens": 2048, "seed": 7},
+             provenance={"model_key": "qwen-3-8b-fin", "repo": "DragonLLM/Qwen-Open-Finance-R-8B", "revision": None,
+                         "dtype": "bfloat16", "quantization": None, "max_model_len": 32768,
+                         "load_record_id": "1764556800.000-qwen-3-8b-fin"}, **extra)
+    return t
+
+
+def test_a_saved_conversation_comes_back_checked():
+    turns = [convo.turn("user", "Current ratio?"), _reply()]
+    st, problem = saved.put(saved.empty_store(), saved.check_turns(turns))
+    assert problem is None and st["conversations"][st["current"]]["title"] == "Current ratio?"
+    back, problem = saved.read_store(json.loads(json.dumps(st)))  # through the browser: JSON
+    assert problem is None and back["current"] == st["current"]
+    got = back["conversations"][back["current"]]["turns"]
+    assert convo.engine_messages(got) == convo.engine_messages(turns)
+    assert convo.display(got) == convo.display(saved.check_turns(turns))
+
+
+BAD_STORES = [
+    ("not a store", "no conversation list"),
+    ({"conversations": {"a": {"title": "t", "turns": [{"role": "hacker", "content": "x"}]}}}, "unknown role"),
+    ({"conversations": {"a": {"title": "t", "turns": [{"role": "user", "content": "x" * 300_000}]}}},
+     "too large|at most 256,000 characters"),
+    ({"conversations": {"a": {"title": "t", "turns": [{"role": "user", "content": "x" * 1_600_000}]}}},
+     "too large"),
+    ({"conversations": {"../a": {"title": "t", "turns": []}}}, "bad id"),
+    ({"conversations": {"a": {"title": "t", "turns": [{"role": "assistant", "content": "x",
+                                                       "usage": {"prompt_tokens": "<img>"}}]}}}, "not a count"),
+    ({"conversations": {"a": {"title": "t", "turns": "x"}}}, "list of at most"),
+    ({"conversations": {str(i): {"title": "t", "turns": []} for i in range(60)}}, "more than 50"),
+]
+
+
+@pytest.mark.parametrize("raw,match", BAD_STORES)
+def test_an_oversized_or_corrupt_browser_store_is_a_clear_message_and_a_fresh_start(raw, match):
+    st, problem = saved.read_store(raw)
+    assert problem is not None and re.search(match, problem), problem
+    assert "started a new one" in problem
+    assert list(st["conversations"].values())[0]["turns"] == []  # usable: an empty conversation
+
+
+def test_the_store_drops_the_oldest_conversations_to_stay_small():
+    st = saved.empty_store()
+    big = [convo.turn("user", "x" * 60_000) for _ in range(5)]
+    for _ in range(8):
+        st, problem = saved.put(st, saved.check_turns(big))
+        st = {"current": saved.new_id(), "conversations": st["conversations"]}
+    assert len(json.dumps(st)) <= saved.MAX_STORE_CHARS and problem is None
+
+
+def test_export_carries_the_provenance():
+    turns = saved.check_turns([convo.turn("user", "Current ratio?"), _reply()])
+    doc = saved.export_json("Ratios", turns)
+    assert doc["schema"] == "finspace-conversation/1"
+    (model,) = doc["models"]
+    assert model["repo"] == "DragonLLM/Qwen-Open-Finance-R-8B" and model["load_record_id"].endswith("qwen-3-8b-fin")
+    reply = doc["messages"][1]
+    assert reply["sampling"]["seed"] == 7 and reply["thinking"] == "CA / CL" and reply["at"].endswith("Z")
+    assert all(m["at"] for m in doc["messages"])
+    md = saved.export_markdown(doc)
+    assert "DragonLLM/Qwen-Open-Finance-R-8B@main, dtype bfloat16" in md and "seed 7" in md
+    assert "<summary>Thinking</summary>" in md and "The ratio is 1.56." in md
+
+
+def test_ledger_records_have_an_id():
+    from finspace.ledger import normalize
+
+    rec = normalize({"at": 1764556800.0, "model_key": "demo", "outcome": "ok"})
+    assert rec["id"] == "1764556800.000-demo"
+    assert normalize({**rec, "at": 5.0})["id"] == "1764556800.000-demo"  # an id once given is kept

@@ -91,7 +91,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         with gr.Tab("Chat", id="chat-tab"):
             with gr.Row(equal_height=False):
                 with gr.Column(scale=3):
-                    chat = build_chat(svc, default_entry, chat_concurrency)
+                    chat = build_chat(svc, default_entry, chat_concurrency, demo)
                     notice, msg, send = chat["notice"], chat["msg"], chat["send"]
                 with gr.Column(scale=2):
                     with gr.Group():

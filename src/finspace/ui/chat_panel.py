@@ -23,7 +23,9 @@ import gradio as gr
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo
+from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
+from finspace.ui.conversations import build_conversations
 
 log = logging.getLogger("finspace.ui")
 
@@ -73,9 +75,10 @@ def effective_sampling(entry: Any, s: ChatSettings) -> dict:
             "system_prompt": s.system_prompt if s.system_prompt is not None else (entry.system_prompt if entry else None)}
 
 
-def build_chat(svc: Service, default_entry: Any, chat_concurrency: int) -> dict:
+def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr.Blocks) -> dict:
     """The chat column's components and events (call inside a gr.Column); returns the components by name."""
     engine = svc.engine
+    provenance = saved.Provenance(svc)
     c: dict[str, Any] = {}
     c["conv"] = conv = gr.State([])  # this session's conversation (finspace.ui.chat turns)
     c["chatbot"] = chatbot = gr.Chatbot(
@@ -120,7 +123,8 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int) -> dict:
         entry = engine.entry
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
-            reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings))
+            reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
+                         provenance=provenance())
             messages = convo.engine_messages(conv_)
             conv_.append(reply)
         else:
@@ -235,10 +239,13 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int) -> dict:
     ev_regen = regen.click(regenerate, inputs=[conv, *settings_in], **common)
     ev_cont = cont.click(continue_reply, inputs=[conv, *settings_in], **common)
     stop.click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
-    clear.click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private", concurrency_limit=None)
-    chatbot.clear(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private", concurrency_limit=None)
+    ev_clear = clear.click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private", concurrency_limit=None)
+    ev_clear2 = chatbot.clear(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
+                              concurrency_limit=None)
     preset.change(apply_preset, inputs=[preset], outputs=[system_prompt], api_visibility="private",
                   concurrency_limit=None, show_progress="hidden")
     c.update(cont=cont, system_prompt=system_prompt, preset=preset, seed=seed, think=think, top_p=top_p,
-             temperature=temperature, max_tokens=max_tokens)
+             temperature=temperature, max_tokens=max_tokens, stop=stop,
+             chat_events=[ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2])
+    build_conversations(demo, c)
     return c
