@@ -31,8 +31,9 @@ def build_conversations(demo: gr.Blocks, c: dict) -> None:
     store = gr.BrowserState(None, storage_key=STORAGE_KEY, secret=STORAGE_SECRET)
     with gr.Accordion("Conversations (kept in this browser)", open=False, elem_id="conversations"):
         with gr.Row():
+            # the choices are this browser's, set per page: the id is checked by select(), not by Gradio
             picker = gr.Dropdown(label="Conversation", choices=[], elem_id="conversation-picker", scale=4,
-                                 interactive=True)
+                                 interactive=True, allow_custom_value=True)
             new = gr.Button("New", size="sm", elem_id="new-chat", scale=1)
             delete = gr.Button("Delete", size="sm", variant="stop", elem_id="delete-chat", scale=1)
         with gr.Row():
@@ -73,7 +74,7 @@ def build_conversations(demo: gr.Blocks, c: dict) -> None:
 
     def select(cid, raw):
         st = read(raw)
-        if cid not in st["conversations"]:
+        if not isinstance(cid, str) or cid not in st["conversations"]:
             gr.Warning("That conversation is no longer saved in this browser.")
             return (gr.skip(),) * 6
         return shown({**st, "current": cid})
@@ -113,7 +114,8 @@ def build_conversations(demo: gr.Blocks, c: dict) -> None:
         if not any(t["kind"] == "turn" for t in turns):
             gr.Warning("Nothing to export yet: send a message first.")
             return gr.skip()
-        doc = saved.export_json(str(name or "") or saved.title_for(turns), turns)
+        name = " ".join(name.split())[: saved.MAX_TITLE_CHARS] if isinstance(name, str) else ""
+        doc = saved.export_json(name or saved.title_for(turns), turns)
         folder = Path(tempfile.mkdtemp(prefix="finspace-export-"))
         stem = re.sub(r"[^A-Za-z0-9-]+", "-", doc["title"])[:40].strip("-") or "conversation"
         (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False))
