@@ -210,6 +210,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
                    show_progress="hidden", concurrency_limit=None, queue=True)
         demo.load(page_load, outputs=[*memory, *panel, seen, history], api_visibility="private",
                   show_progress="hidden", concurrency_limit=None)
+        chat["register_restore"]()  # the saved conversation comes back after the page's own load event
         history_btn.click(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
         history_tab.select(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
 

@@ -247,5 +247,5 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     c.update(cont=cont, system_prompt=system_prompt, preset=preset, seed=seed, think=think, top_p=top_p,
              temperature=temperature, max_tokens=max_tokens, stop=stop,
              chat_events=[ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2])
-    build_conversations(demo, c)
+    c["register_restore"] = build_conversations(demo, c)
     return c

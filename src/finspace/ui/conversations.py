@@ -13,7 +13,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import gradio as gr
 
@@ -26,8 +26,9 @@ STORAGE_KEY = "finspace-conversations"
 STORAGE_SECRET = "finspace-conversations-v1"
 
 
-def build_conversations(demo: gr.Blocks, c: dict) -> None:
-    """Components and events; ``c`` holds the chat column's components (chatbot, conv, cont, ...)."""
+def build_conversations(demo: gr.Blocks, c: dict) -> Callable[[], None]:
+    """Components and events; ``c`` holds the chat column's components (chatbot, conv, cont, ...). Returns the
+    function that registers the page-load restore: call it after the page's own load event, which stays first."""
     store = gr.BrowserState(None, storage_key=STORAGE_KEY, secret=STORAGE_SECRET)
     with gr.Accordion("Conversations (kept in this browser)", open=False, elem_id="conversations"):
         with gr.Row():
@@ -124,7 +125,6 @@ def build_conversations(demo: gr.Blocks, c: dict) -> None:
 
     private = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
     view = [chatbot, conv, picker, title, store, cont]
-    demo.load(restore, inputs=[store], outputs=view, **private)
     for ev in c["chat_events"]:
         ev.then(save, inputs=[conv, store], outputs=[store, picker, title], **private)
     c["stop"].click(save, inputs=[conv, store], outputs=[store, picker, title], **private)
@@ -134,3 +134,4 @@ def build_conversations(demo: gr.Blocks, c: dict) -> None:
     title.submit(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
     delete.click(delete_chat, inputs=[store], outputs=view, **private)
     export.click(export_files, inputs=[conv, title], outputs=[files], **private)
+    return lambda: demo.load(restore, inputs=[store], outputs=view, **private)
