@@ -230,11 +230,11 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     demo = build_ui(svc.engine, svc.catalog, svc.monitor, service=svc)
     assert isinstance(demo, gr.Blocks)
     named = demo.get_api_info()["named_endpoints"]
-    assert set(named) == {"/chat", "/load_model", "/models", "/health", "/loads", "/fit"}
+    assert set(named) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit"}
     chat_params = [p["parameter_name"] for p in named["/chat"]["parameters"]]
     assert chat_params == ["message", "history", "system_prompt", "temperature", "max_tokens"]
     public = {fn.api_name for fn in demo.fns.values() if fn.api_visibility == "public"}
-    assert public == {"chat", "load_model", "models", "health", "loads", "fit"}
+    assert public == {"chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit"}
     chat_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == "chat"]
     assert len(chat_fns) >= 3 and all((fn.concurrency_limit or 0) >= 16 for fn in chat_fns)
 

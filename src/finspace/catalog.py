@@ -111,6 +111,8 @@ class _Entry(_Strict):
     config: str | None = None
     total_size_bytes: int | None = Field(None, gt=0)
     system_prompt: str = ""
+    # the model thinks before answering, in tags vLLM's reasoning parser of this name splits off (Qwen 3)
+    reasoning: Literal["qwen3"] | None = None
     serving: Serving
     sampling: Sampling = Sampling()
 
@@ -150,6 +152,7 @@ class ModelEntry:
     system_prompt: str
     serving: Serving
     sampling: Sampling
+    reasoning: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -245,12 +248,12 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _describe(err: ValidationError, where: str) -> str:
+def _describe(err: ValidationError, where: str, section: str = "models", noun: str = "model") -> str:
     lines = []
     for e in err.errors():
         loc = list(e["loc"])
-        if len(loc) >= 2 and loc[0] == "models":
-            head = f"model {loc[1]!r}"
+        if len(loc) >= 2 and loc[0] == section:
+            head = f"{noun} {loc[1]!r}"
             field = ".".join(str(x) for x in loc[2:] if not str(x).startswith("function-after"))
         else:
             head = "top level"
@@ -304,7 +307,7 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
                 key=key, label=e.label, description=e.description, architecture=e.architecture,
                 repo=e.repo, revision=e.revision, local_path=local, generate=e.generate,
                 config_path=config_path, total_size_bytes=e.total_size_bytes,
-                system_prompt=e.system_prompt, serving=e.serving, sampling=e.sampling,
+                system_prompt=e.system_prompt, serving=e.serving, sampling=e.sampling, reasoning=e.reasoning,
             )
         )
     for which in ("gpu", "cpu"):

@@ -28,6 +28,17 @@ CHAT_TEMPLATE = (
     "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
 )
 
+# Qwen 3's generation prompt: with enable_thinking false the template writes an empty thinking block, so the
+# model answers at once (the real template does the same).
+QWEN3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
+    "{% endif %}"
+)
+THINK_TOKENS = ["<think>", "</think>"]  # single tokens, as in Qwen 3's vocabulary
+
 CORPUS = [
     "Revenue grew twelve percent year over year while operating margin narrowed.",
     "The bond's yield to maturity rose as the central bank raised its policy rate.",
@@ -85,15 +96,17 @@ def preset_config(name: str) -> dict:
         raise ValueError(f"unknown demo preset {name!r}; use one of: {', '.join(PRESETS)}") from None
 
 
-def _train_tokenizer():
+def _train_tokenizer(preset: str = "tiny-llama"):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    qwen3 = PRESETS.get(preset, {}).get("model_type") == "qwen3"
+    specials = SPECIAL_TOKENS + (THINK_TOKENS if qwen3 else [])
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS,
+        vocab_size=VOCAB_SIZE, special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
@@ -109,7 +122,9 @@ def _train_tokenizer():
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|end|>", pad_token="<|pad|>",
     )
-    fast.chat_template = CHAT_TEMPLATE
+    if qwen3:
+        fast.add_special_tokens({"additional_special_tokens": THINK_TOKENS})
+    fast.chat_template = QWEN3_CHAT_TEMPLATE if qwen3 else CHAT_TEMPLATE
     assert fast.convert_tokens_to_ids("<|end|>") == EOS_ID
     return fast
 
@@ -132,13 +147,14 @@ def write_demo_model(path: str | Path, preset: str = "tiny-llama", seed: int = 0
         model_type = cfg_dict.pop("model_type")
         config = AutoConfig.for_model(model_type, **cfg_dict)
         model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
-        tokenizer = _train_tokenizer()
+        tokenizer = _train_tokenizer(preset)
+        n_special = len(SPECIAL_TOKENS) + (len(THINK_TOKENS) if model_type == "qwen3" else 0)
         with torch.no_grad():
             out = model.get_output_embeddings().weight
             out[EOS_ID].zero_()
             # Byte tokens that are not whole characters would stream as "\ufffd": never pick them greedily.
             for i in range(VOCAB_SIZE):
-                if "\ufffd" in tokenizer.decode([i]) or i < len(SPECIAL_TOKENS):
+                if "\ufffd" in tokenizer.decode([i]) or i < n_special:
                     out[i].zero_()
         model.save_pretrained(tmp, safe_serialization=True)
         GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,

@@ -190,11 +190,15 @@ def normalize(record: Any) -> dict:
         max_len = _int(settings.get("max_model_len"))
     hardware = raw.get("hardware")
     planned = _planned_pool_tokens(plan)
+    model_key = jsonable(raw.get("model_key"))
+    rid = raw.get("id")
     out = {
         "v": SCHEMA,
+        # a record's id (what a chat export cites): its time and model; older lines get the same one on read
+        "id": rid if isinstance(rid, str) and 0 < len(rid) <= 200 else f"{at:.3f}-{model_key}",
         "at": at,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
-        "model_key": jsonable(raw.get("model_key")),
+        "model_key": model_key,
         "repo": jsonable(raw.get("repo")),
         "revision": jsonable(raw.get("revision")),
         "reason": jsonable(raw.get("reason") or "load"),

@@ -72,7 +72,7 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-PUBLIC_API = ("chat", "load_model", "models", "health", "loads", "fit")
+PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit")
 MAX_UPLOAD = "25mb"  # Gradio's own bound; the guard refuses uploads while no input takes files
 
 

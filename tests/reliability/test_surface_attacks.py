@@ -207,7 +207,7 @@ def test_direct_routes_and_private_events_by_name_are_closed(server):
             assert r.status_code == 404, (path, r.status_code, r.text[:200])
         # the public API is still what gradio_client sees
         info = http.get(server.url + "/gradio_api/info").json()
-        assert set(info["named_endpoints"]) == {"/chat", "/load_model", "/models", "/health", "/loads", "/fit"}
+        assert set(info["named_endpoints"]) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit"}
     unchanged(server)
 
 
@@ -273,7 +273,7 @@ def test_big_bodies_are_refused_before_they_are_read(server):
     # the page's own chat: a message over the limit is refused before it joins the conversation
     with GradioRaw(server.url, timeout=60) as g:
         respond = next(d for d in gradio_config(server.url)["dependencies"] if d.get("api_name") == "respond")
-        out = g.call(respond["id"], ["x" * 70_000, None, None, 0.0, 8])
+        out = g.call(respond["id"], ["x" * 70_000, None, None, 0.0, 8, 1.0, None, True])  # message, conv, settings
     assert out.success, out.text
     assert "x" * 1000 not in json.dumps(out.output), "the refused message was echoed into the page"
     print(f"four 100 MB bodies refused (413); the server grew {grown:.1f} MiB")

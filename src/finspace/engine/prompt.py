@@ -33,7 +33,14 @@ class ChatSettings:
     max_tokens: int | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()  # generation ends before any of these strings (OpenAI's "stop")
-    chat_template_kwargs: dict | None = None  # passed to the chat template (e.g. {"enable_thinking": False})
+    # extra variables for the chat template (e.g. {"enable_thinking": False} for Qwen 3)
+    chat_template_kwargs: dict | None = None
+    # the last message is the assistant's unfinished reply: the model continues it (no new turn)
+    continue_final_message: bool = False
+
+    @property
+    def enable_thinking(self) -> bool:
+        return bool((self.chat_template_kwargs or {}).get("enable_thinking", True))
 
 
 def short(text: str, limit: int = 600) -> str:
@@ -74,7 +81,24 @@ def _text_of(i: int, content: Any) -> str:
     raise BadInput(f"message {i} has non-text content ({type(content).__name__}); only text is supported")
 
 
-def normalize_messages(messages: Any) -> list[dict]:
+MAX_TEMPLATE_KWARGS = 16
+
+
+def template_kwargs(value: Any) -> dict:
+    """The chat template's extra variables, checked: a few names with plain values."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_TEMPLATE_KWARGS:
+        raise BadInput(f"chat_template_kwargs must be an object of at most {MAX_TEMPLATE_KWARGS} names")
+    for k, v in value.items():
+        if not isinstance(k, str) or not k.isidentifier() or len(k) > 64:
+            raise BadInput(f"chat_template_kwargs: {str(k)[:40]!r} is not a variable name")
+        if not (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 1000)):
+            raise BadInput(f"chat_template_kwargs[{k!r}] must be true/false, a number or short text")
+    return dict(value)
+
+
+def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[dict]:
     """OpenAI-style messages -> [{"role", "content": str}]; text parts are joined.
 
     Gradio 6 sends content as a string or a list of parts ``[{"type": "text", "text": ...}]``.
@@ -100,6 +124,10 @@ def normalize_messages(messages: Any) -> list[dict]:
         out.append({"role": role, "content": text})
     if total > MAX_TOTAL_CHARS:
         raise BadInput(f"the conversation is {total:,} characters; the limit is {MAX_TOTAL_CHARS:,}. Clear older turns")
+    if continue_final:
+        if out[-1]["role"] != "assistant" or not out[-1]["content"]:
+            raise BadInput("to continue a reply, the last message must be the assistant's unfinished reply")
+        return out
     if out[-1]["role"] != "user":
         raise BadInput("the last message must be from the user")
     if not out[-1]["content"].strip():
@@ -132,16 +160,22 @@ def with_system(msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> 
     return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
 
 
-def encode(tok: Any, msgs: list[dict], template_kwargs: dict | None = None) -> list[int]:
-    """Token ids of ``msgs`` through the tokenizer's chat template, with the generation prompt;
-    ``template_kwargs`` are the template's own variables (``enable_thinking``)."""
+def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None) -> list[int]:
+    """Token ids of ``msgs`` through the tokenizer's chat template, with the generation prompt (or, to continue
+    the final assistant message, without one) and the settings' template variables."""
+    settings = settings or ChatSettings()
+    cont = settings.continue_final_message
     try:
-        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, **(template_kwargs or {}))
+        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=not cont,
+                                      continue_final_message=cont,
+                                      **template_kwargs(settings.chat_template_kwargs))
+    except BadInput:
+        raise
     except Exception as exc:
         if msgs and msgs[0]["role"] == "system" and "system" in str(exc).lower():
             # templates without a system role: fold it into the first user turn
             merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
-            return encode(tok, merged, template_kwargs)
+            return encode(tok, merged, settings)
         raise BadInput(f"the conversation does not fit the model's chat template: {short(str(exc), 200)}; "
                        f"alternate user and assistant turns") from None
     if isinstance(ids, dict) or hasattr(ids, "keys"):
@@ -161,8 +195,7 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     """
     msgs = with_system(msgs, entry, settings)
     budget = max_model_len - max_tokens
-    extra = settings.chat_template_kwargs
-    ids = encode(tok, msgs, extra)
+    ids = encode(tok, msgs, settings)
     if len(ids) <= budget:
         return ids, 0
     head = msgs[:1] if msgs[0]["role"] == "system" else []
@@ -171,7 +204,7 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     tails: dict[int, list[int]] = {}
 
     def fits(k: int) -> bool:
-        tails[k] = encode(tok, head + body[starts[k]:], extra)
+        tails[k] = encode(tok, head + body[starts[k]:], settings)
         return len(tails[k]) <= budget
 
     guess = _cut_guess(tok, msgs, len(ids), len(head), [i + len(head) for i in starts], budget)

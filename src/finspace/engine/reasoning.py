@@ -1,60 +1,60 @@
-"""A reasoning model's reply split into its thinking and its answer, by vLLM's own reasoning parser.
+"""A reasoning model's stream split into its thinking and its answer, by vLLM's own reasoning parser.
 
-``splitter_for(engine, template_kwargs)`` gives a ``ReasoningSplit`` for the loaded
-model when its architecture has a parser in ``PARSERS`` (Qwen 3: ``<think>...</think>``),
-else None. Feed it the engine's text deltas in order (``feed``) and it returns the
-pieces as OpenAI deltas (``{"reasoning_content": ...}`` / ``{"content": ...}``); or
-split a whole reply at once (``whole``). The parser is vLLM's (``vllm.reasoning``),
-imported lazily, never a regex of ours; ``chat_template_kwargs`` reach it, so with
-``enable_thinking: false`` the reply is all answer. The OpenAI API (finspace.openai_api)
-uses it; the Gradio chat can use the same object to show the thinking apart.
+``ReasoningSplit(tokenizer, "qwen3")`` wraps ``vllm.reasoning``'s parser of that
+name (imported when the split is made, never on import of this module): feed it
+each delta as it comes from the engine, text and token ids, and it returns the
+thinking and the answer in that delta. Qwen 3's ``<think>``/``</think>`` are
+single tokens, found by id, so a tag is never split between deltas; a delta may
+end right after one, or hold a tag with text either side.
+
+``enable_thinking=False`` (the chat template was told not to think) or
+``in_answer=True`` (a continued reply whose thinking has ended) start the split
+in the answer, so everything is answer unless the model opens a new ``<think>``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-PARSERS = {"qwen3": "qwen3"}  # catalogue architecture -> vLLM reasoning parser name
+PARSERS = ("qwen3",)  # the catalogue's `reasoning` values
 
 
 class ReasoningSplit:
-    """One reply's split; not shared between requests (the parser keeps state)."""
+    """Stateful: one per reply. ``feed`` returns (thinking delta, answer delta); ``finish`` flushes."""
 
-    def __init__(self, parser: Any, tokenizer: Any):
-        self._parser, self._tok = parser, tokenizer
-        self._text, self._ids = "", []
+    def __init__(self, tokenizer: Any, parser_name: str = "qwen3", *, enable_thinking: bool = True,
+                 in_answer: bool = False):
+        from vllm.reasoning import ReasoningParserManager
 
-    def feed(self, delta: str) -> list[dict]:
-        """The OpenAI deltas for the next piece of text (none while a tag is still incomplete)."""
-        ids = list(self._tok.encode(delta, add_special_tokens=False))
-        current, current_ids = self._text + delta, self._ids + ids
-        msg = self._parser.extract_reasoning_streaming(self._text, current, delta, self._ids, current_ids, ids)
-        self._text, self._ids = current, current_ids
-        if msg is None:
-            return []
-        out = []
-        if getattr(msg, "reasoning", None):
-            out.append({"reasoning_content": msg.reasoning})
-        if getattr(msg, "content", None):
-            out.append({"content": msg.content})
-        return out
+        cls = ReasoningParserManager.get_reasoning_parser(parser_name)
+        thinking = enable_thinking and not in_answer
+        self._parser = cls(tokenizer, chat_template_kwargs={"enable_thinking": thinking})
+        self._tok = tokenizer
+        self._text = ""
+        self._ids: list[int] = []
 
-    def whole(self, text: str) -> tuple[str | None, str | None]:
-        """(reasoning, answer) of a complete reply."""
-        return self._parser.extract_reasoning(text, None)
+    def feed(self, delta_text: str, delta_token_ids: Sequence[int] | None = None) -> tuple[str, str]:
+        if delta_token_ids is None:  # text alone: its ids by the tokenizer (right when tags are whole in it)
+            delta_token_ids = self._tok.encode(delta_text, add_special_tokens=False)
+        ids = list(delta_token_ids)
+        previous_text, previous_ids = self._text, self._ids
+        self._text, self._ids = previous_text + delta_text, previous_ids + ids
+        msg = self._parser.extract_reasoning_streaming(previous_text, self._text, delta_text, previous_ids,
+                                                       self._ids, ids)
+        return _parts(msg)
+
+    def finish(self) -> tuple[str, str]:
+        finish = getattr(self._parser, "finish_streaming", None)
+        return _parts(finish() if finish is not None else None)
+
+    @property
+    def text(self) -> str:
+        """All the raw text fed so far, tags included (what a continued reply resumes from)."""
+        return self._text
 
 
-def make_split(parser_name: str, tokenizer: Any, template_kwargs: dict | None = None) -> ReasoningSplit:
-    from vllm.reasoning import ReasoningParserManager  # lazily: only a reasoning model's request needs it
-
-    cls = ReasoningParserManager.get_reasoning_parser(parser_name)
-    return ReasoningSplit(cls(tokenizer, chat_template_kwargs=dict(template_kwargs or {})), tokenizer)
-
-
-def splitter_for(engine: Any, template_kwargs: dict | None = None) -> ReasoningSplit | None:
-    """The split for ``engine``'s loaded model, or None when it is not a reasoning model (or none is loaded)."""
-    entry, tok = engine.entry, getattr(engine, "tokenizer", None)
-    name = PARSERS.get(entry.architecture) if entry is not None else None
-    if name is None or tok is None:
-        return None
-    return make_split(name, tok, template_kwargs)
+def _parts(msg: Any) -> tuple[str, str]:
+    if msg is None:
+        return "", ""
+    return getattr(msg, "reasoning", None) or "", getattr(msg, "content", None) or ""

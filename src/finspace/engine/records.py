@@ -35,6 +35,7 @@ class ChatInfo:
     output_tokens: int = 0
     finish_reason: str | None = None
     first_token_at: float | None = None
+    text: str = ""  # the raw reply, thinking tags included (what a Continue resumes from)
 
 
 @dataclass(frozen=True)

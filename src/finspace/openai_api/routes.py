@@ -26,7 +26,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from finspace.engine import ChatInfo
-from finspace.engine.reasoning import splitter_for
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.guard import client_address
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
@@ -166,10 +165,22 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+async def _openai_deltas(parts) -> AsyncIterator[dict]:
+    """The engine's (thinking, answer) pieces as OpenAI deltas: reasoning_content, then content."""
+    async with contextlib.aclosing(parts):
+        async for thinking, answer in parts:
+            if thinking:
+                yield {"reasoning_content": thinking}
+            if answer:
+                yield {"content": answer}
+
+
 async def _start(svc, req: ChatRequest, key: str):
     info = ChatInfo()
-    splitter = splitter_for(svc.engine, req.settings.chat_template_kwargs)
-    deltas = svc.engine.chat(req.messages, req.settings, info)
+    entry = svc.engine.entry
+    reasoning_model = bool(entry is not None and getattr(entry, "reasoning", None))
+    # the thinking is split off by the engine with vLLM's reasoning parser (engine/reasoning.py)
+    deltas = _openai_deltas(svc.engine.chat_parts(req.messages, req.settings, info))
     try:
         first = await anext(deltas)  # refusals (busy, bad settings) come before any byte is sent
     except StopAsyncIteration:
@@ -179,16 +190,15 @@ async def _start(svc, req: ChatRequest, key: str):
         raise
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": key}
     if req.stream:
-        body = _sse(svc, deltas, first, info, meta, req.include_usage, splitter)
+        body = _sse(svc, deltas, first, info, meta, req.include_usage)
         return _ClosingStream(body, media_type="text/event-stream", headers=SSE_HEADERS)
     async with contextlib.aclosing(deltas):
-        text = [first] if first else []
-        text += [d async for d in deltas]
-    reply = "".join(text)
-    reasoning, content = splitter.whole(reply) if splitter is not None else (None, reply)
+        pieces = [first] if first else []
+        pieces += [d async for d in deltas]
+    content = "".join(d.get("content", "") for d in pieces)
     message = {"role": "assistant", "content": content}
-    if splitter is not None:
-        message["reasoning_content"] = reasoning
+    if reasoning_model:
+        message["reasoning_content"] = "".join(d.get("reasoning_content", "") for d in pieces) or None
     return {"object": "chat.completion", **meta, "choices": [
         {"index": 0, "message": message, "logprobs": None, "finish_reason": info.finish_reason or "stop"}],
         "usage": _usage(info)}
@@ -203,8 +213,8 @@ def _event(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _sse(svc, deltas: AsyncIterator[str], first: str | None, info: ChatInfo, meta: dict,
-               include_usage: bool, splitter: Any) -> AsyncIterator[bytes]:
+async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
+               include_usage: bool) -> AsyncIterator[bytes]:
     """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
     reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""
     extra = {"usage": None} if include_usage else {}
@@ -217,11 +227,10 @@ async def _sse(svc, deltas: AsyncIterator[str], first: str | None, info: ChatInf
     try:
         yield chunk({"role": "assistant", "content": ""})
         async with contextlib.aclosing(deltas):
-            text = first
-            while text is not None:
-                for delta in (splitter.feed(text) if splitter is not None else ({"content": text},)):
-                    yield chunk(delta)
-                text = await anext(deltas, None)
+            delta = first
+            while delta is not None:
+                yield chunk(delta)
+                delta = await anext(deltas, None)
         yield chunk({}, info.finish_reason or "stop")
         if include_usage:
             yield _event({"object": "chat.completion.chunk", **meta, "choices": [], "usage": _usage(info)})

@@ -1,4 +1,4 @@
-"""The named Gradio API: /chat (streaming), /load_model, /models, /health, /loads.
+"""The named Gradio API: /chat and /chat_with_thinking (streaming), /load_model, /models, /health, /loads.
 
 These are ``gr.api`` endpoints: no UI components, raw JSON in and out, typed by
 the signatures below (kept free of ``from __future__ import annotations``:
@@ -8,7 +8,8 @@ message, never a traceback.
 
     from gradio_client import Client
     c = Client("http://127.0.0.1:7860/")
-    for reply_so_far in c.submit("What is EBITDA?", [], api_name="/chat"): ...
+    for reply_so_far in c.submit("What is EBITDA?", [], api_name="/chat"): ...   # the answer only
+    for part in c.submit("What is EBITDA?", [], api_name="/chat_with_thinking"): ...  # {"thinking", "answer"}
     c.predict("demo-qwen3", "", api_name="/load_model")
     c.predict(api_name="/models"); c.predict(api_name="/health"); c.predict(20, api_name="/loads")
 """
@@ -21,8 +22,8 @@ from typing import Any, AsyncIterator, Callable
 import gradio as gr
 
 from finspace.errors import BadInput, FinspaceError
-from finspace.service import ChatSettings, Service
-from finspace.ui.chat import coalesce, interval_for
+from finspace.service import ChatInfo, ChatSettings, Service
+from finspace.ui.chat import coalesce_parts, interval_for
 
 log = logging.getLogger("finspace.api")
 
@@ -38,14 +39,18 @@ def user_error(svc: Service, exc: BaseException) -> gr.Error:
                     f"running", print_exception=False)
 
 
-def chat_settings(system_prompt: Any, temperature: Any, max_tokens: Any) -> ChatSettings:
+def chat_settings(system_prompt: Any, temperature: Any, max_tokens: Any, enable_thinking: Any = None) -> ChatSettings:
     """Type checks the engine can't do on None-able values; ranges are the engine's (clear BadInput)."""
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise BadInput(f"system_prompt must be text or null, got {type(system_prompt).__name__}")
     for name, value in (("temperature", temperature), ("max_tokens", max_tokens)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise BadInput(f"{name} must be a number or null, got {type(value).__name__}")
-    return ChatSettings(system_prompt=system_prompt or None, temperature=temperature, max_tokens=max_tokens)
+    if enable_thinking is not None and not isinstance(enable_thinking, bool):
+        raise BadInput(f"enable_thinking must be true, false or null, got {type(enable_thinking).__name__}")
+    kwargs = None if enable_thinking is None else {"enable_thinking": enable_thinking}
+    return ChatSettings(system_prompt=system_prompt or None, temperature=temperature, max_tokens=max_tokens,
+                        chat_template_kwargs=kwargs)
 
 
 def api_messages(message: Any, history: Any) -> list:
@@ -58,15 +63,29 @@ def api_messages(message: Any, history: Any) -> list:
     return [*history, {"role": "user", "content": message}]
 
 
-async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> AsyncIterator[str]:
-    """The engine's reply, coalesced; counts the stream so intervals stretch under load."""
+async def stream_parts(svc: Service, messages: list, settings: ChatSettings,
+                       info: ChatInfo | None = None) -> AsyncIterator[tuple[str, str]]:
+    """The engine's reply as (thinking so far, answer so far), coalesced; counts the stream so intervals
+    stretch under load. ``info`` is filled in by the engine (tokens, stop reason)."""
     svc.active_streams += 1
     try:
-        async with contextlib.aclosing(svc.engine.chat(messages, settings)) as deltas:
-            async for text in coalesce(deltas, lambda: interval_for(svc.active_streams, svc.settings.stream_interval_s)):
-                yield text
+        async with contextlib.aclosing(svc.engine.chat_parts(messages, settings, info)) as parts:
+            async for pair in coalesce_parts(parts, lambda: interval_for(svc.active_streams,
+                                                                         svc.settings.stream_interval_s)):
+                yield pair
     finally:
         svc.active_streams -= 1
+
+
+async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> AsyncIterator[str]:
+    """The answer so far (a reasoning model's thinking left out)."""
+    last = None
+    async with contextlib.aclosing(stream_parts(svc, messages, settings)) as parts:
+        async for _thinking, answer in parts:
+            answer = answer.lstrip()
+            if answer and answer != last:
+                last = answer
+                yield answer
 
 
 def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
@@ -86,6 +105,24 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
                 yield ""
         except FinspaceError as exc:
             raise user_error(svc, exc) from None
+        except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
+            raise user_error(svc, exc) from None
+
+    async def chat_with_thinking(message: str, history: list[dict] | None = None, system_prompt: str | None = None,
+                                 temperature: float | None = None, max_tokens: int | None = None,
+                                 enable_thinking: bool | None = None) -> dict:
+        """/chat with the thinking beside the answer: yields {"thinking": str, "answer": str} so far.
+        enable_thinking: false asks a reasoning model (Qwen 3) to answer without thinking; null: the default.
+        history holds answers only (send back "answer", never "thinking")."""
+        try:
+            messages = api_messages(message, history)
+            settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking)
+            out = {"thinking": "", "answer": ""}
+            async for thinking, answer in stream_parts(svc, messages, settings):
+                out = {"thinking": thinking.strip(), "answer": answer.lstrip()}
+                yield out
+            if not out["thinking"] and not out["answer"]:
+                yield out
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise user_error(svc, exc) from None
 
@@ -137,6 +174,7 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
 
     endpoints: list[tuple[Callable, str, Any]] = [
         (chat, "chat", chat_concurrency),
+        (chat_with_thinking, "chat_with_thinking", chat_concurrency),
         (load_model, "load_model", 4),
         (models, "models", None),
         (health, "health", None),
@@ -145,4 +183,4 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
     ]
     for fn, name, limit in endpoints:
         gr.api(fn, api_name=name, concurrency_limit=limit,
-               concurrency_id=CHAT_CONCURRENCY_ID if name == "chat" else None)
+               concurrency_id=CHAT_CONCURRENCY_ID if name.startswith("chat") else None)

@@ -17,10 +17,10 @@ from typing import Any
 import gradio as gr
 
 from finspace.errors import FinspaceError
-from finspace.service import MAX_TOKENS_CAP, ChatSettings, Service
-from finspace.ui import chat as convo
+from finspace.service import Service
 from finspace.ui import views
-from finspace.ui.api import CHAT_CONCURRENCY_ID, register_api, stream_reply
+from finspace.ui.api import register_api
+from finspace.ui.chat_panel import MAX_CONVERSATION_CHARS, build_chat  # noqa: F401 - MAX_CONVERSATION_CHARS: tests
 from finspace.ui.fit_tab import build_fit_tab
 
 log = logging.getLogger("finspace.ui")
@@ -34,12 +34,12 @@ TICK_S = 2.0
 ANALYTICS_EVERY = 1000
 DELETE_CACHE = (600, 600)  # Gradio's file cache: every 10 minutes, files older than 10 minutes go
 SESSION_CAPACITY = 2000  # sessions whose state (a conversation) the server holds; the oldest go first
-MAX_CONVERSATION_CHARS = 1_000_000  # one session's conversation held on the server
 CSS = """
 #banner {padding: 6px 12px; border-radius: 8px; background: var(--background-fill-secondary);}
 #chat-notice:empty {display: none;}
 #chat-notice p {margin: 4px 0; color: var(--body-text-color);}
 #memory-readings table {font-size: 0.9em;}
+#disclaimer p {margin: 2px 0; font-size: 0.85em; color: var(--body-text-color-subdued);}
 """
 API_HELP = """
 ### Gradio API (gradio_client)
@@ -47,7 +47,9 @@ API_HELP = """
 from gradio_client import Client
 c = Client("{url}")
 job = c.submit("What is free cash flow?", [], None, 0.7, 256, api_name="/chat")  # message, history, system_prompt, temperature, max_tokens
-for reply_so_far in job: print(reply_so_far)
+for reply_so_far in job: print(reply_so_far)  # the answer (a reasoning model's thinking left out)
+job = c.submit("What is free cash flow?", [], api_name="/chat_with_thinking")  # same, plus enable_thinking
+for part in job: print(part["thinking"], part["answer"])  # history: send answers back, never the thinking
 c.predict("demo-qwen3", "<admin token or empty>", api_name="/load_model")  # waits until ready; returns /health
 c.predict(api_name="/models")   # catalogue + planner verdict per model
 c.predict(api_name="/health")   # status, model, engine stage, memory
@@ -86,33 +88,13 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
 
     with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True, delete_cache=DELETE_CACHE) as demo:
         banner = gr.Markdown(elem_id="banner")
-        conv = gr.State([])  # this session's conversation (finspace.ui.chat turns)
         seen = gr.State({})  # what this session's page last showed, so ticks send only changes
 
         with gr.Tab("Chat", id="chat-tab"):
             with gr.Row(equal_height=False):
                 with gr.Column(scale=3):
-                    chatbot = gr.Chatbot(
-                        label="Conversation", elem_id="chatbot", height=520, buttons=["copy", "copy_all"],
-                        placeholder="Ask about a balance sheet, a bond, a ratio…", feedback_options=None,
-                        group_consecutive_messages=False,
-                    )
-                    notice = gr.Markdown(elem_id="chat-notice")
-                    with gr.Row():
-                        msg = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
-                                         scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
-                        send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
-                        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-                    with gr.Row():
-                        regen = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
-                        clear = gr.Button("Clear", size="sm", elem_id="clear")
-                    with gr.Accordion("Settings", open=False, elem_id="settings"):
-                        system_prompt = gr.Textbox(label="System prompt", lines=3, elem_id="system-prompt",
-                                                   placeholder="Empty: the model's own system prompt")
-                        temperature = gr.Slider(0.0, 2.0, value=default_entry.sampling.temperature, step=0.05,
-                                                label="Temperature", elem_id="temperature")
-                        max_tokens = gr.Slider(1, MAX_TOKENS_CAP, value=default_entry.sampling.max_tokens, step=1,
-                                               label="Max tokens (capped by the model's context)", elem_id="max-tokens")
+                    chat = build_chat(svc, default_entry, chat_concurrency, demo)
+                    notice, msg, send = chat["notice"], chat["msg"], chat["send"]
                 with gr.Column(scale=2):
                     with gr.Group():
                         gr.Markdown("#### Model")
@@ -149,67 +131,6 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
             gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
 
         # ------------------------------------------------------------ handlers
-        def settings_from(sp: Any, temp: Any, mt: Any) -> ChatSettings:
-            cap = max(1, min(MAX_TOKENS_CAP, (engine.max_model_len or 2) - 1))
-            try:
-                mt = max(1, min(int(mt), cap))
-            except (TypeError, ValueError):
-                mt = None
-            return ChatSettings(system_prompt=(sp or None) if isinstance(sp, str) else None,
-                                temperature=temp if isinstance(temp, (int, float)) else None, max_tokens=mt)
-
-        async def stream_into(conv_: list[dict], settings: ChatSettings, first_msg: Any):
-            """Append the model's reply to conv_, yielding (chatbot, conv, msg) as it grows."""
-            entry = engine.entry
-            key = entry.key if entry is not None else None
-            reply = convo.turn("assistant", "", model=key)
-            messages = convo.engine_messages(conv_)
-            conv_.append(reply)
-            yield convo.display(conv_), conv_, first_msg
-            try:
-                async for text in stream_reply(svc, messages, settings):
-                    reply["content"] = text
-                    yield convo.display(conv_), conv_, gr.skip()
-            except FinspaceError as exc:
-                text = svc.redact(str(exc))
-                conv_.append(convo.note(f"⚠ {text}"))
-                gr.Warning(html.escape(text))
-                yield convo.display(conv_), conv_, gr.skip()
-            except Exception as exc:  # noqa: BLE001
-                log.exception("chat failed")
-                conv_.append(convo.note(f"⚠ unexpected server error ({type(exc).__name__}); try again"))
-                yield convo.display(conv_), conv_, gr.skip()
-
-        def mark_switch(conv_: list[dict]) -> None:
-            entry = engine.entry
-            if entry is not None and convo.needs_switch_marker(conv_, entry.key):
-                conv_.append(convo.switch_marker(entry.key, entry.label))
-
-        async def respond(message, conv_, sp, temp, mt):
-            problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
-            if problem is not None:
-                gr.Warning(problem)
-                yield gr.skip(), gr.skip(), gr.skip()
-                return
-            conv_ = list(conv_ or [])
-            mark_switch(conv_)
-            conv_.append(convo.turn("user", message))
-            async for out in stream_into(conv_, settings_from(sp, temp, mt), ""):
-                yield out
-
-        async def regenerate(conv_, sp, temp, mt):
-            conv_, last = convo.strip_last_reply(list(conv_ or []))
-            if last is None:
-                gr.Warning("Nothing to regenerate yet: send a message first.")
-                yield gr.skip(), gr.skip(), gr.skip()
-                return
-            mark_switch(conv_)
-            async for out in stream_into(conv_, settings_from(sp, temp, mt), gr.skip()):
-                yield out
-
-        def clear_chat():
-            return [], []
-
         async def begin_load(key, tok, request: gr.Request):
             try:
                 svc.authorize(tok, client=svc.client_of(request))
@@ -280,17 +201,6 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         # -------------------------------------------------------------- events
         panel = [banner, current, picker, unfit, notice, msg, send]
         memory = [mem_md, mem_plot, bar_caption, bar_plot]
-        chat_io = dict(inputs=[msg, conv, system_prompt, temperature, max_tokens], outputs=[chatbot, conv, msg],
-                       concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
-                       api_visibility="private", show_progress="minimal")
-        ev_submit = msg.submit(respond, **chat_io)
-        ev_send = send.click(respond, **chat_io)
-        ev_regen = regen.click(regenerate, inputs=[conv, system_prompt, temperature, max_tokens],
-                               outputs=[chatbot, conv, msg], concurrency_limit=chat_concurrency,
-                               concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
-        stop.click(None, cancels=[ev_submit, ev_send, ev_regen], api_visibility="private")
-        clear.click(clear_chat, outputs=[chatbot, conv], api_visibility="private", concurrency_limit=None)
-        chatbot.clear(clear_chat, outputs=[chatbot, conv], api_visibility="private", concurrency_limit=None)
 
         (load_btn.click(begin_load, inputs=[picker, token], outputs=[load_status, msg, send, notice],
                         api_visibility="private", concurrency_limit=None, show_progress="hidden")
@@ -304,6 +214,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
                    show_progress="hidden", concurrency_limit=None, queue=True)
         demo.load(page_load, outputs=[*memory, *panel, seen, history], api_visibility="private",
                   show_progress="hidden", concurrency_limit=None)
+        chat["register_restore"]()  # the saved conversation comes back after the page's own load event
         history_btn.click(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
         history_tab.select(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
 

@@ -54,9 +54,30 @@ async def coalesce(deltas: AsyncIterator[str], interval: float | Any = BASE_INTE
         yield text
 
 
+async def coalesce_parts(parts: AsyncIterator[tuple[str, str]],
+                         interval: float | Any = BASE_INTERVAL_S) -> AsyncIterator[tuple[str, str]]:
+    """``coalesce`` for (thinking, answer) delta pairs: yields both texts so far, at most every ``interval``."""
+    thinking = answer = ""
+    last = 0.0
+    pending = False
+    async for t, a in parts:
+        if not t and not a:
+            continue
+        thinking, answer = thinking + t, answer + a
+        pending = True
+        now = time.monotonic()
+        wait = interval() if callable(interval) else interval
+        if now - last >= wait:
+            last = now
+            pending = False
+            yield thinking, answer
+    if pending:
+        yield thinking, answer
+
+
 # ------------------------------------------------------------------ conversation
 def turn(role: str, content: str, model: str | None = None, kind: str = "turn") -> dict:
-    return {"role": role, "content": content, "model": model, "kind": kind}
+    return {"role": role, "content": content, "model": model, "kind": kind, "at": time.time()}
 
 
 def message_problem(message: Any, conv: Any, max_conversation_chars: int) -> str | None:
@@ -115,13 +136,22 @@ def engine_messages(conv: list[dict]) -> list[dict]:
 
 def display(conv: list[dict]) -> list[dict]:
     """Chatbot messages: turns as they are, markers as their own italic bubble (Gradio 6's Chatbot does not
-    render "system" messages, so a marker is shown on the assistant side; it never reaches the model)."""
+    render "system" messages, so a marker is shown on the assistant side; it never reaches the model).
+    A reply's thinking is a collapsible "Thinking" message above it (open while it streams, closed once the
+    answer begins); its usage line goes under it."""
     out = []
     for t in conv:
         if t["kind"] == "turn":
-            if t["role"] == "assistant" and not t["content"]:
+            if t["role"] == "assistant" and t.get("reasoning"):
+                done = bool(t["content"]) or t.get("usage") is not None
+                out.append({"role": "assistant", "content": t["reasoning"].strip(),
+                            "metadata": {"title": "Thinking", "status": "done" if done else "pending"}})
+            if t["role"] == "assistant" and not t["content"] and t.get("usage") is None:
                 continue
-            out.append({"role": t["role"], "content": t["content"]})
+            content = t["content"]
+            if t["role"] == "assistant" and t.get("usage") is not None:
+                content = f"{content}\n\n<sub>{usage_line(t['usage'])}</sub>"
+            out.append({"role": t["role"], "content": content})
         else:
             out.append({"role": "assistant", "content": f"*{_md_escape(t['content'])}*"})
     return out
@@ -138,3 +168,65 @@ def strip_last_reply(conv: list[dict]) -> tuple[list[dict], str | None]:
         if t["kind"] == "turn" and t["role"] == "user":
             return conv[: i + 1], t["content"]
     return conv, None
+
+
+# ------------------------------------------------------------------ usage and Continue
+def usage(info: Any, started: float, ended: float, previous: dict | None = None) -> dict:
+    """A reply's usage from the engine's ChatInfo; ``previous`` is the usage of the part a Continue extends."""
+    first = info.first_token_at
+    decode_s = ended - first if first is not None else 0.0
+    out = {
+        "prompt_tokens": info.prompt_tokens,
+        "output_tokens": info.output_tokens,
+        "tokens_per_s": round(info.output_tokens / decode_s, 1) if decode_s > 0 and info.output_tokens > 1 else None,
+        "first_token_s": round(first - started, 3) if first is not None else None,
+        "finish_reason": info.finish_reason,
+        "trimmed_messages": info.trimmed_messages,
+        "continued": 0,
+    }
+    if previous:
+        out["output_tokens"] += int(previous.get("output_tokens") or 0)
+        out["continued"] = int(previous.get("continued") or 0) + 1
+    return out
+
+
+STOP_REASONS = {"stop": "finished", "length": "stopped at max tokens: press Continue for more", "abort": "stopped",
+                None: "stopped"}
+
+
+def usage_line(u: dict) -> str:
+    """One line under a reply: tokens, speed, time to first token, why it stopped, turns left out."""
+    parts = [f"prompt {u['prompt_tokens']:,} tokens", f"reply {u['output_tokens']:,} tokens"]
+    if u.get("tokens_per_s") is not None:
+        parts.append(f"{u['tokens_per_s']:g} tokens/s")
+    if u.get("first_token_s") is not None:
+        parts.append(f"first token {u['first_token_s']:.2f} s")
+    parts.append(STOP_REASONS.get(u.get("finish_reason"), str(u.get("finish_reason"))))
+    if u.get("continued"):
+        parts.append(f"continued {u['continued']}×")
+    if u.get("trimmed_messages"):
+        n = u["trimmed_messages"]
+        parts.append(f"{n} older message{'s' if n != 1 else ''} left out to fit the context")
+    return " · ".join(parts)
+
+
+def last_reply(conv: list[dict]) -> int | None:
+    """Index of the conversation's last turn if it is a model reply, else None."""
+    for i in range(len(conv) - 1, -1, -1):
+        t = conv[i]
+        if t["kind"] == "note":
+            continue
+        return i if t["kind"] == "turn" and t["role"] == "assistant" else None
+    return None
+
+
+def can_continue(conv: list[dict]) -> bool:
+    i = last_reply(conv)
+    return i is not None and (conv[i].get("usage") or {}).get("finish_reason") == "length" \
+        and bool(conv[i].get("raw") or conv[i]["content"])
+
+
+def continue_messages(conv: list[dict], i: int) -> list[dict]:
+    """What the model sees to continue reply ``i``: the turns before it, then the reply's raw text so far."""
+    before = engine_messages(conv[:i])
+    return [*before, {"role": "assistant", "content": conv[i].get("raw") or conv[i]["content"]}]

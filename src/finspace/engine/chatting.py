@@ -1,0 +1,111 @@
+"""The Engine's chat streaming: a request checked, templated and tokenized off the serving loop, streamed from
+vLLM, split into thinking and answer for reasoning models, aborted in vLLM when the caller stops reading.
+
+A mixin of ``Engine`` (core.py), which owns the state it reads: the running AsyncLLM, its catalogue entry,
+tokenizer and context, the active request ids and why any of them was ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from finspace.engine import process, stream
+from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for
+from finspace.engine.records import ChatInfo
+from finspace.errors import Busy, EngineFailed, ModelSwitching, NotReady
+
+RESTARTING = "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"
+
+
+class ChatStreams:
+    async def chat(self, messages: Any, settings: ChatSettings | None = None,
+                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
+        """Stream the answer to ``messages`` as text deltas (a reasoning model's thinking left out: see
+        ``chat_parts``). Cancelling it aborts the request."""
+        async with contextlib.aclosing(self.chat_parts(messages, settings, info)) as parts:
+            async for _thinking, answer in parts:
+                if answer:
+                    yield answer
+
+    async def chat_parts(self, messages: Any, settings: ChatSettings | None = None,
+                         info: ChatInfo | None = None) -> AsyncGenerator[tuple[str, str], None]:
+        """Stream the reply as (thinking delta, answer delta) pairs; the thinking is split off by vLLM's
+        reasoning parser for models the catalogue marks ``reasoning`` (engine/reasoning.py)."""
+        settings = settings or ChatSettings()
+        info = info if info is not None else ChatInfo()
+        entry, tok = self._entry, self._tokenizer
+        resumed = ""
+        if settings.continue_final_message and isinstance(messages, (list, tuple)) and messages \
+                and isinstance(messages[-1], dict) and isinstance(messages[-1].get("content"), str):
+            resumed = messages[-1]["content"]
+        raw = self._raw(messages, settings, info, resumed)
+        parser = entry.reasoning if entry is not None else None
+        async with contextlib.aclosing(raw):
+            async for pair in stream.split(raw, tok, parser, settings, info, resumed):
+                yield pair
+
+    async def _raw(self, messages: Any, settings: ChatSettings, info: ChatInfo,
+                   resumed: str) -> AsyncGenerator[tuple[str, list[int]], None]:
+        """vLLM's deltas (text, token ids) for the request; aborted in vLLM when closed early."""
+        llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
+        if llm is None or entry is None or self._state != "ready":
+            if self._state in ("switching", "loading"):
+                raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
+            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
+        # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
+        engine_dead = process.engine_dead_error()
+        if len(self._active) >= self.max_in_flight:
+            raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
+        msgs = normalize_messages(messages, continue_final=settings.continue_final_message)
+        sp = sampling_for(entry, settings, max_len)
+        rid = f"chat-{uuid.uuid4().hex}"
+        self._active.add(rid)  # holds its place in the queue bound while it is tokenized
+        finished = submitted = False
+        try:
+            # Templating and tokenizing (and trimming: several encodes) run in one worker thread, never in the
+            # serving loop: a conversation at the size limits takes ~1 s to encode, and streams, pages and
+            # /health must not wait for it. One thread: a fast tokenizer must not be used from two at once.
+            ids, dropped = await asyncio.get_running_loop().run_in_executor(
+                self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
+            info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
+            params = process.delta_sampling(sp, settings.stop)
+            if self._llm is not llm:  # the model switched while this prompt was tokenized
+                raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
+                                     f"send your message again when it is ready")
+            if self.test_replay and entry.generate and entry.reasoning:  # TEST-ONLY (engine/stream.py)
+                finished = True
+                async for delta in stream.replay(self.test_replay, tok, sp["max_tokens"], info, resumed):
+                    yield delta
+                return
+            submitted = True
+            gen = llm.generate({"prompt_token_ids": ids}, params, rid)
+            async with contextlib.aclosing(gen):
+                async for out in gen:
+                    o = out.outputs[0]
+                    info.output_tokens += len(o.token_ids)
+                    if out.finished:
+                        finished = True
+                        info.finish_reason = o.finish_reason
+                        reason = self._abort_reasons.pop(rid, None)
+                        if reason is not None:
+                            raise reason
+                    if o.text:
+                        if info.first_token_at is None:
+                            info.first_token_at = time.monotonic()
+                        yield o.text, list(o.token_ids)
+        except engine_dead:
+            finished = True
+            reason = self._abort_reasons.pop(rid, None)
+            raise reason or EngineFailed(RESTARTING) from None
+        finally:
+            self._active.discard(rid)
+            self._abort_reasons.pop(rid, None)
+            if submitted and not finished and self._llm is llm:
+                with contextlib.suppress(Exception):
+                    await llm.abort(rid)
+

@@ -1,0 +1,251 @@
+"""The chat column of the page: the conversation, its input and buttons, its settings, and their events.
+
+A reply streams through ``stream_into``: a reasoning model's thinking fills a
+collapsible "Thinking" message above the answer (finspace.engine.reasoning splits
+it), the answer below it, and when it ends a usage line goes under it (tokens,
+tokens/s, time to first token, why it stopped, turns left out). A reply stopped
+at max tokens shows Continue, which extends that same reply. Only answers go
+back to the model in later turns. Settings are checked before anything is
+stored: a bad seed or an unknown preset is a clear message, the page stays usable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import html
+import logging
+import time
+from typing import Any
+
+import gradio as gr
+
+from finspace.errors import BadInput, FinspaceError
+from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
+from finspace.ui import chat as convo
+from finspace.ui import saved
+from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
+from finspace.ui.conversations import build_conversations
+
+log = logging.getLogger("finspace.ui")
+
+MAX_CONVERSATION_CHARS = 1_000_000  # one session's conversation held on the server
+SEED_MAX = 2**31 - 1
+# LaTeX between \( \), \[ \] and $$ only: a single $ is a currency sign ("$5 and $10" stays text)
+LATEX_DELIMITERS = [
+    {"left": "$$", "right": "$$", "display": True},
+    {"left": "\\[", "right": "\\]", "display": True},
+    {"left": "\\(", "right": "\\)", "display": False},
+]
+
+
+def parse_seed(value: Any) -> int | None:
+    """The seed box: empty for a random seed, else a whole number in [0, 2**31 - 1] (BadInput otherwise)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or (isinstance(value, float) and not value.is_integer()) or not 0 <= value <= SEED_MAX:
+        raise BadInput(f"Seed must be a whole number from 0 to {SEED_MAX:,} (empty for a random seed); "
+                       f"got {str(value)[:40]}")
+    return int(value)
+
+
+def settings_from(engine: Any, sp: Any, temp: Any, mt: Any, top_p: Any = None, seed: Any = None,
+                  think: Any = True) -> ChatSettings:
+    """The page's settings as ChatSettings; max tokens clamped to the model's context, the seed checked."""
+    cap = max(1, min(MAX_TOKENS_CAP, (engine.max_model_len or 2) - 1))
+    try:
+        mt = max(1, min(int(mt), cap))
+    except (TypeError, ValueError, OverflowError):
+        mt = None
+    ok_top_p = isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and 0 < top_p <= 1
+    return ChatSettings(system_prompt=(sp or None) if isinstance(sp, str) else None,
+                        temperature=temp if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None,
+                        max_tokens=mt, top_p=float(top_p) if ok_top_p else None, seed=parse_seed(seed),
+                        chat_template_kwargs={"enable_thinking": think if isinstance(think, bool) else True})
+
+
+def effective_sampling(entry: Any, s: ChatSettings) -> dict:
+    """What a reply was sampled with (the model's defaults where the page left a value empty), for its record."""
+    d = entry.sampling if entry is not None else None
+    pick = (lambda v, name: v if v is not None else (getattr(d, name) if d is not None else None))
+    return {"temperature": pick(s.temperature, "temperature"), "top_p": pick(s.top_p, "top_p"),
+            "max_tokens": pick(s.max_tokens, "max_tokens"), "seed": s.seed,
+            "enable_thinking": s.enable_thinking if entry is not None and entry.reasoning else None,
+            "system_prompt": s.system_prompt if s.system_prompt is not None else (entry.system_prompt if entry else None)}
+
+
+def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr.Blocks) -> dict:
+    """The chat column's components and events (call inside a gr.Column); returns the components by name."""
+    engine = svc.engine
+    provenance = saved.Provenance(svc)
+    c: dict[str, Any] = {}
+    c["conv"] = conv = gr.State([])  # this session's conversation (finspace.ui.chat turns)
+    c["chatbot"] = chatbot = gr.Chatbot(
+        label="Conversation", elem_id="chatbot", height=520, buttons=["copy", "copy_all"],
+        placeholder="Ask about a balance sheet, a bond, a ratio…", feedback_options=None,
+        group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
+    )
+    c["notice"] = gr.Markdown(elem_id="chat-notice")
+    with gr.Row():
+        c["msg"] = msg = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
+                                    scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
+        c["send"] = send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
+        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
+    with gr.Row():
+        regen = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
+        cont = gr.Button("Continue ▸", size="sm", elem_id="continue", visible=False)
+        clear = gr.Button("Clear", size="sm", elem_id="clear")
+    if svc.settings.disclaimer:
+        gr.Markdown(html.escape(svc.settings.disclaimer), elem_id="disclaimer")
+    with gr.Accordion("Settings", open=False, elem_id="settings"):
+        preset = gr.Dropdown(label="Preset (fills the system prompt)", choices=svc.presets.labels(), value=None,
+                             elem_id="preset", interactive=True)
+        system_prompt = gr.Textbox(label="System prompt", lines=3, elem_id="system-prompt",
+                                   placeholder="Empty: the model's own system prompt")
+        think = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
+                            elem_id="think")
+        with gr.Row():
+            temperature = gr.Slider(0.0, 2.0, value=default_entry.sampling.temperature, step=0.05,
+                                    label="Temperature", elem_id="temperature")
+            top_p = gr.Slider(0.05, 1.0, value=default_entry.sampling.top_p, step=0.01, label="Top-p",
+                              elem_id="top-p")
+        with gr.Row():
+            max_tokens = gr.Slider(1, MAX_TOKENS_CAP, value=default_entry.sampling.max_tokens, step=1,
+                                   label="Max tokens (capped by the model's context)", elem_id="max-tokens")
+            seed = gr.Number(value=None, label=f"Seed (empty: random; 0 to {SEED_MAX})", precision=0,
+                             elem_id="seed")
+    settings_in = [system_prompt, temperature, max_tokens, top_p, seed, think]
+
+    # ------------------------------------------------------------ handlers
+    async def stream_into(conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None):
+        """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs."""
+        entry = engine.entry
+        if at is None:
+            reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
+            reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
+                         provenance=provenance())
+            messages = convo.engine_messages(conv_)
+            conv_.append(reply)
+        else:
+            reply = conv_[at]
+            messages = convo.continue_messages(conv_, at)
+        base_thinking, base_answer, base_raw = reply.get("reasoning") or "", reply["content"], reply.get("raw") or ""
+        previous, reply["usage"] = reply.get("usage"), None
+        info, started = ChatInfo(), time.monotonic()
+        hide = gr.update(visible=False)
+        yield convo.display(conv_), conv_, first_msg, hide
+        try:
+            async with contextlib.aclosing(stream_parts(svc, messages, settings, info)) as parts:
+                async for thinking, answer in parts:
+                    reply["reasoning"] = base_thinking + thinking
+                    reply["content"] = base_answer + answer if base_answer else answer.lstrip()
+                    yield convo.display(conv_), conv_, gr.skip(), gr.skip()
+            reply["raw"] = base_raw + info.text
+            reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
+            yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
+        except FinspaceError as exc:
+            text = svc.redact(str(exc))
+            conv_.append(convo.note(f"⚠ {text}"))
+            gr.Warning(html.escape(text))
+            yield convo.display(conv_), conv_, gr.skip(), hide
+        except Exception as exc:  # noqa: BLE001
+            log.exception("chat failed")
+            conv_.append(convo.note(f"⚠ unexpected server error ({type(exc).__name__}); try again"))
+            yield convo.display(conv_), conv_, gr.skip(), hide
+        finally:
+            reply["raw"] = base_raw + info.text  # also when stopped halfway: what was written is kept
+
+    def mark_switch(conv_: list[dict]) -> None:
+        entry = engine.entry
+        if entry is not None and convo.needs_switch_marker(conv_, entry.key):
+            conv_.append(convo.switch_marker(entry.key, entry.label))
+
+    def checked_settings(*values) -> ChatSettings | None:
+        try:
+            return settings_from(engine, *values)
+        except BadInput as exc:
+            gr.Warning(html.escape(str(exc)))
+            return None
+
+    skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
+
+    async def respond(message, conv_, *values):
+        problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
+        settings = checked_settings(*values) if problem is None else None
+        if problem is not None:
+            gr.Warning(problem)
+        if settings is None:
+            yield skip4
+            return
+        conv_ = list(conv_ or [])
+        mark_switch(conv_)
+        conv_.append(convo.turn("user", message))
+        async for out in stream_into(conv_, settings, ""):
+            yield out
+
+    async def regenerate(conv_, *values):
+        conv_, last = convo.strip_last_reply(list(conv_ or []))
+        if last is None:
+            gr.Warning("Nothing to regenerate yet: send a message first.")
+            yield skip4
+            return
+        settings = checked_settings(*values)
+        if settings is None:
+            yield skip4
+            return
+        mark_switch(conv_)
+        async for out in stream_into(conv_, settings, gr.skip()):
+            yield out
+
+    async def continue_reply(conv_, *values):
+        conv_ = list(conv_ or [])
+        at = convo.last_reply(conv_)
+        entry = engine.entry
+        if not convo.can_continue(conv_):
+            gr.Warning("Nothing to continue: the last reply was not stopped at max tokens.")
+            yield skip4
+            return
+        if entry is None or conv_[at].get("model") != entry.key:
+            gr.Warning("The model changed since this reply; press Regenerate for a new one.")
+            yield skip4
+            return
+        settings = checked_settings(*values)
+        if settings is None:
+            yield skip4
+            return
+        async for out in stream_into(conv_, dataclasses.replace(settings, continue_final_message=True),
+                                     gr.skip(), at=at):
+            yield out
+
+    def apply_preset(label):
+        if label is None or label == "":
+            return gr.skip()
+        try:
+            return svc.presets.by_label(label).system_prompt
+        except BadInput as exc:
+            gr.Warning(html.escape(str(exc)))
+            return gr.skip()
+
+    def clear_chat():
+        return [], [], gr.update(visible=False)
+
+    # -------------------------------------------------------------- events
+    outputs = [chatbot, conv, msg, cont]
+    common = dict(outputs=outputs, concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
+                  api_visibility="private", show_progress="minimal")
+    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in], **common)
+    ev_send = send.click(respond, inputs=[msg, conv, *settings_in], **common)
+    ev_regen = regen.click(regenerate, inputs=[conv, *settings_in], **common)
+    ev_cont = cont.click(continue_reply, inputs=[conv, *settings_in], **common)
+    stop.click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
+    ev_clear = clear.click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private", concurrency_limit=None)
+    ev_clear2 = chatbot.clear(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
+                              concurrency_limit=None)
+    preset.change(apply_preset, inputs=[preset], outputs=[system_prompt], api_visibility="private",
+                  concurrency_limit=None, show_progress="hidden")
+    c.update(cont=cont, system_prompt=system_prompt, preset=preset, seed=seed, think=think, top_p=top_p,
+             temperature=temperature, max_tokens=max_tokens, stop=stop,
+             chat_events=[ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2])
+    c["register_restore"] = build_conversations(demo, c)
+    return c

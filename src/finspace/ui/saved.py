@@ -1,0 +1,263 @@
+"""Conversations kept in the browser (gr.BrowserState), and a conversation's export with its provenance.
+
+Nothing here is stored on the server: the page keeps ``{"current": id, "conversations": {id: {"title",
+"updated", "turns"}}}`` in the browser's localStorage and sends it back with each event that needs it. What
+the browser sends is not trusted: ``read_store`` checks its size and shape turn by turn (the same bounds as a
+message typed on the page) and answers a clear problem instead of an exception; a bad store is replaced by an
+empty one, and the page stays usable.
+
+An export (Markdown and JSON) carries each reply's provenance as it was recorded when the reply was written:
+model key, repository and revision, dtype and quantization, max context, the load ledger's record id, the
+sampling settings and seed, and a timestamp per message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from typing import Any
+
+MAX_CONVERSATIONS = 50
+MAX_STORE_CHARS = 1_500_000  # the whole store, as JSON: localStorage holds about 5 MB, an event body 6 MiB
+MAX_TURNS = 1024
+MAX_TITLE_CHARS = 80
+TURN_TEXT = {"content": 64_000 * 4, "reasoning": 64_000 * 4, "raw": 64_000 * 8}
+ROLES = ("user", "assistant", "system")
+KINDS = ("turn", "switch", "note")
+SCHEMA = "finspace-conversation/1"
+
+
+class StoreProblem(ValueError):
+    """Why what the browser sent can't be used (a message for the page)."""
+
+
+def empty_store() -> dict:
+    cid = new_id()
+    return {"current": cid, "conversations": {cid: {"title": "New conversation", "updated": time.time(),
+                                                    "turns": []}}}
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _plain(v: Any, depth: int = 0) -> bool:
+    """A small JSON value: what usage, sampling and provenance may hold."""
+    if v is None or isinstance(v, (bool, str)) and len(str(v)) <= 64_000 or _number(v):
+        return True
+    if depth < 3 and isinstance(v, dict) and len(v) <= 32:
+        return all(isinstance(k, str) and len(k) <= 64 and _plain(x, depth + 1) for k, x in v.items())
+    return False
+
+
+def check_turn(t: Any, i: int) -> dict:
+    if not isinstance(t, dict):
+        raise StoreProblem(f"message {i} is not an object")
+    if t.get("role") not in ROLES or t.get("kind", "turn") not in KINDS:
+        raise StoreProblem(f"message {i} has an unknown role or kind")
+    out = {"role": t["role"], "kind": t.get("kind", "turn"), "model": t.get("model")}
+    if out["model"] is not None and (not isinstance(out["model"], str) or len(out["model"]) > 200):
+        raise StoreProblem(f"message {i} has a bad model key")
+    for key, limit in TURN_TEXT.items():
+        v = t.get(key, "" if key == "content" else None)
+        if v is None:
+            continue
+        if not isinstance(v, str) or len(v) > limit:
+            raise StoreProblem(f"message {i}'s {key} is not text of at most {limit:,} characters")
+        out[key] = v
+    out["at"] = t["at"] if _number(t.get("at")) else None
+    out["usage"] = check_usage(t.get("usage"), i)
+    for key in ("sampling", "provenance"):
+        v = t.get(key)
+        if v is not None and not (isinstance(v, dict) and _plain(v)):
+            raise StoreProblem(f"message {i}'s {key} is not a small object")
+        out[key] = v
+    return out
+
+
+USAGE_INTS = ("prompt_tokens", "output_tokens", "trimmed_messages", "continued")
+USAGE_NUMBERS = ("tokens_per_s", "first_token_s")
+
+
+def check_usage(u: Any, i: int) -> dict | None:
+    """A reply's usage line as the page shows it: known counts only, each a number (never trusted as is)."""
+    if u is None:
+        return None
+    if not isinstance(u, dict):
+        raise StoreProblem(f"message {i}'s usage is not an object")
+    out: dict = {}
+    for k in USAGE_INTS:
+        v = u.get(k, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 10**9:
+            raise StoreProblem(f"message {i}'s usage {k} is not a count")
+        out[k] = v
+    for k in USAGE_NUMBERS:
+        v = u.get(k)
+        if v is not None and (not _number(v) or v < 0):
+            raise StoreProblem(f"message {i}'s usage {k} is not a number")
+        out[k] = v
+    reason = u.get("finish_reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 20):
+        raise StoreProblem(f"message {i}'s usage finish_reason is not a short text")
+    out["finish_reason"] = reason
+    return out
+
+
+def check_turns(turns: Any) -> list[dict]:
+    if not isinstance(turns, list) or len(turns) > MAX_TURNS:
+        raise StoreProblem(f"a conversation must be a list of at most {MAX_TURNS} messages")
+    return [check_turn(t, i) for i, t in enumerate(turns)]
+
+
+def read_store(raw: Any) -> tuple[dict, str | None]:
+    """The browser's store, checked: (store, None), or (a fresh store, why the old one was dropped)."""
+    if raw is None or raw == {} or raw == "":
+        return empty_store(), None
+    try:
+        size = len(json.dumps(raw))
+    except (TypeError, ValueError):
+        return empty_store(), "The conversations saved in this browser could not be read (not JSON); started a new one."
+    if size > MAX_STORE_CHARS:
+        return empty_store(), (f"The conversations saved in this browser are too large ({size:,} characters; the "
+                               f"limit is {MAX_STORE_CHARS:,}); started a new one.")
+    try:
+        if not isinstance(raw, dict) or not isinstance(raw.get("conversations"), dict):
+            raise StoreProblem("no conversation list")
+        convs = raw["conversations"]
+        if len(convs) > MAX_CONVERSATIONS:
+            raise StoreProblem(f"more than {MAX_CONVERSATIONS} conversations")
+        out = {}
+        for cid, c in convs.items():
+            if not isinstance(cid, str) or not cid.isalnum() or len(cid) > 40 or not isinstance(c, dict):
+                raise StoreProblem("a conversation has a bad id")
+            title = c.get("title")
+            if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE_CHARS:
+                raise StoreProblem(f"conversation {cid} has a bad title")
+            out[cid] = {"title": title, "updated": c["updated"] if _number(c.get("updated")) else 0.0,
+                        "turns": check_turns(c.get("turns"))}
+    except StoreProblem as exc:
+        return empty_store(), f"The conversations saved in this browser could not be read ({exc}); started a new one."
+    if not out:
+        return empty_store(), None
+    current = raw.get("current")
+    if current not in out:
+        current = max(out, key=lambda k: out[k]["updated"])
+    return {"current": current, "conversations": out}, None
+
+
+def put(store: dict, turns: list[dict]) -> tuple[dict, str | None]:
+    """The store with the current conversation's turns saved; the oldest others go when it grows too large."""
+    convs = dict(store["conversations"])
+    cid = store["current"]
+    old = convs.get(cid) or {"title": "New conversation"}
+    title = old["title"] if old["title"] != "New conversation" else title_for(turns)
+    convs[cid] = {"title": title, "updated": time.time(), "turns": turns}
+    out = {"current": cid, "conversations": convs}
+    while len(json.dumps(out)) > MAX_STORE_CHARS and len(convs) > 1:
+        oldest = min((k for k in convs if k != cid), key=lambda k: convs[k]["updated"])
+        del convs[oldest]
+    if len(json.dumps(out)) > MAX_STORE_CHARS:
+        convs[cid] = {**convs[cid], "turns": []}
+        return out, ("This conversation is too large to keep in this browser: it stays on the page until you "
+                     "leave; export it to keep it.")
+    return out, None
+
+
+def title_for(turns: list[dict]) -> str:
+    first = next((t["content"] for t in turns if t["kind"] == "turn" and t["role"] == "user"), "")
+    first = " ".join(first.split())
+    return (first[: MAX_TITLE_CHARS - 1] + "…" if len(first) > MAX_TITLE_CHARS else first) or "New conversation"
+
+
+def choices(store: dict) -> list[tuple[str, str]]:
+    """(label, id) for the picker, newest first."""
+    items = sorted(store["conversations"].items(), key=lambda kv: -kv[1]["updated"])
+    return [(f"{c['title']} · {time.strftime('%d %b %H:%M', time.gmtime(c['updated']))}", cid) for cid, c in items]
+
+
+# ------------------------------------------------------------------ export
+def _iso(ts: Any) -> str | None:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if _number(ts) else None
+
+
+def export_json(title: str, turns: list[dict]) -> dict:
+    messages = []
+    for t in turns:
+        m = {"role": t["role"], "kind": t["kind"], "content": t.get("content", ""), "at": _iso(t.get("at"))}
+        if t["role"] == "assistant" and t["kind"] == "turn":
+            m.update(model=t.get("model"), thinking=t.get("reasoning") or None, usage=t.get("usage"),
+                     sampling=t.get("sampling"), provenance=t.get("provenance"))
+        messages.append(m)
+    models = {}
+    for t in turns:
+        p = t.get("provenance")
+        if isinstance(p, dict) and p.get("model_key"):
+            models[p["model_key"]] = p
+    return {"schema": SCHEMA, "title": title, "exported_at": _iso(time.time()), "models": list(models.values()),
+            "messages": messages}
+
+
+def export_markdown(doc: dict) -> str:
+    lines = [f"# {doc['title']}", "", f"Exported {doc['exported_at']} from finspace.", ""]
+    for p in doc["models"]:
+        lines += [f"- **{p.get('label') or p.get('model_key')}** (`{p.get('model_key')}`): {p.get('repo')}"
+                  f"@{p.get('revision') or 'main'}, dtype {p.get('dtype')}, quantization {p.get('quantization')}, "
+                  f"max context {p.get('max_model_len')}, load record `{p.get('load_record_id')}`"]
+    lines.append("")
+    for m in doc["messages"]:
+        if m["kind"] != "turn":
+            lines += [f"*{m['content']}*", ""]
+            continue
+        head = f"## {'You' if m['role'] == 'user' else 'Assistant'} · {m['at']}"
+        if m["role"] == "assistant":
+            s = m.get("sampling") or {}
+            head += (f" · `{m.get('model')}` · temperature {s.get('temperature')}, top-p {s.get('top_p')}, "
+                     f"max tokens {s.get('max_tokens')}, seed {s.get('seed')}")
+        lines += [head, ""]
+        if m.get("thinking"):
+            lines += ["<details><summary>Thinking</summary>", "", m["thinking"].strip(), "", "</details>", ""]
+        lines += [m["content"], ""]
+    return "\n".join(lines)
+
+
+class Provenance:
+    """The loaded model's provenance for a reply's record (the ledger read once per load)."""
+
+    def __init__(self, svc: Any):
+        self.svc = svc
+        self._cache: tuple[tuple, dict] | None = None
+
+    def __call__(self) -> dict | None:
+        eng = self.svc.engine
+        entry, h = eng.entry, eng.health()
+        if entry is None:
+            return None
+        stamp = (entry.key, h.loaded_since)
+        if self._cache is not None and self._cache[0] == stamp:
+            return self._cache[1]
+        sv = entry.serving
+        out = {"model_key": entry.key, "label": entry.label, "repo": entry.repo or "local",
+               "revision": entry.revision, "dtype": sv.dtype, "quantization": sv.quantization or sv.prequantized,
+               "max_model_len": eng.max_model_len or None, "load_record_id": self._load_id(entry.key),
+               "loaded_at": _iso(h.loaded_since)}
+        self._cache = (stamp, out)
+        return out
+
+    def _load_id(self, key: str) -> str | None:
+        ledger = self.svc.ledger
+        if ledger is None:
+            return None
+        try:
+            for rec in reversed(ledger.records(50)):
+                if rec.get("model_key") == key and rec.get("outcome") == "ok":
+                    at = rec.get("at") if _number(rec.get("at")) else 0.0
+                    return rec.get("id") or f"{at:.3f}-{key}"
+        except Exception:  # noqa: BLE001 - an export without the ledger's id beats none
+            return None
+        return None
