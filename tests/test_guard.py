@@ -129,3 +129,19 @@ def test_file_references_are_found_at_any_depth(value, found):
 ])
 def test_client_address(headers, peer, trust, who):
     assert client_address(headers, peer, trust) == who
+
+
+def test_a_closed_stream_frees_its_sessions_events_for_the_client():
+    """A page reloaded: its old session's events were delivered (or cleaned by Gradio) and must stop counting,
+    else a client reloading a few times would reach its bound and be refused (429)."""
+    from types import SimpleNamespace
+
+    queue = SimpleNamespace(pending_event_ids_session={"s1": {"e1", "e2"}}, event_ids_to_events={})
+    tracker = EventTracker(Limits(events_per_client=2))
+    tracker.attach(queue)
+    tracker.stream_opened("s1")
+    tracker.joined("1.2.3.4", "e1", "s1")
+    tracker.joined("1.2.3.4", "e2", "s1")
+    assert tracker.in_flight("1.2.3.4") == 2 and tracker.refusal("1.2.3.4")
+    tracker.stream_closed("s1")  # Gradio keeps the ids in pending_event_ids_session; they no longer count
+    assert tracker.in_flight("1.2.3.4") == 0 and tracker.refusal("1.2.3.4") is None

@@ -37,7 +37,8 @@ def server(tmp_path_factory, model_dir):
     cfg["max_position_embeddings"] = 4096
     (long_ctx / "config.json").write_text(json.dumps(cfg))
     models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096, max_tokens=16),
-              "b": demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3")}
+              "b": {**demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3"),
+                    "reasoning": "qwen3"}}  # the catalogue says which models think (vLLM's qwen3 parser)
     srv = Server(root, write_catalog(root / "catalog", models, default="a"),
                  env={"FINSPACE_API_KEYS": f"another-key-abcdefghijkl,{KEY}", "FINSPACE_MAX_IN_FLIGHT": "2",
                       "FINSPACE_CPU_KV_CACHE_MIB": "24"})

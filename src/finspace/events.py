@@ -84,11 +84,16 @@ class EventTracker:
                 ev.streamed = True
 
     def stream_closed(self, session: str) -> None:
+        """The session's last result stream ended: its events no longer count. Delivered ones are done; Gradio
+        cleans up what a closed stream leaves (and cancels its running events), but keeps their ids, so they
+        would count against the client forever: a page reloaded a few times would be refused."""
         n = self._open.get(session, 0) - 1
         if n > 0:
             self._open[session] = n
-        else:
-            self._open.pop(session, None)
+            return
+        self._open.pop(session, None)
+        for eid in [eid for eid, ev in self._events.items() if ev.session == session and ev.streamed]:
+            del self._events[eid]
 
     def session_of(self, event_id: str) -> str | None:
         ev = self._events.get(event_id)
