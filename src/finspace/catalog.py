@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -268,23 +268,31 @@ def _describe(err: ValidationError, where: str, section: str = "models", noun: s
     return "\n".join(lines)
 
 
-def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
-    """Read and validate models.yaml (default: $FINSPACE_CATALOG or the repo's models.yaml)."""
-    path = Path(path or os.environ.get("FINSPACE_CATALOG") or DEFAULT_CATALOG)
+def read_validated(path: Path, schema: type[BaseModel], *, what: str, keys: str, read_fix: str = "",
+                   section: str = "models", noun: str = "model") -> Any:
+    """A YAML file (duplicate keys refused) validated by ``schema``; CatalogError names the file, entry and field.
+    The catalogue and presets.yaml are both read this way."""
     try:
         text = path.read_text()
     except OSError as exc:
-        raise CatalogError(f"cannot read catalogue {path}: {exc.strerror}; set FINSPACE_CATALOG to models.yaml") from None
+        raise CatalogError(f"cannot read {what} {path}: {exc.strerror}{read_fix}") from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path.name} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
-        raise CatalogError(f"{path.name}: expected a mapping with 'defaults' and 'models'")
+        raise CatalogError(f"{path.name}: expected a mapping with {keys}")
     try:
-        parsed = _File.model_validate(raw)
+        return schema.model_validate(raw)
     except ValidationError as exc:
-        raise CatalogError(_describe(exc, path.name)) from None
+        raise CatalogError(_describe(exc, path.name, section, noun)) from None
+
+
+def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
+    """Read and validate models.yaml (default: $FINSPACE_CATALOG or the repo's models.yaml)."""
+    path = Path(path or os.environ.get("FINSPACE_CATALOG") or DEFAULT_CATALOG)
+    parsed = read_validated(path, _File, what="catalogue", keys="'defaults' and 'models'",
+                            read_fix="; set FINSPACE_CATALOG to models.yaml")
 
     base = path.resolve().parent
     entries = []

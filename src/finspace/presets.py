@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from finspace.catalog import REPO_ROOT, _describe, _UniqueKeyLoader
+from finspace.catalog import REPO_ROOT, read_validated
 from finspace.errors import BadInput, CatalogError
 
 FILENAME = "presets.yaml"
@@ -66,20 +65,7 @@ def presets_path(catalog_path: str | Path | None) -> Path:
 
 def load_presets(path: str | Path) -> Presets:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CatalogError(f"cannot read presets {path}: {exc.strerror}") from None
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{path.name} is not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise CatalogError(f"{path.name}: expected a mapping with 'presets'")
-    try:
-        parsed = _File.model_validate(raw)
-    except ValidationError as exc:
-        raise CatalogError(_describe(exc, path.name, "presets", "preset")) from None
+    parsed = read_validated(path, _File, what="presets", keys="'presets'", section="presets", noun="preset")
     entries = []
     for key, p in parsed.presets.items():
         if not key or not all(c.isalnum() or c in "-._" for c in key):
