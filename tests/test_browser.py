@@ -9,6 +9,7 @@ test-artifacts/ (gitignored). Skipped only when /usr/bin/chromium is absent
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -42,21 +43,39 @@ def server(tmp_path_factory, model_dir):
         srv.stop()
 
 
-@pytest.fixture(scope="module")
-def page(server):
+@contextlib.contextmanager
+def chromium_context(**options):
+    """Debian's chromium under Playwright: one browser context (1400x1000), closed afterwards."""
     from playwright.sync_api import sync_playwright
 
     SHOTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.goto(server.url + "/", wait_until="domcontentloaded")
-        pg.wait_for_selector("#chat-input textarea", timeout=60_000)
-        pg.page_errors = errors
-        yield pg
-        browser.close()
+        try:
+            yield browser.new_context(viewport={"width": 1400, "height": 1000}, **options)
+        finally:
+            browser.close()
+
+
+def open_page(context, url: str, model_label: str | None = None):
+    """The app's page, opened and ready (its input, and the model's label when given); ``page_errors`` collects
+    the page's JavaScript errors."""
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(url + "/", wait_until="domcontentloaded")
+    pg.wait_for_selector("#chat-input textarea", timeout=60_000)
+    if model_label:
+        pg.wait_for_function(f"document.querySelector('#current-model').innerText.includes({model_label!r})",
+                             timeout=60_000)
+    pg.page_errors = errors
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    with chromium_context() as context:
+        yield open_page(context, server.url)
 
 
 DOCS = REPO / "docs"

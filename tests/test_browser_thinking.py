@@ -17,7 +17,7 @@ import pytest
 
 from helpers import REPO, demo_entry, write_catalog
 from server_utils import Server
-from test_browser import ARGS, CHROMIUM, SHOTS, shot
+from test_browser import SHOTS, chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -40,25 +40,13 @@ def server(tmp_path_factory, model_dir):
 
 @pytest.fixture(scope="module")
 def browser(server):
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield br.new_context(viewport={"width": 1400, "height": 1000})
-        br.close()
+    with chromium_context() as context:
+        yield context
 
 
 @pytest.fixture(scope="module")
 def page(browser, server):
-    pg = browser.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.goto(server.url + "/", wait_until="domcontentloaded")
-    pg.wait_for_selector("#chat-input textarea", timeout=60_000)
-    pg.wait_for_function("document.querySelector('#current-model').innerText.includes('Tiny Qwen3')", timeout=60_000)
-    pg.page_errors = errors
-    yield pg
+    return open_page(browser, server.url, "Tiny Qwen3")
 
 
 def send(page, text: str) -> None:
