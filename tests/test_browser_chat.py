@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -58,6 +59,26 @@ def send(page, text: str) -> None:
     page.click("#send")
 
 
+STORE = "localStorage['finspace-conversations'] || ''"
+
+
+def settled_store(page, quiet_s: float = 1.0) -> str:
+    """The browser's store once no save has changed it for ``quiet_s`` (a save in flight has landed)."""
+    value, since = page.evaluate(STORE), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        page.wait_for_timeout(200)
+        now = page.evaluate(STORE)
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
+
+
+def wait_saved(page, previous: str) -> None:
+    """The browser's store changed from ``previous``: the save runs as its own event after the reply's last
+    piece, one round trip later, so a reload right after the usage line can still come before it."""
+    page.wait_for_function(f"({STORE}) !== {json.dumps(previous)}", timeout=30_000)
+
+
 def prompt_tokens(model_dir, messages) -> int:
     from transformers import AutoTokenizer
 
@@ -103,8 +124,10 @@ def test_a_seed_out_of_range_is_a_clear_message_and_the_page_still_works(page):
     shot(page, "chat-3-bad-seed")
     page.fill("#seed input", "7")
     page.fill("#chat-input textarea", "And the margin?")
+    stored = settled_store(page)
     page.click("#send")
     wait_usage(page, 2)
+    wait_saved(page, stored)
     assert not page.page_errors, page.page_errors
 
 
