@@ -88,10 +88,14 @@ async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> 
                 yield answer
 
 
-def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
-    """Add the named endpoints to the Blocks being built (call inside ``with gr.Blocks()``)."""
+class Endpoints:
+    """The named endpoints over one Service: each method is one ``gr.api`` endpoint, its signature and docstring
+    the API's (Gradio reads them), every failure a ``gr.Error`` from user_error."""
 
-    async def chat(message: str, history: list[dict] | None = None, system_prompt: str | None = None,
+    def __init__(self, svc: Service):
+        self.svc = svc
+
+    async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
                    temperature: float | None = None, max_tokens: int | None = None) -> str:
         """Stream a reply. history: earlier turns [{"role": "user"|"assistant", "content": str}];
         system_prompt/temperature/max_tokens: null for the model's defaults. Yields the reply so far."""
@@ -99,18 +103,18 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
             messages = api_messages(message, history)
             settings = chat_settings(system_prompt, temperature, max_tokens)
             text = ""
-            async for text in stream_reply(svc, messages, settings):
+            async for text in stream_reply(self.svc, messages, settings):
                 yield text
             if not text:
                 yield ""
         except FinspaceError as exc:
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
 
-    async def chat_with_thinking(message: str, history: list[dict] | None = None, system_prompt: str | None = None,
-                                 temperature: float | None = None, max_tokens: int | None = None,
-                                 enable_thinking: bool | None = None) -> dict:
+    async def chat_with_thinking(self, message: str, history: list[dict] | None = None,
+                                 system_prompt: str | None = None, temperature: float | None = None,
+                                 max_tokens: int | None = None, enable_thinking: bool | None = None) -> dict:
         """/chat with the thinking beside the answer: yields {"thinking": str, "answer": str} so far.
         enable_thinking: false asks a reasoning model (Qwen 3) to answer without thinking; null: the default.
         history holds answers only (send back "answer", never "thinking")."""
@@ -118,46 +122,46 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
             messages = api_messages(message, history)
             settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking)
             out = {"thinking": "", "answer": ""}
-            async for thinking, answer in stream_parts(svc, messages, settings):
+            async for thinking, answer in stream_parts(self.svc, messages, settings):
                 out = {"thinking": thinking.strip(), "answer": answer.lstrip()}
                 yield out
             if not out["thinking"] and not out["answer"]:
                 yield out
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
 
-    async def load_model(model: str, admin_token: str | None = None, request: gr.Request = None) -> dict:
+    async def load_model(self, model: str, admin_token: str | None = None, request: gr.Request = None) -> dict:
         """Switch to catalogue model `model` (a key from /models, never a repo id or path) and wait until it
         is ready. Needs admin_token when the Space sets FINSPACE_ADMIN_TOKEN. Returns /health."""
         try:
-            svc.authorize(admin_token, client=svc.client_of(request))
-            await svc.load(model)
+            self.svc.authorize(admin_token, client=self.svc.client_of(request))
+            await self.svc.load(model)
         except Exception as exc:  # noqa: BLE001
-            raise user_error(svc, exc) from None
-        return svc.health()[0]
+            raise user_error(self.svc, exc) from None
+        return self.svc.health()[0]
 
-    async def models() -> list[dict]:
+    async def models(self) -> list[dict]:
         """The catalogue: each model's planner verdict for this hardware, max context, fixes, ledger mark."""
         try:
-            return svc.models()
+            return self.svc.models()
         except Exception as exc:  # noqa: BLE001
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
 
-    async def health() -> dict:
+    async def health(self) -> dict:
         """Status, model, engine state and stage, memory per GPU (or host RAM), uptime, version."""
         try:
-            return svc.health()[0]
+            return self.svc.health()[0]
         except Exception as exc:  # noqa: BLE001
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
 
-    async def loads(limit: int = 50) -> list[dict]:
+    async def loads(self, limit: int = 50) -> list[dict]:
         """The last `limit` load records (planned vs actual KV tokens, errors) from the load ledger."""
         try:
-            return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
+            return await asyncio.to_thread(self.svc.loads, limit)  # file I/O off the serving loop
         except Exception as exc:  # noqa: BLE001
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
 
-    async def fit(repo: str | None = None, config_json: str | None = None, gpu: str | None = None,
+    async def fit(self, repo: str | None = None, config_json: str | None = None, gpu: str | None = None,
                   gpus: int | None = None, max_model_len: int | None = None, dtype: str | None = None,
                   quantization: str | None = None, gpu_memory_utilization: float | None = None,
                   tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None) -> dict:
@@ -166,20 +170,24 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
         Returns fits, reason, max_model_len, the breakdown text, the ranked fixes and the plan's JSON."""
         try:
             return await asyncio.to_thread(
-                svc.check_fit, config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
+                self.svc.check_fit, config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
                 quantization=quantization, gpu_memory_utilization=gpu_memory_utilization,
                 tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size)
         except Exception as exc:  # noqa: BLE001
-            raise user_error(svc, exc) from None
+            raise user_error(self.svc, exc) from None
 
+
+def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
+    """Add the named endpoints to the Blocks being built (call inside ``with gr.Blocks()``), in this order."""
+    api = Endpoints(svc)
     endpoints: list[tuple[Callable, str, Any]] = [
-        (chat, "chat", chat_concurrency),
-        (chat_with_thinking, "chat_with_thinking", chat_concurrency),
-        (load_model, "load_model", 4),
-        (models, "models", None),
-        (health, "health", None),
-        (loads, "loads", None),
-        (fit, "fit", 4),
+        (api.chat, "chat", chat_concurrency),
+        (api.chat_with_thinking, "chat_with_thinking", chat_concurrency),
+        (api.load_model, "load_model", 4),
+        (api.models, "models", None),
+        (api.health, "health", None),
+        (api.loads, "loads", None),
+        (api.fit, "fit", 4),
     ]
     for fn, name, limit in endpoints:
         gr.api(fn, api_name=name, concurrency_limit=limit,

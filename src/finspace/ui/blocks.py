@@ -87,137 +87,22 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
     default_entry = catalog.get(catalog.default_key(svc.on_gpu))
 
     with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True, delete_cache=DELETE_CACHE) as demo:
-        banner = gr.Markdown(elem_id="banner")
-        seen = gr.State({})  # what this session's page last showed, so ticks send only changes
-
+        p: dict[str, Any] = {"banner": gr.Markdown(elem_id="banner"),
+                             "seen": gr.State({})}  # what this session's page last showed: ticks send only changes
         with gr.Tab("Chat", id="chat-tab"):
             with gr.Row(equal_height=False):
                 with gr.Column(scale=3):
                     chat = build_chat(svc, default_entry, chat_concurrency, demo)
-                    notice, msg, send = chat["notice"], chat["msg"], chat["send"]
+                    p.update(notice=chat["notice"], msg=chat["msg"], send=chat["send"])
                 with gr.Column(scale=2):
-                    with gr.Group():
-                        gr.Markdown("#### Model")
-                        current = gr.Markdown(elem_id="current-model")
-                        picker = gr.Dropdown(label="Models that fit this machine (max context)",
-                                             choices=[], elem_id="model-picker", interactive=True)
-                        token = gr.Textbox(label="Admin token", type="password", visible=svc.locked,
-                                           elem_id="admin-token",
-                                           placeholder="FINSPACE_ADMIN_TOKEN: needed to switch models")
-                        load_btn = gr.Button("Load model", variant="secondary", elem_id="load-model")
-                        load_status = gr.Markdown(elem_id="load-status")
-                        with gr.Accordion("Models that won't fit", open=False):
-                            unfit = gr.Markdown(elem_id="unfit-models")
-                    with gr.Group():
-                        gr.Markdown("#### Memory")
-                        mem_md = gr.Markdown(elem_id="memory-readings")
-                        mem_plot = gr.LinePlot(x="time", y="GiB", color="series", title="Memory, last 5 minutes",
-                                               height=220, elem_id="memory-plot", x_title="", y_title="GiB",
-                                               y_lim=[0, None])
-                        bar_caption = gr.Markdown(elem_id="breakdown-caption")
-                        bar_plot = gr.BarPlot(x="bar", y="GiB", color="part", title="Planned breakdown vs capacity",
-                                              height=220, elem_id="breakdown-plot", x_title="", y_title="GiB",
-                                              color_map=views.PART_COLORS, sort=None)
-        with gr.Tab("Load history", id="history-tab") as history_tab:
-            gr.Markdown("Every load attempt: the planner's prediction beside what vLLM did (from the load ledger)."
-                        if ledger is not None or svc.ledger is not None else
-                        "The load ledger is not enabled in this app.")
-            history = gr.Dataframe(headers=views.HISTORY_COLUMNS, value=[], interactive=False,
-                                   elem_id="load-history", wrap=True)
-            history_btn = gr.Button("Refresh", size="sm")
+                    p.update(model_panel(svc))
+                    p.update(memory_panel())
+        p.update(history_tab(svc, ledger))
         with gr.Tab("Will it fit?", id="fit-tab"):
             build_fit_tab(svc)
         with gr.Tab("API", id="api-tab"):
             gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
-
-        # ------------------------------------------------------------ handlers
-        async def begin_load(key, tok, request: gr.Request):
-            try:
-                svc.authorize(tok, client=svc.client_of(request))
-                svc.start_load(key)
-            except Exception as exc:  # noqa: BLE001
-                raise _ui_error(svc, exc) from None
-            label = views.esc(views._label(svc, key))
-            off = gr.update(interactive=False)
-            return f"Loading **{label}**…", off, off, views.load_notice(svc)
-
-        async def wait_load(progress=gr.Progress()):
-            task = svc.load_task
-            while task is not None and not task.done():
-                stage, fraction, message = svc.load_progress or ("start", 0.0, "")
-                progress(max(0.001, fraction), desc=f"{stage}: {message}")
-                await asyncio.wait({task}, timeout=0.3)
-            if task is None:
-                return ""
-            if task.cancelled():
-                raise gr.Error("the load was cancelled", print_exception=False)
-            exc = task.exception()
-            if exc is not None:
-                raise _ui_error(svc, exc)
-            h = engine.health()
-            return f"✓ **{views.esc(h.model_label)}** is ready."
-
-        def refresh_model_panel():
-            h = engine.health()
-            busy = h.state in ("loading", "switching") or svc.load_running
-            ready = h.state == "ready" and not busy
-            return (
-                views.banner(svc),
-                views.current_model(svc),
-                gr.update(choices=views.picker_choices(svc), value=h.model_key if h.model_key else None),
-                views.unfit_markdown(svc),
-                views.load_notice(svc),
-                gr.update(interactive=ready),
-                gr.update(interactive=ready),
-            )
-
-        def history_table():
-            try:
-                return views.history_rows(svc.loads(200))
-            except FinspaceError as exc:
-                gr.Warning(html.escape(str(exc)))
-                return gr.skip()
-
-        def memory_outputs():
-            readings = svc.read_memory()
-            return (views.memory_markdown(svc, readings), views.memory_frame(svc),
-                    views.breakdown_caption(svc), views.breakdown_frame(svc, readings))
-
-        def signature() -> tuple:
-            h = engine.health()
-            return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, svc.load_running)
-
-        async def tick(seen_: dict):
-            sig = signature()
-            mem = memory_outputs()
-            if seen_.get("sig") == sig:
-                return (*mem, *([gr.skip()] * 7), seen_)
-            seen_ = {"sig": sig}
-            return (*mem, *refresh_model_panel(), seen_)
-
-        async def page_load():
-            return (*memory_outputs(), *refresh_model_panel(), {"sig": signature()}, history_table())
-
-        # -------------------------------------------------------------- events
-        panel = [banner, current, picker, unfit, notice, msg, send]
-        memory = [mem_md, mem_plot, bar_caption, bar_plot]
-
-        (load_btn.click(begin_load, inputs=[picker, token], outputs=[load_status, msg, send, notice],
-                        api_visibility="private", concurrency_limit=None, show_progress="hidden")
-         .success(wait_load, outputs=[load_status], api_visibility="private", concurrency_limit=None,
-                  show_progress="full")
-         .then(refresh_model_panel, outputs=panel, api_visibility="private", show_progress="hidden")
-         .then(history_table, outputs=[history], api_visibility="private", show_progress="hidden"))
-
-        timer = gr.Timer(TICK_S)
-        timer.tick(tick, inputs=[seen], outputs=[*memory, *panel, seen], api_visibility="private",
-                   show_progress="hidden", concurrency_limit=None, queue=True)
-        demo.load(page_load, outputs=[*memory, *panel, seen, history], api_visibility="private",
-                  show_progress="hidden", concurrency_limit=None)
-        chat["register_restore"]()  # the saved conversation comes back after the page's own load event
-        history_btn.click(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
-        history_tab.select(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
-
+        wire_page(demo, p, PageHandlers(svc), chat["register_restore"])
         register_api(svc, chat_concurrency=chat_concurrency)
 
     demo.queue(default_concurrency_limit=16, max_size=queue_size, api_open=False)
@@ -226,3 +111,150 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
     demo.finspace_service = svc  # type: ignore[attr-defined]  # for build_app and tests
     return demo
 
+
+def model_panel(svc: Service) -> dict[str, Any]:
+    """The Model group: what is loaded, the picker, the admin token (when locked), Load, the models that won't fit."""
+    with gr.Group():
+        gr.Markdown("#### Model")
+        current = gr.Markdown(elem_id="current-model")
+        picker = gr.Dropdown(label="Models that fit this machine (max context)",
+                             choices=[], elem_id="model-picker", interactive=True)
+        token = gr.Textbox(label="Admin token", type="password", visible=svc.locked,
+                           elem_id="admin-token",
+                           placeholder="FINSPACE_ADMIN_TOKEN: needed to switch models")
+        load_btn = gr.Button("Load model", variant="secondary", elem_id="load-model")
+        load_status = gr.Markdown(elem_id="load-status")
+        with gr.Accordion("Models that won't fit", open=False):
+            unfit = gr.Markdown(elem_id="unfit-models")
+    return dict(current=current, picker=picker, token=token, load_btn=load_btn, load_status=load_status, unfit=unfit)
+
+
+def memory_panel() -> dict[str, Any]:
+    """The Memory group: the readings, the last 5 minutes' plot, the planned breakdown against capacity."""
+    with gr.Group():
+        gr.Markdown("#### Memory")
+        mem_md = gr.Markdown(elem_id="memory-readings")
+        mem_plot = gr.LinePlot(x="time", y="GiB", color="series", title="Memory, last 5 minutes",
+                               height=220, elem_id="memory-plot", x_title="", y_title="GiB",
+                               y_lim=[0, None])
+        bar_caption = gr.Markdown(elem_id="breakdown-caption")
+        bar_plot = gr.BarPlot(x="bar", y="GiB", color="part", title="Planned breakdown vs capacity",
+                              height=220, elem_id="breakdown-plot", x_title="", y_title="GiB",
+                              color_map=views.PART_COLORS, sort=None)
+    return dict(mem_md=mem_md, mem_plot=mem_plot, bar_caption=bar_caption, bar_plot=bar_plot)
+
+
+def history_tab(svc: Service, ledger: Any) -> dict[str, Any]:
+    """The Load history tab: every load attempt from the ledger, with Refresh."""
+    with gr.Tab("Load history", id="history-tab") as tab:
+        gr.Markdown("Every load attempt: the planner's prediction beside what vLLM did (from the load ledger)."
+                    if ledger is not None or svc.ledger is not None else
+                    "The load ledger is not enabled in this app.")
+        history = gr.Dataframe(headers=views.HISTORY_COLUMNS, value=[], interactive=False,
+                               elem_id="load-history", wrap=True)
+        history_btn = gr.Button("Refresh", size="sm")
+    return dict(history_tab=tab, history=history, history_btn=history_btn)
+
+
+class PageHandlers:
+    """The page's own events over one Service: loading a model, the model panel, the memory tick, the history."""
+
+    def __init__(self, svc: Service):
+        self.svc, self.engine = svc, svc.engine
+
+    async def begin_load(self, key, tok, request: gr.Request):
+        svc = self.svc
+        try:
+            svc.authorize(tok, client=svc.client_of(request))
+            svc.start_load(key)
+        except Exception as exc:  # noqa: BLE001
+            raise _ui_error(svc, exc) from None
+        label = views.esc(views._label(svc, key))
+        off = gr.update(interactive=False)
+        return f"Loading **{label}**…", off, off, views.load_notice(svc)
+
+    async def wait_load(self, progress=gr.Progress()):
+        svc = self.svc
+        task = svc.load_task
+        while task is not None and not task.done():
+            stage, fraction, message = svc.load_progress or ("start", 0.0, "")
+            progress(max(0.001, fraction), desc=f"{stage}: {message}")
+            await asyncio.wait({task}, timeout=0.3)
+        if task is None:
+            return ""
+        if task.cancelled():
+            raise gr.Error("the load was cancelled", print_exception=False)
+        exc = task.exception()
+        if exc is not None:
+            raise _ui_error(svc, exc)
+        h = self.engine.health()
+        return f"✓ **{views.esc(h.model_label)}** is ready."
+
+    def refresh_model_panel(self):
+        svc = self.svc
+        h = self.engine.health()
+        busy = h.state in ("loading", "switching") or svc.load_running
+        ready = h.state == "ready" and not busy
+        return (
+            views.banner(svc),
+            views.current_model(svc),
+            gr.update(choices=views.picker_choices(svc), value=h.model_key if h.model_key else None),
+            views.unfit_markdown(svc),
+            views.load_notice(svc),
+            gr.update(interactive=ready),
+            gr.update(interactive=ready),
+        )
+
+    def history_table(self):
+        try:
+            return views.history_rows(self.svc.loads(200))
+        except FinspaceError as exc:
+            gr.Warning(html.escape(str(exc)))
+            return gr.skip()
+
+    def memory_outputs(self):
+        svc = self.svc
+        readings = svc.read_memory()
+        return (views.memory_markdown(svc, readings), views.memory_frame(svc),
+                views.breakdown_caption(svc), views.breakdown_frame(svc, readings))
+
+    def signature(self) -> tuple:
+        h = self.engine.health()
+        return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, self.svc.load_running)
+
+    async def tick(self, seen_: dict):
+        sig = self.signature()
+        mem = self.memory_outputs()
+        if seen_.get("sig") == sig:
+            return (*mem, *([gr.skip()] * 7), seen_)
+        seen_ = {"sig": sig}
+        return (*mem, *self.refresh_model_panel(), seen_)
+
+    async def page_load(self):
+        return (*self.memory_outputs(), *self.refresh_model_panel(), {"sig": self.signature()}, self.history_table())
+
+
+def wire_page(demo: gr.Blocks, p: dict[str, Any], h: PageHandlers, register_restore: Any) -> None:
+    """The page's events after the chat column's, in this order (Gradio numbers events as they are registered):
+    Load and its chain, the memory tick, the page's load, the conversation's restore, the history's refresh."""
+    panel = [p[k] for k in ("banner", "current", "picker", "unfit", "notice", "msg", "send")]
+    memory = [p[k] for k in ("mem_md", "mem_plot", "bar_caption", "bar_plot")]
+    history, seen = p["history"], p["seen"]
+    history_table = h.history_table  # one function for its three events, so they share one concurrency group
+
+    (p["load_btn"].click(h.begin_load, inputs=[p["picker"], p["token"]],
+                         outputs=[p["load_status"], p["msg"], p["send"], p["notice"]],
+                         api_visibility="private", concurrency_limit=None, show_progress="hidden")
+     .success(h.wait_load, outputs=[p["load_status"]], api_visibility="private", concurrency_limit=None,
+              show_progress="full")
+     .then(h.refresh_model_panel, outputs=panel, api_visibility="private", show_progress="hidden")
+     .then(history_table, outputs=[history], api_visibility="private", show_progress="hidden"))
+
+    timer = gr.Timer(TICK_S)
+    timer.tick(h.tick, inputs=[seen], outputs=[*memory, *panel, seen], api_visibility="private",
+               show_progress="hidden", concurrency_limit=None, queue=True)
+    demo.load(h.page_load, outputs=[*memory, *panel, seen, history], api_visibility="private",
+              show_progress="hidden", concurrency_limit=None)
+    register_restore()  # the saved conversation comes back after the page's own load event
+    p["history_btn"].click(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
+    p["history_tab"].select(history_table, outputs=[history], api_visibility="private", show_progress="hidden")

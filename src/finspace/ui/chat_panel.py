@@ -76,55 +76,77 @@ def effective_sampling(entry: Any, s: ChatSettings) -> dict:
 
 
 def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr.Blocks) -> dict:
-    """The chat column's components and events (call inside a gr.Column); returns the components by name."""
-    engine = svc.engine
-    provenance = saved.Provenance(svc)
+    """The chat column's components and events (call inside a gr.Column); returns the components by name, with
+    ``chat_events`` (the events that change the conversation) and ``register_restore`` (see build_conversations)."""
+    handlers = ChatHandlers(svc)
+    c = layout(svc, default_entry)
+    c["chat_events"] = wire_events(c, handlers, chat_concurrency)
+    c["register_restore"] = build_conversations(demo, c)
+    return c
+
+
+def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
+    """The chat column's components, by name: the conversation, its input and buttons, the settings."""
     c: dict[str, Any] = {}
-    c["conv"] = conv = gr.State([])  # this session's conversation (finspace.ui.chat turns)
-    c["chatbot"] = chatbot = gr.Chatbot(
+    c["conv"] = gr.State([])  # this session's conversation (finspace.ui.chat turns)
+    c["chatbot"] = gr.Chatbot(
         label="Conversation", elem_id="chatbot", height=520, buttons=["copy", "copy_all"],
         placeholder="Ask about a balance sheet, a bond, a ratio…", feedback_options=None,
         group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
     with gr.Row():
-        c["msg"] = msg = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
-                                    scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
-        c["send"] = send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
-        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
+        c["msg"] = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
+                              scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
+        c["send"] = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
+        c["stop"] = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
     with gr.Row():
-        regen = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
-        cont = gr.Button("Continue ▸", size="sm", elem_id="continue", visible=False)
-        clear = gr.Button("Clear", size="sm", elem_id="clear")
+        c["regen"] = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
+        c["cont"] = gr.Button("Continue ▸", size="sm", elem_id="continue", visible=False)
+        c["clear"] = gr.Button("Clear", size="sm", elem_id="clear")
     if svc.settings.disclaimer:
         gr.Markdown(html.escape(svc.settings.disclaimer), elem_id="disclaimer")
     with gr.Accordion("Settings", open=False, elem_id="settings"):
-        preset = gr.Dropdown(label="Preset (fills the system prompt)", choices=svc.presets.labels(), value=None,
-                             elem_id="preset", interactive=True)
-        system_prompt = gr.Textbox(label="System prompt", lines=3, elem_id="system-prompt",
-                                   placeholder="Empty: the model's own system prompt")
-        think = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
-                            elem_id="think")
+        c["preset"] = gr.Dropdown(label="Preset (fills the system prompt)", choices=svc.presets.labels(),
+                                  value=None, elem_id="preset", interactive=True)
+        c["system_prompt"] = gr.Textbox(label="System prompt", lines=3, elem_id="system-prompt",
+                                        placeholder="Empty: the model's own system prompt")
+        c["think"] = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
+                                 elem_id="think")
+        sampling = default_entry.sampling
         with gr.Row():
-            temperature = gr.Slider(0.0, 2.0, value=default_entry.sampling.temperature, step=0.05,
-                                    label="Temperature", elem_id="temperature")
-            top_p = gr.Slider(0.05, 1.0, value=default_entry.sampling.top_p, step=0.01, label="Top-p",
-                              elem_id="top-p")
+            c["temperature"] = gr.Slider(0.0, 2.0, value=sampling.temperature, step=0.05,
+                                         label="Temperature", elem_id="temperature")
+            c["top_p"] = gr.Slider(0.05, 1.0, value=sampling.top_p, step=0.01, label="Top-p", elem_id="top-p")
         with gr.Row():
-            max_tokens = gr.Slider(1, MAX_TOKENS_CAP, value=default_entry.sampling.max_tokens, step=1,
-                                   label="Max tokens (capped by the model's context)", elem_id="max-tokens")
-            seed = gr.Number(value=None, label=f"Seed (empty: random; 0 to {SEED_MAX})", precision=0,
-                             elem_id="seed")
-    settings_in = [system_prompt, temperature, max_tokens, top_p, seed, think]
+            c["max_tokens"] = gr.Slider(1, MAX_TOKENS_CAP, value=sampling.max_tokens, step=1,
+                                        label="Max tokens (capped by the model's context)", elem_id="max-tokens")
+            c["seed"] = gr.Number(value=None, label=f"Seed (empty: random; 0 to {SEED_MAX})", precision=0,
+                                  elem_id="seed")
+    return c
 
-    # ------------------------------------------------------------ handlers
-    async def stream_into(conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None):
+
+def clear_chat():
+    return [], [], gr.update(visible=False)
+
+
+class ChatHandlers:
+    """The chat column's event handlers over one Service. Each reply streams through ``stream_into``, which
+    yields the four outputs (chatbot, conversation, message box, Continue); a handler that refuses (a bad
+    setting, nothing to regenerate) warns and yields ``skip4``."""
+
+    def __init__(self, svc: Service):
+        self.svc, self.engine = svc, svc.engine
+        self.provenance = saved.Provenance(svc)
+        self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
+
+    async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None):
         """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs."""
-        entry = engine.entry
+        entry = self.engine.entry
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
             reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
-                         provenance=provenance())
+                         provenance=self.provenance())
             messages = convo.engine_messages(conv_)
             conv_.append(reply)
         else:
@@ -136,7 +158,7 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         hide = gr.update(visible=False)
         yield convo.display(conv_), conv_, first_msg, hide
         try:
-            async with contextlib.aclosing(stream_parts(svc, messages, settings, info)) as parts:
+            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
                     reply["content"] = base_answer + answer if base_answer else answer.lstrip()
@@ -145,7 +167,7 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
             yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
         except FinspaceError as exc:
-            text = svc.redact(str(exc))
+            text = self.svc.redact(str(exc))
             conv_.append(convo.note(f"⚠ {text}"))
             gr.Warning(html.escape(text))
             yield convo.display(conv_), conv_, gr.skip(), hide
@@ -156,96 +178,93 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         finally:
             reply["raw"] = base_raw + info.text  # also when stopped halfway: what was written is kept
 
-    def mark_switch(conv_: list[dict]) -> None:
-        entry = engine.entry
+    def mark_switch(self, conv_: list[dict]) -> None:
+        entry = self.engine.entry
         if entry is not None and convo.needs_switch_marker(conv_, entry.key):
             conv_.append(convo.switch_marker(entry.key, entry.label))
 
-    def checked_settings(*values) -> ChatSettings | None:
+    def checked_settings(self, *values) -> ChatSettings | None:
         try:
-            return settings_from(engine, *values)
+            return settings_from(self.engine, *values)
         except BadInput as exc:
             gr.Warning(html.escape(str(exc)))
             return None
 
-    skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
-
-    async def respond(message, conv_, *values):
+    async def respond(self, message, conv_, *values):
         problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
-        settings = checked_settings(*values) if problem is None else None
+        settings = self.checked_settings(*values) if problem is None else None
         if problem is not None:
             gr.Warning(problem)
         if settings is None:
-            yield skip4
+            yield self.skip4
             return
         conv_ = list(conv_ or [])
-        mark_switch(conv_)
+        self.mark_switch(conv_)
         conv_.append(convo.turn("user", message))
-        async for out in stream_into(conv_, settings, ""):
+        async for out in self.stream_into(conv_, settings, ""):
             yield out
 
-    async def regenerate(conv_, *values):
+    async def regenerate(self, conv_, *values):
         conv_, last = convo.strip_last_reply(list(conv_ or []))
         if last is None:
             gr.Warning("Nothing to regenerate yet: send a message first.")
-            yield skip4
+            yield self.skip4
             return
-        settings = checked_settings(*values)
+        settings = self.checked_settings(*values)
         if settings is None:
-            yield skip4
+            yield self.skip4
             return
-        mark_switch(conv_)
-        async for out in stream_into(conv_, settings, gr.skip()):
+        self.mark_switch(conv_)
+        async for out in self.stream_into(conv_, settings, gr.skip()):
             yield out
 
-    async def continue_reply(conv_, *values):
+    async def continue_reply(self, conv_, *values):
         conv_ = list(conv_ or [])
         at = convo.last_reply(conv_)
-        entry = engine.entry
+        entry = self.engine.entry
         if not convo.can_continue(conv_):
             gr.Warning("Nothing to continue: the last reply was not stopped at max tokens.")
-            yield skip4
+            yield self.skip4
             return
         if entry is None or conv_[at].get("model") != entry.key:
             gr.Warning("The model changed since this reply; press Regenerate for a new one.")
-            yield skip4
+            yield self.skip4
             return
-        settings = checked_settings(*values)
+        settings = self.checked_settings(*values)
         if settings is None:
-            yield skip4
+            yield self.skip4
             return
-        async for out in stream_into(conv_, dataclasses.replace(settings, continue_final_message=True),
-                                     gr.skip(), at=at):
+        async for out in self.stream_into(conv_, dataclasses.replace(settings, continue_final_message=True),
+                                          gr.skip(), at=at):
             yield out
 
-    def apply_preset(label):
+    def apply_preset(self, label):
         if label is None or label == "":
             return gr.skip()
         try:
-            return svc.presets.by_label(label).system_prompt
+            return self.svc.presets.by_label(label).system_prompt
         except BadInput as exc:
             gr.Warning(html.escape(str(exc)))
             return gr.skip()
 
-    def clear_chat():
-        return [], [], gr.update(visible=False)
 
-    # -------------------------------------------------------------- events
-    outputs = [chatbot, conv, msg, cont]
-    common = dict(outputs=outputs, concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
-                  api_visibility="private", show_progress="minimal")
+def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> list:
+    """The chat column's events, in the page's order (Gradio numbers them as registered); returns the events
+    that change the conversation (send, Enter, Regenerate, Continue, Clear, the chatbot's clear)."""
+    chatbot, conv, msg, cont = c["chatbot"], c["conv"], c["msg"], c["cont"]
+    settings_in = [c["system_prompt"], c["temperature"], c["max_tokens"], c["top_p"], c["seed"], c["think"]]
+    respond = h.respond
+    common = dict(outputs=[chatbot, conv, msg, cont], concurrency_limit=chat_concurrency,
+                  concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
     ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in], **common)
-    ev_send = send.click(respond, inputs=[msg, conv, *settings_in], **common)
-    ev_regen = regen.click(regenerate, inputs=[conv, *settings_in], **common)
-    ev_cont = cont.click(continue_reply, inputs=[conv, *settings_in], **common)
-    stop.click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
-    ev_clear = clear.click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private", concurrency_limit=None)
+    ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in], **common)
+    ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in], **common)
+    ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in], **common)
+    c["stop"].click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
+    ev_clear = c["clear"].click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
+                                concurrency_limit=None)
     ev_clear2 = chatbot.clear(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
                               concurrency_limit=None)
-    preset.change(apply_preset, inputs=[preset], outputs=[system_prompt], api_visibility="private",
-                  concurrency_limit=None, show_progress="hidden")
-    c.update(cont=cont, system_prompt=system_prompt, preset=preset, seed=seed, think=think, top_p=top_p,
-             temperature=temperature, max_tokens=max_tokens, stop=stop,
-             chat_events=[ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2])
-    c["register_restore"] = build_conversations(demo, c)
-    return c
+    c["preset"].change(h.apply_preset, inputs=[c["preset"]], outputs=[c["system_prompt"]], api_visibility="private",
+                       concurrency_limit=None, show_progress="hidden")
+    return [ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2]

@@ -1,0 +1,51 @@
+"""The house style, measured: no module in src/finspace over 450 lines, no function over 80 (a nested function
+counts in its enclosing function's length, so a builder cannot hide its length in closures)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "finspace"
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 80
+
+
+def too_long(root: Path = SRC) -> list[str]:
+    """'path: N lines' for each module over MAX_MODULE_LINES, 'path:line name: N lines' for each function over
+    MAX_FUNCTION_LINES (end_lineno - lineno + 1, decorators left out)."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(root.parent)
+        n = len(text.splitlines())
+        if n > MAX_MODULE_LINES:
+            out.append(f"{rel}: {n} lines")
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    out.append(f"{rel}:{node.lineno} {node.name}: {length} lines")
+    return out
+
+
+def test_no_module_over_450_lines_and_no_function_over_80():
+    found = too_long()
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("def f():\n" + "    x = 1\n" * 80, ["m.py:1 f: 81 lines"]),
+    ("def f():\n" + "    x = 1\n" * 79, []),
+    ("def outer():\n    def inner():\n" + "        x = 1\n" * 79, ["m.py:1 outer: 81 lines"]),
+    ("class C:\n    async def m(self):\n" + "        x = 1\n" * 80, ["m.py:2 m: 81 lines"]),
+    ("x = 1\n" * 451, ["m.py: 451 lines"]),
+    ("x = 1\n" * 450, []),
+])
+def test_the_measure_finds_what_is_too_long(tmp_path, source, expected):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "m.py").write_text(source)
+    assert [line.replace("pkg/", "") for line in too_long(pkg)] == expected
