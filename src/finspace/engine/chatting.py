@@ -23,6 +23,15 @@ RESTARTING = "the engine stopped unexpectedly and is restarting; send your messa
 
 
 class ChatStreams:
+    async def run_tokenizer(self, fn, *args):
+        """``fn(tokenizer, *args)`` in the engine's one tokenizer thread (a fast tokenizer must not be used from
+        two threads at once; never in the serving loop). NotReady with no model loaded."""
+        tok = self._tokenizer
+        if tok is None:
+            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'}); "
+                           "a document is measured in the loaded model's tokens")
+        return await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, fn, tok, *args)
+
     async def chat(self, messages: Any, settings: ChatSettings | None = None,
                    info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
         """Stream the answer to ``messages`` as text deltas (a reasoning model's thinking left out: see

@@ -20,12 +20,15 @@ from typing import Any
 
 import gradio as gr
 
+from finspace.documents import chat as docs
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
+from finspace.ui.documents import (DOCUMENT_CONCURRENCY, DOCUMENT_CONCURRENCY_ID, FILE_TYPES, build_attach,
+                                   message_text)
 
 log = logging.getLogger("finspace.ui")
 
@@ -87,9 +90,13 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
+    c["doc"] = doc = gr.State(None)  # the conversation's document (finspace.documents.chat.Attached state)
+    c["doc_fit"] = doc_fit = gr.Markdown(elem_id="doc-fit")
     with gr.Row():
-        c["msg"] = msg = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
-                                    scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
+        c["msg"] = msg = gr.MultimodalTextbox(
+            placeholder="Type a question and press Enter; attach a filing (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) "
+                        "to ask about it", show_label=False, scale=8, elem_id="chat-input", max_lines=8,
+            autofocus=True, file_types=FILE_TYPES, file_count="single", sources=["upload"])
         c["send"] = send = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
     with gr.Row():
@@ -118,9 +125,12 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     settings_in = [system_prompt, temperature, max_tokens, top_p, seed, think]
 
     # ------------------------------------------------------------ handlers
-    async def stream_into(conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None):
-        """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs."""
+    async def stream_into(conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None,
+                          doc_state: Any = None):
+        """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
+        conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
         entry = engine.entry
+        attached = docs.Attached.from_state(doc_state)
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
             reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
@@ -136,6 +146,9 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         hide = gr.update(visible=False)
         yield convo.display(conv_), conv_, first_msg, hide
         try:
+            summary = None
+            if attached is not None:
+                settings, summary = await docs.with_document(svc, attached, messages, settings)
             async with contextlib.aclosing(stream_parts(svc, messages, settings, info)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
@@ -143,6 +156,7 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
                     yield convo.display(conv_), conv_, gr.skip(), gr.skip()
             reply["raw"] = base_raw + info.text
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
+            reply["usage"]["document"] = summary
             yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
         except FinspaceError as exc:
             text = svc.redact(str(exc))
@@ -170,7 +184,11 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
 
     skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
-    async def respond(message, conv_, *values):
+    async def respond(message, conv_, doc_state, *values):
+        message = message_text(message)
+        if not message.strip() and doc_state is not None:
+            yield skip4  # a document attached without a question: its fit table is the answer
+            return
         problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
         settings = checked_settings(*values) if problem is None else None
         if problem is not None:
@@ -181,10 +199,10 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         conv_ = list(conv_ or [])
         mark_switch(conv_)
         conv_.append(convo.turn("user", message))
-        async for out in stream_into(conv_, settings, ""):
+        async for out in stream_into(conv_, settings, "", doc_state=doc_state):
             yield out
 
-    async def regenerate(conv_, *values):
+    async def regenerate(conv_, doc_state, *values):
         conv_, last = convo.strip_last_reply(list(conv_ or []))
         if last is None:
             gr.Warning("Nothing to regenerate yet: send a message first.")
@@ -195,10 +213,10 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
             yield skip4
             return
         mark_switch(conv_)
-        async for out in stream_into(conv_, settings, gr.skip()):
+        async for out in stream_into(conv_, settings, gr.skip(), doc_state=doc_state):
             yield out
 
-    async def continue_reply(conv_, *values):
+    async def continue_reply(conv_, doc_state, *values):
         conv_ = list(conv_ or [])
         at = convo.last_reply(conv_)
         entry = engine.entry
@@ -215,7 +233,7 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
             yield skip4
             return
         async for out in stream_into(conv_, dataclasses.replace(settings, continue_final_message=True),
-                                     gr.skip(), at=at):
+                                     gr.skip(), at=at, doc_state=doc_state):
             yield out
 
     def apply_preset(label):
@@ -228,19 +246,24 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
             return gr.skip()
 
     def clear_chat():
-        return [], [], gr.update(visible=False)
+        return [], [], gr.update(visible=False), None, ""
 
     # -------------------------------------------------------------- events
     outputs = [chatbot, conv, msg, cont]
     common = dict(outputs=outputs, concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
                   api_visibility="private", show_progress="minimal")
-    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in], **common)
-    ev_send = send.click(respond, inputs=[msg, conv, *settings_in], **common)
-    ev_regen = regen.click(regenerate, inputs=[conv, *settings_in], **common)
-    ev_cont = cont.click(continue_reply, inputs=[conv, *settings_in], **common)
+    attach = build_attach(svc)
+    attaching = dict(inputs=[msg, doc], outputs=[doc, doc_fit, msg], api_visibility="private",
+                     concurrency_limit=DOCUMENT_CONCURRENCY, concurrency_id=DOCUMENT_CONCURRENCY_ID,
+                     show_progress="minimal")
+    ev_submit = msg.submit(attach, **attaching).success(respond, inputs=[msg, conv, doc, *settings_in], **common)
+    ev_send = send.click(attach, **attaching).success(respond, inputs=[msg, conv, doc, *settings_in], **common)
+    ev_regen = regen.click(regenerate, inputs=[conv, doc, *settings_in], **common)
+    ev_cont = cont.click(continue_reply, inputs=[conv, doc, *settings_in], **common)
     stop.click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
-    ev_clear = clear.click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private", concurrency_limit=None)
-    ev_clear2 = chatbot.clear(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
+    ev_clear = clear.click(clear_chat, outputs=[chatbot, conv, cont, doc, doc_fit], api_visibility="private",
+                           concurrency_limit=None)
+    ev_clear2 = chatbot.clear(clear_chat, outputs=[chatbot, conv, cont, doc, doc_fit], api_visibility="private",
                               concurrency_limit=None)
     preset.change(apply_preset, inputs=[preset], outputs=[system_prompt], api_visibility="private",
                   concurrency_limit=None, show_progress="hidden")

@@ -1,0 +1,75 @@
+"""The chat box's attachment: a filing dropped on the input is converted, measured and shown as a fit table.
+
+Pressing Enter (or Send) with a file attached runs ``attach`` first: the upload
+is converted (off the serving loop, time-bounded, deleted after: finspace.
+documents), counted in the loaded model's tokens, and the table under the chat
+says whether it fits the loaded model and which catalogue models would hold it.
+With no question typed, nothing more runs; with one, the answer follows, from
+the whole document or its most relevant passages. The document stays with the
+conversation until Clear. A bad file is refused with its reason and no answer.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from finspace.documents import chat as docs
+from finspace.documents import fit as fitting
+from finspace.documents.convert import KINDS
+from finspace.documents.upload import remove_upload
+from finspace.errors import FinspaceError
+
+FILE_TYPES = sorted(KINDS)  # the multimodal textbox offers these extensions
+DOCUMENT_CONCURRENCY_ID = "documents"
+DOCUMENT_CONCURRENCY = 2  # conversions at once (each a child process)
+
+
+def takes_document(fn):
+    """Mark an event function whose input may carry an uploaded file (finspace.guard lets a FileData inside
+    Gradio's upload folder through to these events only)."""
+    fn.finspace_takes_document = True
+    return fn
+
+
+def message_text(message: Any) -> str:
+    """The text of the multimodal textbox's value ({"text", "files"}), or of a plain string."""
+    if isinstance(message, dict):
+        return message.get("text") or ""
+    return message if isinstance(message, str) else ""
+
+
+def message_file(message: Any) -> str | None:
+    files = message.get("files") if isinstance(message, dict) else None
+    if not files:
+        return None
+    first = files[0]
+    return first.get("path") if isinstance(first, dict) else first
+
+
+def build_attach(svc: Any):
+    """The attach step: (message, document state) -> (document state, fit table, the input without its file)."""
+    folder = docs.upload_folder(svc.settings)
+
+    @takes_document
+    async def attach(message, doc_state):
+        path = message_file(message)
+        if path is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        files = message.get("files") or []
+        try:
+            if len(files) > 1:
+                raise FinspaceError("attach one document at a time")
+            att = await docs.attach(svc, str(path), Path(str(path)).name)
+        except FinspaceError as exc:
+            raise gr.Error(html.escape(svc.redact(str(exc))), print_exception=False) from None
+        finally:
+            for f in files:  # whatever happened, no upload stays on the server
+                remove_upload(f.get("path") if isinstance(f, dict) else str(f), folder)
+        table = fitting.table(docs.fit_of(svc, att), att.doc)
+        return att.to_state(), table, {"text": message_text(message), "files": []}
+
+    return attach
