@@ -199,6 +199,8 @@ def test_an_upload_of_one_document_within_the_limit_passes(uploads):
 @pytest.mark.parametrize("body, status, phrase", [
     (multipart("a.pdf", "b.pdf"), 400, "send one document per upload"),
     (multipart("a.pdf", size=5000), 413, "a document may be 0 MiB at most (FINSPACE_DOCUMENT_MAX_MIB)"),
+    (multipart("passwd"), 400, "'passwd' is not a document this app takes; upload .pdf"),
+    (multipart("x.exe"), 400, "'x.exe' is not a document this app takes"),
 ])
 def test_uploads_past_one_file_or_the_size_limit_are_refused(uploads, body, status, phrase):
     guard, seen = make_with_uploads(uploads)

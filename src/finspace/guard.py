@@ -9,7 +9,8 @@ mounted Gradio UI). In order, it:
   (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
   queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
 - takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
-  request, the body bounded by the document size limit; refuses them otherwise;
+  request, named with a document's extension, the body bounded by the document size limit; refuses them
+  otherwise;
 - bounds every body before it is read: Content-Length first, then the bytes as
   they arrive (413 with the limit), so a 100 MB body costs nothing, with or
   without a token;
@@ -52,7 +53,7 @@ _DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")
 _CALL = re.compile(r"^/gradio_api/call/([^/]*)(?:/(.*?))?/?$")
 _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
 UPLOAD = "/gradio_api/upload"
-_UPLOADED_PART = re.compile(rb"content-disposition:[^\r\n]*filename=", re.I)  # one per file in a multipart body
+_UPLOADED_PART = re.compile(rb"content-disposition:[^\r\n]*filename=\"?([^\"\r\n]*)", re.I)  # one per file
 _MAX_DEPTH = 64
 V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
 
@@ -208,7 +209,8 @@ class Guard:
     def __init__(self, app, *, limits: Limits, public_api: tuple[str, ...],
                  events: Callable[[], Mapping[int, tuple]],
                  tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
-                 upload_bytes: int = 0, document_events: Callable[[], Collection[int]] = frozenset):
+                 upload_bytes: int = 0, document_events: Callable[[], Collection[int]] = frozenset,
+                 upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
         self.public_api = public_api
@@ -220,6 +222,7 @@ class Guard:
         self.api_docs = api_docs
         self.upload_dir = upload_dir
         self.upload_bytes = upload_bytes
+        self.upload_types = upload_types
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -259,8 +262,8 @@ class Guard:
                         raise Refusal(429, refusal, {"Retry-After": "2"})
                 elif find_file_reference(value) is not None:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
-            elif path == UPLOAD and len(_UPLOADED_PART.findall(body)) > 1:
-                raise Refusal(400, "send one document per upload")
+            elif path == UPLOAD:
+                self._check_upload(body)
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)
@@ -288,6 +291,15 @@ class Guard:
             raise Refusal(404, f"no public endpoint named {call.group(1)[:60]!r}; the public ones are {names}")
         if path.startswith(UPLOAD) and method == "POST" and (self.upload_dir is None or path != UPLOAD):
             raise Refusal(403, "this app takes no file uploads; send the text itself")
+
+    def _check_upload(self, body: bytes) -> None:
+        names = [n.decode("utf-8", "replace") for n in _UPLOADED_PART.findall(body)]
+        if len(names) > 1:
+            raise Refusal(400, "send one document per upload")
+        for name in names:
+            if not name.lower().endswith(self.upload_types):
+                raise Refusal(400, f"{name[-60:]!r} is not a document this app takes; upload "
+                                   f"{', '.join(self.upload_types)}")
 
     def _body_limit(self, path: str) -> int:
         if path == UPLOAD:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.documents.chat import upload_folder
+from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.guard import EventTracker, Guard, client_address
 from finspace.openai_api import add_openai_routes, error_body
@@ -214,6 +215,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
                        upload_dir=upload_folder(settings), upload_bytes=settings.documents.upload_body_bytes,
+                       upload_types=tuple(sorted(KINDS)),
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
 
