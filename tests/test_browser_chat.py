@@ -111,6 +111,9 @@ def test_a_seed_out_of_range_is_a_clear_message_and_the_page_still_works(page):
 def test_a_refresh_brings_back_the_conversation(page):
     before = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")
     assert before
+    # the conversation is saved in the browser by the event that follows each reply (ui/conversations.py); a reload
+    # in the same instant as the reply's last update can beat that save, so give it a moment to land
+    page.wait_for_timeout(2000)
     page.reload(wait_until="domcontentloaded")
     page.wait_for_selector("#chat-input textarea", timeout=60_000)
     page.wait_for_function(f"document.querySelectorAll('#chatbot [data-testid=\"bot\"]').length === {len(before)}",

@@ -1,4 +1,4 @@
-"""Documents through the real app (vLLM on CPU): /chat with gradio_client's handle_file, the page's attach step
+"""Documents through the real app (vLLM on CPU): /chat with gradio_client's handle_file, the chat box's submit event
 over Gradio's queue, /v1 file parts; the prompt the engine receives is read from FINSPACE_TEST_PROMPT_LOG.
 
 Catalogue: "a" (loaded) is the tiny llama with a 1,024-token context; "mid" (4,096) and "long" (16,384) are the
@@ -115,19 +115,20 @@ def run_event(server, fn_index: int, data: list) -> dict:
     raise AssertionError("the event did not complete")
 
 
-def attach_event(server) -> int:
+def ask_event(server) -> int:
+    """The chat box's submit event: (message with its file, conversation, document, six settings)."""
     config = httpx.get(server.url + "/config", timeout=30).json()
     fit_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "doc-fit")
-    return next(d["id"] for d in config["dependencies"] if fit_id in d["outputs"] and len(d["inputs"]) == 2)
+    return next(d["id"] for d in config["dependencies"] if fit_id in d["outputs"] and len(d["inputs"]) == 9)
 
 
 def test_the_fit_table_names_the_models_that_would_hold_it(server, report):
     ref = upload(server, "annual-report.pdf", report.read_bytes())
-    msg = run_event(server, attach_event(server), [{"text": "", "files": [ref]}, None])
+    msg = run_event(server, ask_event(server), [{"text": "", "files": [ref]}, None, None, None, 0.0, 8, 1.0, None, True])
     assert msg["success"], msg
     table = next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
     assert "| **annual-report.pdf** (40 pages, PDF) |" in table
-    assert "| Tiny Llama 1k | 1,024 context | ❌ does not fit" in table
+    assert "| Tiny Llama 1k | 1,024 context | **does not fit**" in table
     assert "| Tiny Llama 16k (`long`) | 16,384 context | would hold it whole" in table
     assert "`mid`" not in table, "4,096 tokens do not hold it"
     assert "**Two ways on:** switch to a model that holds it whole (`long`" in table

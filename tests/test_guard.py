@@ -148,7 +148,7 @@ def test_a_closed_stream_frees_its_sessions_events_for_the_client():
 
 
 # ------------------------------------------------------------------ documents: uploads and FileData on their events
-DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: the page's attach step
+DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: an event of the page that takes a document
 
 
 def make_with_uploads(folder, upload_bytes=4096):

@@ -18,7 +18,7 @@ mounted Gradio UI). In order, it:
   refuses any Gradio FileData reference in it (``{"path": ..., "meta": {"_type":
   "gradio.FileData"}}``): no payload can name a file on the server. The one
   exception is the document a chat carries: on the events marked as taking one
-  (``document_events``: the chat box's attach step and the /chat endpoint, by
+  (``document_events``: the chat box's submit and Send events and the /chat endpoint, by
   fn_index), a reference whose real path lies inside Gradio's upload folder
   (and whose url, if any, is that file's own) passes; any other path, any other
   event, is refused as before. Gradio skips its own check of such paths when an

@@ -248,7 +248,7 @@ def test_uploads_are_bounded_in_size_number_and_type(server):
 
 def test_an_uploaded_document_passes_on_the_chat_only_and_other_paths_never(server):
     """The one opening issue 21 made: a file Gradio's upload route wrote, on the document events (the chat box's
-    attach step, /chat); the same reference on any other event, and any other path on these, are refused."""
+    submit and Send, /chat); the same reference on any other event, and any other path on these, are refused."""
     with httpx.Client(timeout=60) as http:
         r = http.post(server.url + "/gradio_api/upload", files={"files": ("note.txt", b"EBITDA rose 4%.")})
         assert r.status_code == 200, r.text

@@ -60,7 +60,7 @@ def table(fit: Fit, doc: Document) -> str:
     size = f"{pages} {'sheets' if doc.kind == 'xlsx' else 'pages'}, " if pages else ""
     name = html.escape(doc.name)
     model = html.escape(fit.model_label or "no model loaded")
-    verdict = "✅ fits" if fit.fits else "❌ does not fit"
+    verdict = "**fits**" if fit.fits else "**does not fit**"
     rows = ["| | tokens | |", "| --- | ---: | --- |",
             f"| **{name}** ({size}{doc.kind.upper()}) | {fit.doc_tokens:,} | counted with {model}'s tokenizer |",
             f"| {model} | {fit.max_model_len:,} context | {verdict} with room for a question and a "

@@ -27,8 +27,7 @@ from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
-from finspace.ui.documents import (DOCUMENT_CONCURRENCY, DOCUMENT_CONCURRENCY_ID, FILE_TYPES, build_attach,
-                                   message_text)
+from finspace.ui.documents import FILE_TYPES, build_attach, message_file, message_text, takes_document
 
 log = logging.getLogger("finspace.ui")
 
@@ -184,23 +183,35 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
 
     skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
+    attach = build_attach(svc)
+    skip2 = (gr.skip(), gr.skip())
+
+    @takes_document
     async def respond(message, conv_, doc_state, *values):
-        message = message_text(message)
-        if not message.strip() and doc_state is not None:
-            yield skip4  # a document attached without a question: its fit table is the answer
-            return
-        problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
+        """A question, with a document attached or not: the document is converted and its fit table shown first
+        (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table."""
+        text = message_text(message)
+        if message_file(message) is not None:
+            attached = await attach(message)
+            if attached is None:  # refused: its reason is shown, the file is gone, the question stays
+                yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip()
+                return
+            doc_state, table = attached
+            yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table
+        if not text.strip() and doc_state is not None:
+            return  # a document attached without a question: its fit table is the answer
+        problem = convo.message_problem(text, conv_, MAX_CONVERSATION_CHARS)
         settings = checked_settings(*values) if problem is None else None
         if problem is not None:
             gr.Warning(problem)
         if settings is None:
-            yield skip4
+            yield (*skip4, *skip2)
             return
         conv_ = list(conv_ or [])
         mark_switch(conv_)
-        conv_.append(convo.turn("user", message))
+        conv_.append(convo.turn("user", text))
         async for out in stream_into(conv_, settings, "", doc_state=doc_state):
-            yield out
+            yield (*out, *skip2)
 
     async def regenerate(conv_, doc_state, *values):
         conv_, last = convo.strip_last_reply(list(conv_ or []))
@@ -252,12 +263,9 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     outputs = [chatbot, conv, msg, cont]
     common = dict(outputs=outputs, concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
                   api_visibility="private", show_progress="minimal")
-    attach = build_attach(svc)
-    attaching = dict(inputs=[msg, doc], outputs=[doc, doc_fit, msg], api_visibility="private",
-                     concurrency_limit=DOCUMENT_CONCURRENCY, concurrency_id=DOCUMENT_CONCURRENCY_ID,
-                     show_progress="minimal")
-    ev_submit = msg.submit(attach, **attaching).success(respond, inputs=[msg, conv, doc, *settings_in], **common)
-    ev_send = send.click(attach, **attaching).success(respond, inputs=[msg, conv, doc, *settings_in], **common)
+    asking = {**common, "outputs": [*outputs, doc, doc_fit]}
+    ev_submit = msg.submit(respond, inputs=[msg, conv, doc, *settings_in], **asking)
+    ev_send = send.click(respond, inputs=[msg, conv, doc, *settings_in], **asking)
     ev_regen = regen.click(regenerate, inputs=[conv, doc, *settings_in], **common)
     ev_cont = cont.click(continue_reply, inputs=[conv, doc, *settings_in], **common)
     stop.click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")

@@ -1,6 +1,6 @@
 """The chat box's attachment: a filing dropped on the input is converted, measured and shown as a fit table.
 
-Pressing Enter (or Send) with a file attached runs ``attach`` first: the upload
+Pressing Enter (or Send) with a file attached runs ``attach`` first, inside the chat's own event: the upload
 is converted (off the serving loop, time-bounded, deleted after: finspace.
 documents), counted in the loaded model's tokens, and the table under the chat
 says whether it fits the loaded model and which catalogue models would hold it.
@@ -24,8 +24,6 @@ from finspace.documents.upload import remove_upload
 from finspace.errors import FinspaceError
 
 FILE_TYPES = sorted(KINDS)  # the multimodal textbox offers these extensions
-DOCUMENT_CONCURRENCY_ID = "documents"
-DOCUMENT_CONCURRENCY = 2  # conversions at once (each a child process)
 
 
 def takes_document(fn):
@@ -51,25 +49,23 @@ def message_file(message: Any) -> str | None:
 
 
 def build_attach(svc: Any):
-    """The attach step: (message, document state) -> (document state, fit table, the input without its file)."""
+    """The attach step: the chat box's value (with one file) -> (document state, fit table), or None when the
+    file is refused (a warning says why). The upload is deleted whatever happens."""
     folder = docs.upload_folder(svc.settings)
 
-    @takes_document
-    async def attach(message, doc_state):
-        path = message_file(message)
-        if path is None:
-            return gr.skip(), gr.skip(), gr.skip()
+    async def attach(message) -> tuple[dict, str] | None:
         files = message.get("files") or []
         try:
             if len(files) > 1:
                 raise FinspaceError("attach one document at a time")
-            att = await docs.attach(svc, str(path), Path(str(path)).name)
+            path = str(message_file(message))
+            att = await docs.attach(svc, path, Path(path).name)
         except FinspaceError as exc:
-            raise gr.Error(html.escape(svc.redact(str(exc))), print_exception=False) from None
+            gr.Warning(html.escape(svc.redact(str(exc))))
+            return None
         finally:
             for f in files:  # whatever happened, no upload stays on the server
                 remove_upload(f.get("path") if isinstance(f, dict) else str(f), folder)
-        table = fitting.table(docs.fit_of(svc, att), att.doc)
-        return att.to_state(), table, {"text": message_text(message), "files": []}
+        return att.to_state(), fitting.table(docs.fit_of(svc, att), att.doc)
 
     return attach
