@@ -82,9 +82,12 @@ class Page:
         deps = config["dependencies"]
         self.respond_fn = next(d["id"] for d in deps if ids["doc-fit"] in d["outputs"] and len(d["inputs"]) == 9)
 
-    def _event(self, fn_index: int, data: list) -> tuple[float | None, dict]:
-        """(seconds from the join to the first update showing the model's reply, the completed message)."""
-        t0 = time.perf_counter()
+    def _event(self, fn_index: int, data: list, answers_before: int = 0) -> tuple[float | None, dict]:
+        """(seconds from the join to the first update whose conversation shows more than ``answers_before``
+        replies, the completed message). Updates after the first are diffs: applied as gradio_client does."""
+        from gradio_client.utils import apply_diff
+
+        t0, chat = time.perf_counter(), None
         r = self.http.post(self.url + "/gradio_api/queue/join", json={
             "data": data, "fn_index": fn_index, "session_hash": self.session, "trigger_id": None})
         r.raise_for_status()
@@ -94,9 +97,13 @@ class Page:
                 if not line.startswith("data:"):
                     continue
                 msg = json.loads(line[5:])
-                if msg.get("msg") == "process_generating" and first is None \
-                        and '"assistant"' in json.dumps((msg.get("output") or {}).get("data", [None])[0]):
-                    first = time.perf_counter() - t0
+                if msg.get("msg") == "process_generating":
+                    out = (msg.get("output") or {}).get("data", [None])[0]
+                    chat = out if chat is None else apply_diff(chat, out)
+                    replies = sum(1 for m in chat if isinstance(m, dict) and m.get("role") == "assistant") \
+                        if isinstance(chat, list) else 0
+                    if first is None and replies > answers_before:
+                        first = time.perf_counter() - t0
                 if msg.get("msg") == "process_completed":
                     if not msg.get("success"):
                         raise RuntimeError(f"finspace: the event failed: {str(msg)[:300]}")
@@ -110,9 +117,9 @@ class Page:
         _, msg = self._event(self.respond_fn, [{"text": "", "files": [ref]}, None, None, None, 0.0, 8, 1.0, None, True])
         return next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
 
-    def ask(self, question: str, tokens: int) -> float:
+    def ask(self, question: str, tokens: int, answers_before: int) -> float:
         ttft, _ = self._event(self.respond_fn, [{"text": question, "files": []}, None, None,
-                                                None, 0.0, tokens, 1.0, None, True])
+                                                None, 0.0, tokens, 1.0, None, True], answers_before)
         if ttft is None:
             raise RuntimeError("finspace: no reply text arrived")
         return ttft
@@ -207,7 +214,7 @@ def main() -> int:
         for r, path in enumerate(docs):
             page = Page(srv.url)
             table = page.attach(path)
-            first, followup = page.ask(FIRST, args.tokens), page.ask(FOLLOWUP, args.tokens)
+            first, followup = page.ask(FIRST, args.tokens, 0), page.ask(FOLLOWUP, args.tokens, 1)
             if r:
                 fs["first"].append(first), fs["followup"].append(followup)
             else:
@@ -225,7 +232,8 @@ def main() -> int:
             if r:
                 vl["first"].append(first), vl["followup"].append(followup)
             else:
-                n = len(tok.apply_chat_template(messages[:2], tokenize=True, add_generation_prompt=True))
+                n = len(tok.apply_chat_template(messages[:2], tokenize=True, add_generation_prompt=True,
+                                                return_dict=True)["input_ids"])
                 print(f"document: {pages} pages, first prompt {n} tokens (max_model_len {CONTEXT})")
     finally:
         srv.stop()

@@ -250,3 +250,29 @@ def test_the_fit_table_shows_tokens_verdict_holders_and_the_two_ways_on():
 
 def test_markdown_table_pads_and_escapes():
     assert markdown_table([["a", "b|c"], ["1"], ["", ""]]) == "| a | b\\|c |\n| --- | --- |\n| 1 |  |"
+
+
+# ------------------------------------------------------------------ settings
+@pytest.mark.parametrize("env, expected", [
+    ({}, (20 << 20, 1000, 60.0)),
+    ({"FINSPACE_DOCUMENT_MAX_MIB": "5", "FINSPACE_DOCUMENT_MAX_PAGES": "40", "FINSPACE_DOCUMENT_TIMEOUT_S": "9.5"},
+     (5 << 20, 40, 9.5)),
+])
+def test_document_limits_come_from_the_environment(env, expected):
+    from finspace.settings import Settings
+
+    d = Settings.from_env(env).documents
+    assert (d.max_bytes, d.max_pages, d.convert_timeout_s) == expected
+    assert d.upload_body_bytes == d.max_bytes + 64 * 1024
+
+
+@pytest.mark.parametrize("env, match", [
+    ({"FINSPACE_DOCUMENT_MAX_MIB": "0"}, r"FINSPACE_DOCUMENT_MAX_MIB=0 is out of range"),
+    ({"FINSPACE_DOCUMENT_MAX_PAGES": "many"}, r"FINSPACE_DOCUMENT_MAX_PAGES='many' is not a whole number"),
+    ({"FINSPACE_DOCUMENT_TIMEOUT_S": "0.1"}, r"FINSPACE_DOCUMENT_TIMEOUT_S=0.1 is out of range"),
+])
+def test_bad_document_limits_are_refused(env, match):
+    from finspace.settings import Settings
+
+    with pytest.raises(BadInput, match=match):
+        Settings.from_env(env)

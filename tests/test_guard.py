@@ -201,6 +201,8 @@ def test_an_upload_of_one_document_within_the_limit_passes(uploads):
     (multipart("a.pdf", size=5000), 413, "a document may be 0 MiB at most (FINSPACE_DOCUMENT_MAX_MIB)"),
     (multipart("passwd"), 400, "'passwd' is not a document this app takes; upload .pdf"),
     (multipart("x.exe"), 400, "'x.exe' is not a document this app takes"),
+    ((multipart("a.pdf")[0].replace(b'filename="a.pdf"', b"filename*=utf-8''a.sh"), multipart()[1]), 400,
+     "plain filename"),
 ])
 def test_uploads_past_one_file_or_the_size_limit_are_refused(uploads, body, status, phrase):
     guard, seen = make_with_uploads(uploads)

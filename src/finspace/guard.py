@@ -53,7 +53,7 @@ _DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")
 _CALL = re.compile(r"^/gradio_api/call/([^/]*)(?:/(.*?))?/?$")
 _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
 UPLOAD = "/gradio_api/upload"
-_UPLOADED_PART = re.compile(rb"content-disposition:[^\r\n]*filename=\"?([^\"\r\n]*)", re.I)  # one per file
+_UPLOADED_PART = re.compile(rb"content-disposition:[^\r\n]*?filename(\*?)=\"?([^\"\r\n;]*)", re.I)  # one per file
 _MAX_DEPTH = 64
 V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
 
@@ -293,9 +293,12 @@ class Guard:
             raise Refusal(403, "this app takes no file uploads; send the text itself")
 
     def _check_upload(self, body: bytes) -> None:
-        names = [n.decode("utf-8", "replace") for n in _UPLOADED_PART.findall(body)]
-        if len(names) > 1:
+        found = _UPLOADED_PART.findall(body)
+        if len(found) > 1:
             raise Refusal(400, "send one document per upload")
+        if any(star for star, _ in found):
+            raise Refusal(400, "name the document with a plain filename=\"...\" (not filename*=)")
+        names = [n.decode("utf-8", "replace") for _, n in found]
         for name in names:
             if not name.lower().endswith(self.upload_types):
                 raise Refusal(400, f"{name[-60:]!r} is not a document this app takes; upload "

@@ -128,10 +128,12 @@ def build_conversations(demo: gr.Blocks, c: dict) -> Callable[[], None]:
     for ev in c["chat_events"]:
         ev.then(save, inputs=[conv, store], outputs=[store, picker, title], **private)
     c["stop"].click(save, inputs=[conv, store], outputs=[store, picker, title], **private)
-    picker.input(select, inputs=[picker, store], outputs=view, **private)
-    new.click(new_chat, inputs=[conv, store], outputs=view, **private)
+    switched = [picker.input(select, inputs=[picker, store], outputs=view, **private),
+                new.click(new_chat, inputs=[conv, store], outputs=view, **private)]
     rename.click(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
     title.submit(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
-    delete.click(delete_chat, inputs=[store], outputs=view, **private)
+    switched.append(delete.click(delete_chat, inputs=[store], outputs=view, **private))
+    for ev in switched:  # a document belongs to the conversation it was attached in
+        ev.then(lambda: (None, ""), outputs=[c["doc"], c["doc_fit"]], **private)
     export.click(export_files, inputs=[conv, title], outputs=[files], **private)
     return lambda: demo.load(restore, inputs=[store], outputs=view, **private)
