@@ -114,12 +114,12 @@ class Page:
         r = self.http.post(self.url + "/gradio_api/upload", files={"files": (path.name, path.read_bytes())})
         r.raise_for_status()
         ref = {"path": r.json()[0], "url": None, "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
-        _, msg = self._event(self.respond_fn, [{"text": "", "files": [ref]}, None, None, None, 0.0, 8, 1.0, None, True])
+        _, msg = self._event(self.respond_fn, [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None])
         return next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
 
     def ask(self, question: str, tokens: int, answers_before: int) -> float:
         ttft, _ = self._event(self.respond_fn, [{"text": question, "files": []}, None, None,
-                                                None, 0.0, tokens, 1.0, None, True], answers_before)
+                                                0.0, tokens, 1.0, None, True, None], answers_before)
         if ttft is None:
             raise RuntimeError("finspace: no reply text arrived")
         return ttft

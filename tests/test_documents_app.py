@@ -116,7 +116,7 @@ def run_event(server, fn_index: int, data: list) -> dict:
 
 
 def ask_event(server) -> int:
-    """The chat box's submit event: (message with its file, conversation, document, six settings)."""
+    """The chat box's submit event: (message with its file, conversation, six settings, document)."""
     config = httpx.get(server.url + "/config", timeout=30).json()
     fit_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "doc-fit")
     return next(d["id"] for d in config["dependencies"] if fit_id in d["outputs"] and len(d["inputs"]) == 9)
@@ -124,7 +124,7 @@ def ask_event(server) -> int:
 
 def test_the_fit_table_names_the_models_that_would_hold_it(server, report):
     ref = upload(server, "annual-report.pdf", report.read_bytes())
-    msg = run_event(server, ask_event(server), [{"text": "", "files": [ref]}, None, None, None, 0.0, 8, 1.0, None, True])
+    msg = run_event(server, ask_event(server), [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None])
     assert msg["success"], msg
     table = next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
     assert "| **annual-report.pdf** (40 pages, PDF) |" in table

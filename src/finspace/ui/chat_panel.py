@@ -187,9 +187,11 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     skip2 = (gr.skip(), gr.skip())
 
     @takes_document
-    async def respond(message, conv_, doc_state, *values):
+    async def respond(message, conv_, *values):
         """A question, with a document attached or not: the document is converted and its fit table shown first
-        (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table."""
+        (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table. Inputs: the
+        message, the conversation, the six settings, the document state (last: optional for raw callers)."""
+        *values, doc_state = values
         text = message_text(message)
         if message_file(message) is not None:
             attached = await attach(message)
@@ -213,7 +215,8 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         async for out in stream_into(conv_, settings, "", doc_state=doc_state):
             yield (*out, *skip2)
 
-    async def regenerate(conv_, doc_state, *values):
+    async def regenerate(conv_, *values):
+        *values, doc_state = values
         conv_, last = convo.strip_last_reply(list(conv_ or []))
         if last is None:
             gr.Warning("Nothing to regenerate yet: send a message first.")
@@ -227,7 +230,8 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
         async for out in stream_into(conv_, settings, gr.skip(), doc_state=doc_state):
             yield out
 
-    async def continue_reply(conv_, doc_state, *values):
+    async def continue_reply(conv_, *values):
+        *values, doc_state = values
         conv_ = list(conv_ or [])
         at = convo.last_reply(conv_)
         entry = engine.entry
@@ -264,10 +268,12 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     common = dict(outputs=outputs, concurrency_limit=chat_concurrency, concurrency_id=CHAT_CONCURRENCY_ID,
                   api_visibility="private", show_progress="minimal")
     asking = {**common, "outputs": [*outputs, doc, doc_fit]}
-    ev_submit = msg.submit(respond, inputs=[msg, conv, doc, *settings_in], **asking)
-    ev_send = send.click(respond, inputs=[msg, conv, doc, *settings_in], **asking)
-    ev_regen = regen.click(regenerate, inputs=[conv, doc, *settings_in], **common)
-    ev_cont = cont.click(continue_reply, inputs=[conv, doc, *settings_in], **common)
+    for fn in (respond, regenerate, continue_reply):  # the document state, last: callers of the earlier
+        fn.finspace_optional_inputs = 1               # inputs keep working (finspace.guard pads it with null)
+    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc], **asking)
+    ev_send = send.click(respond, inputs=[msg, conv, *settings_in, doc], **asking)
+    ev_regen = regen.click(regenerate, inputs=[conv, *settings_in, doc], **common)
+    ev_cont = cont.click(continue_reply, inputs=[conv, *settings_in, doc], **common)
     stop.click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
     ev_clear = clear.click(clear_chat, outputs=[chatbot, conv, cont, doc, doc_fit], api_visibility="private",
                            concurrency_limit=None)
