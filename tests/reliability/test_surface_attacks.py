@@ -302,7 +302,8 @@ def test_big_bodies_are_refused_before_they_are_read(server):
     # the page's own chat: a message over the limit is refused before it joins the conversation
     with GradioRaw(server.url, timeout=60) as g:
         respond = next(d for d in gradio_config(server.url)["dependencies"] if d.get("api_name") == "respond")
-        out = g.call(respond["id"], ["x" * 70_000, None, None, 0.0, 8, 1.0, None, True])  # message, conv, settings
+        # message (the chat box's {"text", "files"} since issue 21), conv, settings
+        out = g.call(respond["id"], [{"text": "x" * 70_000, "files": []}, None, None, 0.0, 8, 1.0, None, True])
     assert out.success, out.text
     assert "x" * 1000 not in json.dumps(out.output), "the refused message was echoed into the page"
     print(f"four 100 MB bodies refused (413); the server grew {grown:.1f} MiB")
