@@ -247,6 +247,14 @@ def test_any_other_path_is_refused_even_on_the_document_events(uploads, path, ur
     assert seen == []
 
 
+@pytest.mark.parametrize("fn_index", [[3, 3], {"a": 1}, True, 3.0, "3", None])
+def test_a_stray_fn_index_with_a_file_is_refused_not_a_500(uploads, fn_index):
+    guard, seen = make_with_uploads(uploads)
+    body = join(fn_index=fn_index, data=[file_data("/proc/self/environ"), None])
+    r = call(guard, "POST", "/gradio_api/queue/join", body)
+    assert r.status_code == 400 and "file references are not accepted" in r.json()["error"] and seen == []
+
+
 def test_five_input_chat_callers_keep_working_padded_with_no_document(uploads):
     guard, seen = make_with_uploads(uploads)
     r = call(guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q", [], None, 0.1, 8]}).encode())

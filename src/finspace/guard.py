@@ -138,7 +138,8 @@ def _check_references(value: Any, fn_index: Any, documents: Collection[int], upl
     refs = file_references(value)
     if refs == []:
         return
-    if refs is not None and upload_dir is not None and fn_index in documents \
+    on_document_event = isinstance(fn_index, int) and not isinstance(fn_index, bool) and fn_index in documents
+    if refs is not None and upload_dir is not None and on_document_event \
             and all(uploaded_file(r, upload_dir) for r in refs):
         return
     shown = "(nested too deeply)" if refs is None else next(
