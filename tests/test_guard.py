@@ -145,3 +145,119 @@ def test_a_closed_stream_frees_its_sessions_events_for_the_client():
     assert tracker.in_flight("1.2.3.4") == 2 and tracker.refusal("1.2.3.4")
     tracker.stream_closed("s1")  # Gradio keeps the ids in pending_event_ids_session; they no longer count
     assert tracker.in_flight("1.2.3.4") == 0 and tracker.refusal("1.2.3.4") is None
+
+
+# ------------------------------------------------------------------ documents: uploads and FileData on their events
+DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: an event of the page that takes a document
+
+
+def make_with_uploads(folder, upload_bytes=4096):
+    seen: list[bytes] = []
+
+    async def echo(scope, receive, send):
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        seen.append(body)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": json.dumps({"event_id": "e1"}).encode()})
+
+    lim = Limits()
+    guard = Guard(echo, limits=lim, public_api=("chat",), events=lambda: DOC_EVENTS, tracker=EventTracker(lim),
+                  upload_dir=str(folder), upload_bytes=upload_bytes, document_events=lambda: {1, 3})
+    return guard, seen
+
+
+def file_data(path, url=None):
+    return {"path": str(path), "url": url, "orig_name": "a.pdf", "meta": {"_type": "gradio.FileData"}}
+
+
+def multipart(*names, size=10):
+    parts = b"".join(b'--b\r\nContent-Disposition: form-data; name="files"; filename="' + n.encode() + b'"\r\n'
+                     b"Content-Type: application/pdf\r\n\r\n" + b"x" * size + b"\r\n" for n in names)
+    return parts + b"--b--\r\n", {"content-type": "multipart/form-data; boundary=b"}
+
+
+@pytest.fixture
+def uploads(tmp_path):
+    folder = tmp_path / "gradio"
+    (folder / "abc").mkdir(parents=True)
+    (folder / "abc" / "a.pdf").write_bytes(b"%PDF-1.4")
+    (folder / "abc" / "out.pdf").symlink_to("/etc/passwd")
+    return folder
+
+
+def test_an_upload_of_one_document_within_the_limit_passes(uploads):
+    guard, seen = make_with_uploads(uploads)
+    body, headers = multipart("a.pdf")
+    assert call(guard, "POST", "/gradio_api/upload", body, headers).status_code == 200 and seen == [body]
+
+
+@pytest.mark.parametrize("body, status, phrase", [
+    (multipart("a.pdf", "b.pdf"), 400, "send one document per upload"),
+    (multipart("a.pdf", size=5000), 413, "a document may be 0 MiB at most (FINSPACE_DOCUMENT_MAX_MIB)"),
+    (multipart("passwd"), 400, "'passwd' is not a document this app takes; upload .pdf"),
+    (multipart("x.exe"), 400, "'x.exe' is not a document this app takes"),
+    ((multipart("a.pdf")[0].replace(b'filename="a.pdf"', b"filename*=utf-8''a.sh"), multipart()[1]), 400,
+     "plain filename"),
+])
+def test_uploads_past_one_file_or_the_size_limit_are_refused(uploads, body, status, phrase):
+    guard, seen = make_with_uploads(uploads)
+    r = call(guard, "POST", "/gradio_api/upload", *body)
+    assert r.status_code == status and phrase in r.json()["error"] and seen == []
+
+
+def test_without_an_upload_folder_uploads_stay_refused():
+    guard, seen = make()
+    r = call(guard, "POST", "/gradio_api/upload", *multipart("a.pdf"))
+    assert r.status_code == 403 and "takes no file uploads" in r.json()["error"] and seen == []
+
+
+def test_an_uploaded_file_passes_on_the_document_events_only(uploads):
+    guard, seen = make_with_uploads(uploads)
+    ok = uploads / "abc" / "a.pdf"
+    for fn_index, data in ((3, [{"text": "q", "files": [file_data(ok)]}, None]),
+                           (1, ["q", [], None, 0.1, 8, file_data(ok, f"http://h/gradio_api/file={ok}")])):
+        r = call(guard, "POST", "/gradio_api/queue/join", join(fn_index=fn_index, data=data))
+        assert r.status_code == 200, r.text
+    r = call(guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q", [], None, 0.1, 8, file_data(ok)]}).encode())
+    assert r.status_code == 200, r.text
+    assert len(seen) == 3
+    r = call(guard, "POST", "/gradio_api/queue/join", join(fn_index=0, data=[file_data(ok), [], None, 0.1, 8]))
+    assert r.status_code == 400 and "file references are not accepted" in r.json()["error"]
+
+
+@pytest.mark.parametrize("path, url", [
+    ("/proc/self/environ", None), ("/etc/passwd", None), ("/dev/zero", None), ("{u}/../../etc/passwd", None),
+    ("{u}", None), ("{u}/abc/out.pdf", None), ("{u}x/abc/a.pdf", None), ("{u}/abc/a.pdf", "file:///etc/passwd"),
+    ("{u}/abc/a.pdf", "http://h/gradio_api/file=/etc/passwd"), ("{u}/abc/a.pdf\x00", None),
+])
+def test_any_other_path_is_refused_even_on_the_document_events(uploads, path, url):
+    guard, seen = make_with_uploads(uploads)
+    ref = file_data(path.format(u=uploads), url)
+    for body in (join(fn_index=3, data=[{"text": "q", "files": [ref]}, None]),
+                 join(fn_index=1, data=["q", [], None, 0.1, 8, ref]),
+                 json.dumps({"data": ["q", [], None, 0.1, 8, ref]}).encode()):
+        route = "/gradio_api/call/chat" if b"fn_index" not in body else "/gradio_api/queue/join"
+        r = call(guard, "POST", route, body)
+        assert r.status_code == 400 and "file references are not accepted" in r.json()["error"], r.text
+    assert seen == []
+
+
+@pytest.mark.parametrize("fn_index", [[3, 3], {"a": 1}, True, 3.0, "3", None])
+def test_a_stray_fn_index_with_a_file_is_refused_not_a_500(uploads, fn_index):
+    guard, seen = make_with_uploads(uploads)
+    body = join(fn_index=fn_index, data=[file_data("/proc/self/environ"), None])
+    r = call(guard, "POST", "/gradio_api/queue/join", body)
+    assert r.status_code == 400 and "file references are not accepted" in r.json()["error"] and seen == []
+
+
+def test_five_input_chat_callers_keep_working_padded_with_no_document(uploads):
+    guard, seen = make_with_uploads(uploads)
+    r = call(guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q", [], None, 0.1, 8]}).encode())
+    assert r.status_code == 200 and json.loads(seen[0])["data"] == ["q", [], None, 0.1, 8, None]
+    r = call(guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q"]}).encode())
+    assert r.status_code == 400 and "/chat takes 5 to 6 input value(s)" in r.json()["error"]

@@ -96,7 +96,7 @@ def test_pins_and_card_are_read(tmp_path):
 
 
 MODULE_DIST = {"yaml": "pyyaml", "pynvml": "nvidia-ml-py", "gradio_client": "gradio-client",
-               "huggingface_hub": "huggingface-hub"}
+               "huggingface_hub": "huggingface-hub", "bs4": "beautifulsoup4", "docx": "python-docx"}
 
 
 def _third_party_imports() -> set[str]:

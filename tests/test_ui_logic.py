@@ -232,7 +232,9 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     named = demo.get_api_info()["named_endpoints"]
     assert set(named) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit"}
     chat_params = [p["parameter_name"] for p in named["/chat"]["parameters"]]
-    assert chat_params == ["message", "history", "system_prompt", "temperature", "max_tokens"]
+    # the five parameters in their order, then the optional document (issue #21): five-argument callers keep working
+    assert chat_params == ["message", "history", "system_prompt", "temperature", "max_tokens", "document"]
+    assert [p["parameter_has_default"] for p in named["/chat"]["parameters"]][1:] == [True] * 5
     public = {fn.api_name for fn in demo.fns.values() if fn.api_visibility == "public"}
     assert public == {"chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit"}
     chat_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == "chat"]

@@ -66,6 +66,7 @@ PYPI = "https://pypi.org/simple"
 IMPORTED_DISTS = frozenset({
     "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
     "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
+    "pypdf", "beautifulsoup4", "python-docx", "openpyxl", "bm25s",  # finspace.documents
 })
 
 

@@ -8,15 +8,21 @@ mounted Gradio UI). In order, it:
   (unless FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes
   (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
   queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
-- refuses uploads (finspace has no file input);
+- takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
+  request, named with a document's extension, the body bounded by the document size limit; refuses them
+  otherwise;
 - bounds every body before it is read: Content-Length first, then the bytes as
   they arrive (413 with the limit), so a 100 MB body costs nothing, with or
   without a token;
 - reads the JSON of Gradio's event routes strictly (no NaN, no binary: 400) and
   refuses any Gradio FileData reference in it (``{"path": ..., "meta": {"_type":
-  "gradio.FileData"}}``): no payload can name a file on the server. Gradio skips
-  its own check of such paths when an app is mounted rather than launched; this
-  wall does not depend on Gradio's version;
+  "gradio.FileData"}}``): no payload can name a file on the server. The one
+  exception is the document a chat carries: on the events marked as taking one
+  (``document_events``: the chat box's submit and Send events and the /chat endpoint, by
+  fn_index), a reference whose real path lies inside Gradio's upload folder
+  (and whose url, if any, is that file's own) passes; any other path, any other
+  event, is refused as before. Gradio skips its own check of such paths when an
+  app is mounted rather than launched; this wall does not depend on Gradio's version;
 - checks ``fn_index`` against the app's events, and bounds the events each client
   has queued or running (``EventTracker``, 429 past the bound);
 - turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
@@ -31,10 +37,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from finspace.events import EventTracker  # noqa: F401 - the app builds it beside the guard
 from finspace.settings import Limits
@@ -45,6 +52,8 @@ FILE_MARKER = "gradio.FileData"
 _DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")
 _CALL = re.compile(r"^/gradio_api/call/([^/]*)(?:/(.*?))?/?$")
 _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
+UPLOAD = "/gradio_api/upload"
+_UPLOADED_PART = re.compile(rb"content-disposition:[^\r\n]*?filename(\*?)=\"?([^\"\r\n;]*)", re.I)  # one per file
 _MAX_DEPTH = 64
 V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
 
@@ -81,47 +90,93 @@ def strict_json(body: bytes) -> Any:
     return value
 
 
-def find_file_reference(value: Any) -> str | None:
-    """The first Gradio file reference in ``value`` (its "path"/"url" as given), else None. Iterative: any depth."""
+def file_references(value: Any) -> list[dict] | None:
+    """Every Gradio file reference in ``value`` (the FileData objects); None when nested too deeply to tell.
+    Iterative: any depth."""
+    found: list[dict] = []
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if depth > _MAX_DEPTH:
-            return "(nested too deeply)"
+            return None
         if isinstance(item, dict):
             meta = item.get("meta")
             if (isinstance(meta, dict) and meta.get("_type") == FILE_MARKER) or item.get("_type") == FILE_MARKER:
-                return str(item.get("path") or item.get("url") or "?")[:120]
+                found.append(item)
+                continue
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
-    return None
+    return found
 
 
-def check_event_body(value: Any, events: Mapping[int, tuple[str | None, int]],
-                     api_name: str | None = None) -> tuple[int | None, str | None]:
+def _shown(ref: dict) -> str:
+    return str(ref.get("path") or ref.get("url") or "?")[:120]
+
+
+def find_file_reference(value: Any) -> str | None:
+    """The first Gradio file reference in ``value`` (its "path"/"url" as given), else None. Iterative: any depth."""
+    refs = file_references(value)
+    if refs is None:
+        return "(nested too deeply)"
+    return _shown(refs[0]) if refs else None
+
+
+def uploaded_file(ref: dict, upload_dir: str) -> bool:
+    """Whether a FileData names a file Gradio's upload route wrote: its real path strictly inside
+    ``upload_dir`` (no link or ``..`` out), and its url, if any, that same file's /gradio_api/file= address."""
+    path, url = ref.get("path"), ref.get("url")
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return False
+    real, root = os.path.realpath(path), os.path.realpath(upload_dir)
+    if real == root or not real.startswith(root + os.sep):
+        return False
+    return url is None or (isinstance(url, str) and unquote(url).endswith("/gradio_api/file=" + path))
+
+
+def _check_references(value: Any, fn_index: Any, documents: Collection[int], upload_dir: str | None) -> None:
+    refs = file_references(value)
+    if refs == []:
+        return
+    on_document_event = isinstance(fn_index, int) and not isinstance(fn_index, bool) and fn_index in documents
+    if refs is not None and upload_dir is not None and on_document_event \
+            and all(uploaded_file(r, upload_dir) for r in refs):
+        return
+    shown = "(nested too deeply)" if refs is None else next(
+        (_shown(r) for r in refs if upload_dir is None or not uploaded_file(r, upload_dir)), _shown(refs[0]))
+    raise Refusal(400, f"file references are not accepted (got a gradio.FileData for {shown!r}): finspace takes "
+                       "no files on this endpoint, and a document only as an upload to the chat; send the text "
+                       "itself, or the document with gradio_client's handle_file on /chat")
+
+
+def check_event_body(value: Any, events: Mapping[int, tuple], api_name: str | None = None,
+                     documents: Collection[int] = (), upload_dir: str | None = None) -> tuple[int | None, str | None]:
     """A queue/join body (or a call body for ``api_name``): (fn_index, session_hash), or Refusal(400) naming the
-    field. ``events`` maps each event's fn_index to its (api_name, number of inputs)."""
+    field. ``events`` maps each event's fn_index to its (api_name, number of inputs[, number required: the rest
+    are optional and padded with null in ``value``]). File references pass only on ``documents`` events, and
+    only for files inside ``upload_dir``."""
     if not isinstance(value, dict):
         raise Refusal(400, "the body must be a JSON object with \"data\" (a list), \"fn_index\" and \"session_hash\"")
-    ref = find_file_reference(value)
-    if ref is not None:
-        raise Refusal(400, f"file references are not accepted (got a gradio.FileData for {ref!r}): finspace takes no "
-                           "files on this endpoint; send the text itself")
+    named = next((i for i, e in events.items() if e[0] == api_name), None) if api_name is not None else None
+    _check_references(value, named if api_name is not None else value.get("fn_index"), documents, upload_dir)
     if "data" in value and not isinstance(value["data"], list):
         raise Refusal(400, "\"data\" must be a list of the endpoint's inputs")
     fn_index = value.get("fn_index")
     if api_name is not None:
-        fn_index = next((i for i, (name, _) in events.items() if name == api_name), None)
+        fn_index = named
     elif fn_index is not None and (isinstance(fn_index, bool) or not isinstance(fn_index, int)
                                    or fn_index not in events):
         raise Refusal(400, f"fn_index must be one of the app's events (0 to {max(events, default=0)}), got "
                            f"{str(fn_index)[:40]}; see /gradio_api/info for the endpoints")
     data = value.get("data")
     if fn_index is not None and isinstance(data, list) and len(data) != events[fn_index][1]:
-        name, n = events[fn_index]
-        raise Refusal(400, f"{'/' + name if name else 'this event'} takes {n} input value(s) in \"data\", got "
-                           f"{len(data)}; see /gradio_api/info for each endpoint's parameters")
+        name, n = events[fn_index][:2]
+        required = events[fn_index][2] if len(events[fn_index]) > 2 else n
+        if not required <= len(data) <= n:
+            took = f"{required} to {n}" if required < n else str(n)
+            raise Refusal(400, f"{'/' + name if name else 'this event'} takes {took} input value(s) in \"data\", "
+                               f"got {len(data)}; see /gradio_api/info for each endpoint's parameters")
+        data.extend([None] * (n - len(data)))  # the optional trailing inputs, as gradio_client sends them
     session = value.get("session_hash")
     if session is not None and (not isinstance(session, str) or not 0 < len(session) <= 128):
         raise Refusal(400, "session_hash must be text of 1 to 128 characters")
@@ -148,18 +203,27 @@ def _json_response(status: int, message: str, headers: dict[str, str] | None = N
 
 class Guard:
     """ASGI middleware; see the module docstring. ``events`` gives the Blocks' events: fn_index -> (api_name,
-    number of inputs); read when first needed (the Blocks are complete by then)."""
+    number of inputs[, number required]); ``document_events`` the fn_indexes whose input may carry an uploaded
+    document; both read when first needed (the Blocks are complete by then). ``upload_dir``: Gradio's upload
+    folder; None refuses uploads. ``upload_bytes``: the upload route's body bound (the document size limit)."""
 
     def __init__(self, app, *, limits: Limits, public_api: tuple[str, ...],
-                 events: Callable[[], Mapping[int, tuple[str | None, int]]],
-                 tracker: EventTracker, api_docs: bool = False):
+                 events: Callable[[], Mapping[int, tuple]],
+                 tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
+                 upload_bytes: int = 0, document_events: Callable[[], Collection[int]] = frozenset,
+                 upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
         self.public_api = public_api
         self._events_of = events
-        self._events: Mapping[int, tuple[str | None, int]] | None = None
+        self._events: Mapping[int, tuple] | None = None
+        self._documents_of = document_events
+        self._documents: frozenset[int] | None = None
         self.tracker = tracker
         self.api_docs = api_docs
+        self.upload_dir = upload_dir
+        self.upload_bytes = upload_bytes
+        self.upload_types = upload_types
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -187,12 +251,20 @@ class Guard:
                 if is_join:
                     if self._events is None:
                         self._events = dict(self._events_of())
-                    _, session = check_event_body(value, self._events, call.group(1) if call else None)
+                        self._documents = frozenset(self._documents_of())
+                    sent = len(value["data"]) if isinstance(value, dict) and isinstance(value.get("data"), list) \
+                        else None
+                    _, session = check_event_body(value, self._events, call.group(1) if call else None,
+                                                  self._documents or (), self.upload_dir)
+                    if sent is not None and len(value["data"]) != sent:  # optional inputs were padded
+                        body = json.dumps(value).encode()
                     refusal = self.tracker.refusal(client)
                     if refusal:
                         raise Refusal(429, refusal, {"Retry-After": "2"})
                 elif find_file_reference(value) is not None:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
+            elif path == UPLOAD:
+                self._check_upload(body)
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)
@@ -218,10 +290,24 @@ class Guard:
         if call and call.group(1) not in self.public_api:
             names = ", ".join("/" + n for n in self.public_api)
             raise Refusal(404, f"no public endpoint named {call.group(1)[:60]!r}; the public ones are {names}")
-        if path.startswith("/gradio_api/upload") and method == "POST":
+        if path.startswith(UPLOAD) and method == "POST" and (self.upload_dir is None or path != UPLOAD):
             raise Refusal(403, "this app takes no file uploads; send the text itself")
 
+    def _check_upload(self, body: bytes) -> None:
+        found = _UPLOADED_PART.findall(body)
+        if len(found) > 1:
+            raise Refusal(400, "send one document per upload")
+        if any(star for star, _ in found):
+            raise Refusal(400, "name the document with a plain filename=\"...\" (not filename*=)")
+        names = [n.decode("utf-8", "replace") for _, n in found]
+        for name in names:
+            if not name.lower().endswith(self.upload_types):
+                raise Refusal(400, f"{name[-60:]!r} is not a document this app takes; upload "
+                                   f"{', '.join(self.upload_types)}")
+
     def _body_limit(self, path: str) -> int:
+        if path == UPLOAD:
+            return self.upload_bytes
         if path.startswith("/gradio_api/queue/join") or path.startswith("/gradio_api/call/"):
             return self.limits.event_body_bytes
         if path == V1_CHAT:
@@ -230,8 +316,9 @@ class Guard:
 
     async def _read_body(self, receive, headers: Mapping[str, str], limit: int, path: str) -> bytes:
         what = ("a chat message's limit is 64,000 characters, a conversation's 256,000"
-                if limit == self.limits.event_body_bytes else "the body of a REST call is a small JSON object, "
-                                                               "such as {\"model\": KEY}")
+                if limit == self.limits.event_body_bytes else
+                f"a document may be {(limit >> 20)} MiB at most (FINSPACE_DOCUMENT_MAX_MIB)" if path == UPLOAD else
+                "the body of a REST call is a small JSON object, such as {\"model\": KEY}")
         too_big = Refusal(413, f"the body is larger than {path[:60]} takes ({limit:,} bytes); send less: {what}")
         declared = headers.get("content-length")
         if declared is not None:

@@ -33,6 +33,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from finspace.documents.chat import upload_folder
+from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.guard import EventTracker, Guard, client_address
 from finspace.openai_api import add_openai_routes, error_body
@@ -73,7 +75,6 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit")
-MAX_UPLOAD = "25mb"  # Gradio's own bound; the guard refuses uploads while no input takes files
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
@@ -206,13 +207,24 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
 
     gr.mount_gradio_app(app, demo, path="/", css=_ui_css(), show_error=True, ssr_mode=False,
                         footer_links=["api", "gradio"], run_history=False, theme=gr.themes.Soft(),
-                        allowed_paths=[], blocked_paths=blocked_paths(settings, catalog), max_file_size=MAX_UPLOAD)
+                        allowed_paths=[], blocked_paths=blocked_paths(settings, catalog),
+                        max_file_size=settings.documents.max_bytes)  # Gradio's own bound: the document limit
     # gr.mount_gradio_app never marks the Blocks launched, and Gradio skips its check of file paths in payloads
     # until they are (gradio 6.31 processing_utils._check_allowed): mark them, so Gradio's own wall stands too.
     demo.has_launched = True
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
-                       events=lambda: {i: (fn.api_name if isinstance(fn.api_name, str) else None, len(fn.inputs))
-                                            for i, fn in demo.fns.items()}, api_docs=settings.api_docs)
+                       events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
+                       upload_dir=upload_folder(settings), upload_bytes=settings.documents.upload_body_bytes,
+                       upload_types=tuple(sorted(KINDS)),
+                       document_events=lambda: {i for i, fn in demo.fns.items()
+                                                if getattr(fn.fn, "finspace_takes_document", False)})
+
+
+def _event_shape(fn) -> tuple[str | None, int, int]:
+    """(api_name, inputs, inputs required) of one Gradio event: /chat's trailing document is optional."""
+    n = len(fn.inputs)
+    return (fn.api_name if isinstance(fn.api_name, str) else None, n,
+            n - getattr(fn.fn, "finspace_optional_inputs", 0))
 
 
 def _skip_absent_matplotlib() -> None:

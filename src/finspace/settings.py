@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from finspace.documents.limits import DocumentLimits
 from finspace.errors import BadInput
 from finspace.priority import parse_nice
 
@@ -170,6 +171,8 @@ class Settings:
     distributed_backend: str | None = None  # "ray" for several nodes
     disclaimer: str = DISCLAIMER  # one line under the chat; empty: none
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
+    test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
+    documents: DocumentLimits = DocumentLimits()
     limits: Limits = Limits()
 
     @classmethod
@@ -210,6 +213,12 @@ class Settings:
             distributed_backend=(env.get("FINSPACE_DISTRIBUTED_BACKEND") or "").strip() or None,
             disclaimer=_disclaimer(env),
             test_replay=(env.get("FINSPACE_TEST_REPLAY") or "").strip() or None,
+            test_prompt_log=(env.get("FINSPACE_TEST_PROMPT_LOG") or "").strip() or None,
+            documents=DocumentLimits(
+                max_bytes=_int(env, "FINSPACE_DOCUMENT_MAX_MIB", DocumentLimits.max_bytes >> 20, 1, 1024) << 20,
+                max_pages=_int(env, "FINSPACE_DOCUMENT_MAX_PAGES", DocumentLimits.max_pages, 1, 100_000),
+                convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s,
+                                         1, 3600)),
             limits=limits,
         )
 
@@ -217,7 +226,8 @@ class Settings:
         """The Engine's keyword arguments (the engine reads no environment)."""
         return {"cpu_kv_cache_bytes": self.cpu_kv_cache_bytes, "max_in_flight": self.max_in_flight,
                 "stop_grace_s": self.stop_grace_s, "distributed_backend": self.distributed_backend,
-                "hf_token": self.hf_token, "secrets": self.secrets, "test_replay": self.test_replay}
+                "hf_token": self.hf_token, "secrets": self.secrets, "test_replay": self.test_replay,
+                "test_prompt_log": self.test_prompt_log}
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -15,7 +15,9 @@ that no secret or file content came back, and that the engine kept serving.
    opened (their engine requests aborted); another user is served meanwhile.
 4. Gradio's direct routes (/gradio_api/run, /api, /run/predict) and private events
    by name (/gradio_api/call/<private>): 404.
-5. /gradio_api/upload: refused, whatever the size and number of files.
+5. /gradio_api/upload (open since issue 21 for the chat's documents): one file per request, a document's
+   extension, the document size limit; past any of them refused before the body is read or kept. An uploaded
+   file's path passes on the document events only; /proc/self/environ on those events is still refused.
 6. 100 MB bodies (REST, before the token check, and the UI's chat): 413 before they
    are read; the server's memory stays flat.
 7. Gradio's bare 500s (fn_index out of range, unknown names, binary and NaN bodies):
@@ -31,6 +33,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import psutil
@@ -107,7 +110,7 @@ def test_file_data_names_no_server_file_on_any_route(server):
                 r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [file_refs(path)[0], []]})
                 refused(r, (400,), "file references are not accepted")
                 n += 1
-        # gradio_client's way: handle_file uploads first, and the upload is refused
+        # gradio_client's way: handle_file uploads first, and the upload is refused (not a document's extension)
         with pytest.raises(Exception):
             gclient(server).predict(__import__("gradio_client").handle_file("/etc/passwd"), [], api_name="/chat")
         # Nothing was copied, and the file route serves none of it
@@ -224,18 +227,44 @@ def test_no_absolute_path_in_any_response(server):
 
 
 # ------------------------------------------------------------------ 5: uploads
-def test_uploads_are_refused_whatever_their_size_and_number(server):
-    """Finding 5: /gradio_api/upload took 50 MiB in 0.6 s and 1,000 files in one request, and kept them."""
+def test_uploads_are_bounded_in_size_number_and_type(server):
+    """Finding 5: /gradio_api/upload took 50 MiB in 0.6 s and 1,000 files in one request, and kept them. Since
+    issue 21 it takes one document (the chat's attachment): past the size limit, more than one file, or not a
+    document's extension, it is refused before anything is kept."""
     before = listing(server.gradio_cache)
     with httpx.Client(timeout=60) as http:
         t0 = time.monotonic()
-        r = http.post(server.url + "/gradio_api/upload", files={"files": ("big.bin", b"x" * (50 * MIB))})
-        refused(r, (403,), "takes no file uploads")
+        r = http.post(server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"x" * (50 * MIB))})
+        refused(r, (413,), "a document may be 20 MiB at most")
         assert time.monotonic() - t0 < 10
         many = [("files", (f"f{i}.txt", b"hello")) for i in range(1000)]
-        refused(http.post(server.url + "/gradio_api/upload", files=many), (403,), "takes no file uploads")
-        refused(http.post(server.url + "/gradio_api/upload?upload_id=x", content=b"--x--"), (403,), "no file")
+        refused(http.post(server.url + "/gradio_api/upload", files=many), (400,), "one document per upload")
+        refused(http.post(server.url + "/gradio_api/upload", files={"files": ("big.bin", b"x")}), (400,),
+                "not a document this app takes")
+        r = http.post(server.url + "/gradio_api/upload?upload_id=x", content=b"--x--")
+        assert r.status_code in (400, 422) and r.json().get("error"), (r.status_code, r.text[:200])
     assert listing(server.gradio_cache) == before
+
+
+def test_an_uploaded_document_passes_on_the_chat_only_and_other_paths_never(server):
+    """The one opening issue 21 made: a file Gradio's upload route wrote, on the document events (the chat box's
+    submit and Send, /chat); the same reference on any other event, and any other path on these, are refused."""
+    with httpx.Client(timeout=60) as http:
+        r = http.post(server.url + "/gradio_api/upload", files={"files": ("note.txt", b"EBITDA rose 4%.")})
+        assert r.status_code == 200, r.text
+        ref = {"path": r.json()[0], "url": None, "orig_name": "note.txt", "meta": {"_type": "gradio.FileData"}}
+        for name in ("load_model", "models", "fit", "chat_with_thinking"):
+            r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [ref]})
+            refused(r, (400,), "file references are not accepted")
+        for path in TARGETS + ["/dev/zero", str(server.gradio_cache / ".." / "hf-home")]:
+            r = http.post(server.url + "/gradio_api/call/chat", json={"data": ["q", [], None, 0.0, 4, {**ref, "path": path}]})
+            refused(r, (400,), "file references are not accepted")
+        r = http.post(server.url + "/gradio_api/call/chat", json={"data": ["What rose?", [], None, 0.0, 4, ref]})
+        assert r.status_code == 200, r.text
+        text = http.get(server.url + f"/gradio_api/call/chat/{r.json()['event_id']}", timeout=120).text
+        assert "event: complete" in text, text[-300:]
+    assert not Path(ref["path"]).exists(), "the document is deleted once converted"
+    unchanged(server)
 
 
 # ------------------------------------------------------------------ 6: big bodies
@@ -273,7 +302,8 @@ def test_big_bodies_are_refused_before_they_are_read(server):
     # the page's own chat: a message over the limit is refused before it joins the conversation
     with GradioRaw(server.url, timeout=60) as g:
         respond = next(d for d in gradio_config(server.url)["dependencies"] if d.get("api_name") == "respond")
-        out = g.call(respond["id"], ["x" * 70_000, None, None, 0.0, 8, 1.0, None, True])  # message, conv, settings
+        # message (the chat box's {"text", "files"} since issue 21), conv, settings
+        out = g.call(respond["id"], [{"text": "x" * 70_000, "files": []}, None, None, 0.0, 8, 1.0, None, True])
     assert out.success, out.text
     assert "x" * 1000 not in json.dumps(out.output), "the refused message was echoed into the page"
     print(f"four 100 MB bodies refused (413); the server grew {grown:.1f} MiB")

@@ -23,6 +23,15 @@ RESTARTING = "the engine stopped unexpectedly and is restarting; send your messa
 
 
 class ChatStreams:
+    async def run_tokenizer(self, fn, *args):
+        """``fn(tokenizer, *args)`` in the engine's one tokenizer thread (a fast tokenizer must not be used from
+        two threads at once; never in the serving loop). NotReady with no model loaded."""
+        tok = self._tokenizer
+        if tok is None:
+            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'}); "
+                           "a document is measured in the loaded model's tokens")
+        return await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, fn, tok, *args)
+
     async def chat(self, messages: Any, settings: ChatSettings | None = None,
                    info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
         """Stream the answer to ``messages`` as text deltas (a reasoning model's thinking left out: see
@@ -73,6 +82,9 @@ class ChatStreams:
             ids, dropped = await asyncio.get_running_loop().run_in_executor(
                 self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
             info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
+            if self.test_prompt_log:  # TEST-ONLY: off unless FINSPACE_TEST_PROMPT_LOG names a file
+                await asyncio.get_running_loop().run_in_executor(
+                    self._tokenize_pool, record_prompt, self.test_prompt_log, tok, rid, ids)
             params = process.delta_sampling(sp, settings.stop)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
@@ -109,3 +121,10 @@ class ChatStreams:
                 with contextlib.suppress(Exception):
                     await llm.abort(rid)
 
+
+def record_prompt(path: str, tok: Any, rid: str, ids: list[int]) -> None:
+    """TEST-ONLY: append the prompt the engine receives, decoded, as one JSON line to ``path``."""
+    import json
+
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"request_id": rid, "tokens": len(ids), "prompt": tok.decode(ids)}) + "\n")

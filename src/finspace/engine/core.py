@@ -57,7 +57,8 @@ class Engine(ChatStreams):
                  release_timeout_s: float = 120.0, stop_grace_s: float = 0.0, auto_restart: bool = True,
                  on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
                  freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
-                 hf_token: str | None = None, secrets: tuple[str, ...] = (), test_replay: str | None = None):
+                 hf_token: str | None = None, secrets: tuple[str, ...] = (), test_replay: str | None = None,
+                 test_prompt_log: str | None = None):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
@@ -74,6 +75,7 @@ class Engine(ChatStreams):
         self.hf_token = hf_token
         self.secrets = tuple(secrets)
         self.test_replay = test_replay  # TEST-ONLY: a recorded stream for generated reasoning models (stream.py)
+        self.test_prompt_log = test_prompt_log  # TEST-ONLY: each prompt, decoded, appended here (chatting.py)
         self._launcher = priority.Launcher(front_nice)
 
         self._llm: Any = None

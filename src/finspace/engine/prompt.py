@@ -37,6 +37,9 @@ class ChatSettings:
     chat_template_kwargs: dict | None = None
     # the last message is the assistant's unfinished reply: the model continues it (no new turn)
     continue_final_message: bool = False
+    # a document block (finspace.documents.prompt): after the system prompt, before every turn, so follow-ups
+    # share the prefix; bounded by the document limits, not the message limits
+    document: str | None = None
 
     @property
     def enable_thinking(self) -> bool:
@@ -150,13 +153,20 @@ def sampling_for(entry: ModelEntry, settings: ChatSettings, max_model_len: int) 
 
 
 def with_system(msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> list[dict]:
+    """The messages with the system prompt first (the settings', else the model's), and the settings' document
+    after it."""
+    doc = settings.document if isinstance(settings.document, str) and settings.document.strip() else None
     if msgs[0]["role"] == "system":
-        return msgs
+        if doc is None:
+            return msgs
+        return [{"role": "system", "content": f"{msgs[0]['content']}\n\n{doc}".strip()}, *msgs[1:]]
     system = entry.system_prompt if settings.system_prompt is None else settings.system_prompt
     if not isinstance(system, str):
         raise BadInput("system_prompt must be text")
     if len(system) > MAX_MESSAGE_CHARS:
         raise BadInput(f"the system prompt is {len(system):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
+    if doc is not None:
+        system = f"{system}\n\n{doc}".strip()
     return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
 
 

@@ -8,6 +8,8 @@ finspace does not implement (tools, n > 1, logprobs, images...) is refused by na
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +67,7 @@ class ChatRequest:
     settings: ChatSettings
     stream: bool
     include_usage: bool
+    file: tuple[str, bytes] | None = None  # a document sent as a file part: (filename, bytes)
 
 
 def bad(param: str, message: str) -> ApiError:
@@ -105,9 +108,41 @@ def _template_kwargs(value: Any) -> dict | None:
     return dict(value)
 
 
-def _messages(value: Any) -> list[dict]:
+def _file(i: int, value: Any) -> tuple[str, bytes]:
+    """An OpenAI file part's ``file`` object: {"file_data": "data:<type>;base64,<data>", "filename": "x.pdf"}."""
+    if not isinstance(value, dict) or "file_id" in value:
+        raise bad("messages", f"message {i}: a file part is {{\"type\": \"file\", \"file\": {{\"file_data\": "
+                              "\"data:application/pdf;base64,...\", \"filename\": \"10-K.pdf\"}}; file_id is not supported")
+    data, name = value.get("file_data"), value.get("filename")
+    if not isinstance(data, str) or not data.startswith("data:") or ";base64," not in data[:200]:
+        raise bad("messages", f"message {i}: file_data must be a data: URL with base64 content "
+                              "(data:application/pdf;base64,...)")
+    if not isinstance(name, str) or not name.strip():
+        raise bad("messages", f"message {i}: a file part needs its filename, with the extension (.pdf, .html, ...)")
+    try:
+        return name, base64.b64decode(data.split(";base64,", 1)[1], validate=True)
+    except (binascii.Error, ValueError):
+        raise bad("messages", f"message {i}: file_data is not valid base64") from None
+
+
+def _file_parts(messages: list) -> tuple[list, tuple[str, bytes] | None]:
+    """The messages without their file part (one at most, in a user message) and that file."""
+    found, out = None, []
+    for i, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "file" for p in content):
+            if m.get("role") != "user" or found is not None:
+                raise bad("messages", f"message {i}: send one document per request, in a user message")
+            found = _file(i, next(p for p in content if isinstance(p, dict) and p.get("type") == "file").get("file"))
+            m = {**m, "content": [p for p in content if not (isinstance(p, dict) and p.get("type") == "file")]}
+        out.append(m)
+    return out, found
+
+
+def _messages(value: Any) -> tuple[list[dict], tuple[str, bytes] | None]:
     if not isinstance(value, list):
         raise bad("messages", "must be a list of {\"role\", \"content\"} objects")
+    value, file = _file_parts(value)
     out = []
     for i, m in enumerate(value):
         if isinstance(m, dict):
@@ -120,7 +155,7 @@ def _messages(value: Any) -> list[dict]:
             m = {k: v for k, v in m.items() if k != "name"}
         out.append(m)
     try:
-        return normalize_messages(out)
+        return normalize_messages(out), file
     except BadInput as exc:
         raise bad("messages", str(exc)) from None
 
@@ -170,6 +205,7 @@ def parse_chat(body: Any) -> ChatRequest:
                             max_tokens=mct if mct is not None else mt, seed=_number(body, "seed", integer=True),
                             stop=_stop(body.get("stop")),
                             chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")))
-    return ChatRequest(model=model, messages=_messages(body.get("messages")), settings=settings, stream=stream,
-                       include_usage=_stream_options(body.get("stream_options"), stream))
+    messages, file = _messages(body.get("messages"))
+    return ChatRequest(model=model, messages=messages, settings=settings, stream=stream,
+                       include_usage=_stream_options(body.get("stream_options"), stream), file=file)
 

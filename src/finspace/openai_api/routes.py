@@ -8,12 +8,19 @@ object. Streaming is server-sent events in OpenAI's chunk format ending with
 ``data: [DONE]``; an error after the stream began (a model switch) is one
 ``data: {"error": ...}`` event, as vLLM's server sends it, then ``[DONE]``. A
 client that goes away closes the engine's stream, which aborts the vLLM request.
+
+A document comes as an OpenAI file part in a user message, ``{"type": "file", "file": {"file_data":
+"data:application/pdf;base64,...", "filename": "10-K.pdf"}}`` (one per request; file_id is not supported): it is
+decoded into Gradio's upload folder, converted like the page's upload (finspace.documents) and placed before the
+conversation, whole or as its most relevant passages. The body bound is the chat's (6 MiB), so a document sent
+this way is at most about 4.5 MB; larger ones go through the page or /chat (gradio_client's handle_file).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
 import logging
@@ -27,6 +34,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from finspace.engine import ChatInfo
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
+from finspace.documents import chat as docs
 from finspace.guard import client_address
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
@@ -130,6 +138,10 @@ def add_openai_routes(app: FastAPI, svc) -> None:
                                code="invalid_json") from None
             req = parse_chat(body)
             key = check_model(svc, req.model)
+            if req.file is not None:  # a document: converted like the page's, placed before the conversation
+                att = await docs.attach_bytes(svc, *req.file)
+                settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
+                req = dataclasses.replace(req, settings=settings, file=None)
             return await _until_disconnect(request, _start(svc, req, key))
         except Exception as exc:  # noqa: BLE001 - the boundary: OpenAI's error object, never a traceback
             return error_response(api_error(svc, exc))

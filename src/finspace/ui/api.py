@@ -9,6 +9,7 @@ message, never a traceback.
     from gradio_client import Client
     c = Client("http://127.0.0.1:7860/")
     for reply_so_far in c.submit("What is EBITDA?", [], api_name="/chat"): ...   # the answer only
+    c.predict("What was net income?", [], None, None, None, handle_file("10-K.pdf"), api_name="/chat")  # a document
     for part in c.submit("What is EBITDA?", [], api_name="/chat_with_thinking"): ...  # {"thinking", "answer"}
     c.predict("demo-qwen3", "", api_name="/load_model")
     c.predict(api_name="/models"); c.predict(api_name="/health"); c.predict(20, api_name="/loads")
@@ -21,9 +22,12 @@ from typing import Any, AsyncIterator, Callable
 
 import gradio as gr
 
+from finspace.documents import chat as docs
+from finspace.documents.upload import remove_upload
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import ChatInfo, ChatSettings, Service
 from finspace.ui.chat import coalesce_parts, interval_for
+from finspace.ui.documents import takes_document
 
 log = logging.getLogger("finspace.api")
 
@@ -88,6 +92,20 @@ async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> 
                 yield answer
 
 
+async def document_settings(svc: Service, document: Any, messages: list, settings: ChatSettings) -> ChatSettings:
+    """``settings`` carrying the uploaded ``document`` (a gradio FileData: gradio_client's handle_file), whole or
+    as the passages that fit; the upload is deleted whatever happens."""
+    path = document.get("path") if isinstance(document, dict) else None
+    if not isinstance(path, str):
+        raise BadInput("document must be a file sent with gradio_client's handle_file(...), or null")
+    try:
+        name = document.get("orig_name") if isinstance(document.get("orig_name"), str) else None
+        att = await docs.attach(svc, path, name or path.rsplit("/", 1)[-1])
+    finally:
+        remove_upload(path, docs.upload_folder(svc.settings))
+    return (await docs.with_document(svc, att, messages, settings))[0]
+
+
 class Endpoints:
     """The named endpoints over one Service: each method is one ``gr.api`` endpoint, its signature and docstring
     the API's (Gradio reads them), every failure a ``gr.Error`` from user_error."""
@@ -95,13 +113,19 @@ class Endpoints:
     def __init__(self, svc: Service):
         self.svc = svc
 
+    @takes_document
     async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
-                   temperature: float | None = None, max_tokens: int | None = None) -> str:
+                   temperature: float | None = None, max_tokens: int | None = None,
+                   document: dict | None = None) -> str:
         """Stream a reply. history: earlier turns [{"role": "user"|"assistant", "content": str}];
-        system_prompt/temperature/max_tokens: null for the model's defaults. Yields the reply so far."""
+        system_prompt/temperature/max_tokens: null for the model's defaults. document: a filing to answer from
+        (handle_file("10-K.pdf"): PDF, HTML, DOCX, XLSX, CSV, TXT or MD), placed before the conversation, whole
+        when it fits the model's context, else its most relevant passages with their pages. Yields the reply so far."""
         try:
             messages = api_messages(message, history)
             settings = chat_settings(system_prompt, temperature, max_tokens)
+            if document is not None:
+                settings = await document_settings(self.svc, document, messages, settings)
             text = ""
             async for text in stream_reply(self.svc, messages, settings):
                 yield text
@@ -111,6 +135,8 @@ class Endpoints:
             raise user_error(self.svc, exc) from None
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise user_error(self.svc, exc) from None
+
+    chat.finspace_optional_inputs = 1  # the document: callers of the five-input /chat keep working (finspace.guard)
 
     async def chat_with_thinking(self, message: str, history: list[dict] | None = None,
                                  system_prompt: str | None = None, temperature: float | None = None,

@@ -204,6 +204,8 @@ def usage_line(u: dict) -> str:
     parts.append(STOP_REASONS.get(u.get("finish_reason"), str(u.get("finish_reason"))))
     if u.get("continued"):
         parts.append(f"continued {u['continued']}×")
+    if u.get("document"):
+        parts.append(str(u["document"]))
     if u.get("trimmed_messages"):
         n = u["trimmed_messages"]
         parts.append(f"{n} older message{'s' if n != 1 else ''} left out to fit the context")

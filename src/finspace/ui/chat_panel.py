@@ -20,12 +20,14 @@ from typing import Any
 
 import gradio as gr
 
+from finspace.documents import chat as docs
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
+from finspace.ui.documents import FILE_TYPES, build_attach, message_file, message_text, takes_document
 
 log = logging.getLogger("finspace.ui")
 
@@ -95,9 +97,13 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
         group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
+    c["doc"] = gr.State(None)  # the conversation's document (finspace.documents.chat.Attached state)
+    c["doc_fit"] = gr.Markdown(elem_id="doc-fit")
     with gr.Row():
-        c["msg"] = gr.Textbox(placeholder="Type a question and press Enter", show_label=False,
-                              scale=8, elem_id="chat-input", max_lines=8, autofocus=True)
+        c["msg"] = gr.MultimodalTextbox(
+            placeholder="Type a question and press Enter; attach a filing (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) "
+                        "to ask about it", show_label=False, scale=8, elem_id="chat-input", max_lines=8,
+            autofocus=True, file_types=FILE_TYPES, file_count="single", sources=["upload"])
         c["send"] = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
         c["stop"] = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
     with gr.Row():
@@ -127,22 +133,27 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
 
 
 def clear_chat():
-    return [], [], gr.update(visible=False)
+    return [], [], gr.update(visible=False), None, ""
 
 
 class ChatHandlers:
     """The chat column's event handlers over one Service. Each reply streams through ``stream_into``, which
     yields the four outputs (chatbot, conversation, message box, Continue); a handler that refuses (a bad
-    setting, nothing to regenerate) warns and yields ``skip4``."""
+    setting, nothing to regenerate) warns and yields ``skip4``. Each takes the conversation's document state as
+    its last input (optional: finspace.guard pads it for callers of the earlier inputs)."""
 
     def __init__(self, svc: Service):
         self.svc, self.engine = svc, svc.engine
         self.provenance = saved.Provenance(svc)
+        self.attach = build_attach(svc)
         self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
-    async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None):
-        """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs."""
+    async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None,
+                          doc_state: Any = None):
+        """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
+        conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
         entry = self.engine.entry
+        attached = docs.Attached.from_state(doc_state)
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
             reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
@@ -158,6 +169,9 @@ class ChatHandlers:
         hide = gr.update(visible=False)
         yield convo.display(conv_), conv_, first_msg, hide
         try:
+            summary = None
+            if attached is not None:
+                settings, summary = await docs.with_document(self.svc, attached, messages, settings)
             async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
@@ -165,6 +179,7 @@ class ChatHandlers:
                     yield convo.display(conv_), conv_, gr.skip(), gr.skip()
             reply["raw"] = base_raw + info.text
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
+            reply["usage"]["document"] = summary
             yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
         except FinspaceError as exc:
             text = self.svc.redact(str(exc))
@@ -190,21 +205,37 @@ class ChatHandlers:
             gr.Warning(html.escape(str(exc)))
             return None
 
+    @takes_document
     async def respond(self, message, conv_, *values):
-        problem = convo.message_problem(message, conv_, MAX_CONVERSATION_CHARS)
+        """A question, with a document attached or not: the document is converted and its fit table shown first
+        (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table. Inputs: the
+        message, the conversation, the six settings, the document state."""
+        *values, doc_state = values
+        text, skip2 = message_text(message), (gr.skip(), gr.skip())
+        if message_file(message) is not None:
+            attached = await self.attach(message)
+            if attached is None:  # refused: its reason is shown, the file is gone, the question stays
+                yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip()
+                return
+            doc_state, table = attached
+            yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table
+        if not text.strip() and doc_state is not None:
+            return  # a document attached without a question: its fit table is the answer
+        problem = convo.message_problem(text, conv_, MAX_CONVERSATION_CHARS)
         settings = self.checked_settings(*values) if problem is None else None
         if problem is not None:
             gr.Warning(problem)
         if settings is None:
-            yield self.skip4
+            yield (*self.skip4, *skip2)
             return
         conv_ = list(conv_ or [])
         self.mark_switch(conv_)
-        conv_.append(convo.turn("user", message))
-        async for out in self.stream_into(conv_, settings, ""):
-            yield out
+        conv_.append(convo.turn("user", text))
+        async for out in self.stream_into(conv_, settings, "", doc_state=doc_state):
+            yield (*out, *skip2)
 
     async def regenerate(self, conv_, *values):
+        *values, doc_state = values
         conv_, last = convo.strip_last_reply(list(conv_ or []))
         if last is None:
             gr.Warning("Nothing to regenerate yet: send a message first.")
@@ -215,10 +246,11 @@ class ChatHandlers:
             yield self.skip4
             return
         self.mark_switch(conv_)
-        async for out in self.stream_into(conv_, settings, gr.skip()):
+        async for out in self.stream_into(conv_, settings, gr.skip(), doc_state=doc_state):
             yield out
 
     async def continue_reply(self, conv_, *values):
+        *values, doc_state = values
         conv_ = list(conv_ or [])
         at = convo.last_reply(conv_)
         entry = self.engine.entry
@@ -235,7 +267,7 @@ class ChatHandlers:
             yield self.skip4
             return
         async for out in self.stream_into(conv_, dataclasses.replace(settings, continue_final_message=True),
-                                          gr.skip(), at=at):
+                                          gr.skip(), at=at, doc_state=doc_state):
             yield out
 
     def apply_preset(self, label):
@@ -247,24 +279,28 @@ class ChatHandlers:
             gr.Warning(html.escape(str(exc)))
             return gr.skip()
 
+    for _fn in (respond, regenerate, continue_reply):  # the document state, last: callers of the earlier
+        _fn.finspace_optional_inputs = 1                # inputs keep working (finspace.guard pads it with null)
+    del _fn
+
 
 def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> list:
     """The chat column's events, in the page's order (Gradio numbers them as registered); returns the events
     that change the conversation (send, Enter, Regenerate, Continue, Clear, the chatbot's clear)."""
-    chatbot, conv, msg, cont = c["chatbot"], c["conv"], c["msg"], c["cont"]
+    chatbot, conv, msg, cont, doc = c["chatbot"], c["conv"], c["msg"], c["cont"], c["doc"]
     settings_in = [c["system_prompt"], c["temperature"], c["max_tokens"], c["top_p"], c["seed"], c["think"]]
     respond = h.respond
     common = dict(outputs=[chatbot, conv, msg, cont], concurrency_limit=chat_concurrency,
                   concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
-    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in], **common)
-    ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in], **common)
-    ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in], **common)
-    ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in], **common)
+    asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"]]}
+    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc], **asking)
+    ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in, doc], **asking)
+    ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in, doc], **common)
+    ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in, doc], **common)
     c["stop"].click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
-    ev_clear = c["clear"].click(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
-                                concurrency_limit=None)
-    ev_clear2 = chatbot.clear(clear_chat, outputs=[chatbot, conv, cont], api_visibility="private",
-                              concurrency_limit=None)
+    cleared = [chatbot, conv, cont, doc, c["doc_fit"]]
+    ev_clear = c["clear"].click(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
+    ev_clear2 = chatbot.clear(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
     c["preset"].change(h.apply_preset, inputs=[c["preset"]], outputs=[c["system_prompt"]], api_visibility="private",
                        concurrency_limit=None, show_progress="hidden")
     return [ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2]

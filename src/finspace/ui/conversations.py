@@ -37,13 +37,20 @@ def build_conversations(demo: gr.Blocks, c: dict) -> Callable[[], None]:
     for ev in c["chat_events"]:
         ev.then(save, inputs=[conv, store], outputs=[store, picker, title], **private)
     c["stop"].click(save, inputs=[conv, store], outputs=[store, picker, title], **private)
-    picker.input(select, inputs=[picker, store], outputs=view, **private)
-    k["new"].click(new_chat, inputs=[conv, store], outputs=view, **private)
+    switched = [picker.input(select, inputs=[picker, store], outputs=view, **private),
+                k["new"].click(new_chat, inputs=[conv, store], outputs=view, **private)]
     k["rename"].click(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
     title.submit(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
-    k["delete"].click(delete_chat, inputs=[store], outputs=view, **private)
+    switched.append(k["delete"].click(delete_chat, inputs=[store], outputs=view, **private))
+    for ev in switched:  # a document belongs to the conversation it was attached in
+        ev.then(drop_document, outputs=[c["doc"], c["doc_fit"]], **private)
     k["export"].click(export_files, inputs=[conv, title], outputs=[k["files"]], **private)
     return lambda: demo.load(restore, inputs=[store], outputs=view, **private)
+
+
+def drop_document():
+    """The document state and its fit table, emptied (another conversation is shown)."""
+    return None, ""
 
 
 def layout() -> dict[str, Any]:

@@ -106,6 +106,9 @@ def check_usage(u: Any, i: int) -> dict | None:
     if reason is not None and (not isinstance(reason, str) or len(reason) > 20):
         raise StoreProblem(f"message {i}'s usage finish_reason is not a short text")
     out["finish_reason"] = reason
+    document = u.get("document")  # "document: 12 of 40 pages (5 passages)"
+    if isinstance(document, str) and len(document) <= 120:
+        out["document"] = document
     return out
 
 

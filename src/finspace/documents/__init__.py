@@ -1,0 +1,2 @@
+"""Documents in the chat: an upload converted to text with pages (convert, upload), its fit against the loaded
+model and the catalogue (fit), and its place in the prompt, whole or as the passages that fit (prompt, passages)."""

@@ -1,0 +1,26 @@
+"""What one uploaded document may take: bytes, pages, spreadsheet cells, unpacked size, text, conversion time.
+
+Frozen and passed in (``Settings.documents``, read once from the environment by
+finspace.settings); nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class DocumentLimits:
+    max_bytes: int = 20 * MIB  # the uploaded file (FINSPACE_DOCUMENT_MAX_MIB); the upload route's body bound too
+    max_pages: int = 1000  # PDF pages (FINSPACE_DOCUMENT_MAX_PAGES); an annual report is 100 to 400
+    max_cells: int = 200_000  # spreadsheet cells read, over all sheets (XLSX, CSV)
+    max_unpacked_bytes: int = 200 * MIB  # a DOCX/XLSX (a zip) unpacked: a zip bomb stops here
+    max_chars: int = 4_000_000  # text after conversion (a 10-K is about 600,000 characters)
+    convert_timeout_s: float = 60.0  # the converter process is killed after this (FINSPACE_DOCUMENT_TIMEOUT_S)
+
+    @property
+    def upload_body_bytes(self) -> int:
+        """The upload route's body bound: one file of ``max_bytes`` and its multipart envelope."""
+        return self.max_bytes + 64 * 1024

@@ -1,0 +1,111 @@
+"""An uploaded file converted off the serving loop: in a child process, with a time bound, then deleted.
+
+``convert_upload`` checks that the file lies inside Gradio's upload folder (its
+real path: no link or ``..`` leads out), runs finspace.documents.convert in a
+child process of this one (``python -m finspace.documents.upload``; same process
+group, no new session) that may use at most ``CHILD_MEMORY_BYTES`` of address
+space and is killed after ``limits.convert_timeout_s``: a PDF that makes a parser
+spin or balloon costs that child, never the server. The uploaded file is deleted
+afterwards, whatever happened; the child writes nothing (its answer is JSON on
+stdout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+from finspace.documents.convert import Document, short_name
+from finspace.documents.limits import DocumentLimits
+from finspace.errors import BadInput
+
+CHILD_MEMORY_BYTES = 4 << 30
+_SRC = str(Path(__file__).resolve().parents[2])  # the folder holding the finspace package
+
+
+def inside(path: str | Path, folder: str | Path) -> bool:
+    """Whether ``path``'s real path lies strictly inside ``folder``'s real path."""
+    real, root = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return real != root and real.is_relative_to(root)
+
+
+def remove_upload(path: str | Path, folder: str | Path) -> None:
+    """Delete the uploaded file, and the one-file folder Gradio made for it when it is left empty."""
+    if not inside(path, folder):
+        return
+    p = Path(os.path.realpath(path))
+    with contextlib.suppress(OSError):
+        p.unlink()
+    with contextlib.suppress(OSError):
+        if p.parent != Path(os.path.realpath(folder)):
+            p.parent.rmdir()  # only when empty
+
+
+async def convert_upload(path: str, name: str, limits: DocumentLimits, upload_dir: str) -> Document:
+    """The uploaded file as a Document (BadInput naming the reason otherwise); the file is deleted after."""
+    if not isinstance(path, str) or not inside(path, upload_dir):
+        raise BadInput("the document must be a file uploaded to this app (gradio_client's handle_file)")
+    try:
+        if not Path(path).is_file():
+            raise BadInput(f"{short_name(name)} is no longer on the server; upload it again")
+        return await _in_child(os.path.realpath(path), name, limits)
+    finally:
+        remove_upload(path, upload_dir)
+
+
+async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("TOKEN", "KEYS"))}
+    env["PYTHONPATH"] = os.pathsep.join([_SRC, *filter(None, [env.get("PYTHONPATH")])])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "finspace.documents.upload", path, name, json.dumps(dataclasses.asdict(limits)),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), limits.convert_timeout_s)
+    except (asyncio.TimeoutError, TimeoutError):
+        raise BadInput(f"converting {short_name(name)} took longer than {limits.convert_timeout_s:g} s, the limit; "
+                       "upload a smaller document or the part you need") from None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    try:
+        answer = json.loads(out.decode("utf-8"))
+    except ValueError:
+        why = "it ran out of memory" if proc.returncode in (-9, 137) or b"MemoryError" in err else \
+            f"the converter stopped (exit {proc.returncode})"
+        raise BadInput(f"{short_name(name)} could not be converted: {why}; upload a smaller or simpler file") \
+            from None
+    if "error" in answer:
+        raise BadInput(str(answer["error"]))
+    return Document.from_json(answer["document"])
+
+
+def _child(argv: list[str]) -> int:
+    """The converter process: convert one file, print {"document": ...} or {"error": message} as JSON."""
+    import resource
+
+    from finspace.documents.convert import convert
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    path, name, limits = argv[0], argv[1], DocumentLimits(**json.loads(argv[2]))
+    try:
+        answer = {"document": convert(path, name, limits).to_json()}
+    except BadInput as exc:
+        answer = {"error": str(exc)}
+    except MemoryError:
+        answer = {"error": f"{short_name(name)} needs more memory to convert than the limit; upload a smaller file"}
+    except Exception as exc:  # noqa: BLE001 - the child's boundary: a named refusal, never a traceback
+        answer = {"error": f"{short_name(name)} could not be converted ({type(exc).__name__}); check the file"}
+    sys.stdout.write(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))
