@@ -105,11 +105,11 @@ class EventTracker:
         now = self.clock()
         late = [ev for ev in self._events.values()
                 if not ev.streamed and now - ev.joined_at >= self.limits.stream_open_s]
-        for ev in late:
-            await self._cancel(ev)
-        if late:
+        if late:  # said first: a running event's cancel waits for its engine request's abort, which can be slow
             log.warning("cancelled %d event(s) whose result stream was never opened (clients: %s)",
                         len(late), ", ".join(sorted({ev.client for ev in late}))[:200])
+        for ev in late:
+            await self._cancel(ev)
         return len(late)
 
     async def _cancel(self, ev: _Event) -> None:
