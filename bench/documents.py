@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from common import (MODEL_KEY, PYTHON, ROOT, ServerProcess, free_port, install_c
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 import documents_gen as gen  # noqa: E402
+from support.catalog import long_context_copy  # noqa: E402
 
 CONTEXT = 8192
 FIRST = "Which division had the largest widget backlog, and how large was it?"
@@ -182,10 +182,7 @@ def prepare(workdir: Path) -> tuple[Path, Path, dict]:
     model_path, _, entry = prepare_model(workdir)
     long_path = workdir / "models" / "demo-8k"
     if not long_path.exists():
-        shutil.copytree(model_path, long_path)
-        cfg = json.loads((long_path / "config.json").read_text())
-        cfg["max_position_embeddings"] = max(CONTEXT, int(cfg.get("max_position_embeddings") or 0))
-        (long_path / "config.json").write_text(json.dumps(cfg))
+        long_context_copy(model_path, long_path, CONTEXT)
     entry = {**entry, "path": str(long_path), "serving": {**entry["serving"], "max_model_len": CONTEXT}}
     return long_path, write_catalog(workdir / "catalog8k", {MODEL_KEY: entry}, default=MODEL_KEY), entry
 

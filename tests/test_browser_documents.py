@@ -4,14 +4,13 @@ its passages with the usage line saying how much of it was used. Takes the READM
 
 from __future__ import annotations
 
-import json
-import shutil
 
 import pytest
 
 import documents_gen as gen
 from helpers import demo_entry, write_catalog
 from server_utils import Server
+from support.catalog import long_context_copy
 from test_browser import bot_texts, chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(600)]
@@ -22,11 +21,7 @@ FACT = "The net interest margin of the bank was 3.1 percent."
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("browser-docs")
-    long_ctx = root / "tiny-llama-16k"
-    shutil.copytree(model_dir / "tiny-llama", long_ctx)
-    cfg = json.loads((long_ctx / "config.json").read_text())
-    cfg["max_position_embeddings"] = 16384
-    (long_ctx / "config.json").write_text(json.dumps(cfg))
+    long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-16k", 16384)
     models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=24),
               "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
               "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384)}

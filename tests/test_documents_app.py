@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import uuid
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 import documents_gen as gen
 from helpers import demo_entry, write_catalog
 from server_utils import Server
+from support.catalog import long_context_copy
 from support.sse import sse_lines
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -30,11 +30,7 @@ QUESTION = "What was the net interest margin of the bank?"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("documents")
-    long_ctx = root / "tiny-llama-16k"
-    shutil.copytree(model_dir / "tiny-llama", long_ctx)
-    cfg = json.loads((long_ctx / "config.json").read_text())
-    cfg["max_position_embeddings"] = 16384
-    (long_ctx / "config.json").write_text(json.dumps(cfg))
+    long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-16k", 16384)
     models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=8),
               "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
               "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384)}

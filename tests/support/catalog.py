@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -37,3 +38,13 @@ def write_catalog(folder: Path, models: dict, default: str | None = None) -> Pat
     if not (folder / "configs").exists():
         shutil.copytree(REPO / "configs", folder / "configs")
     return path
+
+
+def long_context_copy(src: Path, dest: Path, positions: int) -> Path:
+    """A copy of the checkpoint at ``src`` whose config.json allows at least ``positions`` tokens (the same
+    weights: rope positions are computed), for a catalogue entry with a longer max_model_len."""
+    shutil.copytree(src, dest)
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg["max_position_embeddings"] = max(positions, int(cfg.get("max_position_embeddings") or 0))
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return dest
