@@ -19,7 +19,7 @@ from finspace.settings import Limits
 EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
 
 
-def make(app=None, **limits):
+def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, document_events=frozenset, **limits):
     seen: list[bytes] = []
 
     async def echo(scope, receive, send):
@@ -45,7 +45,9 @@ def make(app=None, **limits):
         await send({"type": "http.response.body", "body": out})
 
     lim = Limits(**limits)
-    guard = Guard(app or echo, limits=lim, public_api=("chat",), events=lambda: EVENTS, tracker=EventTracker(lim))
+    guard = Guard(app or echo, limits=lim, public_api=("chat",), events=lambda: events or EVENTS,
+                  tracker=EventTracker(lim), upload_dir=upload_dir, upload_bytes=upload_bytes,
+                  document_events=document_events)
     return guard, seen
 
 
@@ -152,23 +154,8 @@ DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)} 
 
 
 def make_with_uploads(folder, upload_bytes=4096):
-    seen: list[bytes] = []
-
-    async def echo(scope, receive, send):
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        seen.append(body)
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": json.dumps({"event_id": "e1"}).encode()})
-
-    lim = Limits()
-    guard = Guard(echo, limits=lim, public_api=("chat",), events=lambda: DOC_EVENTS, tracker=EventTracker(lim),
-                  upload_dir=str(folder), upload_bytes=upload_bytes, document_events=lambda: {1, 3})
-    return guard, seen
+    return make(events=DOC_EVENTS, upload_dir=str(folder), upload_bytes=upload_bytes,
+                document_events=lambda: {1, 3})
 
 
 def file_data(path, url=None):
