@@ -85,7 +85,7 @@ class ChatStreams:
             if self.test_prompt_log:  # TEST-ONLY: off unless FINSPACE_TEST_PROMPT_LOG names a file
                 await asyncio.get_running_loop().run_in_executor(
                     self._tokenize_pool, record_prompt, self.test_prompt_log, tok, rid, ids)
-            params = process.delta_sampling(sp, settings.stop)
+            params = process.delta_sampling(sp, settings.stop, settings.json_schema)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
                                      f"send your message again when it is ready")
