@@ -74,7 +74,7 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit")
+PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix")
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:

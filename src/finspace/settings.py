@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from finspace.documents.limits import DocumentLimits
+from finspace.matrix.limits import MatrixLimits
 from finspace.errors import BadInput
 from finspace.priority import parse_nice
 
@@ -173,6 +174,7 @@ class Settings:
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
     documents: DocumentLimits = DocumentLimits()
+    matrix: MatrixLimits = MatrixLimits()
     limits: Limits = Limits()
 
     @classmethod
@@ -219,6 +221,10 @@ class Settings:
                 max_pages=_int(env, "FINSPACE_DOCUMENT_MAX_PAGES", DocumentLimits.max_pages, 1, 100_000),
                 convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s,
                                          1, 3600)),
+            matrix=MatrixLimits(
+                max_documents=_int(env, "FINSPACE_MATRIX_MAX_DOCUMENTS", MatrixLimits.max_documents, 1, 200),
+                max_cells=_int(env, "FINSPACE_MATRIX_MAX_CELLS", MatrixLimits.max_cells, 1, 2000),
+                max_running=_int(env, "FINSPACE_MATRIX_MAX_RUNNING", MatrixLimits.max_running, 1, 64)),
             limits=limits,
         )
 

@@ -24,15 +24,16 @@ MAX_LIST_ITEMS = 8
 SCALES = {"units": 1, "thousands": 10**3, "millions": 10**6, "billions": 10**9}
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
+MAX_NUMBER = 1e15  # past a quadrillion a figure is no filing's
 
 
 def _value_schema(type_: str) -> dict:
     text = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}
     return {
-        "number": {"type": "number"},
-        "percent": {"type": "number"},
+        "number": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
+        "percent": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
         "money": {"type": "object", "additionalProperties": False, "required": ["amount", "currency", "scale"],
-                  "properties": {"amount": {"type": "number"},
+                  "properties": {"amount": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
                                  "currency": {"type": "string", "pattern": CURRENCY_PATTERN},
                                  "scale": {"enum": list(SCALES)}}},
         "date": {"type": "string", "pattern": DATE_PATTERN},
@@ -43,18 +44,17 @@ def _value_schema(type_: str) -> dict:
 
 
 def cell_schema(field: MatrixField, pages: int) -> dict:
-    """The JSON schema of one cell of ``field`` in a document of ``pages`` pages."""
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["found", "page", "quote", "value"],
-        "properties": {
-            "found": {"type": "boolean"},
-            "page": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": max(1, pages)}, {"type": "null"}]},
-            "quote": {"type": "string", "maxLength": MAX_QUOTE_CHARS},
-            "value": {"anyOf": [_value_schema(field.type), {"type": "null"}]},
-        },
-    }
+    """The JSON schema of one cell of ``field`` in a document of ``pages`` pages: found with its page, quote and
+    typed value, or not found with nothing else."""
+    keys = ["found", "page", "quote", "value"]
+    found = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
+        "found": {"const": True},
+        "page": {"type": "integer", "minimum": 1, "maximum": max(1, pages)},
+        "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS},
+        "value": _value_schema(field.type)}}
+    missing = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
+        "found": {"const": False}, "page": {"type": "null"}, "quote": {"const": ""}, "value": {"type": "null"}}}
+    return {"anyOf": [found, missing]}
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class Cell:
 
 
 def _typed(value: Any, type_: str) -> bool:
-    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+        and abs(value) <= MAX_NUMBER
     if type_ in ("number", "percent"):
         return number
     if type_ == "money":

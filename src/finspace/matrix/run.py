@@ -22,10 +22,9 @@ from finspace.engine.records import ChatInfo
 from finspace.matrix import prompt
 from finspace.matrix.cells import cell_schema, read_cell
 from finspace.matrix.fields import MatrixField
+from finspace.matrix.limits import REPLY_TOKENS
 from finspace.matrix.table import CellResult, MatrixResult
 from finspace.matrix.verify import verify
-
-REPLY_TOKENS = 256  # a cell's JSON: found, page, a quote of at most 300 characters, a value
 
 
 async def _prepare(engine: Any, doc: Document, fields: Sequence[MatrixField], reply_tokens: int) -> list[prompt.CellPrompt]:
