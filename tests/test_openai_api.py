@@ -182,11 +182,23 @@ def test_raw_sse_format_ends_with_done(server):
 
 
 # ------------------------------------------------------------------ errors in OpenAI's shape
+DEEP: dict = {"type": "string"}
+for _ in range(40):
+    DEEP = {"type": "array", "items": DEEP}
+
 @pytest.mark.parametrize("extra, param", [
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ({"n": 2}, "n"),
     ({"logprobs": True}, "logprobs"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}}},
+     "response_format"),
+    # hostile schemas: deep nesting, a huge enum, a pathological pattern, an unknown type
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": DEEP}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "enum": list(range(5000))}}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "pattern": "((a{60}){60}){60}"}}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "money"}}}},
      "response_format"),
     ({"frobnicate": 1}, "frobnicate"),
     ({"temperature": 9}, "temperature"),

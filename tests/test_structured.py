@@ -36,6 +36,8 @@ def nested(levels: int) -> dict:
     ({"anyOf": [{"anyOf": [{"type": "string"}] * 30}] * 30}, rf"more than {MAX_NODES} sub-schemas"),
     ({"type": "string", "pattern": "(a{1000}){1000}"}, r"repetition \{1000\} is over 64"),   # pathological
     ({"type": "string", "pattern": "a{2,5000}"}, r"repetition \{2,5000\} is over 64"),
+    ({"type": "string", "pattern": "((a{60}){60}){60}"}, r"multiply out to more than 2,048 pieces"),
+    ({"type": "string", "pattern": "(x|y{50}){50}"}, r"multiply out"),
     ({"type": "string", "pattern": "x" * 257}, r"at most 256 characters"),
     ({"type": "string", "pattern": "(unclosed"}, r"not a valid regular expression"),
     ({"type": "string", "maxLength": 10**9}, r"maxLength must be a whole number from 0 to 100,000"),
@@ -51,6 +53,11 @@ def nested(levels: int) -> dict:
 def test_hostile_or_unsupported_schemas_are_refused_naming_the_place(schema, match):
     with pytest.raises(BadInput, match=match):
         check_schema(schema)
+
+
+@pytest.mark.parametrize("pattern", [r"^[A-Z]{3}$", r"^\d{4}-\d{2}-\d{2}$", r"(ab)*c+", r"^(?:[a-z]{1,64}\.){1,8}[a-z]{2,6}$"])
+def test_ordinary_patterns_pass(pattern):
+    assert check_schema({"type": "string", "pattern": pattern})
 
 
 def test_a_schema_within_the_bounds_passes_unchanged_and_compiles():

@@ -6,7 +6,8 @@ in the engine. So it is held to what xgrammar really enforces, and to sizes that
   400 naming it, never silently ignored;
 - at most ``MAX_DEPTH`` levels, ``MAX_NODES`` sub-schemas, ``MAX_ENUM`` values in an enum, ``MAX_PROPERTIES``
   properties in an object, a ``pattern`` of at most ``MAX_PATTERN_CHARS`` with no counted repetition over
-  ``MAX_REPEAT``, lengths and item counts at most ``MAX_COUNT``, and ``MAX_SCHEMA_BYTES`` in all;
+  ``MAX_REPEAT`` and at most ``MAX_EXPANDED`` pieces once they are multiplied out (``((a{60}){60}){60}`` is
+  216,000), lengths and item counts at most ``MAX_COUNT``, and ``MAX_SCHEMA_BYTES`` in all;
 - ``$ref`` only to the schema's own ``#/$defs/...`` or ``#/definitions/...``.
 Every refusal is ``BadInput`` naming the place in the schema (``properties.revenue.pattern``) and the fix.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from re import _constants as re_constants  # noqa: PLC2701 - the standard library's own regex parser
+from re import _parser as re_parser  # noqa: PLC2701
 from typing import Any
 
 from finspace.errors import BadInput
@@ -35,6 +38,7 @@ MAX_ENUM_CHARS = 200
 MAX_PROPERTIES = 64
 MAX_PATTERN_CHARS = 256
 MAX_REPEAT = 64
+MAX_EXPANDED = 2048  # a pattern's pieces once its counted repetitions are written out
 MAX_COUNT = 100_000
 MAX_SCHEMA_BYTES = 32 * 1024
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
@@ -136,9 +140,36 @@ def _check_pattern(pattern: Any, where: str) -> None:
             raise BadInput(f"{where}: the repetition {m.group(0)} is over {MAX_REPEAT}; use a shorter one or "
                            f"maxLength")
     try:
-        re.compile(pattern)
+        tree = re_parser.parse(pattern)
     except (re.error, RecursionError, OverflowError):
         raise BadInput(f"{where} is not a valid regular expression") from None
+    if _expanded(tree) > MAX_EXPANDED:
+        raise BadInput(f"{where}: its counted repetitions multiply out to more than {MAX_EXPANDED:,} pieces (a "
+                       f"grammar is built from every one); nest fewer {{n}} repetitions or use maxLength")
+
+
+def _expanded(items: Any, depth: int = 0) -> int:
+    """How many pieces the grammar of a parsed pattern holds once its counted repetitions ({n,m}) are written out:
+    a repetition multiplies its body by its largest finite count; * and + do not (they stay loops)."""
+    if depth > 50:
+        return MAX_EXPANDED + 1
+    total = 0
+    for op, arg in items:
+        if op in (re_constants.MAX_REPEAT, re_constants.MIN_REPEAT, re_constants.POSSESSIVE_REPEAT):
+            low, high, body = arg
+            count = high if high != re_constants.MAXREPEAT else max(low, 1)
+            total += max(1, count) * _expanded(body, depth + 1)
+        elif op == re_constants.SUBPATTERN:
+            total += _expanded(arg[-1], depth + 1)
+        elif op == re_constants.BRANCH:
+            total += sum(_expanded(b, depth + 1) for b in arg[1])
+        elif op in (re_constants.ASSERT, re_constants.ASSERT_NOT):
+            total += _expanded(arg[1], depth + 1)
+        else:
+            total += 1
+        if total > MAX_EXPANDED:
+            return total
+    return total
 
 
 def response_format_schema(value: Any) -> dict | None:
