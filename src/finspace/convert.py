@@ -144,7 +144,8 @@ def ensure(spec: Convert, models_dir: Path, name: str, *, progress: Progress | N
 
 def _reporter(progress: Progress | None) -> Progress:
     def report(fraction: float, message: str) -> None:
-        log.info("converting: %s (%d%%)", message, round(100 * fraction))
+        # a load's progress logs each step itself (engine: "load stage fetch: ..."); alone, say it here
+        log.log(logging.DEBUG if progress else logging.INFO, "converting: %s (%d%%)", message, round(100 * fraction))
         if progress is not None:
             try:
                 progress(fraction, message)
