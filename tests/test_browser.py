@@ -135,7 +135,7 @@ def test_send_a_message_and_see_the_reply_stream(page):
     assert len(set(growing)) >= 3, f"the reply did not grow in steps: {lengths}"
     assert growing == sorted(growing), lengths
     assert page.input_value("#chat-input textarea") == ""  # the input was cleared
-    shot(page, "3-replied", docs_name="finspace-page.png")
+    shot(page, "3-replied")  # the README's main screenshot shows the real small model: test_browser_smollm.py
 
 
 def test_switch_model_shows_progress_then_the_new_label(page):

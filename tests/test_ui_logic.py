@@ -168,14 +168,16 @@ def test_models_view_has_plans_and_verdicts(gpu_service):
 
 
 # --------------------------------------------------------------- CPU views
-def test_cpu_says_so_plainly_and_offers_the_demo(cpu_service):
+def test_cpu_says_so_plainly_and_offers_the_small_models(cpu_service):
     svc = cpu_service
-    assert "No NVIDIA GPU: running the offline demo model on CPU" in views.banner(svc)
+    assert "No NVIDIA GPU: running a small model on CPU" in views.banner(svc)
     md = views.memory_markdown(svc, svc.read_memory())
     assert "No NVIDIA GPU detected" in md and "host RAM" in md
     keys = [k for _, k in views.picker_choices(svc)]
-    assert "demo" in keys and "demo-qwen3" in keys
+    assert "demo" in keys and "demo-qwen3" in keys and "smollm2-135m" in keys
     assert "llama-3.1-70b-fin-fp8" not in keys  # tensor parallel needs GPUs
+    assert dict((k, label) for label, k in views.picker_choices(svc))["smollm2-135m"] == \
+        "SmolLM2 135M Instruct (CPU) — 2,048 tokens"
     body, status = svc.health()
     assert status == 503 and body["device"] == "cpu" and body["gpus"] == [] and body["host_ram"]["total_mib"] > 0
 

@@ -100,6 +100,26 @@ class Sampling(_Strict):
         return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+class Convert(_Strict):
+    """A checkpoint made on first use from a GGUF file shipped inside an installed Python package
+    (finspace.convert): ``package`` and ``version`` as pip names them, ``file`` relative to site-packages."""
+
+    package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    version: str = Field(pattern=r"^[0-9][A-Za-z0-9.+!-]*$")
+    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.gguf$")
+
+    @field_validator("file")
+    @classmethod
+    def _inside(cls, v):
+        if ".." in v.split("/"):
+            raise ValueError("must be a path inside the package's folder (no '..')")
+        return v
+
+    def pip_install(self, *, again: bool = False) -> str:
+        """The command that installs the package (``again``: over a broken copy)."""
+        return f"pip install --no-deps {'--force-reinstall ' if again else ''}{self.package}=={self.version}"
+
+
 class _Entry(_Strict):
     label: str = Field(min_length=1)
     description: str = Field(min_length=1)
@@ -107,6 +127,7 @@ class _Entry(_Strict):
     revision: str | None = None
     path: str | None = None
     generate: str | None = None
+    convert: Convert | None = None  # made on first use from a GGUF file in an installed package
     architecture: Literal["llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "gemma3_text", "gpt_neox"]
     config: str | None = None
     total_size_bytes: int | None = Field(None, gt=0)
@@ -118,10 +139,12 @@ class _Entry(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self):
-        if (self.repo is None) == (self.path is None):
-            raise ValueError("give exactly one of 'repo' (a Hugging Face repo id) or 'path' (a local folder)")
-        if self.repo is not None and self.config is None:
-            raise ValueError("'config' is required for a repo entry: bundle a copy of its config.json under configs/")
+        if sum(x is not None for x in (self.repo, self.path, self.convert)) != 1:
+            raise ValueError("give exactly one of 'repo' (a Hugging Face repo id), 'path' (a local folder) or "
+                             "'convert' (a GGUF file in an installed Python package)")
+        if (self.repo is not None or self.convert is not None) and self.config is None:
+            raise ValueError("'config' is required for a repo or convert entry: bundle a copy of its config.json "
+                             "under configs/")
         if self.generate is not None and self.path is None:
             raise ValueError("'generate' needs 'path': where the generated model is written")
         return self
@@ -153,6 +176,7 @@ class ModelEntry:
     serving: Serving
     sampling: Sampling
     reasoning: str | None = None
+    convert: Convert | None = None
 
     @property
     def is_local(self) -> bool:
@@ -160,6 +184,8 @@ class ModelEntry:
 
     @property
     def source(self) -> str:
+        if self.convert is not None:
+            return f"{self.convert.package}=={self.convert.version}: {self.convert.file}"
         return self.repo if self.repo else str(self.local_path)
 
     def config(self) -> dict:
@@ -316,6 +342,7 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
                 repo=e.repo, revision=e.revision, local_path=local, generate=e.generate,
                 config_path=config_path, total_size_bytes=e.total_size_bytes,
                 system_prompt=e.system_prompt, serving=e.serving, sampling=e.sampling, reasoning=e.reasoning,
+                convert=e.convert,
             )
         )
     for which in ("gpu", "cpu"):

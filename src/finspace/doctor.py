@@ -308,6 +308,13 @@ def check_default_model(catalog: Any, key: str, monitor: Any) -> Check:
 
     entry = catalog.get(key)
     where = f"{monitor.gpu_count} x {monitor.gpu_spec().name}" if monitor.has_gpu else "this CPU machine"
+    if entry.convert is not None:  # made on first use from a packaged GGUF file: the package must be there
+        from finspace import convert
+
+        try:
+            convert.locate(entry.convert)
+        except FinspaceError as exc:
+            return Check("model", FAIL, f"default model {key}: {exc}", entry.convert.pip_install(), blocking=True)
     try:
         p = Engine(catalog, monitor).check_fits(entry)
     except FinspaceError as exc:

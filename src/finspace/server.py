@@ -294,7 +294,7 @@ def run(settings: Settings) -> int:
         return 2
     ledger = _make_ledger(settings)
     engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice,
-                    **settings.engine_options())
+                    models_dir=ledger.path.parent / "models", **settings.engine_options())
     blocking, storage_note = _host_problems(monitor, ledger, settings)
     if settings.switching == "open":
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")

@@ -7,6 +7,7 @@ next one. No vLLM.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from finspace.catalog import ModelEntry
@@ -19,10 +20,13 @@ FETCH_PATTERNS = [
 ]
 
 
-async def fetch(entry: ModelEntry, *, hf_token: str | None = None) -> str:
-    """The folder vLLM loads ``entry`` from: generated or local, else downloaded (``hf_token`` for gated
-    repos); checked either way."""
-    if entry.local_path is not None:
+async def fetch(entry: ModelEntry, *, hf_token: str | None = None, models_dir: Path | None = None,
+                progress: Callable[[float, str], None] | None = None) -> str:
+    """The folder vLLM loads ``entry`` from: generated, converted (into ``models_dir``, ``progress`` told how
+    far) or local, else downloaded (``hf_token`` for gated repos); checked either way."""
+    if entry.convert is not None:
+        path = str(await asyncio.to_thread(_converted, entry, models_dir, _threadsafe(progress)))
+    elif entry.local_path is not None:
         if entry.generate:
             from finspace import demo
 
@@ -34,6 +38,22 @@ async def fetch(entry: ModelEntry, *, hf_token: str | None = None) -> str:
         path = await asyncio.to_thread(fetch_repo, entry.repo, entry.revision, hf_token)
     await asyncio.to_thread(verify_checkpoint, Path(path))
     return path
+
+
+def _converted(entry: ModelEntry, models_dir: Path | None, progress) -> Path:
+    from finspace import convert
+
+    if models_dir is None:
+        raise LoadFailed(f"{entry.label} is converted on first use into the data folder, and none was given")
+    return convert.ensure(entry.convert, models_dir, entry.key, progress=progress)
+
+
+def _threadsafe(progress: Callable[[float, str], None] | None) -> Callable[[float, str], None] | None:
+    """``progress``, called in the event loop from the worker thread that converts."""
+    if progress is None:
+        return None
+    loop = asyncio.get_running_loop()
+    return lambda fraction, message: loop.call_soon_threadsafe(progress, fraction, message)
 
 
 def verify_checkpoint(path: Path) -> None:

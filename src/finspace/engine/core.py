@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -45,7 +46,8 @@ class Engine(ChatStreams):
     ``stop_grace_s``: how long a stopping engine may exit on its own before its processes are killed; its
     requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; Ray
     always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel.
-    ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``freeze_heap`` (server.run):
+    ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``models_dir``: where a catalogue
+    entry made from a packaged GGUF file is converted on first use (finspace.convert). ``freeze_heap`` (server.run):
     gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
     0.4-0.5 s of the serving loop every few benchmark runs; off for test processes that load many engines.
     ``front_nice`` (server.run): the serving threads run this many nice steps below the engine's processes,
@@ -58,7 +60,7 @@ class Engine(ChatStreams):
                  on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
                  freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
                  hf_token: str | None = None, secrets: tuple[str, ...] = (), test_replay: str | None = None,
-                 test_prompt_log: str | None = None):
+                 test_prompt_log: str | None = None, models_dir: Path | None = None):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
@@ -76,6 +78,7 @@ class Engine(ChatStreams):
         self.secrets = tuple(secrets)
         self.test_replay = test_replay  # TEST-ONLY: a recorded stream for generated reasoning models (stream.py)
         self.test_prompt_log = test_prompt_log  # TEST-ONLY: each prompt, decoded, appended here (chatting.py)
+        self.models_dir = models_dir  # where checkpoints converted on first use go (the data folder's models/)
         self._launcher = priority.Launcher(front_nice)
 
         self._llm: Any = None
@@ -246,7 +249,8 @@ class Engine(ChatStreams):
         """Fetch, stop the running engine, wait for its memory, start and warm up the new one."""
         clock.enter("fetch", f"fetching {entry.source}")
         with in_stage("fetch"):
-            path = await checkpoint.fetch(entry, hf_token=self.hf_token)
+            path = await checkpoint.fetch(entry, hf_token=self.hf_token, models_dir=self.models_dir,
+                                          progress=lambda fraction, message: clock.within(fraction, message))
         kwargs = self._engine_kwargs(entry, path, p)
         record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
 

@@ -104,7 +104,7 @@ def in_stage(name: str):
 class StageClock:
     """The stage a load is in: reported to ``report`` as it starts, its seconds kept in ``record``."""
 
-    def __init__(self, record: LoadRecord, report: Callable[[str, str], None]):
+    def __init__(self, record: LoadRecord, report: Callable[..., None]):
         self.record, self.report = record, report
         self.stage, self.started = "plan", time.monotonic()
 
@@ -113,6 +113,10 @@ class StageClock:
         self.record.stage_seconds[self.stage] = round(now - self.started, 3)
         self.stage, self.started = name, now
         self.report(name, message)
+
+    def within(self, fraction: float, message: str) -> None:
+        """How far the current stage is (0 to 1): the progress bar moves toward the next stage's start."""
+        self.report(self.stage, message, fraction)
 
     def stop(self) -> None:
         self.record.stage_seconds[self.stage] = round(time.monotonic() - self.started, 3)
@@ -164,15 +168,23 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def reporter(progress: ProgressFn | None, on_stage: Callable[[str, float], None]) -> Callable[[str, str], None]:
+def stage_fraction(stage: str, within: float = 0.0) -> float:
+    """Where the load is on the progress bar: ``within`` (0 to 1) of the way through ``stage``."""
+    start = STAGE_PROGRESS[stage]
+    nxt = min((v for v in STAGE_PROGRESS.values() if v > start), default=start)
+    return start + max(0.0, min(1.0, within)) * (nxt - start)
+
+
+def reporter(progress: ProgressFn | None, on_stage: Callable[[str, float], None]) -> Callable[..., None]:
     """A stage report: ``on_stage`` (the engine's state), the log, and ``progress`` (a broken one is logged)."""
 
-    def report(stage: str, message: str) -> None:
-        on_stage(stage, STAGE_PROGRESS[stage])
+    def report(stage: str, message: str, within: float = 0.0) -> None:
+        fraction = stage_fraction(stage, within)
+        on_stage(stage, fraction)
         log.info("load stage %s: %s", stage, message)
         if progress is not None:
             try:
-                progress(stage, STAGE_PROGRESS[stage], message)
+                progress(stage, fraction, message)
             except Exception:  # a broken progress bar must not break a load
                 log.exception("progress callback failed")
 

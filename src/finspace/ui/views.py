@@ -47,8 +47,9 @@ def banner(svc: Service) -> str:
         gpu = svc.engine.gpu
         where = f"**{svc.engine.gpus} × {esc(gpu.name)}** ({gpu.total_bytes / GIB:.1f} GiB each)"
     else:
-        where = ("**No NVIDIA GPU: running the offline demo model on CPU.** Replies come from tiny random-weight "
-                 "models (fast nonsense), and the memory panel shows host RAM.")
+        where = ("**No NVIDIA GPU: running a small model on CPU.** SmolLM2 135M answers in plain English (often "
+                 "wrong on facts: it is tiny); the demo models stream random-weight nonsense. The memory panel "
+                 "shows host RAM.")
     if h.state == "ready":
         state = f"Model: **{esc(h.model_label)}**"
     elif h.state in ("loading", "switching"):

@@ -1,0 +1,49 @@
+"""The page with the real small model (smollm2-135m, the default without a GPU) in a real browser: a finance
+question gets a real English answer that ends on its own (the usage line appears). Takes the README's main
+screenshot, docs/finspace-page.png, with FINSPACE_UPDATE_SCREENSHOTS=1. One server start (~1 min here);
+the rest of the browser suite keeps the tiny random models.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from server_utils import Server
+from support.catalog import write_catalog
+from support.smollm import KEY, catalog_entry, english_problem
+from test_browser import chromium_context, open_page, shot
+
+pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(900)]
+
+QUESTION = "What is free cash flow? Answer in two sentences."
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, smollm_models):
+    root = tmp_path_factory.mktemp("browser-smollm")
+    (root / "data").mkdir()
+    os.symlink(smollm_models, root / "data" / "models")  # the app's data folder holds the converted model
+    srv = Server(root, write_catalog(root / "catalog", {KEY: catalog_entry(temperature=0.0)}, default=KEY),
+                 env={"FINSPACE_CPU_KV_CACHE_MIB": "256"})
+    try:
+        srv.wait(ready=True)
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_the_page_shows_a_real_english_answer(server):
+    with chromium_context() as context:
+        page = open_page(context, server.url, "SmolLM2 135M")
+        page.fill("#chat-input textarea", QUESTION)
+        page.click("#send")
+        # the usage line is written when the reply ends: at the model's end of sequence, before max_tokens
+        page.wait_for_function("document.querySelectorAll('#chatbot sub').length >= 1", timeout=120_000)
+        reply = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")[-1]
+        usage = page.inner_text("#chatbot sub")
+        assert english_problem(reply) is None, f"{english_problem(reply)}; the page showed: {reply!r}"
+        assert usage.endswith("finished"), usage  # finish_reason stop
+        assert page.page_errors == []
+        shot(page, "smollm-replied", docs_name="finspace-page.png")

@@ -1,0 +1,144 @@
+"""What a real model says: SmolLM2-135M-Instruct (the default without a GPU), greedy, through the real engine
+and the real app. Each check is also run on the random-weight `demo` model, where it must fail: these tests
+pass only with a model that answers. Each failure shows what the model said.
+
+The checkpoint is converted once (support.smollm, the session fixture smollm_models) and reused by later runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import httpx
+import pytest
+
+from finspace.catalog import load_catalog
+from finspace.engine import ChatInfo, ChatSettings, Engine
+from finspace.gpu import MemoryMonitor
+from server_utils import Server
+from support.catalog import demo_entry, write_catalog
+from support.smollm import KEY, catalog_entry, chatml_problem, english_problem, eos_problem, figure_problem
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
+
+QUESTIONS = ["What is EBITDA? Answer in one sentence.", "What does free cash flow measure? Answer briefly."]
+SYSTEM = "You are a careful analyst who answers about company accounts in one sentence."
+MAX_TOKENS = 200
+SENTENCE = "Revenue was $12.4 billion in Q3 2024, up 8% year over year."
+SCHEMA = {"type": "object", "properties": {"revenue_usd_billion": {"type": "number"}},
+          "required": ["revenue_usd_billion"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory, smollm_models):
+    root = tmp_path_factory.mktemp("smollm-catalog")
+    models = {KEY: catalog_entry(max_tokens=MAX_TOKENS),
+              "demo": demo_entry(root / "demo", "bench-llama", label="Demo", max_model_len=1024,
+                                 max_tokens=MAX_TOKENS)}
+    return load_catalog(write_catalog(root, models, default=KEY))
+
+
+@pytest.fixture(scope="module")
+async def engine(catalog, smollm_models, tmp_path_factory):
+    log = tmp_path_factory.mktemp("smollm-prompts") / "prompts.jsonl"
+    eng = Engine(catalog, MemoryMonitor(nvml=None), models_dir=smollm_models, test_prompt_log=str(log))
+    eng.prompt_log = log
+    yield eng
+    await eng.close()
+
+
+async def on(engine, key):
+    if engine.health().model_key != key or engine.health().state != "ready":
+        await engine.load(key)
+    return engine
+
+
+async def ask(engine, question, system=None) -> tuple[str, ChatInfo]:
+    info = ChatInfo()
+    settings = ChatSettings(temperature=0.0, max_tokens=MAX_TOKENS, system_prompt=system)
+    text = "".join([d async for d in engine.chat([{"role": "user", "content": question}], settings, info)])
+    return text, info
+
+
+async def extract(engine) -> str:
+    """Guided JSON (vLLM structured outputs) through the running engine: the figure of SENTENCE."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    messages = [{"role": "user", "content": f"{SENTENCE} Extract the revenue in billions of dollars as JSON."}]
+    ids = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    ids = engine.tokenizer.encode(ids, add_special_tokens=False)
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS,
+                            structured_outputs=StructuredOutputsParams(json=SCHEMA))
+    last = None
+    async for out in engine._llm.generate({"prompt_token_ids": ids}, params, f"extract-{uuid.uuid4().hex}"):
+        last = out
+    return last.outputs[0].text
+
+
+def last_prompt(engine) -> str:
+    return json.loads(engine.prompt_log.read_text().splitlines()[-1])["prompt"]
+
+
+# ------------------------------------------------------------------ the real model
+@pytest.mark.parametrize("question", QUESTIONS)
+async def test_a_finance_question_gets_common_english_words(engine, question):
+    text, _ = await ask(await on(engine, KEY), question)
+    assert english_problem(text) is None, f"{english_problem(text)}; the model said: {text!r}"
+
+
+async def test_a_reply_ends_at_end_of_sequence_before_max_tokens(engine):
+    text, info = await ask(await on(engine, KEY), QUESTIONS[0])
+    problem = eos_problem(info.finish_reason, info.output_tokens, MAX_TOKENS)
+    assert problem is None, f"{problem}; the model said: {text!r}"
+
+
+async def test_a_system_prompt_goes_through_the_models_chatml_template(engine):
+    text, _ = await ask(await on(engine, KEY), QUESTIONS[0], system=SYSTEM)
+    prompt = last_prompt(engine)
+    assert chatml_problem(prompt, SYSTEM) is None, f"{chatml_problem(prompt, SYSTEM)}: {prompt!r}"
+    assert english_problem(text) is None, f"{english_problem(text)}; the model said: {text!r}"
+
+
+async def test_guided_json_extracts_the_figure(engine):
+    text = await extract(await on(engine, KEY))
+    problem = figure_problem(text, "revenue_usd_billion", 12.4)
+    assert problem is None, f"{problem}; the model said: {text!r}"
+
+
+# ------------------------------------------------------------------ the same checks on random weights
+async def test_every_check_fails_for_the_random_weight_demo(engine):
+    """The checks above can fail: on `demo` (random weights) each one does."""
+    demo = await on(engine, "demo")
+    said = {}
+    for question in QUESTIONS:
+        said[question], _ = await ask(demo, question)
+        assert english_problem(said[question]) is not None, f"demo passed the English check: {said[question]!r}"
+    text, info = await ask(demo, QUESTIONS[0], system=SYSTEM)
+    assert eos_problem(info.finish_reason, info.output_tokens, MAX_TOKENS) is not None, (info, text)
+    assert chatml_problem(last_prompt(demo), SYSTEM) is not None
+    text = await extract(demo)
+    assert figure_problem(text, "revenue_usd_billion", 12.4) is not None, text
+
+
+# ------------------------------------------------------------------ the real app over HTTP
+def test_the_app_serves_a_real_english_answer_over_http(tmp_path, smollm_models):
+    """`python app.py` with smollm2-135m as its default: /v1/chat/completions answers in English and stops."""
+    (tmp_path / "data").mkdir()
+    os.symlink(smollm_models, tmp_path / "data" / "models")  # the app's data folder holds the converted model
+    srv = Server(tmp_path, write_catalog(tmp_path / "catalog", {KEY: catalog_entry()}, default=KEY),
+                 env={"FINSPACE_CPU_KV_CACHE_MIB": "256"})
+    try:
+        srv.wait(ready=True)
+        r = httpx.post(srv.url + "/v1/chat/completions", timeout=120, headers=srv.auth(), json={
+            "model": KEY, "messages": [{"role": "user", "content": QUESTIONS[0]}], "temperature": 0,
+            "max_tokens": MAX_TOKENS})
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        text = choice["message"]["content"]
+        assert english_problem(text) is None, f"{english_problem(text)}; the model said: {text!r}"
+        assert choice["finish_reason"] == "stop", f"finish_reason {choice['finish_reason']}; said: {text!r}"
+    finally:
+        srv.stop()
