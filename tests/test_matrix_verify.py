@@ -42,7 +42,9 @@ def test_numbers_as_filings_print_them(text, expected):
     ("the “core” segment", 'the "core" segment grew', True),                         # curly quotes folded
     ("Revenue was $13.4 billion", "Revenue was $12.4 billion", False),
     ("", "anything", False),                                                          # an empty quote proves nothing
-    ("ab", "ab", False),                                                              # nor a two-letter one
+    ("14.2", "margin 14.2%", False),                                                  # nor a number alone
+    ("Young LLP", "Ernst & Young LLP", False),                                        # fewer than three words
+    ("Revenue was $12.4 billion.", "Revenue was $12.4 billion in 2024.", True),        # its full stop dropped
 ])
 def test_quote_on_page(quote, page, on_page):
     assert v.quote_on_page(quote, page) is on_page
@@ -61,8 +63,9 @@ def test_quote_on_page(quote, page, on_page):
     ("money", {"amount": 12.4, "currency": "USD", "scale": "billions"}, "Revenue was $12.4 billion", True),
     ("money", {"amount": 12400, "currency": "USD", "scale": "millions"}, "Revenue was $12.4 billion", True),
     ("money", {"amount": 12.4, "currency": "USD", "scale": "millions"}, "Revenue was $12.4 billion", False),
-    ("money", {"amount": 12400, "currency": "USD", "scale": "millions"}, "Revenue | 12,400", True),  # table
-    ("money", {"amount": 12.4, "currency": "USD", "scale": "millions"}, "Revenue | 12,400", False),
+    ("money", {"amount": 12400, "currency": "USD", "scale": "units"}, "Revenue | 12,400", True),
+    ("money", {"amount": 12400, "currency": "USD", "scale": "millions"}, "Revenue | 12,400", False),  # scale unseen
+    ("money", {"amount": 14.2, "currency": "USD", "scale": "units"}, "a margin of 14.2%", False),
     ("date", "2024-03-31", "as of March 31, 2024", True),
     ("date", "2024-03-31", "as of 31 March 2024", True),
     ("date", "2024-03-31", "as of Mar. 31, 2024", True),
@@ -117,6 +120,13 @@ def test_each_type_schema_compiles_for_guided_decoding(type_):
     schema = cell_schema(MatrixField("F", type_, "x"), pages=7)
     assert schema["anyOf"][0]["properties"]["page"]["maximum"] == 7
     xgrammar.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
+
+
+def test_every_cell_schema_passes_vllms_own_xgrammar_check():
+    from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features
+
+    for type_ in ("number", "percent", "money", "date", "text", "list", "yesno"):
+        assert not has_xgrammar_unsupported_json_features(cell_schema(MatrixField("F", type_, "x"), pages=3))
 
 
 def test_a_cell_read_back_keeps_its_typed_value():

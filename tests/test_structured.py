@@ -41,6 +41,8 @@ def nested(levels: int) -> dict:
     ({"type": "string", "pattern": "x" * 257}, r"at most 256 characters"),
     ({"type": "string", "pattern": "(unclosed"}, r"not a valid regular expression"),
     ({"type": "string", "maxLength": 10**9}, r"maxLength must be a whole number from 0 to 100,000"),
+    ({"type": "string", "pattern": "^a+$", "maxLength": 5}, r"cannot be combined with minLength/maxLength"),
+    ({"type": "string", "format": "date", "minLength": 5}, r"cannot be combined with minLength/maxLength"),
     ({"type": "number", "maximum": 1e300}, r"maximum must be a finite number"),
     ({"type": "number", "minimum": float("nan")}, r"non-finite number"),
     ({"$ref": "https://evil.example/schema.json"}, r"\$ref must point inside the schema"),

@@ -61,7 +61,17 @@ def check_schema(schema: Any, where: str = "response_format.json_schema.schema")
         raise BadInput(f"{where} is {size:,} bytes as JSON; the limit is {MAX_SCHEMA_BYTES:,}: simplify it")
     nodes = [0]
     _check(schema, where, 0, nodes)
+    if _vllm_refuses(schema):  # vLLM's own list of what xgrammar cannot enforce, as a last check
+        raise BadInput(f"{where} combines keywords that structured outputs cannot enforce here; simplify it")
     return schema
+
+
+def _vllm_refuses(schema: dict) -> bool:
+    try:
+        from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features
+    except ImportError:  # pragma: no cover - vLLM is always installed beside finspace
+        return False
+    return has_xgrammar_unsupported_json_features(schema)
 
 
 def _check(node: Any, where: str, depth: int, nodes: list[int]) -> None:
@@ -124,6 +134,9 @@ def _check_values(node: dict, where: str) -> None:
             raise BadInput(f"{where}.{key} must be a finite number of at most 1e15 in size")
     if "pattern" in node:
         _check_pattern(node["pattern"], f"{where}.pattern")
+    if ("pattern" in node or "format" in node) and ("minLength" in node or "maxLength" in node):
+        raise BadInput(f"{where}: a pattern or format cannot be combined with minLength/maxLength here (xgrammar "
+                       f"does not enforce the pair); put the length in the pattern, e.g. ^[A-Z]{{1,40}}$")
     if "format" in node and node["format"] not in FORMATS:
         raise BadInput(f"{where}.format must be one of {', '.join(sorted(FORMATS))}")
     if "$ref" in node and not (isinstance(node["$ref"], str) and node["$ref"].startswith(("#/$defs/", "#/definitions/"))

@@ -18,9 +18,10 @@ from typing import Any
 
 from finspace.matrix.fields import MatrixField
 
-MAX_QUOTE_CHARS = 300
-MAX_TEXT_CHARS = 200
-MAX_LIST_ITEMS = 8
+MAX_QUOTE_CHARS = 200
+MAX_TEXT_CHARS = 120
+MAX_LIST_ITEMS = 5
+MAX_ITEM_CHARS = 60
 SCALES = {"units": 1, "thousands": 10**3, "millions": 10**6, "billions": 10**9}
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
@@ -29,6 +30,7 @@ MAX_NUMBER = 1e15  # past a quadrillion a figure is no filing's
 
 def _value_schema(type_: str) -> dict:
     text = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}
+    item = {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_CHARS}
     return {
         "number": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
         "percent": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
@@ -38,7 +40,7 @@ def _value_schema(type_: str) -> dict:
                                  "scale": {"enum": list(SCALES)}}},
         "date": {"type": "string", "pattern": DATE_PATTERN},
         "text": text,
-        "list": {"type": "array", "items": text, "minItems": 1, "maxItems": MAX_LIST_ITEMS},
+        "list": {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_LIST_ITEMS},
         "yesno": {"type": "boolean"},
     }[type_]
 
@@ -46,14 +48,14 @@ def _value_schema(type_: str) -> dict:
 def cell_schema(field: MatrixField, pages: int) -> dict:
     """The JSON schema of one cell of ``field`` in a document of ``pages`` pages: found with its page, quote and
     typed value, or not found with nothing else."""
-    keys = ["found", "page", "quote", "value"]
+    keys = ["found", "quote", "page", "value"]
     found = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
         "found": {"const": True},
-        "page": {"type": "integer", "minimum": 1, "maximum": max(1, pages)},
         "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS},
+        "page": {"type": "integer", "minimum": 1, "maximum": max(1, pages)},
         "value": _value_schema(field.type)}}
     missing = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
-        "found": {"const": False}, "page": {"type": "null"}, "quote": {"const": ""}, "value": {"type": "null"}}}
+        "found": {"const": False}, "quote": {"const": ""}, "page": {"type": "null"}, "value": {"type": "null"}}}
     return {"anyOf": [found, missing]}
 
 
@@ -85,7 +87,7 @@ def _typed(value: Any, type_: str) -> bool:
         return isinstance(value, str) and 0 < len(value) <= MAX_TEXT_CHARS
     if type_ == "list":
         return (isinstance(value, list) and 0 < len(value) <= MAX_LIST_ITEMS
-                and all(_typed(v, "text") for v in value))
+                and all(isinstance(v, str) and 0 < len(v) <= MAX_ITEM_CHARS for v in value))
     return isinstance(value, bool)
 
 

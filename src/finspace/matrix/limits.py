@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-REPLY_TOKENS = 256  # a cell's JSON: found, page, a quote of at most 300 characters, a value
+# a cell's JSON: its keys, a page, a quote of at most 200 characters and a value (a text of 120, a list of 5 x 60):
+# a digit is a token for some tokenizers, so a quote and a value can take a token a character; a reply that runs
+# into this bound anyway is marked cut, never read
+REPLY_TOKENS = 768
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,13 @@ from dataclasses import dataclass
 
 from finspace.documents import passages as psg
 from finspace.documents.convert import Document, Page
-from finspace.matrix.cells import MAX_QUOTE_CHARS
 from finspace.matrix.fields import TYPE_HELP, MatrixField
 
 RULES = (
     "You extract one field from the document below and reply with JSON only, with four keys:\n"
     "- found: true if the document states the field, else false;\n"
-    "- page: the number of the page where it is stated (the [page N] mark above that text), or null;\n"
-    f"- quote: the exact words from that page that state it, copied character for character, at most "
-    f"{MAX_QUOTE_CHARS} characters, or \"\";\n"
+    "- quote: the sentence of the document that states it, copied character for character, or \"\";\n"
+    "- page: the number of the page where that sentence is (the [page N] mark above it), or null;\n"
     "- value: the field's value taken from the quote, or null.\n"
     "Never guess: when the document does not state the field, reply found false, page null, quote \"\", value null."
 )
@@ -58,7 +56,9 @@ def document_block(doc: Document, chosen: list[psg.Passage] | None = None) -> st
 
 
 def field_message(field: MatrixField) -> str:
-    return f"Field: {field.name}\nWhat to find: {field.instruction}\nValue: {TYPE_HELP[field.type]}."
+    return (f"Field: {field.name}. Find in the document: {field.instruction}.\n"
+            f"Copy the sentence of the document that states it as the quote, give the number of its page, and give "
+            f"the value as {TYPE_HELP[field.type]}.")
 
 
 def cell_prompt(doc: Document, field: MatrixField, budget_tokens: int, count: Callable[[str], int],

@@ -5,8 +5,8 @@ breaks and curly quotes do not fail a true quote. Numbers are compared exactly (
 ``verified`` only when every check for its type passed:
 - number: the value is one of the quote's numbers, as printed or with its scale (1.2 billion = 1200000000);
 - percent: a percentage in the quote equals the value (12.5 for 12.5%; 0.125 is accepted as the same);
-- money: amount x scale equals a number of the quote with its scale, or, when the quote prints no scale
-  word (a table in millions), the amount equals the number as printed;
+- money: amount x scale equals a number of the quote with its scale word (1.2 billion), or the quote prints
+  no scale word and the scale is units (a table "in millions" says so outside the quote: not verified);
 - date: the quote writes that date (2024-03-31, March 31, 2024, 31 March 2024, Mar. 31, 2024);
 - text and list: the text, or each item, appears in the quote;
 - yes/no: the quote is on the page (a yes or no cannot be read off a quote mechanically).
@@ -38,7 +38,7 @@ NOT_FOUND = Mark("not_found", "not found", "—")
 CUT = Mark("cut", "cut at max_tokens", "✂")
 INVALID = Mark("invalid", "reply did not parse", "!")
 MARKS = (VERIFIED, NOT_ON_PAGE, VALUE_NOT_IN_QUOTE, NOT_FOUND, CUT, INVALID)
-MIN_QUOTE_CHARS = 3
+MIN_QUOTE_WORDS = 3  # "14.2" or "USD" proves nothing: a quote is evidence in its own words
 _FOLD = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "−": "-", "\u00a0": " "})
 _MONTHS = {m: i for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -57,7 +57,7 @@ def normalize(text: str) -> str:
 
 def quote_on_page(quote: str, page_text: str) -> bool:
     q = normalize(quote)
-    return len(q) >= MIN_QUOTE_CHARS and q in normalize(page_text)
+    return len(q.split()) >= MIN_QUOTE_WORDS and q.rstrip(".") in normalize(page_text)
 
 
 def dates_in(text: str) -> set[date]:
@@ -99,9 +99,7 @@ def value_in_quote(value: object, type_: str, quote: str) -> bool:
         v = as_decimal(value)  # type: ignore[arg-type]
         return any(v == n.value or v * 100 == n.value for n in numbers if n.percent)
     amount = as_decimal(value["amount"]) * SCALES[value["scale"]]  # type: ignore[index]
-    printed = as_decimal(value["amount"])  # type: ignore[index]
-    return any((n.scale != 1 and amount == n.scaled) or (n.scale == 1 and printed == n.value)
-               for n in numbers if not n.percent)
+    return any(amount == n.scaled for n in numbers if not n.percent)
 
 
 def verify(cell: Cell, field: MatrixField, pages: dict[int, str]) -> Mark:
