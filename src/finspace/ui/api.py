@@ -24,6 +24,7 @@ import gradio as gr
 
 from finspace.documents import chat as docs
 from finspace.documents.upload import remove_upload
+from finspace.engine.prompt import allowed_template_kwargs
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import ChatInfo, ChatSettings, Service
 from finspace.ui.chat import coalesce_parts, interval_for
@@ -146,7 +147,9 @@ class Endpoints:
         history holds answers only (send back "answer", never "thinking")."""
         try:
             messages = api_messages(message, history)
-            settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking)
+            entry = self.svc.engine.entry  # enable_thinking is a reasoning model's (Qwen 3) template variable
+            thinks = entry is not None and allowed_template_kwargs(entry).get("enable_thinking") is bool
+            settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking if thinks else None)
             out = {"thinking": "", "answer": ""}
             async for thinking, answer in stream_parts(self.svc, messages, settings):
                 out = {"thinking": thinking.strip(), "answer": answer.lstrip()}
