@@ -7,7 +7,6 @@ tokenizer and context, the active request ids and why any of them was ended.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
