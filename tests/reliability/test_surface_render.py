@@ -26,7 +26,7 @@ from rel_utils import TALLY, assert_clean, gclient
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
 # The 107-character template: 2 x 10^8 loop steps in Jinja, in the tokenizer thread
-NESTED = "{% for i in range(100000) %}{% for j in range(2000) %}{% endfor %}{% endfor %}{{ messages[0]['content'] }}"
+NESTED = "{% for i in range(100000) %}{% for j in range(2000) %}{% endfor %}{% endfor %}{{ messages[-1]['content'] }}"
 ASK = [{"role": "user", "content": "What is EBITDA?"}]
 
 

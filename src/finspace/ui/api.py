@@ -193,13 +193,15 @@ class Endpoints:
     async def fit(self, repo: str | None = None, config_json: str | None = None, gpu: str | None = None,
                   gpus: int | None = None, max_model_len: int | None = None, dtype: str | None = None,
                   quantization: str | None = None, gpu_memory_utilization: float | None = None,
-                  tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None) -> dict:
+                  tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None,
+                  request: gr.Request = None) -> dict:
         """Will it fit? Any model before it is loaded: a Hub repo id (OWNER/NAME) or its config.json as text, a
         GPU key (default: this machine's, else l40s) and count, and vLLM settings (null: vLLM's defaults).
-        Returns fits, reason, max_model_len, the breakdown text, the ranked fixes and the plan's JSON."""
+        Returns fits, reason, max_model_len, the breakdown text, the ranked fixes and the plan's JSON.
+        At most FINSPACE_FITS_PER_CLIENT checks at once per address, each answered within FINSPACE_FIT_TIMEOUT_S."""
         try:
-            return await asyncio.to_thread(
-                self.svc.check_fit, config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
+            return await self.svc.fits.run(
+                self.svc.client_of(request), config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
                 quantization=quantization, gpu_memory_utilization=gpu_memory_utilization,
                 tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size)
         except Exception as exc:  # noqa: BLE001
