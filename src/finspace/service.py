@@ -24,12 +24,12 @@ from typing import Any
 import psutil
 
 from finspace import planner
-from finspace.fit_runner import FitRunner
 from finspace.catalog import Catalog, ModelEntry
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
+from finspace.fit_runner import FitRunner
 from finspace.guard import client_address
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
