@@ -99,11 +99,13 @@ def test_a_slow_legal_tokenization_does_not_hold_up_other_clients(surface_server
     r = attack["response"]
     # the document was read and measured, then the request refused for its temperature (no generation)
     assert r.status_code == 400 and "temperature" in r.text, r.text[:300]
-    bound = max(4.0, 6 * base)
-    print(f"attacker {attack['took']:.1f}s, v1 base {base:.2f}s max {max(v1_times):.2f}s, "
+    # Before, a chat sent while the document was counted waited for the whole count (most of the attacker's
+    # time); now it waits for nothing but its own work: a bound of half the attacker's time, at most 4 s
+    bound = max(6 * base, min(4.0, attack["took"] / 2))
+    print(f"attacker {attack['took']:.1f}s, bound {bound:.2f}s, v1 base {base:.2f}s max {max(v1_times):.2f}s, "
           f"/chat max {max(gradio_times):.2f}s, page max {max(page):.2f}s, rounds {len(v1_times)}")
-    assert attack["took"] > bound, "the document was measured too fast to show anything; make it larger"
+    assert attack["took"] > 2.0, "the document was measured too fast to show anything; make it larger"
     assert max(v1_times) < bound, (v1_times, attack["took"])
-    assert max(gradio_times) < bound + 2, (gradio_times, attack["took"])
+    assert max(gradio_times) < bound + 1, (gradio_times, attack["took"])
     assert max(page) < bound, (page, attack["took"])
     TALLY.add(inputs=1 + 3 * len(v1_times))
