@@ -60,6 +60,8 @@ def test_text_parts_and_the_developer_role_are_accepted():
     ({"temperature": "hot"}, "temperature", "a number"),
     ({"max_tokens": 5, "max_completion_tokens": 6}, "max_completion_tokens", "send one of them"),
     ({"chat_template_kwargs": {"tokenize": False}}, "chat_template_kwargs", "set by the server"),
+    ({"chat_template_kwargs": {"chat_template": "{% for i in range(9) %}x{% endfor %}"}}, "chat_template_kwargs",
+     "set by the server"),
     ({"chat_template_kwargs": {"x": [1]}}, "chat_template_kwargs", "boolean, number"),
     ({"messages": "hi"}, "messages", "must be a list"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},

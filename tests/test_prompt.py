@@ -13,7 +13,8 @@ import pytest
 from finspace.catalog import load_catalog
 from finspace.demo import CHAT_TEMPLATE, CORPUS, SPECIAL_TOKENS
 from finspace.engine import MAX_MESSAGES, ChatSettings, normalize_messages
-from finspace.engine.prompt import build_prompt, encode, sampling_for, with_system
+from finspace.engine.prompt import (build_prompt, check_template_kwargs, encode, rendered_limit, sampling_for,
+                                   with_system)
 from finspace.errors import BadInput
 from helpers import demo_entry, write_catalog
 
@@ -239,6 +240,31 @@ def test_trimming_a_510_turn_conversation_templates_each_turn_a_bounded_number_o
     ids, dropped = build_prompt(msgs, entry, ChatSettings(), 8, counting, full - budget_short_by + 8)
     assert dropped > 0 and len(ids) <= full - budget_short_by
     # the whole conversation once, then the tails either side of the cut: each turn templated at most 3 times,
-    # and each turn's text encoded once more to find the cut (the old binary search templated ~9 tails of ~510)
+    # and each turn's text encoded once more to find the cut (the old binary search templated ~9 tails of ~510);
+    # each templated prompt is rendered, bounded, then encoded as one more text
     assert counting.templated <= 3 * (len(msgs) + 1), (counting.templated, counting.template_calls)
-    assert counting.template_calls <= 3 and counting.texts <= len(msgs) + 1
+    assert counting.template_calls <= 3 and counting.texts <= len(msgs) + 1 + counting.template_calls
+
+
+@pytest.mark.parametrize("reasoning, kwargs, match", [
+    (None, {"enable_thinking": False}, "it takes none"),
+    ("qwen3", {"chat_template": "{{ 1 }}"}, "set by the server"),
+    ("qwen3", {"foo": 1}, "allowed: enable_thinking"),
+    ("qwen3", {"enable_thinking": "no"}, "true or false"),
+])
+def test_template_variables_are_only_the_catalogues_allow_list(reasoning, kwargs, match):
+    entry = type("Entry", (), {"reasoning": reasoning, "key": "m"})()
+    with pytest.raises(BadInput, match=match):
+        check_template_kwargs(entry, kwargs)
+    assert check_template_kwargs(type("Q", (), {"reasoning": "qwen3"})(), {"enable_thinking": False}) == {
+        "enable_thinking": False}
+
+
+def test_a_template_that_amplifies_the_text_is_refused_before_tokenizing():
+    """The bound is on the rendered prompt: a template that repeats a turn 100,000 times never reaches the
+    tokenizer (the caller can't send a template any more; a catalogue template can't do this either)."""
+    msgs = [{"role": "user", "content": "lorem ipsum "}]
+    tok = make_tokenizer("{% for m in messages %}{{ m.content * 100000 }}{% endfor %}")
+    with pytest.raises(BadInput, match="templated prompt is 1,200,000 characters"):
+        encode(tok, msgs)
+    assert rendered_limit(msgs) < 1_200_000

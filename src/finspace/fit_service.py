@@ -11,11 +11,13 @@ run this in a worker thread. Every refusal is a domain error with its fix.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from finspace import fitcheck, render
 from finspace.errors import BadInput
 from finspace.hardware import KNOWN_GPUS
+from finspace.planner.bounds import MAX_POSITIONS, check_config
 
 MAX_CONFIG_CHARS = 200_000  # the largest published config.json files are a few tens of KB
 SETTINGS = ("max_model_len", "dtype", "quantization", "kv_cache_dtype", "gpu_memory_utilization",
@@ -27,11 +29,12 @@ def _config_from_text(text: str) -> dict:
         raise BadInput(f"the config.json has {len(text):,} characters; the limit is {MAX_CONFIG_CHARS:,}: paste the "
                        f"model's config.json itself")
     try:
-        config = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+        config = json.loads(text)  # NaN and Infinity parse, to be refused by name (check_config)
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"the config.json is not valid JSON ({str(exc)[:80]}); paste the file as it is") from None
     if not isinstance(config, dict):
         raise BadInput("the config.json must be a JSON object ({...}), as a model's config.json is")
+    check_config(config)  # every number finite and plausible: a 4xx naming the field, before any planning
     return config
 
 
@@ -47,7 +50,11 @@ def _settings(values: dict[str, Any]) -> dict[str, Any]:
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise BadInput(f"{name} must be a positive whole number, got {str(value)[:20]}")
-        if name == "gpu_memory_utilization" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            bound = MAX_POSITIONS if name == "max_model_len" else 64
+            if value > bound:
+                raise BadInput(f"{name} must be at most {bound:,}, got {str(value)[:20]}")
+        if name == "gpu_memory_utilization" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                                 or not math.isfinite(value)):
             raise BadInput(f"gpu_memory_utilization must be a number in (0, 1], got {str(value)[:20]}")
         if name in ("dtype", "quantization", "kv_cache_dtype") and not isinstance(value, str):
             raise BadInput(f"{name} must be text, got {type(value).__name__}")

@@ -30,6 +30,7 @@ from finspace.matrix.desk import MatrixDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
+from finspace.fit_runner import FitRunner
 from finspace.guard import client_address
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
@@ -90,6 +91,7 @@ class Service:
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
         self.throttle = Throttle(self.settings.limits)  # wrong admin tokens and API keys per address
+        self.fits = FitRunner(self.check_fit, self.settings.fits_per_client, self.settings.fit_timeout_s)
         self.blocking: str | None = None  # what keeps this machine from serving (finspace.doctor), set at start
         self.storage_note: str | None = None  # why the load ledger will not survive a restart, if it won't
         self.started_at = time.time()

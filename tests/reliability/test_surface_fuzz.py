@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 
 from finspace.settings import Limits
 
+from helpers import REPO
 from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, TALLY, GradioRaw, assert_clean,
-                       baseline, engine_pids, env_flag, gclient, has_traceback, health)
+                       baseline, engine_pids, env_flag, gclient, gradio_config, has_traceback, health)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -49,6 +50,10 @@ def fuzz_settings(n: int):
 def server(surface_server):
     surface_server.baseline = baseline(surface_server)
     assert surface_server.baseline[2], "no engine process found"
+    config = gradio_config(surface_server.url)  # the Will-it-fit tab's button and events, for the /fit fuzzing
+    surface_server.config_deps = config["dependencies"]
+    surface_server.fit_button = next(c["id"] for c in config["components"]
+                                     if c.get("props", {}).get("elem_id") == "fit-check")
     return surface_server
 
 
@@ -402,6 +407,103 @@ def test_gradio_routes_with_file_references_bytes_and_stray_fn_indexes(server, b
         assert r.status_code in (400, 404, 413, 429), (route, body[:200], r.status_code, r.text[:200])
     if r.status_code != 200:
         assert r.json().get("error"), r.text[:200]
+    still_serving(server)
+
+
+# ------------------------------------------------------------------ Jinja in every string field of /v1 (issue 25)
+# Each payload, if a template ever rendered it, would print MARK (or loop for ever): the answer must never hold MARK
+# and must come quickly. Model "a" takes no template variables, so chat_template_kwargs is always a 400 here.
+MARK = "QZJ" + "WKV"
+JINJA = [f"{{{{ 'QZJ' ~ 'WKV' }}}}", "{% for i in range(10**9) %}{% for j in range(10**9) %}x{% endfor %}{% endfor %}",
+         "{{ 'lorem ipsum ' * 200000 }}", "{% set x = cycler.__init__.__globals__ %}{{ x }}",
+         f"{{% raw %}}{{{{ 1 }}}}{{% endraw %}}{{{{ '{MARK[:3]}' + '{MARK[3:]}' }}}}", "{{ messages }}",
+         "{{ raise_exception('x') }}", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{#", "{{", "{% if %}"]
+jinja = st.one_of(st.sampled_from(JINJA),
+                  st.builds(lambda a, j, b: a + j + b, st.text(max_size=8), st.sampled_from(JINJA), st.text(max_size=8)))
+JINJA_FIELDS = ["content", "name", "system", "stop", "user", "model", "kwarg_key", "kwarg_value", "chat_template",
+                "part_text", "assistant"]
+
+
+def jinja_body(where: str, payload: str, stream: bool) -> dict:
+    msgs = [{"role": "user", "content": "What is EBITDA?"}]
+    body: dict = {"model": "a", "messages": msgs, "max_tokens": 2, "stream": stream}
+    if where == "content":
+        msgs[0]["content"] = payload
+    elif where == "name":
+        msgs[0]["name"] = payload
+    elif where == "system":
+        body["messages"] = [{"role": "system", "content": payload}, *msgs]
+    elif where == "assistant":
+        body["messages"] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": payload}, *msgs]
+    elif where == "part_text":
+        msgs[0]["content"] = [{"type": "text", "text": payload}]
+    elif where in ("stop", "user", "model"):
+        body[where] = payload[:200] if where == "stop" else payload
+    elif where == "kwarg_key":
+        body["chat_template_kwargs"] = {payload[:60]: True}
+    elif where == "kwarg_value":
+        body["chat_template_kwargs"] = {"enable_thinking": payload[:1000]}
+    else:
+        body["chat_template_kwargs"] = {"chat_template": payload}
+    return body
+
+
+@given(where=st.sampled_from(JINJA_FIELDS), payload=jinja, stream=st.booleans())
+@fuzz_settings(40)
+def test_openai_api_with_jinja_in_every_string_field(server, where, payload, stream):
+    t0 = __import__("time").monotonic()
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=jinja_body(where, payload, stream),
+                      timeout=120) as r:
+        text = r.read().decode("utf-8", "replace")
+    took = __import__("time").monotonic() - t0
+    count()
+    check_v1(r, text)
+    assert MARK not in text, (where, payload, text[:300])
+    assert took < 60, (where, payload, took)
+    if where.startswith("kwarg") or where == "chat_template":
+        assert r.status_code == 400 and "chat_template_kwargs" in text, (where, r.status_code, text[:300])
+    still_serving(server)
+
+
+# ------------------------------------------------------------------ huge and non-finite numbers in /fit (issue 25)
+LLAMA_CONFIG = json.loads((REPO / "configs" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text())
+FIT_FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "intermediate_size", "vocab_size", "max_position_embeddings", "rope_theta", "num_local_experts",
+              "sliding_window", "tie_word_embeddings", "rms_norm_eps", "bos_token_id", "rope_scaling", "x"]
+fit_numbers = st.one_of(
+    st.sampled_from(["1e309", "-1e309", "1e308", "-1e308", str(10**40), "-" + str(10**40), "NaN", "Infinity",
+                     "-Infinity", str(2**63), str(2**64 + 1), "1e-400", "0", "-1", "0.5", "1e15", "1e16",
+                     "[1e309]", '{"factor": 1e308, "rope_type": "linear"}', '{"factor": NaN}']),
+    st.integers(-(2**80), 2**80).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: json.dumps(f, allow_nan=True)))
+
+
+@given(field=st.sampled_from(FIT_FIELDS), value=fit_numbers, nested=st.booleans(), tab=st.booleans())
+@fuzz_settings(40)
+def test_fit_with_huge_and_non_finite_numbers(server, field, value, nested, tab):
+    cfg = dict(LLAMA_CONFIG)
+    if nested:
+        cfg = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+               "text_config": {**cfg, "model_type": "gemma3_text", field: "__V__"}}
+    else:
+        cfg[field] = "__V__"
+    text = json.dumps(cfg).replace('"__V__"', value)
+    with GradioRaw(server.url) as raw:
+        if tab:
+            fn = next(d["id"] for d in server.config_deps if d["targets"] and list(d["targets"][0])[0] == server.fit_button)
+            out = raw.call(fn, ["", text, "l40s", 1, None, "auto", "none", 0.9], timeout=60)
+        else:
+            out = raw.call(server.fns["fit"], [None, text, "l40s", 1, None, None, None, None, None, None], timeout=60)
+    count()
+    TALLY.response(200 if out.success else 400, out.text)
+    assert out.joined and out.success is not None, (field, value, out.join_status, out.raw)
+    if not out.success:
+        if "unexpected server error" in (out.error or "") or has_traceback(out.error or ""):
+            TALLY.add(errors=1)
+        assert "unexpected server error" not in out.error and "OverflowError" not in out.error, (field, value, out.error)
+        assert out.error.strip(), (field, value)
+    assert out.seconds < 30, (field, value, out.seconds)
+    assert_clean(out.text, ADMIN)
     still_serving(server)
 
 

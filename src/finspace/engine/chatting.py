@@ -7,7 +7,6 @@ tokenizer and context, the active request ids and why any of them was ended.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -15,7 +14,8 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from finspace.engine import process, stream
-from finspace.engine.prompt import ChatSettings, build_prompt, normalize_messages, sampling_for
+from finspace.engine.prompt import (ChatSettings, build_prompt, check_template_kwargs, normalize_messages,
+                                    sampling_for, source_chars)
 from finspace.engine.records import ChatInfo
 from finspace.errors import Busy, EngineFailed, ModelSwitching, NotReady
 
@@ -23,14 +23,18 @@ RESTARTING = "the engine stopped unexpectedly and is restarting; send your messa
 
 
 class ChatStreams:
-    async def run_tokenizer(self, fn, *args):
-        """``fn(tokenizer, *args)`` in the engine's one tokenizer thread (a fast tokenizer must not be used from
-        two threads at once; never in the serving loop). NotReady with no model loaded."""
+    async def run_tokenizer(self, fn, *args, size: int | None = None):
+        """``fn(tokenizer, *args)`` off the serving loop, in the renderer's lane for ``size`` characters (by
+        default the text arguments' length; the large lane when there are none: engine/render.py). NotReady
+        with no model loaded."""
         tok = self._tokenizer
         if tok is None:
             raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'}); "
                            "a document is measured in the loaded model's tokens")
-        return await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, fn, tok, *args)
+        if size is None:
+            texts = [len(a) for a in args if isinstance(a, str)]
+            size = sum(texts) if texts else self._renderer.small_chars + 1
+        return await self._renderer.run(tok, fn, *args, size=size)
 
     async def chat(self, messages: Any, settings: ChatSettings | None = None,
                    info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
@@ -72,19 +76,19 @@ class ChatStreams:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
         msgs = normalize_messages(messages, continue_final=settings.continue_final_message)
         sp = sampling_for(entry, settings, max_len)
+        check_template_kwargs(entry, settings.chat_template_kwargs)
         rid = f"chat-{uuid.uuid4().hex}"
         self._active.add(rid)  # holds its place in the queue bound while it is tokenized
         finished = submitted = False
         try:
-            # Templating and tokenizing (and trimming: several encodes) run in one worker thread, never in the
-            # serving loop: a conversation at the size limits takes ~1 s to encode, and streams, pages and
-            # /health must not wait for it. One thread: a fast tokenizer must not be used from two at once.
-            ids, dropped = await asyncio.get_running_loop().run_in_executor(
-                self._tokenize_pool, build_prompt, msgs, entry, settings, sp["max_tokens"], tok, max_len)
+            # Templating and tokenizing (and trimming: several encodes) run off the serving loop, in the
+            # renderer's lane for the prompt's size: a conversation at the size limits takes ~1 s to encode, and
+            # streams, pages, /health and smaller chats must not wait for it (engine/render.py).
+            ids, dropped = await self._renderer.run(tok, _build, msgs, entry, settings, sp["max_tokens"], max_len,
+                                                    size=source_chars(msgs, entry, settings))
             info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
             if self.test_prompt_log:  # TEST-ONLY: off unless FINSPACE_TEST_PROMPT_LOG names a file
-                await asyncio.get_running_loop().run_in_executor(
-                    self._tokenize_pool, record_prompt, self.test_prompt_log, tok, rid, ids)
+                await self._renderer.run(tok, record_prompt_with, self.test_prompt_log, rid, ids, size=len(ids))
             params = process.delta_sampling(sp, settings.stop, settings.json_schema)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
@@ -120,6 +124,15 @@ class ChatStreams:
             if submitted and not finished and self._llm is llm:
                 with contextlib.suppress(Exception):
                     await llm.abort(rid)
+
+
+def _build(tok: Any, msgs: list[dict], entry: Any, settings: ChatSettings, max_tokens: int,
+           max_len: int) -> tuple[list[int], int]:
+    return build_prompt(msgs, entry, settings, max_tokens, tok, max_len)
+
+
+def record_prompt_with(tok: Any, path: str, rid: str, ids: list[int]) -> None:
+    record_prompt(path, tok, rid, ids)
 
 
 def record_prompt(path: str, tok: Any, rid: str, ids: list[int]) -> None:

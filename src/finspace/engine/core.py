@@ -15,7 +15,6 @@ import gc
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import psutil
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, process
+from finspace.engine.render import Renderer
 from finspace.engine.chatting import RESTARTING, ChatStreams
 from finspace.planner import cpu as cpu_pool
 from finspace.engine.prompt import build_prompt, short
@@ -101,7 +101,7 @@ class Engine(ChatStreams):
         self._abort_reasons: dict[str, FinspaceError] = {}
         self._watchdog: asyncio.Task | None = None
         self._closed = False
-        self._tokenize_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finspace-tokenize")
+        self._renderer = Renderer()  # templating and tokenizing, in lanes by size (engine/render.py)
 
     # ------------------------------------------------------------------ state
     def health(self) -> Health:
@@ -412,6 +412,6 @@ class Engine(ChatStreams):
         await self._stop_current("the server is shutting down")
         with contextlib.suppress(Exception):
             await self._wait_release(None)
-        self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
+        self._renderer.close()
         self._launcher.close()
         self._entry, self._plan, self._state = None, None, "none"

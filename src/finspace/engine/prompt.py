@@ -87,10 +87,18 @@ def _text_of(i: int, content: Any) -> str:
 
 
 MAX_TEMPLATE_KWARGS = 16
+# Set by the server, never by a caller: the template itself (a caller's Jinja runs unbounded loops) and the
+# arguments apply_chat_template takes for the conversation and the output.
+SERVER_SET = ("chat_template", "messages", "conversation", "add_generation_prompt", "continue_final_message",
+              "tokenize", "tools", "documents", "return_dict", "return_tensors", "padding", "truncation",
+              "max_length", "tokenizer_kwargs")
+# The chat-template variables a caller may set, per the catalogue entry's ``reasoning`` parser, and their type:
+# every other name is refused, so no caller value is rendered by a template that does not expect it.
+TEMPLATE_KWARGS: dict[str, dict[str, type]] = {"qwen3": {"enable_thinking": bool}}
 
 
 def template_kwargs(value: Any) -> dict:
-    """The chat template's extra variables, checked: a few names with plain values."""
+    """The chat template's extra variables, checked: a few names with plain values, none the server sets."""
     if value is None:
         return {}
     if not isinstance(value, dict) or len(value) > MAX_TEMPLATE_KWARGS:
@@ -98,9 +106,45 @@ def template_kwargs(value: Any) -> dict:
     for k, v in value.items():
         if not isinstance(k, str) or not k.isidentifier() or len(k) > 64:
             raise BadInput(f"chat_template_kwargs: {str(k)[:40]!r} is not a variable name")
+        if k in SERVER_SET:
+            raise BadInput(f"chat_template_kwargs: {k!r} is set by the server and cannot be sent; the model's own "
+                           f"chat template is used")
         if not (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 1000)):
             raise BadInput(f"chat_template_kwargs[{k!r}] must be true/false, a number or short text")
     return dict(value)
+
+
+def allowed_template_kwargs(entry: Any) -> dict[str, type]:
+    """The template variables the catalogue allows for ``entry``'s model (``enable_thinking`` for Qwen 3)."""
+    return TEMPLATE_KWARGS.get(getattr(entry, "reasoning", None) or "", {})
+
+
+def check_template_kwargs(entry: Any, value: Any) -> dict:
+    """``value`` checked against the model's allow-list: BadInput naming the names it takes."""
+    kwargs = template_kwargs(value)
+    allowed = allowed_template_kwargs(entry)
+    names = ", ".join(allowed) if allowed else None
+    label = getattr(entry, "key", None) or "this model"
+    for k, v in kwargs.items():
+        if k not in allowed:
+            raise BadInput(f"chat_template_kwargs: {k[:40]!r} is not a variable {label}'s chat template takes; "
+                           + (f"allowed: {names}" if names else "it takes none: leave chat_template_kwargs out"))
+        if not isinstance(v, allowed[k]):
+            raise BadInput(f"chat_template_kwargs[{k!r}] must be {allowed[k].__name__ if allowed[k] is not bool else 'true or false'}")
+    return kwargs
+
+
+def source_chars(msgs: list[dict], entry: Any, settings: ChatSettings) -> int:
+    """Characters a prompt is made of before templating: the turns, the system prompt and the document."""
+    system = settings.system_prompt if settings.system_prompt is not None else getattr(entry, "system_prompt", "")
+    doc = settings.document if isinstance(settings.document, str) else ""
+    return sum(len(m["content"]) for m in msgs) + len(system or "") + len(doc)
+
+
+def rendered_limit(msgs: list[dict]) -> int:
+    """The most characters a chat template may turn ``msgs`` into: the text twice over, plus room for the
+    template's own tokens per turn and a fixed preamble. A template cannot amplify a caller's text past it."""
+    return 2 * sum(len(m["content"]) for m in msgs) + 256 * len(msgs) + 65_536
 
 
 def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[dict]:
@@ -178,9 +222,16 @@ def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None) -> 
     settings = settings or ChatSettings()
     cont = settings.continue_final_message
     try:
-        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=not cont,
-                                      continue_final_message=cont,
-                                      **template_kwargs(settings.chat_template_kwargs))
+        # rendered first, bounded, then tokenized: what apply_chat_template(tokenize=True) does, with a bound
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=not cont,
+                                       continue_final_message=cont,
+                                       **template_kwargs(settings.chat_template_kwargs))
+        if not isinstance(text, str):
+            raise BadInput("the model's chat template did not render text; it cannot be used for chat")
+        if len(text) > rendered_limit(msgs):
+            raise BadInput(f"the templated prompt is {len(text):,} characters, over the bound of "
+                           f"{rendered_limit(msgs):,} for this conversation; shorten it")
+        ids = tok(text, add_special_tokens=False)["input_ids"]
     except BadInput:
         raise
     except Exception as exc:

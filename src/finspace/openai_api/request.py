@@ -13,7 +13,7 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from finspace.engine.prompt import ChatSettings, normalize_messages
+from finspace.engine.prompt import SERVER_SET, ChatSettings, normalize_messages
 from finspace.errors import BadInput
 from finspace.structured import response_format_schema
 
@@ -97,15 +97,18 @@ def _stop(value: Any) -> tuple[str, ...]:
 
 
 def _template_kwargs(value: Any) -> dict | None:
+    """Shape only: the names a model's template takes are checked against the catalogue by the engine
+    (``prompt.check_template_kwargs``: 400 naming the allowed ones). A template is never taken from a caller."""
     if value is None:
         return None
     if not isinstance(value, dict) or len(value) > MAX_TEMPLATE_KWARGS:
         raise bad("chat_template_kwargs", f"must be an object of at most {MAX_TEMPLATE_KWARGS} entries")
     for k, v in value.items():
+        if k in SERVER_SET:
+            raise bad("chat_template_kwargs", f"{k!r} is set by the server and cannot be overridden; finspace uses "
+                                              "the model's own chat template")
         if not (isinstance(v, (bool, int, float)) or v is None or (isinstance(v, str) and len(v) <= 1000)):
             raise bad("chat_template_kwargs", f"{str(k)[:40]!r} must be a boolean, number, short text or null")
-        if k in ("messages", "add_generation_prompt", "tokenize", "conversation", "tools", "documents"):
-            raise bad("chat_template_kwargs", f"{k!r} is set by the server and cannot be overridden")
     return dict(value)
 
 

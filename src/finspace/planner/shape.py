@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from finspace.errors import ConfigError
+from finspace.planner.bounds import check_config
 from finspace.planner.defaults import with_defaults
 from finspace.planner.experts import (
     MlaShape, MoeShape, mla_attention_params, moe_layer_params, parse_mla, parse_moe,
@@ -171,6 +172,7 @@ def model_shape(config: dict) -> ModelShape:
     """
     if not isinstance(config, dict):
         raise ConfigError("config.json must be a JSON object")
+    check_config(config)  # finite numbers, every shape field within a plausible bound (bounds.py)
     model_type = config.get("model_type")
     arch = (config.get("architectures") or [""])[0] if isinstance(config.get("architectures"), list) else ""
     text, where, fam, notes = _text_config(config, model_type, arch)

@@ -26,6 +26,7 @@ import gradio as gr
 
 from finspace.documents import chat as docs
 from finspace.documents.upload import remove_upload
+from finspace.engine.prompt import allowed_template_kwargs
 from finspace.errors import BadInput, FinspaceError
 from finspace.matrix.table import to_json
 from finspace.service import ChatInfo, ChatSettings, Service
@@ -160,7 +161,9 @@ class Endpoints:
         history holds answers only (send back "answer", never "thinking")."""
         try:
             messages = api_messages(message, history)
-            settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking)
+            entry = self.svc.engine.entry  # enable_thinking is a reasoning model's (Qwen 3) template variable
+            thinks = entry is not None and allowed_template_kwargs(entry).get("enable_thinking") is bool
+            settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking if thinks else None)
             out = {"thinking": "", "answer": ""}
             async for thinking, answer in stream_parts(self.svc, messages, settings):
                 out = {"thinking": thinking.strip(), "answer": answer.lstrip()}
@@ -220,13 +223,15 @@ class Endpoints:
     async def fit(self, repo: str | None = None, config_json: str | None = None, gpu: str | None = None,
                   gpus: int | None = None, max_model_len: int | None = None, dtype: str | None = None,
                   quantization: str | None = None, gpu_memory_utilization: float | None = None,
-                  tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None) -> dict:
+                  tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None,
+                  request: gr.Request = None) -> dict:
         """Will it fit? Any model before it is loaded: a Hub repo id (OWNER/NAME) or its config.json as text, a
         GPU key (default: this machine's, else l40s) and count, and vLLM settings (null: vLLM's defaults).
-        Returns fits, reason, max_model_len, the breakdown text, the ranked fixes and the plan's JSON."""
+        Returns fits, reason, max_model_len, the breakdown text, the ranked fixes and the plan's JSON.
+        At most FINSPACE_FITS_PER_CLIENT checks at once per address, each answered within FINSPACE_FIT_TIMEOUT_S."""
         try:
-            return await asyncio.to_thread(
-                self.svc.check_fit, config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
+            return await self.svc.fits.run(
+                self.svc.client_of(request), config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
                 quantization=quantization, gpu_memory_utilization=gpu_memory_utilization,
                 tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size)
         except Exception as exc:  # noqa: BLE001

@@ -21,6 +21,7 @@ from typing import Any
 import gradio as gr
 
 from finspace.documents import chat as docs
+from finspace.engine.prompt import allowed_template_kwargs
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo
@@ -64,7 +65,13 @@ def settings_from(engine: Any, sp: Any, temp: Any, mt: Any, top_p: Any = None, s
     return ChatSettings(system_prompt=(sp or None) if isinstance(sp, str) else None,
                         temperature=temp if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None,
                         max_tokens=mt, top_p=float(top_p) if ok_top_p else None, seed=parse_seed(seed),
-                        chat_template_kwargs={"enable_thinking": think if isinstance(think, bool) else True})
+                        chat_template_kwargs=({"enable_thinking": think if isinstance(think, bool) else True}
+                                              if thinks(engine.entry) else None))
+
+
+def thinks(entry: Any) -> bool:
+    """Whether the model's chat template takes enable_thinking (the catalogue's allow-list: Qwen 3)."""
+    return entry is not None and allowed_template_kwargs(entry).get("enable_thinking") is bool
 
 
 def effective_sampling(entry: Any, s: ChatSettings) -> dict:

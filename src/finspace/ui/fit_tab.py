@@ -8,8 +8,8 @@ config.json is pasted as text, not uploaded: the app takes no files.
 
 from __future__ import annotations
 
-import asyncio
 import html
+import math
 from typing import Any
 
 import gradio as gr
@@ -19,6 +19,7 @@ from finspace.errors import FinspaceError
 from finspace.hardware import KNOWN_GPUS
 from finspace.service import Service
 from finspace.ui import views
+from finspace.ui.api import user_error
 
 DTYPES = ["auto", "bfloat16", "float16", "float32"]
 QUANTS = ["none", "fp8", "awq", "gptq", "bitsandbytes", "compressed-tensors", "mxfp4"]
@@ -47,6 +48,13 @@ def verdict_markdown(result: dict) -> str:
     return "\n".join(out)
 
 
+def gpus_count(value: Any) -> Any:
+    """The GPUs box as a whole number; anything else (NaN, infinity, text) as it is, for check_fit to refuse."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value if value is None or isinstance(value, int) else str(value)[:20]
+
+
 def build_fit_tab(svc: Service) -> None:
     """The tab's components and its event (call inside ``with gr.Tab(...)``)."""
     default_gpu = svc.engine.gpu.key if svc.engine.gpu is not None else "l40s"
@@ -71,14 +79,16 @@ def build_fit_tab(svc: Service) -> None:
     breakdown = gr.Code(label="The arithmetic", language=None, interactive=False, elem_id="fit-breakdown")
 
     async def run(repo_: Any, config_: Any, gpu_: Any, gpus_: Any, max_len_: Any, dtype_: Any, quant_: Any,
-                  util_: Any):
-        try:
-            result = await asyncio.to_thread(
-                svc.check_fit, config_, repo_, gpu_, int(gpus_) if isinstance(gpus_, (int, float)) else None,
+                  util_: Any, request: gr.Request):
+        try:  # bounded per client and in time, shared with /fit (fit_runner.py)
+            result = await svc.fits.run(
+                svc.client_of(request), config_, repo_, gpu_, gpus_count(gpus_),
                 max_model_len=max_len_, dtype=dtype_, quantization=None if quant_ == "none" else quant_,
                 gpu_memory_utilization=util_)
         except FinspaceError as exc:
             raise gr.Error(html.escape(svc.redact(str(exc))), print_exception=False) from None
+        except Exception as exc:  # noqa: BLE001 - the boundary: never a raw Python message in the tab
+            raise user_error(svc, exc) from None
         return verdict_markdown(result), plan_bars(result["plan"]), result["breakdown"]
 
     check.click(run, inputs=[repo, config, gpu, gpus, max_len, dtype, quant, util], outputs=[verdict, bars, breakdown],
