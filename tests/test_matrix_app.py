@@ -102,7 +102,7 @@ def test_a_documents_cells_share_its_prefix_and_go_to_the_engine_together(server
     doc_end = prompts[0].index("</document>") + len("</document>")
     assert all(p[:doc_end] == prompts[0][:doc_end] for p in prompts)  # the document first: one shared prefix
     assert "[page 2]\nPage 2 of the annual report." in prompts[0] and "Revenue was 1,234.5 million" in prompts[0]
-    assert sorted(p[doc_end:].split("Field: ")[1].split("\n")[0] for p in prompts) == sorted(f["name"] for f in FIELDS)
+    assert sorted(p[doc_end:].split("Field: ")[1].split(". Find")[0] for p in prompts) == sorted(f["name"] for f in FIELDS)
 
 
 def test_a_document_that_fails_leaves_its_row_saying_why_and_the_rest_completes(server, filings, tmp_path):

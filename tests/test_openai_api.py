@@ -310,7 +310,7 @@ def test_model_switch_ends_a_stream_with_an_error_chunk_then_thinking(server):
     thinking = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=24, response_format=SCHEMA)
     assert thinking.choices[0].finish_reason == "length" and not thinking.choices[0].message.content
     assert not follows_schema(thinking.choices[0].message.model_extra.get("reasoning_content") or "")
-    answer = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=24, response_format=SCHEMA,
+    answer = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=64, response_format=SCHEMA,
                                        extra_body={"chat_template_kwargs": {"enable_thinking": False}})
     assert follows_schema(answer.choices[0].message.content), answer.choices[0].message.content
     assert not answer.choices[0].message.model_extra.get("reasoning_content")
