@@ -317,3 +317,18 @@ def test_admission_is_checked_and_taken_in_one_step():
 ])
 def test_forwarded_for_counts_only_from_trusted_proxies(xff, peer, trusted, who):
     assert client_address({"x-forwarded-for": xff}, peer, trusted) == who
+
+
+def test_the_routes_behind_read_the_address_the_guard_took():
+    """One place: a Starlette request or the gr.Request wrapping it (whose __getattr__ JSON-encodes what it finds)
+    gives the guard's address; without one, the peer."""
+    import gradio as gr
+    from starlette.requests import Request
+
+    from finspace.clients import request_client
+
+    scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "client": ("9.9.9.9", 1),
+             "headers": [(b"x-forwarded-for", b"1.1.1.1")], "state": {"finspace_client": "7.7.7.7"}}
+    assert request_client(Request(scope)) == request_client(gr.Request(Request(scope))) == "7.7.7.7"
+    assert request_client(Request({**scope, "state": {}})) == "9.9.9.9"
+    assert request_client(None) is None

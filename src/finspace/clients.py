@@ -67,12 +67,22 @@ def client_address(headers: Mapping[str, str], peer: str | None, trusted: tuple[
     return hops[0][:64]
 
 
+def _scope_of(request: Any) -> dict | None:
+    """The ASGI scope of a Starlette request, or of the one a gr.Request wraps (read from the objects' own
+    attributes: gr.Request's __getattr__ turns whatever it finds into JSON, and a scope holds bytes)."""
+    for obj in (getattr(request, "__dict__", {}).get("request"), request):
+        scope = getattr(obj, "__dict__", {}).get("scope") if obj is not None else None
+        if isinstance(scope, dict):
+            return scope
+    return None
+
+
 def request_client(request: Any, trusted: tuple[str, ...] | bool = ()) -> str | None:
     """The address the guard took for this request (a Starlette or Gradio request); None without a request."""
     if request is None:
         return None
-    scope = getattr(request, "scope", None)
-    state = scope.get("state") if isinstance(scope, dict) else None
+    scope = _scope_of(request)
+    state = scope.get("state") if scope is not None else None
     if isinstance(state, dict) and isinstance(state.get(STATE_KEY), str):
         return state[STATE_KEY]
     headers = getattr(request, "headers", None) or {}

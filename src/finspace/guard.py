@@ -8,9 +8,13 @@ mounted Gradio UI). In order, it:
   (unless FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes
   (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
   queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
+  then lets through only the routes and methods the page and the public API use
+  (``finspace.surface``: 404, or 405 for a wrong method), so no other Gradio route
+  (the streaming-input route ``/gradio_api/stream/<event_id>`` among them) ever
+  receives event data;
 - takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
-  request, named with a document's extension, the body bounded by the document size limit; refuses them
-  otherwise;
+  request, named with a document's extension, as python-multipart parses the body (``finspace.uploads``),
+  the body bounded by the document size limit; refuses them otherwise;
 - bounds every body before it is read: Content-Length first, then the bytes as
   they arrive (413 with the limit), so a 100 MB body costs nothing, with or
   without a token;
@@ -24,9 +28,16 @@ mounted Gradio UI). In order, it:
   event, is refused as before. Gradio skips its own check of such paths when an
   app is mounted rather than launched; this wall does not depend on Gradio's version;
 - checks ``fn_index`` against the app's events, and bounds the events each client
-  has queued or running (``EventTracker``, 429 past the bound);
+  has queued or running (``EventTracker``, 429 past the bound; the check takes the
+  place in the same step, so simultaneous joins see each other);
+- answers a result stream opened for a session Gradio no longer holds (its events
+  swept or done) with a 404 naming FINSPACE_STREAM_OPEN_S;
 - turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
-  400 with finspace's ``{"error": ...}``, logged in one line without a traceback.
+  400 with finspace's ``{"error": ...}``, logged in one line without a traceback, and
+  takes server paths out of Gradio's error texts (``finspace.gradio_replies``).
+
+The client is the TCP peer, or behind a proxy named in FINSPACE_TRUSTED_PROXIES the address it forwards
+(``finspace.clients``); the guard takes it once and puts it in the request's state for the routes behind.
 
 Every refusal is ``{"error": message}`` naming the fix; under /v1/ (the OpenAI-compatible API) it is
 OpenAI's error object, ``{"error": {"message", "type", "param", "code"}}``, and a chat-completions body may
