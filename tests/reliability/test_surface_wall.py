@@ -260,46 +260,97 @@ KEY = "key-WALL-test-0123456789"
 WALL_ADMIN = "adm-WALL-token-0123456789"
 
 
-def test_a_new_forwarded_for_each_time_is_still_one_client(tmp_path, model_dir):
-    """Finding 8b: uvicorn's proxy-header handling trusted loopback (FORWARDED_ALLOW_IPS, default 127.0.0.1): a new
-    X-Forwarded-For each time gave 20 of 20 joins and 7 wrong tokens without a 429, on /load-model and /v1.
-    A server of its own (FINSPACE_API_KEYS and an admin token set; its default model refused, so no engine): the
-    proxies it trusts are FINSPACE_TRUSTED_PROXIES=127.0.0.9 only, whatever uvicorn's FORWARDED_ALLOW_IPS says."""
+SMALL_MAX_CONNECTIONS, SMALL_BODY_S = 32, 3
+
+
+@pytest.fixture(scope="module")
+def small_server(tmp_path_factory, model_dir):
+    """A server of its own whose default model the planner refuses (no engine: a few seconds): FINSPACE_API_KEYS,
+    an admin token and the wrong-token throttle at its default (5), FINSPACE_TRUSTED_PROXIES=127.0.0.9 while
+    uvicorn's own FORWARDED_ALLOW_IPS would trust all of loopback, and 32 connections at most."""
+    root = tmp_path_factory.mktemp("wall-small")
     models = {"big": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Too big", max_model_len=65536)}
-    catalog = write_catalog(tmp_path / "catalog", models, default="big")
-    srv = Server(tmp_path, catalog, admin_token=WALL_ADMIN,
+    catalog = write_catalog(root / "catalog", models, default="big")
+    srv = Server(root, catalog, admin_token=WALL_ADMIN,
                  env={"FINSPACE_CPU_KV_CACHE_MIB": "72", "FINSPACE_API_KEYS": KEY, "FINSPACE_STREAM_OPEN_S": "60",
-                      "FINSPACE_TOKEN_FAILURES": "5",
+                      "FINSPACE_TOKEN_FAILURES": "5", "FINSPACE_MAX_CONNECTIONS": str(SMALL_MAX_CONNECTIONS),
+                      "FINSPACE_BODY_TIMEOUT_S": str(SMALL_BODY_S),
                       "FINSPACE_TRUSTED_PROXIES": "127.0.0.9", "FORWARDED_ALLOW_IPS": "127.0.0.0/8"})
     try:
         srv.wait(ready=False, timeout=120)
-
-        def post(local: str, path: str, xff: str, token: str, body: dict) -> httpx.Response:
-            with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=local)) as http:
-                r = http.post(srv.url + path, json=body,
-                              headers={"Authorization": f"Bearer {token}", "X-Forwarded-For": xff})
-            TALLY.response(r.status_code, r.text)
-            TALLY.add(inputs=1)
-            assert_clean(r.text, KEY, WALL_ADMIN)
-            return r
-
-        joins = [post("127.0.0.1", "/gradio_api/call/health", f"203.0.113.{i + 1}", "x", {"data": []}).status_code
-                 for i in range(20)]
-        assert joins == [200] * SURFACE_EVENTS_PER_CLIENT + [429] * (20 - SURFACE_EVENTS_PER_CLIENT), joins
-        chat = {"model": "big", "messages": [{"role": "user", "content": "hi"}]}
-        for local, path, body in (("127.0.0.6", "/load-model", {"model": "big"}),
-                                  ("127.0.0.7", "/v1/chat/completions", chat)):
-            codes = [post(local, path, f"198.51.100.{i + 1}", f"wrong-token-{i:04d}-abcdefgh", body).status_code
-                     for i in range(7)]
-            assert codes == [401] * 5 + [429, 429], (path, codes)
-        # behind the proxy it trusts, each forwarded client is its own: two wrong keys each, no 429
-        codes = [post("127.0.0.9", "/v1/chat/completions", f"6.6.6.6, 192.0.2.{i // 2 + 1}", "wrong-key-abcdefgh",
-                      chat).status_code for i in range(8)]
-        assert codes == [401] * 8, codes
-        r = post("127.0.0.9", "/v1/chat/completions", "192.0.2.1", KEY, chat)
-        assert r.status_code not in (401, 429) and (r.status_code < 500 or r.status_code == 503), r.text
+        yield srv
     finally:
         srv.stop()
+
+
+def test_a_full_house_of_slow_bodies_lasts_only_until_the_body_deadline(small_server):
+    """Finding 6, at FINSPACE_MAX_CONNECTIONS: with every connection held by a dripping body, uvicorn answers
+    everyone else 503 ("Exceeded concurrency limit"); the body deadline ends that within FINSPACE_BODY_TIMEOUT_S
+    (before: for as long as the drip lasted)."""
+    srv = small_server
+    host, port = "127.0.0.1", int(srv.url.rsplit(":", 1)[1])
+    socks = []
+    try:
+        for _ in range(SMALL_MAX_CONNECTIONS + 4):
+            s = socket.create_connection((host, port), timeout=5)
+            s.sendall(b"POST /load-model HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{")
+            socks.append(s)
+        TALLY.add(inputs=len(socks), faults=1)
+        t0 = time.monotonic()
+        full = httpx.get(srv.url + "/health", timeout=10).status_code
+        deadline = t0 + SMALL_BODY_S + 10
+        while time.monotonic() < deadline:
+            for s in socks:
+                try:
+                    s.sendall(b" ")
+                except OSError:
+                    pass
+            if httpx.get(srv.url + "/health", timeout=10).status_code != 503:
+                break
+            time.sleep(0.5)
+        freed_s = time.monotonic() - t0
+        status = httpx.get(srv.url + "/health", timeout=10).status_code
+        assert full == 503 and status not in (503,) and status < 500, (full, status)
+        assert freed_s < SMALL_BODY_S + 5, f"the house was full for {freed_s:.1f} s"
+        TALLY.add(survived=1)
+        print(f"{len(socks)} dripping bodies at FINSPACE_MAX_CONNECTIONS={SMALL_MAX_CONNECTIONS}: others got 503 "
+              f"for {freed_s:.1f} s (FINSPACE_BODY_TIMEOUT_S={SMALL_BODY_S})")
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_new_forwarded_for_each_time_is_still_one_client(small_server):
+    """Finding 8b: uvicorn's proxy-header handling trusted loopback (FORWARDED_ALLOW_IPS, default 127.0.0.1): a new
+    X-Forwarded-For each time gave 20 of 20 joins and 7 wrong tokens without a 429, on /load-model and /v1. Here
+    the proxies trusted are FINSPACE_TRUSTED_PROXIES=127.0.0.9 only, whatever uvicorn's FORWARDED_ALLOW_IPS says."""
+    srv = small_server
+
+    def post(local: str, path: str, xff: str, token: str, body: dict) -> httpx.Response:
+        with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=local)) as http:
+            r = http.post(srv.url + path, json=body,
+                          headers={"Authorization": f"Bearer {token}", "X-Forwarded-For": xff})
+        TALLY.response(r.status_code, r.text)
+        TALLY.add(inputs=1)
+        assert_clean(r.text, KEY, WALL_ADMIN)
+        return r
+
+    joins = [post("127.0.0.1", "/gradio_api/call/health", f"203.0.113.{i + 1}", "x", {"data": []}).status_code
+             for i in range(20)]
+    assert joins == [200] * SURFACE_EVENTS_PER_CLIENT + [429] * (20 - SURFACE_EVENTS_PER_CLIENT), joins
+    chat = {"model": "big", "messages": [{"role": "user", "content": "hi"}]}
+    for local, path, body in (("127.0.0.6", "/load-model", {"model": "big"}),
+                              ("127.0.0.7", "/v1/chat/completions", chat)):
+        codes = [post(local, path, f"198.51.100.{i + 1}", f"wrong-token-{i:04d}-abcdefgh", body).status_code
+                 for i in range(7)]
+        assert codes == [401] * 5 + [429, 429], (path, codes)
+    # behind the proxy it trusts, each forwarded client is its own: two wrong keys each, no 429
+    codes = [post("127.0.0.9", "/v1/chat/completions", f"6.6.6.6, 192.0.2.{i // 2 + 1}", "wrong-key-abcdefgh",
+                  chat).status_code for i in range(8)]
+    assert codes == [401] * 8, codes
+    r = post("127.0.0.9", "/v1/chat/completions", "192.0.2.1", KEY, chat)
+    assert r.status_code not in (401, 429) and (r.status_code < 500 or r.status_code == 503), r.text
 
 
 # ------------------------------------------------------------------ 8e: a stream opened after the sweep
