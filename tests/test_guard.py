@@ -31,9 +31,9 @@ def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, document_eve
                 break
         seen.append(body)
         path = scope["path"]
-        if path == "/gradio_api/detail":
+        if path == "/gradio_api/app_id":
             out, status = json.dumps({"detail": [{"loc": ["body", "data"], "msg": "Field required"}]}).encode(), 422
-        elif path == "/gradio_api/boom":
+        elif path == "/gradio_api/startup-events":
             await send({"type": "http.response.start", "status": 500, "headers": []})
             await send({"type": "http.response.body", "body": b"Internal Server Error"})
             raise RuntimeError("gradio choked")
@@ -81,15 +81,15 @@ def join(fn_index=1, data=None, **extra):
     ("POST", "/gradio_api/upload", b"--x--", 403, "takes no file uploads"),
     ("GET", "/docs", b"", 404, "FINSPACE_API_DOCS=1"),
     ("GET", "/monitoring", b"", 404, "monitoring dashboard is off"),
-    ("GET", "/gradio_api/detail", b"", 422, "data: Field required"),
-    ("GET", "/gradio_api/boom", b"", 400, "the request could not be processed"),
+    ("GET", "/gradio_api/app_id", b"", 422, "data: Field required"),
+    ("GET", "/gradio_api/startup-events", b"", 400, "the request could not be processed"),
 ])
 def test_refusals_name_the_fix_and_nothing_reaches_the_app(method, path, content, status, phrase):
     guard, seen = make()
     r = call(guard, method, path, content)
     assert r.status_code == status, r.text
     assert phrase in r.json()["error"], r.json()
-    if path not in ("/gradio_api/detail", "/gradio_api/boom"):
+    if path not in ("/gradio_api/app_id", "/gradio_api/startup-events"):
         assert seen == [], "a refused request reached the app"
 
 
@@ -168,6 +168,12 @@ def multipart(*names, size=10):
     return parts + b"--b--\r\n", {"content-type": "multipart/form-data; boundary=b"}
 
 
+def disposition(*params: bytes):
+    """One part per ``params``, each a file field's Content-Disposition parameters after name="files"."""
+    parts = b"".join(b'--b\r\nContent-Disposition: form-data; name="files"; ' + p + b"\r\n\r\nx\r\n" for p in params)
+    return parts + b"--b--\r\n", {"content-type": "multipart/form-data; boundary=b"}
+
+
 @pytest.fixture
 def uploads(tmp_path):
     folder = tmp_path / "gradio"
@@ -189,7 +195,15 @@ def test_an_upload_of_one_document_within_the_limit_passes(uploads):
     (multipart("passwd"), 400, "'passwd' is not a document this app takes; upload .pdf"),
     (multipart("x.exe"), 400, "'x.exe' is not a document this app takes"),
     ((multipart("a.pdf")[0].replace(b'filename="a.pdf"', b"filename*=utf-8''a.sh"), multipart()[1]), 400,
-     "plain filename"),
+     'named with filename="..."'),
+    # what python-multipart parses, not what a pattern over the bytes sees (issue 25, finding 5)
+    (disposition(b'filename ="evil.exe"'), 400, "'evil.exe' is not a document"),
+    (disposition(b'filename="a.pdf"; filename="evil.svg"'), 400, "'evil.svg' is not a document"),
+    (disposition(b'filename ="a.pdf"', b'filename ="b.pdf"', b'filename ="c.pdf"'), 400, "one document per upload"),
+    (disposition(*[b'x="1"'] * 20), 400, "more than 8 parts"),
+    (disposition(b"filename*=UTF-8''evil.exe"), 400, "holds no file"),  # python-multipart ignores filename*=
+    ((b"garbage\r\n", multipart()[1]), 400, "not valid multipart"),
+    ((multipart("a.pdf")[0], {"content-type": "text/plain"}), 400, "multipart/form-data with a boundary"),
 ])
 def test_uploads_past_one_file_or_the_size_limit_are_refused(uploads, body, status, phrase):
     guard, seen = make_with_uploads(uploads)
@@ -248,3 +262,73 @@ def test_five_input_chat_callers_keep_working_padded_with_no_document(uploads):
     assert r.status_code == 200 and json.loads(seen[0])["data"] == ["q", [], None, 0.1, 8, None]
     r = call(guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q"]}).encode())
     assert r.status_code == 400 and "/chat takes 5 to 6 input value(s)" in r.json()["error"]
+
+
+# ------------------------------------------------------------------ issue 25: the allow-list, paths in errors, proxies
+@pytest.mark.parametrize("method, path, status", [
+    ("POST", "/gradio_api/stream/e1", 404), ("POST", "/gradio_api/stream/e1/close", 404),
+    ("POST", "/gradio_api/component_server", 404), ("POST", "/gradio_api/process_recording", 404),
+    ("POST", "/gradio_api/vibe-edit", 404), ("GET", "/gradio_api/queue/status", 404), ("POST", "/login", 404),
+    ("GET", "/gradio_api/proxy=http://127.0.0.1/", 404), ("PUT", "/gradio_api/queue/join", 405),
+    ("DELETE", "/health", 405), ("GET", "/gradio_api/queue/join", 405), ("POST", "/gradio_api/queue/data", 405),
+])
+def test_only_the_routes_the_page_and_the_api_use_reach_the_app(method, path, status):
+    guard, seen = make()
+    r = call(guard, method, path, b'{"data": [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}]}')
+    assert r.status_code == status and "/gradio_api/info" in r.json()["error"] and seen == [], r.text
+
+
+def test_the_page_and_api_routes_pass():
+    guard, seen = make()
+    for method, path in (("GET", "/"), ("GET", "/config"), ("GET", "/assets/index.js"), ("GET", "/gradio_api/info"),
+                         ("GET", "/gradio_api/heartbeat/s1"), ("GET", "/health"), ("HEAD", "/"),
+                         ("GET", "/gradio_api/file=/tmp/gradio/x/a.csv"), ("GET", "/v1/models")):
+        assert call(guard, method, path).status_code == 200, (method, path)
+
+
+def test_server_paths_are_scrubbed_from_gradio_error_texts():
+    from finspace.gradio_replies import PathScrubber
+
+    scrub = PathScrubber(["etc", "proc", "work", "tmp"])
+    leak = ('data: {"msg":"process_completed","success":false,"output":{"error":"Cannot move /etc/passwd to the gradio '
+            'cache dir because it is located in one of the blocked_paths (/work/app/src, /etc, /proc)."}}\n\n')
+    out = scrub.event_chunk(leak.encode()).decode()
+    assert "/etc" not in out and "/work" not in out and "blocked_paths" not in out and "finspace takes no files" in out
+    assert scrub.text("bad /tmp/x/y.pdf; see /gradio_api/info and /v1") == "bad …; see /gradio_api/info and /v1"
+    ok = b'data: {"msg":"process_completed","success":true,"output":{"data":["cd /etc/x"]}}\n\n'
+    assert scrub.event_chunk(ok) == ok  # a reply is never rewritten
+
+
+def test_admission_is_checked_and_taken_in_one_step():
+    tracker = EventTracker(Limits(events_per_client=16))
+    admitted = [tracker.admit("1.2.3.4") is None for _ in range(20)]  # 20 joins before Gradio answers any
+    assert admitted.count(True) == 16
+    for _ in range(16):
+        tracker.settle("1.2.3.4")  # all refused downstream: the places are free again
+    assert tracker.admit("1.2.3.4") is None
+
+
+@pytest.mark.parametrize("xff, peer, trusted, who", [
+    ("9.9.9.9", "127.0.0.1", (), "127.0.0.1"),  # no proxy trusted: the peer, whatever the header says
+    ("9.9.9.9", "127.0.0.1", ("10.0.0.0/8",), "127.0.0.1"),  # a peer not in the list
+    ("1.1.1.1, 9.9.9.9", "10.0.0.5", ("10.0.0.0/8",), "9.9.9.9"),
+    ("9.9.9.9, 10.0.0.7", "10.0.0.5", ("10.0.0.0/8",), "9.9.9.9"),  # a chain of trusted proxies
+    ("1.1.1.1, 9.9.9.9", "172.17.0.1", ("*",), "9.9.9.9"),  # a Space: the last hop
+])
+def test_forwarded_for_counts_only_from_trusted_proxies(xff, peer, trusted, who):
+    assert client_address({"x-forwarded-for": xff}, peer, trusted) == who
+
+
+def test_the_routes_behind_read_the_address_the_guard_took():
+    """One place: a Starlette request or the gr.Request wrapping it (whose __getattr__ JSON-encodes what it finds)
+    gives the guard's address; without one, the peer."""
+    import gradio as gr
+    from starlette.requests import Request
+
+    from finspace.clients import request_client
+
+    scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "client": ("9.9.9.9", 1),
+             "headers": [(b"x-forwarded-for", b"1.1.1.1")], "state": {"finspace_client": "7.7.7.7"}}
+    assert request_client(Request(scope)) == request_client(gr.Request(Request(scope))) == "7.7.7.7"
+    assert request_client(Request({**scope, "state": {}})) == "9.9.9.9"
+    assert request_client(None) is None

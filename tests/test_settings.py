@@ -53,6 +53,13 @@ def test_defaults_and_derived_values():
     assert s.limits.events_per_client == 16 and s.limits.trust_proxy is False
     assert s.ledger_max_bytes == 4 << 20 and s.stream_interval_s == 0.05
     assert Settings.from_env({"SPACE_ID": "me/x"}).limits.trust_proxy is True  # behind the Space's proxy
+    assert Settings.from_env({}).limits.trusted_proxies == () and Settings.from_env({}).limits.body_timeout_s == 60
+    env = {"SPACE_ID": "me/x", "FINSPACE_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1", "FINSPACE_BODY_TIMEOUT_S": "5"}
+    assert Settings.from_env(env).limits.trusted_proxies == ("10.0.0.0/8", "127.0.0.1")  # an explicit list wins
+    assert Settings.from_env(env).limits.body_timeout_s == 5
+    assert Settings.from_env({"FINSPACE_TRUST_PROXY": "1"}).limits.trusted_proxies == ("*",)
+    with pytest.raises(BadInput, match="FINSPACE_TRUSTED_PROXIES: 'proxy.local' is not an address"):
+        Settings.from_env({"FINSPACE_TRUSTED_PROXIES": "proxy.local"})
     s = Settings.from_env({"FINSPACE_ADMIN_TOKEN": TOKEN, "HF_TOKEN": "hf_abcdefgh"})
     assert s.secrets == (TOKEN, "hf_abcdefgh") and TOKEN not in repr(s) and "hf_abc" not in repr(s)
 

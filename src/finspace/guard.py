@@ -8,9 +8,13 @@ mounted Gradio UI). In order, it:
   (unless FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes
   (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
   queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
+  then lets through only the routes and methods the page and the public API use
+  (``finspace.surface``: 404, or 405 for a wrong method), so no other Gradio route
+  (the streaming-input route ``/gradio_api/stream/<event_id>`` among them) ever
+  receives event data;
 - takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
-  request, named with a document's extension, the body bounded by the document size limit; refuses them
-  otherwise;
+  request, named with a document's extension, as python-multipart parses the body (``finspace.uploads``),
+  the body bounded by the document size limit; refuses them otherwise;
 - bounds every body before it is read: Content-Length first, then the bytes as
   they arrive (413 with the limit), so a 100 MB body costs nothing, with or
   without a token;
@@ -24,9 +28,16 @@ mounted Gradio UI). In order, it:
   event, is refused as before. Gradio skips its own check of such paths when an
   app is mounted rather than launched; this wall does not depend on Gradio's version;
 - checks ``fn_index`` against the app's events, and bounds the events each client
-  has queued or running (``EventTracker``, 429 past the bound);
+  has queued or running (``EventTracker``, 429 past the bound; the check takes the
+  place in the same step, so simultaneous joins see each other);
+- answers a result stream opened for a session Gradio no longer holds (its events
+  swept or done) with a 404 naming FINSPACE_STREAM_OPEN_S;
 - turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
-  400 with finspace's ``{"error": ...}``, logged in one line without a traceback.
+  400 with finspace's ``{"error": ...}``, logged in one line without a traceback, and
+  takes server paths out of Gradio's error texts (``finspace.gradio_replies``).
+
+The client is the TCP peer, or behind a proxy named in FINSPACE_TRUSTED_PROXIES the address it forwards
+(``finspace.clients``); the guard takes it once and puts it in the request's state for the routes behind.
 
 Every refusal is ``{"error": message}`` naming the fix; under /v1/ (the OpenAI-compatible API) it is
 OpenAI's error object, ``{"error": {"message", "type", "param", "code"}}``, and a chat-completions body may
@@ -43,7 +54,10 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from finspace import surface, uploads
+from finspace.clients import STATE_KEY, client_address  # noqa: F401 - client_address: the one place, re-exported
 from finspace.events import EventTracker  # noqa: F401 - the app builds it beside the guard
+from finspace.gradio_replies import PathScrubber, downstream, json_response
 from finspace.settings import Limits
 
 log = logging.getLogger("finspace.guard")
@@ -53,20 +67,8 @@ _DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")
 _CALL = re.compile(r"^/gradio_api/call/([^/]*)(?:/(.*?))?/?$")
 _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
 UPLOAD = "/gradio_api/upload"
-_UPLOADED_PART = re.compile(rb"content-disposition:[^\r\n]*?filename(\*?)=\"?([^\"\r\n;]*)", re.I)  # one per file
 _MAX_DEPTH = 64
 V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
-
-
-def client_address(headers: Mapping[str, str], peer: str | None, trust_proxy: bool) -> str:
-    """Who is asking: the TCP peer, or behind a Space's proxy the last hop of X-Forwarded-For (the address the
-    proxy itself saw; a client can put anything before it, nothing after)."""
-    if trust_proxy:
-        forwarded = headers.get("x-forwarded-for", "")
-        hops = [h.strip() for h in forwarded.split(",") if h.strip()]
-        if hops:
-            return hops[-1][:64]
-    return peer or "unknown"
 
 
 # ------------------------------------------------------------------ payload checks
@@ -187,20 +189,6 @@ def check_event_body(value: Any, events: Mapping[int, tuple], api_name: str | No
 
 
 # ------------------------------------------------------------------ the middleware
-def _json_response(status: int, message: str, headers: dict[str, str] | None = None, path: str = ""):
-    """The start and body messages of ``{"error": message}`` (OpenAI's error object under /v1/)."""
-    if path.startswith("/v1/"):
-        kind = "invalid_request_error" if status < 500 else "server_error"
-        error: Any = {"message": message, "type": kind, "param": None, "code": None}
-    else:
-        error = message
-    body = json.dumps({"error": error}).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    return {"type": "http.response.start", "status": status, "headers": raw}, \
-        {"type": "http.response.body", "body": body}
-
-
 class Guard:
     """ASGI middleware; see the module docstring. ``events`` gives the Blocks' events: fn_index -> (api_name,
     number of inputs[, number required]); ``document_events`` the fn_indexes whose input may carry an uploaded
@@ -224,17 +212,18 @@ class Guard:
         self.upload_dir = upload_dir
         self.upload_bytes = upload_bytes
         self.upload_types = upload_types
+        self.scrub = PathScrubber()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-        client = client_address(headers, (scope.get("client") or (None,))[0], self.limits.trust_proxy)
-        scope.setdefault("state", {})["finspace_client"] = client
+        client = client_address(headers, (scope.get("client") or (None,))[0], self.limits.trusted_proxies)
+        scope.setdefault("state", {})[STATE_KEY] = client
         try:
             await self._route(scope, receive, send, headers, client)
         except Refusal as r:
-            start, body = _json_response(r.status, r.message, r.headers, scope.get("path", ""))
+            start, body = json_response(r.status, r.message, r.headers, scope.get("path", ""))
             await send(start)
             await send(body)
 
@@ -258,13 +247,16 @@ class Guard:
                                                   self._documents or (), self.upload_dir)
                     if sent is not None and len(value["data"]) != sent:  # optional inputs were padded
                         body = json.dumps(value).encode()
-                    refusal = self.tracker.refusal(client)
+                    refusal = self.tracker.admit(client)  # a place taken now, given back in _join
                     if refusal:
                         raise Refusal(429, refusal, {"Retry-After": "2"})
                 elif find_file_reference(value) is not None:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
             elif path == UPLOAD:
-                self._check_upload(body)
+                try:
+                    uploads.check(body, headers.get("content-type", ""), self.upload_types)
+                except uploads.BadUpload as exc:
+                    raise Refusal(400, str(exc)) from None
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)
@@ -275,7 +267,7 @@ class Guard:
         if method == "GET" and call and call.group(2):
             session = self.tracker.session_of(call.group(2)) or call.group(2)
             return await self._stream(scope, receive, send, session)
-        await self._downstream(scope, receive, send, path)
+        await downstream(self.app, scope, receive, send, path, self.scrub)
 
     def _refuse_closed_routes(self, path: str, method: str) -> None:
         if not self.api_docs and (path in ("/docs", "/openapi.json", "/redoc") or path.startswith("/docs/")):
@@ -292,18 +284,10 @@ class Guard:
             raise Refusal(404, f"no public endpoint named {call.group(1)[:60]!r}; the public ones are {names}")
         if path.startswith(UPLOAD) and method == "POST" and (self.upload_dir is None or path != UPLOAD):
             raise Refusal(403, "this app takes no file uploads; send the text itself")
-
-    def _check_upload(self, body: bytes) -> None:
-        found = _UPLOADED_PART.findall(body)
-        if len(found) > 1:
-            raise Refusal(400, "send one document per upload")
-        if any(star for star, _ in found):
-            raise Refusal(400, "name the document with a plain filename=\"...\" (not filename*=)")
-        names = [n.decode("utf-8", "replace") for _, n in found]
-        for name in names:
-            if not name.lower().endswith(self.upload_types):
-                raise Refusal(400, f"{name[-60:]!r} is not a document this app takes; upload "
-                                   f"{', '.join(self.upload_types)}")
+        refused = surface.refusal(method, path, self.api_docs)
+        if refused:
+            log.info("refused %s %s: not a route the page or the API uses", method[:10], path[:80])
+            raise Refusal(*refused)
 
     def _body_limit(self, path: str) -> int:
         if path == UPLOAD:
@@ -350,85 +334,27 @@ class Guard:
                 captured.append(message.get("body", b""))
             await send(message)
 
-        await self._downstream(scope, receive, capture, scope["path"])
-        if status[0] == 200:
-            try:
-                event_id = json.loads(b"".join(captured)).get("event_id")
-            except (ValueError, AttributeError):
-                event_id = None
-            if isinstance(event_id, str):
-                self.tracker.joined(client, event_id, session)
+        event_id = None
+        try:
+            await downstream(self.app, scope, receive, capture, scope["path"], self.scrub)
+            if status[0] == 200:
+                try:
+                    event_id = json.loads(b"".join(captured)).get("event_id")
+                except (ValueError, AttributeError):
+                    event_id = None
+        finally:
+            self.tracker.settle(client, event_id if isinstance(event_id, str) else None, session)
 
     async def _stream(self, scope, receive, send, session: str):
+        if not self.tracker.has_session(session):
+            raise Refusal(404, "no event is queued or running for this session: it ended, or it was cancelled "
+                               f"because its result stream was not opened within {self.limits.stream_open_s:g} s "
+                               "(FINSPACE_STREAM_OPEN_S); join again and open the result stream at once")
         self.tracker.stream_opened(session)
         try:
-            await self._downstream(scope, receive, send, scope["path"])
+            await downstream(self.app, scope, receive, send, scope["path"], self.scrub, stream=True)
         finally:
             self.tracker.stream_closed(session)
-
-    async def _downstream(self, scope, receive, send, path: str):
-        """Call the app. On Gradio's routes a bare 500 becomes a 400 with a message and no traceback, and any other
-        4xx becomes finspace's ``{"error": message}`` (Gradio answers ``{"detail": ...}`` or plain text)."""
-        started, swallowed = [False], [False]
-        held: list = []  # a Gradio 4xx: its start message, then its body chunks
-        gradio = path.startswith("/gradio_api/") or path in ("/config", "/info")
-
-        async def send_checked(message):
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                if gradio and status == 500 and not started[0]:
-                    swallowed[0] = started[0] = True
-                    for m in _json_response(400, "the request could not be processed: check it against "
-                                                 "/gradio_api/info (endpoint, number and types of inputs)"):
-                        await send(m)
-                    return
-                started[0] = True
-                encoded = any(k.lower() == b"content-encoding" for k, _ in message.get("headers", ()))
-                if gradio and 400 <= status < 500 and not encoded:
-                    held.append(message)
-                    return
-            elif swallowed[0]:
-                return
-            elif held:
-                held.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    start, body = held[0], b"".join(held[1:])
-                    for m in _json_response(start["status"], _error_text(body, start["status"]),
-                                            _kept_headers(start)):
-                        await send(m)
-                return
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_checked)
-        except Exception as exc:  # noqa: BLE001 - the boundary
-            if not gradio and not swallowed[0]:
-                raise
-            log.warning("refused a malformed request to %s (%s: %s)", path[:80], type(exc).__name__, str(exc)[:120])
-            if not started[0]:
-                for m in _json_response(400, "the request could not be processed: check it against "
-                                             "/gradio_api/info"):
-                    await send(m)
-
-
-def _error_text(body: bytes, status: int) -> str:
-    """The message of a Gradio error body: {"error": ...}, {"detail": "..."} or pydantic's list, or plain text."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        value = body.decode("utf-8", "replace").strip()
-    if isinstance(value, dict):
-        value = value.get("error") or value.get("detail") or value
-    if isinstance(value, list):
-        value = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body') or 'body'}: {e.get('msg')}"
-                          if isinstance(e, dict) else str(e) for e in value[:5])
-    text = value if isinstance(value, str) else json.dumps(value)[:300]
-    return text[:500] or f"the request was refused ({status}); see /gradio_api/info for the endpoints"
-
-
-def _kept_headers(start: dict) -> dict[str, str]:
-    drop = (b"content-length", b"content-type")
-    return {k.decode("latin-1"): v.decode("latin-1") for k, v in start.get("headers", ()) if k.lower() not in drop}
 
 
 def _replay(body: bytes, receive):

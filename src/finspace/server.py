@@ -36,7 +36,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
-from finspace.guard import EventTracker, Guard, client_address
+from finspace.clients import request_client
+from finspace.guard import EventTracker, Guard
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
@@ -131,8 +132,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         and wrong tokens are throttled per client (429)."""
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
-        client = client_address(request.headers, request.client.host if request.client else None,
-                                settings.limits.trust_proxy)
+        client = request_client(request, settings.limits.trusted_proxies)
         svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
 
     _add_rest_routes(app, svc, require_admin)

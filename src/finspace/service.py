@@ -30,8 +30,8 @@ from finspace.matrix.desk import MatrixDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
+from finspace.clients import request_client
 from finspace.fit_runner import FitRunner
-from finspace.guard import client_address
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.throttle import Throttle
@@ -140,12 +140,7 @@ class Service:
 
     def client_of(self, request: Any) -> str | None:
         """The caller's address from a Gradio/Starlette request (None when there is none, as in tests)."""
-        if request is None:
-            return None
-        headers = getattr(request, "headers", None) or {}
-        peer = getattr(getattr(request, "client", None), "host", None)
-        return client_address({k.lower(): v for k, v in dict(headers).items()}, peer,
-                              self.settings.limits.trust_proxy)
+        return request_client(request, self.settings.limits.trusted_proxies)
 
     def check_throttle(self, client: str | None) -> None:
         self.throttle.check(client)

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers import corrupt_copy, demo_entry  # noqa: E402
-from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S,  # noqa: E402
+from rel_utils import (SURFACE_ADMIN, SURFACE_BODY_S, SURFACE_CONTEXT, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S,  # noqa: E402
                        SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, SURFACE_STREAM_OPEN_S, TALLY, listing, start_server,
                        tiny)
 
@@ -68,9 +68,10 @@ def surface_server(tmp_path_factory, model_dir):
     env = {"HF_TOKEN": SURFACE_HF_TOKEN, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1",
            "GRADIO_TEMP_DIR": str(gradio_cache),
            "FINSPACE_MAX_IN_FLIGHT": str(SURFACE_MAX_IN_FLIGHT), "FINSPACE_CPU_KV_CACHE_MIB": "72",
-           # the public-Space guards at their defaults but two, shortened so their tests wait less
+           # the public-Space guards at their defaults but three, shortened so their tests wait less
            "FINSPACE_MAX_EVENTS_PER_CLIENT": str(SURFACE_EVENTS_PER_CLIENT),
-           "FINSPACE_STREAM_OPEN_S": str(SURFACE_STREAM_OPEN_S), "FINSPACE_HEADER_TIMEOUT_S": str(SURFACE_HEADER_S)}
+           "FINSPACE_STREAM_OPEN_S": str(SURFACE_STREAM_OPEN_S), "FINSPACE_HEADER_TIMEOUT_S": str(SURFACE_HEADER_S),
+           "FINSPACE_BODY_TIMEOUT_S": str(SURFACE_BODY_S)}
     srv = start_server(root, models, admin_token=SURFACE_ADMIN, env=env)
     try:
         srv.hf_home = hf_home

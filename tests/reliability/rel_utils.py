@@ -46,6 +46,7 @@ SURFACE_MAX_IN_FLIGHT = 2
 SURFACE_EVENTS_PER_CLIENT = 16  # FINSPACE_MAX_EVENTS_PER_CLIENT: the default
 SURFACE_STREAM_OPEN_S = 3  # FINSPACE_STREAM_OPEN_S (default 5)
 SURFACE_HEADER_S = 3  # FINSPACE_HEADER_TIMEOUT_S (default 10)
+SURFACE_BODY_S = 4  # FINSPACE_BODY_TIMEOUT_S (default 60)
 SURFACE_CONTEXT = 16384  # model "a"'s max_model_len there: streams long enough to hold the overload test's slots
 
 

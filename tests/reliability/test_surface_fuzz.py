@@ -335,7 +335,7 @@ def check_v1(r: httpx.Response, text: str) -> None:
     TALLY.response(r.status_code, text)
     if r.status_code == 500 or has_traceback(text):
         TALLY.add(errors=1)
-    assert r.status_code in (200, 400, 404, 413), (r.status_code, text[:300])
+    assert r.status_code in (200, 400, 404, 405, 413), (r.status_code, text[:300])
     assert_clean(text, ADMIN, SURFACE_HF_TOKEN)
     if r.status_code != 200:  # OpenAI's error object, naming what to change
         err = json.loads(text)["error"]

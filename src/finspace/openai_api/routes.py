@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from finspace.engine import ChatInfo
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.documents import chat as docs
-from finspace.guard import client_address
+from finspace.clients import request_client
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 
@@ -71,8 +71,7 @@ def check_key(svc, request: Request) -> None:
     keys = svc.settings.api_keys
     if not keys:
         return
-    client = client_address(request.headers, request.client.host if request.client else None,
-                            svc.settings.limits.trust_proxy)
+    client = request_client(request, svc.settings.limits.trusted_proxies)
     svc.check_throttle(client)
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     token = given.strip().encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1]

@@ -1,0 +1,104 @@
+"""What an upload to /gradio_api/upload holds, as Gradio will read it: parsed by python-multipart, as Gradio does.
+
+Gradio 6.31's upload route (gradio.route_utils.GradioMultiPartParser) feeds the body
+to ``python_multipart.MultipartParser``, takes each part's last Content-Disposition
+header, reads its parameters with ``python_multipart.multipart.parse_options_header``
+and stores a file for every part whose parameters hold ``filename``, under
+``strip_invalid_filename_characters(Path(filename).name)``. ``parts`` runs the same
+parser with the same callbacks on the body the guard has already read, so the
+guard's checks (one file, a document's extension, few parts) hold for exactly what
+Gradio would store: ``filename ="x"``, a repeated ``filename``, an RFC 2231/5987
+``filename*=`` (which python-multipart ignores) or a hundred parts are judged as the
+parser sees them, never by a pattern over the raw bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_PARTS = 8  # an upload is one file; a few fields beside it at most
+
+
+class BadUpload(ValueError):
+    """The body is not multipart/form-data the parser can read; the message names the fix."""
+
+
+@dataclass
+class Part:
+    name: str | None  # the form field's name
+    filename: str | None  # None: a plain field, not a file
+
+
+def _decode(value: bytes, charset: str) -> str:
+    try:
+        return value.decode(charset)
+    except (UnicodeDecodeError, LookupError):
+        return value.decode("latin-1")
+
+
+def parts(body: bytes, content_type: str) -> list[Part]:
+    """Every part of a multipart body, in order, as Gradio's parser sees them (BadUpload if it cannot)."""
+    from python_multipart.exceptions import MultipartParseError
+    from python_multipart.multipart import MultipartParser, parse_options_header
+
+    kind, params = parse_options_header(content_type or "")
+    boundary = params.get(b"boundary")
+    if kind != b"multipart/form-data" or not boundary:
+        raise BadUpload("send the document as multipart/form-data with a boundary (gradio_client's handle_file "
+                        "does)")
+    charset = _decode(params.get(b"charset", b"utf-8"), "latin-1")
+    found: list[Part] = []
+    current = {"field": b"", "value": b"", "disposition": b""}
+
+    def header_field(data, start, end):
+        current["field"] += data[start:end]
+
+    def header_value(data, start, end):
+        current["value"] += data[start:end]
+
+    def header_end():
+        if current["field"].lower() == b"content-disposition":
+            current["disposition"] = current["value"]  # the last one wins, as in Gradio's parser
+        current["field"], current["value"] = b"", b""
+
+    def headers_finished():
+        _, options = parse_options_header(current["disposition"])
+        name, filename = options.get(b"name"), options.get(b"filename")
+        found.append(Part(None if name is None else _decode(name, charset),
+                          None if filename is None else _decode(filename, charset)))
+        current["disposition"] = b""
+        if len(found) > MAX_PARTS:
+            raise BadUpload(f"send one document per upload (this body has more than {MAX_PARTS} parts)")
+
+    parser = MultipartParser(boundary, {"on_header_field": header_field, "on_header_value": header_value,
+                                        "on_header_end": header_end, "on_headers_finished": headers_finished})
+    try:
+        parser.write(body)
+        parser.finalize()
+    except MultipartParseError:
+        raise BadUpload("the body is not valid multipart/form-data; send the document as gradio_client's "
+                        "handle_file does") from None
+    return found
+
+
+def stored_name(filename: str) -> str:
+    """The name Gradio stores an uploaded file under (gradio.route_utils: the last path part, stripped)."""
+    from gradio_client.utils import strip_invalid_filename_characters
+
+    return strip_invalid_filename_characters(Path(filename).name)
+
+
+def check(body: bytes, content_type: str, types: tuple[str, ...]) -> str:
+    """The one document's stored name, or BadUpload naming the fix: exactly one file part, with a document's
+    extension, and at most MAX_PARTS parts in all."""
+    files = [p for p in parts(body, content_type) if p.filename is not None]
+    if len(files) > 1:
+        raise BadUpload("send one document per upload")
+    if not files:
+        raise BadUpload("the upload holds no file; send the document as a file part named with filename=\"...\" "
+                        "(gradio_client's handle_file does)")
+    name = stored_name(files[0].filename or "")
+    if not name.lower().endswith(types):
+        raise BadUpload(f"{name[-60:]!r} is not a document this app takes; upload {', '.join(types)}")
+    return name
