@@ -249,7 +249,8 @@ class Settings:
                 max_documents=_int(env, "FINSPACE_MATRIX_MAX_DOCUMENTS", MatrixLimits.max_documents, 1, 200),
                 max_cells=_int(env, "FINSPACE_MATRIX_MAX_CELLS", MatrixLimits.max_cells, 1, 2000),
                 max_running=_int(env, "FINSPACE_MATRIX_MAX_RUNNING", MatrixLimits.max_running, 1, 64),
-                reply_tokens=_int(env, "FINSPACE_MATRIX_REPLY_TOKENS", MatrixLimits.reply_tokens, 16, 4096)),
+                reply_tokens=_int(env, "FINSPACE_MATRIX_REPLY_TOKENS", MatrixLimits.reply_tokens, 16, 4096),
+                upload_bytes=_int(env, "FINSPACE_MATRIX_UPLOAD_MIB", MatrixLimits.upload_bytes >> 20, 1, 4096) << 20),
             limits=limits,
         )
 

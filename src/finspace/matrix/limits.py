@@ -17,3 +17,6 @@ class MatrixLimits:
     max_cells: int = 120  # documents x fields in one matrix (FINSPACE_MATRIX_MAX_CELLS)
     max_running: int = 2  # matrices filling at once, all clients together (FINSPACE_MATRIX_MAX_RUNNING)
     reply_tokens: int = REPLY_TOKENS  # a cell's reply bound; past it the cell is marked cut
+    # the Matrix tab uploads its filings in one request: that request's body bound (each file is still held to the
+    # document limit), FINSPACE_MATRIX_UPLOAD_MIB
+    upload_bytes: int = 64 << 20
