@@ -102,7 +102,10 @@ async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any,
         raise
     pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
                  if c.pid not in before and not _is_helper_process(c))
-    return llm, pids, tuple(sorted(ipc_names() - ipc_before)) + own_dir
+    # Of the names that appeared meanwhile, only those this app or its new engine processes hold: another app
+    # starting an engine at the same time on this machine creates names in the same window
+    owned = (ipc_names() - ipc_before) & held_shm((os.getpid(), *family(pids)))
+    return llm, pids, tuple(sorted(owned)) + own_dir
 
 
 async def warmup(llm: Any) -> None:
@@ -149,16 +152,19 @@ def freeze_heap() -> None:
 
 
 # ------------------------------------------------------------------ stop
-async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool, died: bool = False) -> None:
+async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool,
+                   died: bool = False) -> tuple[str, ...]:
     """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``grace_s`` to exit,
     then SIGKILL to the engine core and to every process it started (``pids``). What the killed processes
     could not clean up (their shared-memory queues) is removed in ``wait_release`` once they are gone.
+    Returns the /dev/shm names the engine's processes held just before they were stopped (theirs to remove).
 
     ``died``: the engine failed on its own; its output handler must stay to hand the error to every stream."""
     if ray:
         with contextlib.suppress(Exception):
             await asyncio.to_thread(llm.shutdown)
-        return
+        return ()
+    held = tuple(sorted(await asyncio.to_thread(lambda: held_shm(family(pids)))))
     handler = getattr(llm, "output_handler", None)
     if not died and isinstance(handler, asyncio.Task) and not handler.done():
         # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
@@ -170,6 +176,7 @@ async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    return held
 
 
 async def wait_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tuple[int, ...], ipc: tuple[str, ...],
@@ -226,6 +233,36 @@ def _shm_in_use() -> set[str]:
             used.update(f.path for f in proc.open_files() if f.path.startswith(str(SHM_DIR)))
             used.update(m.path for m in proc.memory_maps(grouped=True) if m.path.startswith(str(SHM_DIR)))
     return used
+
+
+def family(pids: tuple[int, ...] | list[int]) -> set[int]:
+    """``pids`` and every process they started (an engine core's workers)."""
+    out = set(pids)
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            out.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+    return out
+
+
+def held_shm(pids: set[int] | tuple[int, ...]) -> set[str]:
+    """The /dev/shm names (POSIX shared memory, named semaphores) that processes ``pids`` have mapped
+    (/proc/<pid>/maps: shared memory and semaphores are mapped while in use) or open (/proc/<pid>/fd) now.
+    What this engine's own processes hold is its own: the only names it may remove when it stops."""
+    prefix = str(SHM_DIR) + "/"
+    found: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/maps").read_text(errors="replace").splitlines():
+                path = line.split(maxsplit=5)[5] if line.count(" ") >= 5 and "/dev/shm/" in line else ""
+                if path.startswith(prefix):
+                    found.add(path[len(prefix):].removesuffix(" (deleted)"))
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith(prefix):
+                        found.add(target[len(prefix):].removesuffix(" (deleted)"))
+    return {n for n in found if n.startswith(("psm_", "sem.mp-"))}
 
 
 def pid_running(pid: int) -> bool:
