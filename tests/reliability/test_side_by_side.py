@@ -63,7 +63,7 @@ def engine_children(server: Server) -> set[int]:
 
 
 def chat(server: Server) -> str:
-    body = {"model": server.health()["model"], "max_tokens": 4,
+    body = {"model": httpx.get(server.url + "/health", timeout=60).json()["model"], "max_tokens": 4,
             "messages": [{"role": "user", "content": "What is a bond?"}]}
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=180)
     assert r.status_code == 200, r.text[:300]
@@ -71,9 +71,19 @@ def chat(server: Server) -> str:
 
 
 def switch(server: Server, key: str, out: dict) -> None:
-    r = httpx.post(server.url + "/load-model", json={"model": key}, headers=server.auth(), timeout=60)
+    """POST /load-model, then wait (a slow /health on a busy machine is waited for, not a failure) until the load
+    ended: ``out[name]`` is the POST's status, ``out[name + " model"]`` the model then served (None: none)."""
+    r = httpx.post(server.url + "/load-model", json={"model": key}, headers=server.auth(), timeout=120)
     out[server.name_] = r.status_code
-    server.wait_model(key, timeout=600)
+
+    def settled():
+        try:
+            h = httpx.get(server.url + "/health", timeout=60).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return h if h["engine"]["loading"] is None and h["status"] not in ("loading", "switching") else None
+
+    out[server.name_ + " model"] = wait_until(settled, 900, 0.5, f"the end of {server.name_}'s load")["model"]
 
 
 class Bystander:
@@ -156,8 +166,8 @@ def test_two_apps_switch_and_stop_side_by_side_without_breaking_each_other(pair)
         wait_until(lambda: engine_children(a) - old, 300, 0.05, "A's new engine process")
         bystander = Bystander()
         for t in threads:
-            t.join(700)
-        assert codes == {"A": 202, "B": 202}, codes
+            t.join(1000)
+        assert codes == {"A": 202, "B": 202, "A model": "b", "B model": "b"}, codes
         assert chat(a) and chat(b)
         b_names = held(b.proc.pid)
         a_names = held(a.proc.pid)
@@ -176,6 +186,7 @@ def test_two_apps_switch_and_stop_side_by_side_without_breaking_each_other(pair)
         assert chat(b)
         for key in ("a", "b"):
             switch(b, key, codes)
+            assert codes["B model"] == key, codes
             assert chat(b)
         assert bystander.alive()
         assert "FileNotFoundError" not in b.log_path.read_text(errors="replace")
