@@ -51,8 +51,14 @@ def held(pid: int) -> set[str]:
             paths = [m.path for m in p.memory_maps(grouped=True)] + [f.path for f in p.open_files()]
         except psutil.Error:
             continue
-        names.update(Path(x).name for x in paths if x.startswith("/dev/shm/"))
+        names.update(Path(x.removesuffix(" (deleted)")).name for x in paths if x.startswith("/dev/shm/"))
     return {n for n in names if n.startswith(("psm_", "sem.mp-"))}
+
+
+def removed_under(pid: int) -> set[str]:
+    """Names that ``pid``'s processes still hold but that are gone from /dev/shm: removed from under them by
+    someone else (a name the app released itself is no longer held)."""
+    return {n for n in held(pid) if not (SHM / n).exists()}
 
 
 def engine_children(server: Server) -> set[int]:
@@ -194,8 +200,9 @@ def test_two_apps_switch_and_stop_side_by_side_without_breaking_each_other(pair)
         a.stop()  # A's engine stops: its clean-up runs
         time.sleep(1.0)
         assert bystander.alive(), "A's clean-up removed a /dev/shm name another program created"
-        gone = b_names - {p.name for p in SHM.iterdir()}
-        assert not gone, f"A's clean-up removed B's names: {sorted(gone)}"
+        assert b_names & held(b.proc.pid), "B's names changed meanwhile: nothing left to check"
+        gone = removed_under(b.proc.pid)
+        assert not gone, f"names B still uses were removed from under it: {sorted(gone)}"
         left = {n for n in a_names if (SHM / n).exists()}
         assert not left, f"A left its own names behind: {sorted(left)}"
         assert not export_files_on_disk([a.gradio], marker), "A's export outlived A"
@@ -206,8 +213,7 @@ def test_two_apps_switch_and_stop_side_by_side_without_breaking_each_other(pair)
             switch(b, key, codes)
             assert codes["B model"] == key, codes
             assert chat(b)
-        assert bystander.alive()
-        assert "FileNotFoundError" not in b.log_path.read_text(errors="replace")
+        assert bystander.alive() and not removed_under(b.proc.pid)
     finally:
         if bystander is not None:
             bystander.remove()
