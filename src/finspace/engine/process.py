@@ -221,9 +221,8 @@ async def _poll_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tup
 
 # ------------------------------------------------------------------ processes and IPC
 def _shm_in_use() -> set[str]:
-    """/dev/shm paths that another live process has open or mapped now (this one's own are ours to remove). The
-    names that appeared while an engine started can include another engine's, started at the same time on the
-    same machine; those are still in use."""
+    """/dev/shm paths that another live process has open or mapped now (this one's own are ours to remove): a
+    second wall behind ``held_shm``'s attribution, which already keeps to the names this engine's processes held."""
     used: set[str] = set()
     me = os.getpid()
     for proc in psutil.process_iter():
