@@ -164,7 +164,9 @@ async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool
         with contextlib.suppress(Exception):
             await asyncio.to_thread(llm.shutdown)
         return ()
-    held = tuple(sorted(await asyncio.to_thread(lambda: held_shm(family(pids)))))
+    # not what this app itself holds: a name the app made before (a lock vLLM creates once and hands to every
+    # engine it starts) is mapped by the engine too, and the next engine needs it
+    held = tuple(sorted(await asyncio.to_thread(lambda: held_shm(family(pids)) - held_shm((os.getpid(),)))))
     handler = getattr(llm, "output_handler", None)
     if not died and isinstance(handler, asyncio.Task) and not handler.done():
         # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
