@@ -247,23 +247,27 @@ def family(pids: tuple[int, ...] | list[int]) -> set[int]:
 
 def held_shm(pids: set[int] | tuple[int, ...]) -> set[str]:
     """The /dev/shm names (POSIX shared memory, named semaphores) that processes ``pids`` have mapped
-    (/proc/<pid>/maps: shared memory and semaphores are mapped while in use) or open (/proc/<pid>/fd) now.
-    What this engine's own processes hold is its own: the only names it may remove when it stops."""
+    (/proc/<pid>/maps) or open (/proc/<pid>/fd) now, matched by inode: glibc's sem_open maps a temporary file
+    and links it to the semaphore's name, so the maps show another name for the same inode. What this engine's
+    own processes hold is its own: the only names it may remove when it stops."""
     prefix = str(SHM_DIR) + "/"
-    found: set[str] = set()
+    inodes: set[int] = set()
     for pid in pids:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             for line in Path(f"/proc/{pid}/maps").read_text(errors="replace").splitlines():
-                path = line.split(maxsplit=5)[5] if line.count(" ") >= 5 and "/dev/shm/" in line else ""
-                if path.startswith(prefix):
-                    found.add(path[len(prefix):].removesuffix(" (deleted)"))
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and parts[5].startswith(prefix):
+                    inodes.add(int(parts[4]))
         with contextlib.suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith(prefix):
-                        found.add(target[len(prefix):].removesuffix(" (deleted)"))
-    return {n for n in found if n.startswith(("psm_", "sem.mp-"))}
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
+                        inodes.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+    try:
+        with os.scandir(SHM_DIR) as entries:
+            return {e.name for e in entries if e.name.startswith(("psm_", "sem.mp-")) and e.inode() in inodes}
+    except OSError:
+        return set()
 
 
 def pid_running(pid: int) -> bool:
