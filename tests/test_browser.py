@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
-from server_utils import ADMIN_TOKEN, Server, make_catalog
+from helpers import REPO, demo_entry, write_catalog
+from server_utils import ADMIN_TOKEN, Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -32,10 +32,26 @@ if not CHROMIUM.exists():
                 allow_module_level=True)
 
 
+# A reply long and paced enough to be seen growing on a slow machine: Gradio hands the page every update the
+# server sent, but a browser that falls behind reads them in one network chunk and renders them at once (a
+# 300-token reply written in under a second once arrived as one update of 1,777 characters). So the reply
+# takes seconds (1,200 tokens) and its updates go out at most every 250 ms: a frame's worth of slack, many times.
+REPLY_TOKENS = 1200
+STREAM_INTERVAL_MS = 250
+
+
+def browser_catalog(folder: Path, model_dir: Path) -> Path:
+    models = {"a": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_model_len=1536,
+                              max_tokens=REPLY_TOKENS),
+              "b": demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3", max_tokens=300)}
+    return write_catalog(folder, models, default="a")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("browser")
-    srv = Server(root, make_catalog(root / "catalog", model_dir, max_tokens=300))
+    srv = Server(root, browser_catalog(root / "catalog", model_dir),
+                 env={"FINSPACE_CPU_KV_CACHE_MIB": "6", "FINSPACE_STREAM_INTERVAL_MS": str(STREAM_INTERVAL_MS)})
     try:
         srv.wait(ready=True)
         yield srv
@@ -93,12 +109,12 @@ def bot_texts(page) -> list[str]:
 
 
 WATCH_REPLY = """() => {
-  window.__lengths = [];
+  window.__lengths = []; window.__times = [];
   const box = document.querySelector('#chatbot');
   const read = () => { const bots = box.querySelectorAll('[data-testid="bot"]');
                        const last = bots[bots.length - 1]; return last ? last.innerText.length : 0; };
   new MutationObserver(() => { const n = read(); const l = window.__lengths;
-                               if (!l.length || l[l.length - 1] !== n) l.push(n); })
+                               if (!l.length || l[l.length - 1] !== n) { l.push(n); window.__times.push(performance.now()); } })
     .observe(box, {subtree: true, childList: true, characterData: true});
 }"""
 
@@ -130,10 +146,14 @@ def test_send_a_message_and_see_the_reply_stream(page):
         elif n > 0 and time.monotonic() - stable_since > 2.0:
             break
         time.sleep(0.1)
-    lengths = page.evaluate("window.__lengths")
+    lengths, times = page.evaluate("window.__lengths"), page.evaluate("window.__times")
     growing = [n for n in lengths if n > 0]
+    shown = [t for n, t in zip(lengths, times) if n > 0]
+    print(f"the reply grew in {len(set(growing))} steps over {(shown[-1] - shown[0]) / 1000:.1f} s "
+          f"to {growing[-1]:,} characters")
     assert len(set(growing)) >= 3, f"the reply did not grow in steps: {lengths}"
     assert growing == sorted(growing), lengths
+    assert shown[-1] - shown[0] >= STREAM_INTERVAL_MS, "the steps were not rendered over time"
     assert page.input_value("#chat-input textarea") == ""  # the input was cleared
     shot(page, "3-replied")  # the README's main screenshot shows the real small model: test_browser_smollm.py
 

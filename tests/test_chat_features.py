@@ -296,6 +296,46 @@ def test_an_oversized_or_corrupt_browser_store_is_a_clear_message_and_a_fresh_st
     assert list(st["conversations"].values())[0]["turns"] == []  # usable: an empty conversation
 
 
+@pytest.mark.parametrize("bad", [1e308, -1.0, float("inf"), float("nan"), 10**40, -(10**40), 253_402_300_800])
+def test_stored_times_out_of_range_are_cleared_with_a_note_and_export_still_works(bad):
+    turns = [{**convo.turn("user", "Current ratio?"), "at": bad}, {**_reply(), "at": bad}]
+    raw = {"current": "a1", "conversations": {"a1": {"title": "Ratios", "updated": bad, "turns": turns},
+                                              "b2": {"title": "Fine", "updated": 1_700_000_000, "turns": []}}}
+    st, note = saved.read_store(raw)
+    assert note is not None and "out of range" in note and "started a new one" not in note, note
+    assert set(st["conversations"]) == {"a1", "b2"} and st["current"] == "a1"
+    assert saved.choices(st)  # formats every time (no "timestamp out of range")
+    kept = st["conversations"]["a1"]["turns"]
+    assert [t["at"] for t in kept] == [None, None]
+    doc = saved.export_json("Ratios", saved.check_turns(kept))
+    assert [m["at"] for m in doc["messages"]] == [None, None] and saved.export_markdown(doc)
+
+
+def test_a_stored_conversation_past_the_conversation_bound_is_dropped_by_name():
+    big = [{"role": "user", "kind": "turn", "content": "x" * 200_000} for _ in range(7)]  # 1,400,000 characters
+    raw = {"current": "a1", "conversations": {"a1": {"title": "Huge", "updated": 1, "turns": big},
+                                              "b2": {"title": "Small", "updated": 2, "turns": []}}}
+    st, note = saved.read_store(raw)
+    assert note is not None and "1,000,000" in note and "'Huge'" in note, note
+    assert set(st["conversations"]) == {"b2"} and st["current"] == "b2"
+
+
+def test_exports_keep_the_newest_few_per_client_and_refuse_an_oversized_one(tmp_path):
+    from finspace.ui.exports import Exports
+
+    ex = Exports(tmp_path, per_client=3, max_bytes=100_000)
+    doc = saved.export_json("Ratios", saved.check_turns([convo.turn("user", "Current ratio?"), _reply()]))
+    paths = [ex.write("10.0.0.1", doc, saved.export_markdown(doc)) for _ in range(10)]
+    ex.write("10.0.0.2", doc, saved.export_markdown(doc))
+    on_disk = sorted(str(p) for p in tmp_path.rglob("*.*"))
+    assert len(on_disk) == 2 * 4 and set(paths[-1]) <= set(on_disk) and not set(paths[0]) & set(on_disk)
+    big = {**doc, "messages": [{"content": "x" * 200_000}]}
+    with pytest.raises(BadInput, match=r"the limit is 0.095\d* MiB per export|the limit is .* MiB per export"):
+        ex.write("10.0.0.1", big, "")
+    ex.clear()
+    assert not any(tmp_path.rglob("*.*"))
+
+
 def test_the_store_drops_the_oldest_conversations_to_stay_small():
     st = saved.empty_store()
     big = [convo.turn("user", "x" * 60_000) for _ in range(5)]

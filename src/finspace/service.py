@@ -25,6 +25,7 @@ import psutil
 
 from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
+from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.matrix.desk import MatrixDesk
 from finspace.presets import Presets, load_presets, presets_path
@@ -105,6 +106,8 @@ class Service:
         self._verdicts: dict[str, Verdict] = {}
         self._last_read: tuple[float, list] = (0.0, [])
         self._marks: tuple[tuple, dict] | None = None
+        self.on_close: list = []  # called when the app stops (the exports' folder is removed)
+        self.conversions = ConversionGate.of(self.settings.documents)  # conversions at once: app, per client
 
     # ------------------------------------------------------------------ access
     @property
@@ -274,6 +277,9 @@ class Service:
             task.cancel()
         with contextlib.suppress(Exception):
             await self.engine.close()
+        for fn in self.on_close:
+            with contextlib.suppress(Exception):
+                fn()
 
     # ------------------------------------------------------------------ memory
     def read_memory(self) -> list:

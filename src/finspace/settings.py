@@ -244,7 +244,10 @@ class Settings:
                 max_bytes=_int(env, "FINSPACE_DOCUMENT_MAX_MIB", DocumentLimits.max_bytes >> 20, 1, 1024) << 20,
                 max_pages=_int(env, "FINSPACE_DOCUMENT_MAX_PAGES", DocumentLimits.max_pages, 1, 100_000),
                 convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s,
-                                         1, 3600)),
+                                         1, 3600),
+                max_conversions=_int(env, "FINSPACE_MAX_CONVERSIONS", DocumentLimits.max_conversions, 1, 64),
+                max_conversions_per_client=_int(env, "FINSPACE_MAX_CONVERSIONS_PER_CLIENT",
+                                                DocumentLimits.max_conversions_per_client, 1, 64)),
             matrix=MatrixLimits(
                 max_documents=_int(env, "FINSPACE_MATRIX_MAX_DOCUMENTS", MatrixLimits.max_documents, 1, 200),
                 max_cells=_int(env, "FINSPACE_MATRIX_MAX_CELLS", MatrixLimits.max_cells, 1, 2000),

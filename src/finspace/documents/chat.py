@@ -19,7 +19,7 @@ from typing import Any
 from finspace.documents import fit as fitting
 from finspace.documents import prompt
 from finspace.documents.convert import Document, kind_of, short_name
-from finspace.documents.upload import convert_upload
+from finspace.documents.upload import convert_upload, remove_upload
 from finspace.engine.prompt import ChatSettings, sampling_for, with_system
 from finspace.errors import BadInput, NotReady
 
@@ -50,17 +50,22 @@ def count_tokens(tok: Any, text: str) -> int:
     return len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-async def attach(svc: Any, path: str, name: str) -> Attached:
-    """The upload at ``path`` (named ``name`` by the sender) converted and measured; the file is deleted."""
+async def attach(svc: Any, path: str, name: str, client: str | None) -> Attached:
+    """The upload at ``path`` (named ``name`` by the sender) converted and measured; the file is deleted.
+    ``client``: the sender's address, for the bound on conversions at once (Service.conversions: 429 past it)."""
     if svc.engine.tokenizer is None:
         raise NotReady("no model is loaded yet; a document is measured in the loaded model's tokens: upload it "
                        "again when the model is ready")
-    doc = await convert_upload(path, name, svc.settings.documents, upload_folder(svc.settings))
+    try:
+        async with svc.conversions.slot(client):
+            doc = await convert_upload(path, name, svc.settings.documents, upload_folder(svc.settings))
+    finally:  # refused before converting (429): the upload goes all the same
+        remove_upload(path, upload_folder(svc.settings))
     tokens = await svc.engine.run_tokenizer(count_tokens, prompt.whole_block(doc))
     return Attached(doc, tokens)
 
 
-async def attach_bytes(svc: Any, name: Any, data: bytes) -> Attached:
+async def attach_bytes(svc: Any, name: Any, data: bytes, client: str | None) -> Attached:
     """A file sent inline (/v1's base64 file part): written into the upload folder, then ``attach``."""
     if not isinstance(name, str) or not Path(name).name.strip():
         raise BadInput("a file part needs its filename (with the extension: .pdf, .html, .docx, .xlsx, .csv, .txt, "
@@ -74,7 +79,7 @@ async def attach_bytes(svc: Any, name: Any, data: bytes) -> Attached:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ("document" + Path(name).suffix.lower())
     path.write_bytes(data)
-    return await attach(svc, str(path), name)
+    return await attach(svc, str(path), name, client)
 
 
 def reply_tokens(svc: Any, settings: ChatSettings | None = None) -> int:

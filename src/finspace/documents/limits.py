@@ -19,6 +19,11 @@ class DocumentLimits:
     max_unpacked_bytes: int = 200 * MIB  # a DOCX/XLSX (a zip) unpacked: a zip bomb stops here
     max_chars: int = 4_000_000  # text after conversion (a 10-K is about 600,000 characters)
     convert_timeout_s: float = 60.0  # the converter process is killed after this (FINSPACE_DOCUMENT_TIMEOUT_S)
+    # converter processes at once (FINSPACE_MAX_CONVERSIONS): each may take 4 GiB of address space, so 2 keep the
+    # children's peak under 8 GiB beside the app (a 62 GB Space, a 24 GB machine); a conversion past it waits
+    # up to convert_timeout_s for a slot, then gets 429
+    max_conversions: int = 2
+    max_conversions_per_client: int = 1  # running or waiting, per client address; past it 429 at once
 
     @property
     def upload_body_bytes(self) -> int:

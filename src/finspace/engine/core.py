@@ -357,7 +357,9 @@ class Engine(ChatStreams):
                                    distributed_backend=self.distributed_backend, overrides=self.engine_overrides)
 
     async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
-        await process.shutdown(llm, self._engine_pids, self.stop_grace_s, ray=self._distributed_ray(), died=died)
+        held = await process.shutdown(llm, self._engine_pids, self.stop_grace_s, ray=self._distributed_ray(),
+                                      died=died)
+        self._engine_ipc = tuple(sorted(set(self._engine_ipc) | set(held)))  # removed once they have exited
 
     async def _wait_release(self, next_plan: planner.Plan | None) -> None:
         """Wait until the stopped engine's memory is free (process.wait_release); forget its processes."""

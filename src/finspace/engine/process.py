@@ -117,7 +117,10 @@ async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any,
         raise
     pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
                  if c.pid not in before and not _is_helper_process(c))
-    return llm, pids, tuple(sorted(ipc_names() - ipc_before)) + own_dir
+    # Of the names that appeared meanwhile, only those this app or its new engine processes hold: another app
+    # starting an engine at the same time on this machine creates names in the same window
+    owned = (ipc_names() - ipc_before) & held_shm((os.getpid(), *family(pids)))
+    return llm, pids, tuple(sorted(owned)) + own_dir
 
 
 async def warmup(llm: Any) -> None:
@@ -168,16 +171,21 @@ def freeze_heap() -> None:
 
 
 # ------------------------------------------------------------------ stop
-async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool, died: bool = False) -> None:
+async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool,
+                   died: bool = False) -> tuple[str, ...]:
     """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``grace_s`` to exit,
     then SIGKILL to the engine core and to every process it started (``pids``). What the killed processes
     could not clean up (their shared-memory queues) is removed in ``wait_release`` once they are gone.
+    Returns the /dev/shm names the engine's processes held just before they were stopped (theirs to remove).
 
     ``died``: the engine failed on its own; its output handler must stay to hand the error to every stream."""
     if ray:
         with contextlib.suppress(Exception):
             await asyncio.to_thread(llm.shutdown)
-        return
+        return ()
+    # not what this app itself holds: a name the app made before (a lock vLLM creates once and hands to every
+    # engine it starts) is mapped by the engine too, and the next engine needs it
+    held = tuple(sorted(await asyncio.to_thread(lambda: held_shm(family(pids)) - held_shm((os.getpid(),)))))
     handler = getattr(llm, "output_handler", None)
     if not died and isinstance(handler, asyncio.Task) and not handler.done():
         # stop reading outputs first: its requests are answered, and a killed engine is not an error to log
@@ -189,6 +197,7 @@ async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    return held
 
 
 async def wait_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tuple[int, ...], ipc: tuple[str, ...],
@@ -233,9 +242,8 @@ async def _poll_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tup
 
 # ------------------------------------------------------------------ processes and IPC
 def _shm_in_use() -> set[str]:
-    """/dev/shm paths that another live process has open or mapped now (this one's own are ours to remove). The
-    names that appeared while an engine started can include another engine's, started at the same time on the
-    same machine; those are still in use."""
+    """/dev/shm paths that another live process has open or mapped now (this one's own are ours to remove): a
+    second wall behind ``held_shm``'s attribution, which already keeps to the names this engine's processes held."""
     used: set[str] = set()
     me = os.getpid()
     for proc in psutil.process_iter():
@@ -245,6 +253,40 @@ def _shm_in_use() -> set[str]:
             used.update(f.path for f in proc.open_files() if f.path.startswith(str(SHM_DIR)))
             used.update(m.path for m in proc.memory_maps(grouped=True) if m.path.startswith(str(SHM_DIR)))
     return used
+
+
+def family(pids: tuple[int, ...] | list[int]) -> set[int]:
+    """``pids`` and every process they started (an engine core's workers)."""
+    out = set(pids)
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            out.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+    return out
+
+
+def held_shm(pids: set[int] | tuple[int, ...]) -> set[str]:
+    """The /dev/shm names (POSIX shared memory, named semaphores) that processes ``pids`` have mapped
+    (/proc/<pid>/maps) or open (/proc/<pid>/fd) now, matched by inode: glibc's sem_open maps a temporary file
+    and links it to the semaphore's name, so the maps show another name for the same inode. What this engine's
+    own processes hold is its own: the only names it may remove when it stops."""
+    prefix = str(SHM_DIR) + "/"
+    inodes: set[int] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/maps").read_text(errors="replace").splitlines():
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and parts[5].startswith(prefix):
+                    inodes.add(int(parts[4]))
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
+                        inodes.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+    try:
+        with os.scandir(SHM_DIR) as entries:
+            return {e.name for e in entries if e.name.startswith(("psm_", "sem.mp-")) and e.inode() in inodes}
+    except OSError:
+        return set()
 
 
 def pid_running(pid: int) -> bool:

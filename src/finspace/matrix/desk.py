@@ -8,7 +8,6 @@ saying why while the rest of the matrix completes.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -81,9 +80,12 @@ class MatrixDesk:
             self._running -= 1
             self._clients.discard(client)
 
-    async def _convert(self, path: str, name: str) -> Document | str:
+    async def _convert(self, path: str, name: str, client: str | None) -> Document | str:
+        """One filing converted as the chat's are, through the same gate on conversions at once (one after another
+        for a client: Service.conversions); a refusal or a failed conversion is the row's reason."""
         try:
-            return await convert_upload(path, name, self.svc.settings.documents, upload_folder(self.svc.settings))
+            async with self.svc.conversions.slot(client):
+                return await convert_upload(path, name, self.svc.settings.documents, upload_folder(self.svc.settings))
         except FinspaceError as exc:
             return str(exc)
 
@@ -109,7 +111,11 @@ class MatrixDesk:
         fields = self._refuse(files, spec)
         engine = self.svc.engine
         with self._slot(client):
-            converted = await asyncio.gather(*(self._convert(p, n) for p, n in files))
+            try:
+                converted = [await self._convert(p, n, client) for p, n in files]
+            finally:  # a matrix cancelled while converting leaves none of its uploads behind
+                for path, _name in files:
+                    remove_upload(path, upload_folder(self.svc.settings))
             rows = tuple(Row(short_name(n), len(d.pages)) if isinstance(d, Document) else Row(short_name(n), error=d)
                          for (_p, n), d in zip(files, converted, strict=True))
             prov = dict(provenance or {}, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

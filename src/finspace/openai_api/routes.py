@@ -138,7 +138,7 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             req = parse_chat(body)
             key = check_model(svc, req.model)
             if req.file is not None:  # a document: converted like the page's, placed before the conversation
-                att = await docs.attach_bytes(svc, *req.file)
+                att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
                 settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
                 req = dataclasses.replace(req, settings=settings, file=None)
             return await _until_disconnect(request, _start(svc, req, key))

@@ -97,7 +97,8 @@ async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> 
                 yield answer
 
 
-async def document_settings(svc: Service, document: Any, messages: list, settings: ChatSettings) -> ChatSettings:
+async def document_settings(svc: Service, document: Any, messages: list, settings: ChatSettings,
+                            client: str | None = None) -> ChatSettings:
     """``settings`` carrying the uploaded ``document`` (a gradio FileData: gradio_client's handle_file), whole or
     as the passages that fit; the upload is deleted whatever happens."""
     path = document.get("path") if isinstance(document, dict) else None
@@ -105,7 +106,7 @@ async def document_settings(svc: Service, document: Any, messages: list, setting
         raise BadInput("document must be a file sent with gradio_client's handle_file(...), or null")
     try:
         name = document.get("orig_name") if isinstance(document.get("orig_name"), str) else None
-        att = await docs.attach(svc, path, name or path.rsplit("/", 1)[-1])
+        att = await docs.attach(svc, path, name or path.rsplit("/", 1)[-1], client)
     finally:
         remove_upload(path, docs.upload_folder(svc.settings))
     return (await docs.with_document(svc, att, messages, settings))[0]
@@ -131,7 +132,7 @@ class Endpoints:
     @takes_document
     async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
                    temperature: float | None = None, max_tokens: int | None = None,
-                   document: dict | None = None) -> str:
+                   document: dict | None = None, request: gr.Request = None) -> str:
         """Stream a reply. history: earlier turns [{"role": "user"|"assistant", "content": str}];
         system_prompt/temperature/max_tokens: null for the model's defaults. document: a filing to answer from
         (handle_file("10-K.pdf"): PDF, HTML, DOCX, XLSX, CSV, TXT or MD), placed before the conversation, whole
@@ -140,7 +141,8 @@ class Endpoints:
             messages = api_messages(message, history)
             settings = chat_settings(system_prompt, temperature, max_tokens)
             if document is not None:
-                settings = await document_settings(self.svc, document, messages, settings)
+                settings = await document_settings(self.svc, document, messages, settings,
+                                                   self.svc.client_of(request))
             text = ""
             async for text in stream_reply(self.svc, messages, settings):
                 yield text

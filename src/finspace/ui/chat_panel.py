@@ -32,7 +32,7 @@ from finspace.ui.documents import FILE_TYPES, build_attach, message_file, messag
 
 log = logging.getLogger("finspace.ui")
 
-MAX_CONVERSATION_CHARS = 1_000_000  # one session's conversation held on the server
+MAX_CONVERSATION_CHARS = saved.MAX_CONVERSATION_CHARS  # one session's conversation held on the server
 SEED_MAX = 2**31 - 1
 # LaTeX between \( \), \[ \] and $$ only: a single $ is a currency sign ("$5 and $10" stays text)
 LATEX_DELIMITERS = [
@@ -90,7 +90,7 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     handlers = ChatHandlers(svc)
     c = layout(svc, default_entry)
     c["chat_events"] = wire_events(c, handlers, chat_concurrency)
-    c["register_restore"] = build_conversations(demo, c)
+    c["register_restore"] = build_conversations(demo, c, svc)
     return c
 
 
@@ -213,14 +213,14 @@ class ChatHandlers:
             return None
 
     @takes_document
-    async def respond(self, message, conv_, *values):
+    async def respond(self, message, conv_, request: gr.Request, *values):
         """A question, with a document attached or not: the document is converted and its fit table shown first
         (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table. Inputs: the
         message, the conversation, the six settings, the document state."""
         *values, doc_state = values
         text, skip2 = message_text(message), (gr.skip(), gr.skip())
         if message_file(message) is not None:
-            attached = await self.attach(message)
+            attached = await self.attach(message, self.svc.client_of(request))
             if attached is None:  # refused: its reason is shown, the file is gone, the question stays
                 yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip()
                 return

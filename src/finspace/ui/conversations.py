@@ -3,22 +3,22 @@
 New, rename and Delete act on the store the browser sends (checked by saved.read_store: a corrupt or oversized
 one is replaced with a clear message); every reply, Clear and Stop save the current conversation back. A page
 refresh restores the current conversation. Export writes the conversation as Markdown and JSON with its
-provenance to Gradio's temporary file cache (removed after 10 minutes), offered as downloads.
+provenance into Gradio's file cache (finspace.ui.exports: a few per client, removed after 10 minutes and when the
+app stops), offered as downloads.
 """
 
 from __future__ import annotations
 
 import html
-import json
-import re
-import tempfile
-from pathlib import Path
 from typing import Any, Callable
 
 import gradio as gr
 
+from finspace.documents.chat import upload_folder
+from finspace.errors import FinspaceError
 from finspace.ui import chat as convo
 from finspace.ui import saved
+from finspace.ui.exports import Exports
 
 STORAGE_KEY = "finspace-conversations"
 # BrowserState encrypts with a secret the page itself carries (no secrecy from the browser's user); a fixed one
@@ -26,9 +26,10 @@ STORAGE_KEY = "finspace-conversations"
 STORAGE_SECRET = "finspace-conversations-v1"
 
 
-def build_conversations(demo: gr.Blocks, c: dict) -> Callable[[], None]:
+def build_conversations(demo: gr.Blocks, c: dict, svc: Any) -> Callable[[], None]:
     """Components and events; ``c`` holds the chat column's components (chatbot, conv, cont, ...). Returns the
-    function that registers the page-load restore: call it after the page's own load event, which stays first."""
+    function that registers the page-load restore: call it after the page's own load event, which stays first.
+    The exports' folder is removed when ``svc`` closes."""
     store = gr.BrowserState(None, storage_key=STORAGE_KEY, secret=STORAGE_SECRET)
     k = layout()
     private = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
@@ -44,7 +45,13 @@ def build_conversations(demo: gr.Blocks, c: dict) -> Callable[[], None]:
     switched.append(k["delete"].click(delete_chat, inputs=[store], outputs=view, **private))
     for ev in switched:  # a document belongs to the conversation it was attached in
         ev.then(drop_document, outputs=[c["doc"], c["doc_fit"]], **private)
-    k["export"].click(export_files, inputs=[conv, title], outputs=[k["files"]], **private)
+    exports = Exports(upload_folder(svc.settings))
+    svc.on_close.append(exports.clear)
+
+    def export(turns, name, request: gr.Request):
+        return export_files(turns, name, exports, svc.client_of(request))
+
+    k["export"].click(export, inputs=[conv, title], outputs=[k["files"]], **private)
     return lambda: demo.load(restore, inputs=[store], outputs=view, **private)
 
 
@@ -143,7 +150,7 @@ def delete_chat(raw):
     return shown({"current": max(convs, key=lambda k: convs[k]["updated"]), "conversations": convs})
 
 
-def export_files(turns, name):
+def export_files(turns, name, exports: Exports, client: str | None):
     try:
         turns = saved.check_turns(list(turns or []))
     except saved.StoreProblem as exc:
@@ -154,8 +161,9 @@ def export_files(turns, name):
         return gr.skip()
     name = " ".join(name.split())[: saved.MAX_TITLE_CHARS] if isinstance(name, str) else ""
     doc = saved.export_json(name or saved.title_for(turns), turns)
-    folder = Path(tempfile.mkdtemp(prefix="finspace-export-"))
-    stem = re.sub(r"[^A-Za-z0-9-]+", "-", doc["title"])[:40].strip("-") or "conversation"
-    (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-    (folder / f"{stem}.md").write_text(saved.export_markdown(doc))
-    return gr.update(value=[str(folder / f"{stem}.md"), str(folder / f"{stem}.json")], visible=True)
+    try:
+        paths = exports.write(client, doc, saved.export_markdown(doc))
+    except FinspaceError as exc:
+        gr.Warning(html.escape(str(exc)))
+        return gr.skip()
+    return gr.update(value=paths, visible=True)

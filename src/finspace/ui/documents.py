@@ -53,13 +53,13 @@ def build_attach(svc: Any):
     file is refused (a warning says why). The upload is deleted whatever happens."""
     folder = docs.upload_folder(svc.settings)
 
-    async def attach(message) -> tuple[dict, str] | None:
+    async def attach(message, client: str | None) -> tuple[dict, str] | None:
         files = message.get("files") or []
         try:
             if len(files) > 1:
                 raise FinspaceError("attach one document at a time")
             path = str(message_file(message))
-            att = await docs.attach(svc, path, Path(path).name)
+            att = await docs.attach(svc, path, Path(path).name, client)
         except FinspaceError as exc:
             gr.Warning(html.escape(svc.redact(str(exc))))
             return None

@@ -20,6 +20,8 @@ import uuid
 from typing import Any
 
 MAX_CONVERSATIONS = 50
+MAX_CONVERSATION_CHARS = 1_000_000  # one conversation's text (its messages' content), as the page holds it
+MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second time.gmtime formats on every platform
 MAX_STORE_CHARS = 1_500_000  # the whole store, as JSON: localStorage holds about 5 MB, an event body 6 MiB
 MAX_TURNS = 1024
 MAX_TITLE_CHARS = 80
@@ -47,6 +49,19 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def timestamp(v: Any) -> float | None:
+    """A stored time (seconds since 1970) that time.gmtime can format, else None: what the browser sends may hold
+    1e308, NaN, a negative or a huge integer, which would make every restore and export fail."""
+    if not _number(v) or not 0 <= v <= MAX_TIMESTAMP:
+        return None
+    return float(v)
+
+
+def held_chars(turns: list[dict]) -> int:
+    """A conversation's text as the chat box counts it against MAX_CONVERSATION_CHARS."""
+    return sum(len(t.get("content") or "") for t in turns)
+
+
 def _plain(v: Any, depth: int = 0) -> bool:
     """A small JSON value: what usage, sampling and provenance may hold."""
     if v is None or isinstance(v, (bool, str)) and len(str(v)) <= 64_000 or _number(v):
@@ -71,7 +86,7 @@ def check_turn(t: Any, i: int) -> dict:
         if not isinstance(v, str) or len(v) > limit:
             raise StoreProblem(f"message {i}'s {key} is not text of at most {limit:,} characters")
         out[key] = v
-    out["at"] = t["at"] if _number(t.get("at")) else None
+    out["at"] = timestamp(t.get("at"))
     out["usage"] = check_usage(t.get("usage"), i)
     for key in ("sampling", "provenance"):
         v = t.get(key)
@@ -135,23 +150,42 @@ def read_store(raw: Any) -> tuple[dict, str | None]:
         convs = raw["conversations"]
         if len(convs) > MAX_CONVERSATIONS:
             raise StoreProblem(f"more than {MAX_CONVERSATIONS} conversations")
-        out = {}
-        for cid, c in convs.items():
-            if not isinstance(cid, str) or not cid.isalnum() or len(cid) > 40 or not isinstance(c, dict):
-                raise StoreProblem("a conversation has a bad id")
-            title = c.get("title")
-            if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE_CHARS:
-                raise StoreProblem(f"conversation {cid} has a bad title")
-            out[cid] = {"title": title, "updated": c["updated"] if _number(c.get("updated")) else 0.0,
-                        "turns": check_turns(c.get("turns"))}
+        out, notes = _read_conversations(convs)
     except StoreProblem as exc:
         return empty_store(), f"The conversations saved in this browser could not be read ({exc}); started a new one."
+    note = " ".join(notes) or None
     if not out:
-        return empty_store(), None
+        return empty_store(), note
     current = raw.get("current")
     if current not in out:
         current = max(out, key=lambda k: out[k]["updated"])
-    return {"current": current, "conversations": out}, None
+    return {"current": current, "conversations": out}, note
+
+
+def _read_conversations(convs: dict) -> tuple[dict, list[str]]:
+    """Each stored conversation checked: (the kept ones, notes on what was dropped or repaired)."""
+    out, too_long, repaired = {}, [], 0
+    for cid, c in convs.items():
+        if not isinstance(cid, str) or not cid.isalnum() or len(cid) > 40 or not isinstance(c, dict):
+            raise StoreProblem("a conversation has a bad id")
+        title = c.get("title")
+        if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE_CHARS:
+            raise StoreProblem(f"conversation {cid} has a bad title")
+        turns = check_turns(c.get("turns"))
+        if held_chars(turns) > MAX_CONVERSATION_CHARS:  # the chat box would refuse to continue it
+            too_long.append(title)
+            continue
+        updated = timestamp(c.get("updated"))
+        raw_times = [c.get("updated"), *(t.get("at") for t in c.get("turns") or () if isinstance(t, dict))]
+        repaired += sum(v is not None and timestamp(v) is None for v in raw_times)
+        out[cid] = {"title": title, "updated": 0.0 if updated is None else updated, "turns": turns}
+    notes = []
+    if too_long:
+        notes.append(f"{len(too_long)} saved conversation(s) were longer than {MAX_CONVERSATION_CHARS:,} characters, "
+                     f"the limit, and were dropped ({', '.join(repr(t) for t in too_long[:3])}).")
+    if repaired:
+        notes.append(f"{repaired} saved time(s) were out of range and were cleared.")
+    return out, notes
 
 
 def put(store: dict, turns: list[dict]) -> tuple[dict, str | None]:
@@ -181,12 +215,18 @@ def title_for(turns: list[dict]) -> str:
 def choices(store: dict) -> list[tuple[str, str]]:
     """(label, id) for the picker, newest first."""
     items = sorted(store["conversations"].items(), key=lambda kv: -kv[1]["updated"])
-    return [(f"{c['title']} · {time.strftime('%d %b %H:%M', time.gmtime(c['updated']))}", cid) for cid, c in items]
+    return [(f"{c['title']} · {_when(c['updated'])}", cid) for cid, c in items]
+
+
+def _when(ts: Any) -> str:
+    ts = timestamp(ts)
+    return time.strftime("%d %b %H:%M", time.gmtime(ts)) if ts is not None else "undated"
 
 
 # ------------------------------------------------------------------ export
 def _iso(ts: Any) -> str | None:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if _number(ts) else None
+    ts = timestamp(ts)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts is not None else None
 
 
 def export_json(title: str, turns: list[dict]) -> dict:
