@@ -48,6 +48,11 @@ def provenance_lines(result: MatrixResult) -> list[list[object]]:
 
 
 def to_xlsx(result: MatrixResult, path: Path) -> Path:
+    path.write_bytes(xlsx_bytes(result))
+    return path
+
+
+def xlsx_bytes(result: MatrixResult) -> bytes:
     from openpyxl import Workbook
 
     wb = Workbook()
@@ -65,15 +70,22 @@ def to_xlsx(result: MatrixResult, path: Path) -> Path:
             for cell in cells:
                 if cell.data_type == "f":
                     cell.data_type = "s"
-    wb.save(path)
-    return path
+    out = io.BytesIO()
+    wb.save(out)
+    return out.getvalue()
+
+
+def files(result: MatrixResult, stem: str = "matrix") -> dict[str, bytes]:
+    """The three exports by file name: CSV, XLSX, JSON."""
+    return {f"{stem}.csv": to_csv(result).encode("utf-8"), f"{stem}.xlsx": xlsx_bytes(result),
+            f"{stem}.json": json.dumps(to_json(result), ensure_ascii=False, indent=1).encode("utf-8")}
 
 
 def write_all(result: MatrixResult, folder: Path, stem: str = "matrix") -> dict[str, Path]:
-    """CSV, XLSX and JSON of ``result`` in ``folder``."""
+    """CSV, XLSX and JSON of ``result`` in ``folder``, by suffix."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": folder / f"{stem}.csv", "xlsx": folder / f"{stem}.xlsx", "json": folder / f"{stem}.json"}
-    paths["csv"].write_text(to_csv(result), encoding="utf-8")
-    to_xlsx(result, paths["xlsx"])
-    paths["json"].write_text(json.dumps(to_json(result), ensure_ascii=False, indent=1), encoding="utf-8")
-    return paths
+    out = {}
+    for name, data in files(result, stem).items():
+        (folder / name).write_bytes(data)
+        out[Path(name).suffix[1:]] = folder / name
+    return out

@@ -4,19 +4,21 @@ Documents are uploaded together (one row each), the fields come from a preset (m
 JSON, and "Fill" sends every cell to the engine at once: the progress bar counts cells done, cells appear as
 they finish, and Cancel stops the rest (their vLLM requests are aborted). Each cell shows its check as a
 colour *and* a text marker (✓ verified, ✗ quote not on that page, ≠ value not in the quote, — not found,
-✂ cut at max_tokens). The finished matrix downloads as CSV, XLSX (with a Provenance sheet) and JSON.
+✂ cut at max_tokens). The finished matrix downloads as CSV, XLSX (with a Provenance sheet) and JSON, kept as
+the chat's exports are (finspace.ui.exports: a few per client, removed after 10 minutes and when the app stops).
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError
 from finspace.matrix import export
@@ -24,6 +26,7 @@ from finspace.matrix.table import DETAIL_HEADERS, MatrixResult, details, grid, m
 from finspace.matrix.verify import MARKS
 from finspace.service import Service
 from finspace.ui.documents import takes_document
+from finspace.ui.exports import Exports
 from finspace.ui.saved import Provenance
 
 COLOURS = {"verified": "#d9f2d9", "not_on_page": "#f8d7d7", "value_not_in_quote": "#fde8c8", "not_found": "#ececec",
@@ -79,6 +82,8 @@ class MatrixHandlers:
     def __init__(self, svc: Service):
         self.svc = svc
         self.provenance = Provenance(svc)
+        self.exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
+        svc.on_close.append(self.exports.clear)
 
     def preset(self, label: str):
         try:
@@ -91,22 +96,16 @@ class MatrixHandlers:
         """Stream the matrix: progress, grid, details; the downloads when it is done."""
         paths = [(str(getattr(f, "path", f)), Path(str(getattr(f, "orig_name", None) or getattr(f, "path", f))).name)
                  for f in (files or [])]
-        result = None
+        result, client = None, self.svc.client_of(request)
         try:
-            async for result in self.svc.matrix.fill(paths, fields, self.svc.client_of(request), self.provenance()):
+            async for result in self.svc.matrix.fill(paths, fields, client, self.provenance()):
                 yield progress_html(result), grid_html(result), details(result), gr.update()
+            if result is not None:
+                written = await asyncio.to_thread(self.exports.write_files, client, export.files(result),
+                                                  "use fewer documents or fields")
+                yield progress_html(result), grid_html(result), details(result), gr.update(value=written, visible=True)
         except FinspaceError as exc:
             raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
-        if result is not None:
-            folder = Path(tempfile.gettempdir()) / "gradio" / "finspace-matrix"
-            written = export.write_all(result, Path(tempfile.mkdtemp(dir=_mkdir(folder))))
-            yield (progress_html(result), grid_html(result), details(result),
-                   gr.update(value=[str(p) for p in written.values()], visible=True))
-
-
-def _mkdir(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
