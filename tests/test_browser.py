@@ -82,8 +82,8 @@ def open_page(context, url: str, model_label: str | None = None):
     pg.goto(url + "/", wait_until="domcontentloaded")
     pg.wait_for_selector("#chat-input textarea", timeout=60_000)
     if model_label:
-        pg.wait_for_function(f"document.querySelector('#current-model').innerText.includes({model_label!r})",
-                             timeout=60_000)
+        pg.wait_for_function(f"(document.querySelector('#current-model') || {{innerText: ''}}).innerText"
+                             f".includes({model_label!r})", timeout=60_000)  # rendered after the input, at times
     pg.page_errors = errors
     return pg
 

@@ -19,7 +19,8 @@ from finspace.settings import Limits
 EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
 
 
-def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, document_events=frozenset, **limits):
+def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, upload_files=1, document_events=frozenset,
+         **limits):
     seen: list[bytes] = []
 
     async def echo(scope, receive, send):
@@ -47,7 +48,7 @@ def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, document_eve
     lim = Limits(**limits)
     guard = Guard(app or echo, limits=lim, public_api=("chat",), events=lambda: events or EVENTS,
                   tracker=EventTracker(lim), upload_dir=upload_dir, upload_bytes=upload_bytes,
-                  document_events=document_events)
+                  upload_files=upload_files, document_events=document_events)
     return guard, seen
 
 
@@ -153,8 +154,8 @@ def test_a_closed_stream_frees_its_sessions_events_for_the_client():
 DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: an event of the page that takes a document
 
 
-def make_with_uploads(folder, upload_bytes=4096):
-    return make(events=DOC_EVENTS, upload_dir=str(folder), upload_bytes=upload_bytes,
+def make_with_uploads(folder, upload_bytes=4096, upload_files=1):
+    return make(events=DOC_EVENTS, upload_dir=str(folder), upload_bytes=upload_bytes, upload_files=upload_files,
                 document_events=lambda: {1, 3})
 
 
@@ -209,6 +210,16 @@ def test_uploads_past_one_file_or_the_size_limit_are_refused(uploads, body, stat
     guard, seen = make_with_uploads(uploads)
     r = call(guard, "POST", "/gradio_api/upload", *body)
     assert r.status_code == status and phrase in r.json()["error"] and seen == []
+
+
+def test_the_matrix_tabs_filings_come_in_one_upload_up_to_its_bound(uploads):
+    guard, seen = make_with_uploads(uploads, upload_files=3)
+    body, headers = multipart("a.pdf", "b.html", "c.xlsx")
+    assert call(guard, "POST", "/gradio_api/upload", body, headers).status_code == 200 and seen == [body]
+    r = call(guard, "POST", "/gradio_api/upload", *multipart("a.pdf", "b.pdf", "c.pdf", "d.pdf"))
+    assert r.status_code == 400 and "4 files in one upload; send at most 3 documents" in r.json()["error"]
+    r = call(guard, "POST", "/gradio_api/upload", *multipart("a.pdf", "b.exe"))
+    assert r.status_code == 400 and "'b.exe' is not a document" in r.json()["error"] and len(seen) == 1
 
 
 def test_without_an_upload_folder_uploads_stay_refused():

@@ -143,6 +143,34 @@ def test_stop_sequence_ends_the_reply_with_stop(server):
     assert text.startswith(r.choices[0].message.content)
 
 
+SCHEMA = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": {
+    "type": "object", "additionalProperties": False, "required": ["fits", "size"],
+    "properties": {"fits": {"type": "boolean"}, "size": {"enum": ["small", "large"]}}}}}
+
+
+def follows_schema(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and set(data) == {"fits", "size"} and isinstance(data["fits"], bool) \
+        and data["size"] in ("small", "large")
+
+
+def test_response_format_json_schema_constrains_the_reply(server):
+    """Even random weights answer in the schema (vLLM structured outputs), streamed or not."""
+    c = client(server)
+    r = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=32, response_format=SCHEMA)
+    assert r.choices[0].finish_reason == "stop" and follows_schema(r.choices[0].message.content), r
+    chunks = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=32, response_format=SCHEMA,
+                                       stream=True)
+    assert follows_schema("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices))
+    # json_object: an object, whatever its keys (a random model may not close it within max_tokens)
+    obj = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=8,
+                                    response_format={"type": "json_object"})
+    assert obj.choices[0].message.content.startswith("{")
+
+
 def test_raw_sse_format_ends_with_done(server):
     with httpx.stream("POST", server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
                       json={"model": "a", "messages": QUESTION, "max_tokens": 3, "stream": True},
@@ -154,11 +182,24 @@ def test_raw_sse_format_ends_with_done(server):
 
 
 # ------------------------------------------------------------------ errors in OpenAI's shape
+DEEP: dict = {"type": "string"}
+for _ in range(40):
+    DEEP = {"type": "array", "items": DEEP}
+
 @pytest.mark.parametrize("extra, param", [
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ({"n": 2}, "n"),
     ({"logprobs": True}, "logprobs"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}}},
+     "response_format"),
+    # hostile schemas: deep nesting, a huge enum, a pathological pattern, an unknown type
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": DEEP}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "enum": list(range(5000))}}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "pattern": "((a{60}){60}){60}"}}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "money"}}}},
+     "response_format"),
     ({"frobnicate": 1}, "frobnicate"),
     ({"temperature": 9}, "temperature"),
     ({"max_tokens": 0}, "max_tokens"),
@@ -264,6 +305,15 @@ def test_model_switch_ends_a_stream_with_an_error_chunk_then_thinking(server):
     # it is all reasoning (as vLLM's own server answers), with thinking off all answer.
     assert on.choices[0].message.model_extra.get("reasoning_content") and not on.choices[0].message.content
     assert off.choices[0].message.content and not off.choices[0].message.model_extra.get("reasoning_content")
+    # response_format constrains the answer only (vLLM's reasoning parser is set for the structured outputs):
+    # the thinking stays free text (the random model never closes it), the answer without thinking is the JSON
+    thinking = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=24, response_format=SCHEMA)
+    assert thinking.choices[0].finish_reason == "length" and not thinking.choices[0].message.content
+    assert not follows_schema(thinking.choices[0].message.model_extra.get("reasoning_content") or "")
+    answer = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=64, response_format=SCHEMA,
+                                       extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert follows_schema(answer.choices[0].message.content), answer.choices[0].message.content
+    assert not answer.choices[0].message.model_extra.get("reasoning_content")
     r = httpx.post(server.url + "/load-model", json={"model": "a"}, headers=server.auth(ADMIN_TOKEN), timeout=30)
     assert r.status_code == 202, r.text
     server.wait_model("a")

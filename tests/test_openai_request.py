@@ -22,6 +22,16 @@ def test_a_full_request_is_read_into_engine_settings():
     assert s.chat_template_kwargs == {"enable_thinking": False} and req.stream and req.include_usage
 
 
+@pytest.mark.parametrize("fmt, schema", [
+    ({"type": "text"}, None),
+    ({"type": "json_object"}, {"type": "object"}),
+    ({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}, "strict": True}},
+     {"type": "object"}),
+])
+def test_response_format_becomes_the_answers_schema(fmt, schema):
+    assert parse_chat(body(response_format=fmt)).settings.json_schema == schema
+
+
 def test_text_parts_and_the_developer_role_are_accepted():
     msgs = [{"role": "developer", "content": "Be brief."},
             {"role": "user", "name": "ana", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
@@ -35,7 +45,9 @@ def test_text_parts_and_the_developer_role_are_accepted():
     ({"n": 3}, "n", "one choice per request"),
     ({"logprobs": True}, "logprobs", "log probabilities"),
     ({"top_logprobs": 2}, "top_logprobs", "log probabilities"),
-    ({"response_format": {"type": "json_object"}}, "response_format", "only {\"type\": \"text\"}"),
+    ({"response_format": {"type": "xml"}}, "response_format", "json_object"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"if": {}}}}}, "response_format",
+     "'if' is not supported"),
     ({"presence_penalty": 0.5}, "presence_penalty", "not supported"),
     ({"best_of": 2}, "best_of", "not a chat-completions field"),
     ({"model": ""}, "model", "is required"),

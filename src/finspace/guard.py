@@ -193,12 +193,14 @@ class Guard:
     """ASGI middleware; see the module docstring. ``events`` gives the Blocks' events: fn_index -> (api_name,
     number of inputs[, number required]); ``document_events`` the fn_indexes whose input may carry an uploaded
     document; both read when first needed (the Blocks are complete by then). ``upload_dir``: Gradio's upload
-    folder; None refuses uploads. ``upload_bytes``: the upload route's body bound (the document size limit)."""
+    folder; None refuses uploads. ``upload_bytes``: the upload route's body bound; ``upload_files``: documents in
+    one upload (the chat sends one, the Matrix tab its filings together)."""
 
     def __init__(self, app, *, limits: Limits, public_api: tuple[str, ...],
                  events: Callable[[], Mapping[int, tuple]],
                  tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
-                 upload_bytes: int = 0, document_events: Callable[[], Collection[int]] = frozenset,
+                 upload_bytes: int = 0, upload_files: int = 1,
+                 document_events: Callable[[], Collection[int]] = frozenset,
                  upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
@@ -211,6 +213,7 @@ class Guard:
         self.api_docs = api_docs
         self.upload_dir = upload_dir
         self.upload_bytes = upload_bytes
+        self.upload_files = upload_files
         self.upload_types = upload_types
         self.scrub = PathScrubber()
 
@@ -254,7 +257,7 @@ class Guard:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
             elif path == UPLOAD:
                 try:
-                    uploads.check(body, headers.get("content-type", ""), self.upload_types)
+                    uploads.check(body, headers.get("content-type", ""), self.upload_types, self.upload_files)
                 except uploads.BadUpload as exc:
                     raise Refusal(400, str(exc)) from None
             receive = _replay(body, receive)

@@ -75,7 +75,7 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit")
+PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix")
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
@@ -214,7 +214,8 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
     demo.has_launched = True
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
-                       upload_dir=upload_folder(settings), upload_bytes=settings.documents.upload_body_bytes,
+                       upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
+                       upload_bytes=max(settings.documents.upload_body_bytes, settings.matrix.upload_bytes),
                        upload_types=tuple(sorted(KINDS)),
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})

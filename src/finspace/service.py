@@ -27,6 +27,7 @@ from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
+from finspace.matrix.desk import MatrixDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
@@ -87,6 +88,7 @@ class Service:
         self.ledger = ledger
         self.settings = settings or Settings(admin_token=admin_token or None)
         self.presets: Presets = load_presets(presets_path(getattr(catalog, "path", None)))
+        self.matrix = MatrixDesk(self, self.settings.matrix)  # the Filing Matrix (finspace.matrix)
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
         self.throttle = Throttle(self.settings.limits)  # wrong admin tokens and API keys per address

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from finspace.clients import parse_trusted
 from finspace.documents.limits import DocumentLimits
+from finspace.matrix.limits import MatrixLimits
 from finspace.errors import BadInput
 from finspace.priority import parse_nice
 
@@ -194,6 +195,7 @@ class Settings:
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
     documents: DocumentLimits = DocumentLimits()
+    matrix: MatrixLimits = MatrixLimits()
     limits: Limits = Limits()
 
     @classmethod
@@ -246,6 +248,12 @@ class Settings:
                 max_conversions=_int(env, "FINSPACE_MAX_CONVERSIONS", DocumentLimits.max_conversions, 1, 64),
                 max_conversions_per_client=_int(env, "FINSPACE_MAX_CONVERSIONS_PER_CLIENT",
                                                 DocumentLimits.max_conversions_per_client, 1, 64)),
+            matrix=MatrixLimits(
+                max_documents=_int(env, "FINSPACE_MATRIX_MAX_DOCUMENTS", MatrixLimits.max_documents, 1, 200),
+                max_cells=_int(env, "FINSPACE_MATRIX_MAX_CELLS", MatrixLimits.max_cells, 1, 2000),
+                max_running=_int(env, "FINSPACE_MATRIX_MAX_RUNNING", MatrixLimits.max_running, 1, 64),
+                reply_tokens=_int(env, "FINSPACE_MATRIX_REPLY_TOKENS", MatrixLimits.reply_tokens, 16, 4096),
+                upload_bytes=_int(env, "FINSPACE_MATRIX_UPLOAD_MIB", MatrixLimits.upload_bytes >> 20, 1, 4096) << 20),
             limits=limits,
         )
 

@@ -6,7 +6,7 @@ header, reads its parameters with ``python_multipart.multipart.parse_options_hea
 and stores a file for every part whose parameters hold ``filename``, under
 ``strip_invalid_filename_characters(Path(filename).name)``. ``parts`` runs the same
 parser with the same callbacks on the body the guard has already read, so the
-guard's checks (one file, a document's extension, few parts) hold for exactly what
+guard's checks (how many files, a document's extension, few parts) hold for exactly what
 Gradio would store: ``filename ="x"``, a repeated ``filename``, an RFC 2231/5987
 ``filename*=`` (which python-multipart ignores) or a hundred parts are judged as the
 parser sees them, never by a pattern over the raw bytes.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_PARTS = 8  # an upload is one file; a few fields beside it at most
+MAX_FIELDS = 7  # plain form fields beside an upload's files, at most
 
 
 class BadUpload(ValueError):
@@ -37,8 +37,9 @@ def _decode(value: bytes, charset: str) -> str:
         return value.decode("latin-1")
 
 
-def parts(body: bytes, content_type: str) -> list[Part]:
-    """Every part of a multipart body, in order, as Gradio's parser sees them (BadUpload if it cannot)."""
+def parts(body: bytes, content_type: str, max_parts: int = 1 + MAX_FIELDS) -> list[Part]:
+    """Every part of a multipart body, in order, as Gradio's parser sees them (BadUpload if it cannot, or past
+    ``max_parts``)."""
     from python_multipart.exceptions import MultipartParseError
     from python_multipart.multipart import MultipartParser, parse_options_header
 
@@ -68,8 +69,9 @@ def parts(body: bytes, content_type: str) -> list[Part]:
         found.append(Part(None if name is None else _decode(name, charset),
                           None if filename is None else _decode(filename, charset)))
         current["disposition"] = b""
-        if len(found) > MAX_PARTS:
-            raise BadUpload(f"send one document per upload (this body has more than {MAX_PARTS} parts)")
+        if len(found) > max_parts:
+            raise BadUpload(f"this upload has more than {max_parts} parts; send at most {max_parts - MAX_FIELDS} "
+                            f"document{'s' if max_parts - MAX_FIELDS > 1 else ''} per upload")
 
     parser = MultipartParser(boundary, {"on_header_field": header_field, "on_header_value": header_value,
                                         "on_header_end": header_end, "on_headers_finished": headers_finished})
@@ -89,16 +91,19 @@ def stored_name(filename: str) -> str:
     return strip_invalid_filename_characters(Path(filename).name)
 
 
-def check(body: bytes, content_type: str, types: tuple[str, ...]) -> str:
-    """The one document's stored name, or BadUpload naming the fix: exactly one file part, with a document's
-    extension, and at most MAX_PARTS parts in all."""
-    files = [p for p in parts(body, content_type) if p.filename is not None]
-    if len(files) > 1:
-        raise BadUpload("send one document per upload")
+def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1) -> list[str]:
+    """The documents' stored names, or BadUpload naming the fix: 1 to ``max_files`` file parts (the chat takes
+    one document; the Matrix tab sends its filings in one upload), each with a document's extension, and at
+    most MAX_FIELDS other parts."""
+    files = [p for p in parts(body, content_type, max_files + MAX_FIELDS) if p.filename is not None]
+    if len(files) > max_files:
+        raise BadUpload("send one document per upload" if max_files == 1 else
+                        f"{len(files)} files in one upload; send at most {max_files} documents")
     if not files:
         raise BadUpload("the upload holds no file; send the document as a file part named with filename=\"...\" "
                         "(gradio_client's handle_file does)")
-    name = stored_name(files[0].filename or "")
-    if not name.lower().endswith(types):
-        raise BadUpload(f"{name[-60:]!r} is not a document this app takes; upload {', '.join(types)}")
-    return name
+    names = [stored_name(f.filename or "") for f in files]
+    for name in names:
+        if not name.lower().endswith(types):
+            raise BadUpload(f"{name[-60:]!r} is not a document this app takes; upload {', '.join(types)}")
+    return names

@@ -71,7 +71,8 @@ def surface_server(tmp_path_factory, model_dir):
            # the public-Space guards at their defaults but three, shortened so their tests wait less
            "FINSPACE_MAX_EVENTS_PER_CLIENT": str(SURFACE_EVENTS_PER_CLIENT),
            "FINSPACE_STREAM_OPEN_S": str(SURFACE_STREAM_OPEN_S), "FINSPACE_HEADER_TIMEOUT_S": str(SURFACE_HEADER_S),
-           "FINSPACE_BODY_TIMEOUT_S": str(SURFACE_BODY_S)}
+           "FINSPACE_BODY_TIMEOUT_S": str(SURFACE_BODY_S),
+           "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"}  # an upload takes at most 2 documents (the Matrix tab's bound)
     srv = start_server(root, models, admin_token=SURFACE_ADMIN, env=env)
     try:
         srv.hf_home = hf_home

@@ -229,7 +229,8 @@ def test_no_absolute_path_in_any_response(server):
 # ------------------------------------------------------------------ 5: uploads
 def test_uploads_are_bounded_in_size_number_and_type(server):
     """Finding 5: /gradio_api/upload took 50 MiB in 0.6 s and 1,000 files in one request, and kept them. Since
-    issue 21 it takes one document (the chat's attachment): past the size limit, more than one file, or not a
+    issue 21 it takes documents only (the chat's attachment, the Matrix tab's filings: at most
+    FINSPACE_MATRIX_MAX_DOCUMENTS, 2 on this server): past the size limit, more files, or not a
     document's extension, it is refused before anything is kept."""
     before = listing(server.gradio_cache)
     with httpx.Client(timeout=60) as http:
@@ -238,7 +239,7 @@ def test_uploads_are_bounded_in_size_number_and_type(server):
         refused(r, (413,), "a document may be 20 MiB at most")
         assert time.monotonic() - t0 < 10
         many = [("files", (f"f{i}.txt", b"hello")) for i in range(1000)]
-        refused(http.post(server.url + "/gradio_api/upload", files=many), (400,), "one document per upload")
+        refused(http.post(server.url + "/gradio_api/upload", files=many), (400,), "send at most 2 documents")
         refused(http.post(server.url + "/gradio_api/upload", files={"files": ("big.bin", b"x")}), (400,),
                 "not a document this app takes")
         r = http.post(server.url + "/gradio_api/upload?upload_id=x", content=b"--x--")

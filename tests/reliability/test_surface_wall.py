@@ -138,18 +138,19 @@ PARSER_TRICKS = [
     ([b'form-data; name="files"; filename ="evil.exe"'], "'evil.exe' is not a document"),
     ([b'form-data; name="files"; filename= "evil.exe"'], "'evil.exe' is not a document"),
     ([b'form-data; name="files"; filename="a.pdf"; filename="evil.svg"'], "'evil.svg' is not a document"),
-    ([b'form-data; name="files"; filename ="a.txt"'] * 3, "one document per upload"),
-    ([b'form-data; name="files"; filename="a.txt"', b'form-data; name="files"; filename="b.txt"'],
-     "one document per upload"),
+    ([b'form-data; name="files"; filename ="a.txt"'] * 3, "3 files in one upload; send at most 2 documents"),
+    ([b'form-data; name="files"; filename="a.txt"', b'form-data; name="files"; filename="b.txt"',
+      b'form-data; name="files"; filename="c.txt"'], "3 files in one upload"),
     ([b"form-data; name=\"files\"; filename*=UTF-8''evil.exe"], "holds no file"),
-    ([b'form-data; name="x"'] * 30 + [b'form-data; name="files"; filename="a.txt"'], "more than 8 parts"),
+    ([b'form-data; name="x"'] * 30 + [b'form-data; name="files"; filename="a.txt"'], "more than 9 parts"),
 ]
 
 
 @pytest.mark.parametrize("dispositions, phrase", PARSER_TRICKS)
 def test_upload_names_and_counts_are_what_the_parser_reads(server, dispositions, phrase):
     """Finding 5: `filename ="evil.exe"` was stored, `filename="a.pdf"; filename="evil.svg"` stored evil.svg, and
-    three `filename =` parts stored three files: the check was a pattern over the raw bytes."""
+    three `filename =` parts stored three files: the check was a pattern over the raw bytes. (An upload takes at
+    most FINSPACE_MATRIX_MAX_DOCUMENTS documents, 2 on this server: the Matrix tab sends its filings together.)"""
     before = listing(server.gradio_cache)
     body, headers = multipart(*dispositions)
     with httpx.Client(timeout=30) as http:

@@ -89,7 +89,7 @@ class ChatStreams:
             info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
             if self.test_prompt_log:  # TEST-ONLY: off unless FINSPACE_TEST_PROMPT_LOG names a file
                 await self._renderer.run(tok, record_prompt_with, self.test_prompt_log, rid, ids, size=len(ids))
-            params = process.delta_sampling(sp, settings.stop)
+            params = process.delta_sampling(sp, settings.stop, settings.json_schema)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
                 raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
                                      f"send your message again when it is ready")

@@ -51,6 +51,11 @@ def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_c
         tensor_parallel_size=s.tensor_parallel_size,
         trust_remote_code=False,  # never from user input; catalogue architectures are all native
     )
+    # Structured outputs (the matrix, /v1's response_format): JSON with no whitespace between its tokens, so a
+    # weak model cannot fill max_tokens with it; for a reasoning model, only the answer after its thinking.
+    kw["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
+    if entry.reasoning:
+        kw["reasoning_parser"] = entry.reasoning
     if s.max_num_batched_tokens:
         kw["max_num_batched_tokens"] = s.max_num_batched_tokens
     if s.max_num_seqs:
@@ -79,6 +84,16 @@ def _vllm_engine_classes() -> tuple[Any, Any]:
     return AsyncEngineArgs, AsyncLLM
 
 
+def _vllm_kwargs(kwargs: dict) -> dict:
+    """``engine_args``' plain values (JSON for the load ledger) as AsyncEngineArgs takes them."""
+    from vllm.config import StructuredOutputsConfig
+
+    out = dict(kwargs)
+    if isinstance(out.get("structured_outputs_config"), dict):
+        out["structured_outputs_config"] = StructuredOutputsConfig(**out["structured_outputs_config"])
+    return out
+
+
 async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
     """A new AsyncLLM, the processes it started, and the /dev/shm entries and socket folder it created.
 
@@ -95,7 +110,7 @@ async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any,
     own_dir = (str(rpc_dir),) if rpc_dir else ()
     try:
         with _rpc_base_path(rpc_dir):
-            args = AsyncEngineArgs(**kwargs)
+            args = AsyncEngineArgs(**_vllm_kwargs(kwargs))
             llm = await asyncio.get_running_loop().run_in_executor(pool, AsyncLLM.from_engine_args, args)
     except BaseException:
         remove_ipc(own_dir)
@@ -124,13 +139,17 @@ def discard(llm: Any, ipc: tuple[str, ...]) -> None:
     remove_ipc(ipc)
 
 
-def delta_sampling(sp: dict, stop: tuple[str, ...] = ()) -> Any:
-    """vLLM's SamplingParams for a streamed chat (text deltas) from ``prompt.sampling_for``'s values."""
+def delta_sampling(sp: dict, stop: tuple[str, ...] = (), json_schema: dict | None = None) -> Any:
+    """vLLM's SamplingParams for a streamed chat (text deltas) from ``prompt.sampling_for``'s values; with
+    ``json_schema``, the answer is constrained to it (structured outputs: xgrammar; compact JSON, as
+    ``engine_args`` configures it)."""
     from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
+    from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
+    structured = StructuredOutputsParams(json=json_schema) if json_schema is not None else None
     return SamplingParams(temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"],
-                          seed=sp["seed"], stop=list(stop) or None, output_kind=RequestOutputKind.DELTA)
+                          seed=sp["seed"], stop=list(stop) or None, output_kind=RequestOutputKind.DELTA,
+                          structured_outputs=structured)
 
 
 def engine_dead_error() -> type[BaseException]:

@@ -40,6 +40,8 @@ class ChatSettings:
     # a document block (finspace.documents.prompt): after the system prompt, before every turn, so follow-ups
     # share the prefix; bounded by the document limits, not the message limits
     document: str | None = None
+    # a JSON schema the answer must follow (vLLM's structured outputs; checked by finspace.structured first)
+    json_schema: dict | None = None
 
     @property
     def enable_thinking(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from finspace.engine.prompt import SERVER_SET, ChatSettings, normalize_messages
 from finspace.errors import BadInput
+from finspace.structured import response_format_schema
 
 MAX_STOP = 4  # OpenAI's bound on "stop" sequences
 MAX_STOP_CHARS = 200
@@ -163,11 +164,12 @@ def _messages(value: Any) -> tuple[list[dict], tuple[str, bytes] | None]:
         raise bad("messages", str(exc)) from None
 
 
-def _response_format(value: Any) -> None:
-    if value is None or (isinstance(value, dict) and value.get("type") == "text" and set(value) == {"type"}):
-        return
-    raise bad("response_format", "only {\"type\": \"text\"} is supported; finspace does not constrain the output "
-                                 "to JSON")
+def _response_format(value: Any) -> dict | None:
+    """The JSON schema the answer must follow (finspace.structured), or None for text."""
+    try:
+        return response_format_schema(value)
+    except BadInput as exc:
+        raise bad("response_format", str(exc)) from None
 
 
 def _stream_options(value: Any, stream: bool) -> bool:
@@ -200,14 +202,15 @@ def parse_chat(body: Any) -> ChatRequest:
         raise bad("stream", "must be true or false")
     if "user" in body and body["user"] is not None and not isinstance(body["user"], str):
         raise bad("user", "must be text")
-    _response_format(body.get("response_format"))
+    json_schema = _response_format(body.get("response_format"))
     mt, mct = _number(body, "max_tokens", integer=True), _number(body, "max_completion_tokens", integer=True)
     if mt is not None and mct is not None and mt != mct:
         raise bad("max_completion_tokens", "differs from max_tokens; send one of them")
     settings = ChatSettings(temperature=_number(body, "temperature"), top_p=_number(body, "top_p"),
                             max_tokens=mct if mct is not None else mt, seed=_number(body, "seed", integer=True),
                             stop=_stop(body.get("stop")),
-                            chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")))
+                            chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")),
+                            json_schema=json_schema)
     messages, file = _messages(body.get("messages"))
     return ChatRequest(model=model, messages=messages, settings=settings, stream=stream,
                        include_usage=_stream_options(body.get("stream_options"), stream), file=file)

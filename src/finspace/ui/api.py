@@ -13,6 +13,8 @@ message, never a traceback.
     for part in c.submit("What is EBITDA?", [], api_name="/chat_with_thinking"): ...  # {"thinking", "answer"}
     c.predict("demo-qwen3", "", api_name="/load_model")
     c.predict(api_name="/models"); c.predict(api_name="/health"); c.predict(20, api_name="/loads")
+    for progress in c.submit([handle_file("a.pdf"), handle_file("b.pdf")], "income-statement", api_name="/matrix"):
+        ...  # {"done", "total", "state", "matrix"}: the last holds every cell's value, page, quote and check
 """
 
 import asyncio
@@ -26,9 +28,11 @@ from finspace.documents import chat as docs
 from finspace.documents.upload import remove_upload
 from finspace.engine.prompt import allowed_template_kwargs
 from finspace.errors import BadInput, FinspaceError
+from finspace.matrix.table import to_json
 from finspace.service import ChatInfo, ChatSettings, Service
 from finspace.ui.chat import coalesce_parts, interval_for
 from finspace.ui.documents import takes_document
+from finspace.ui.saved import Provenance
 
 log = logging.getLogger("finspace.api")
 
@@ -108,12 +112,22 @@ async def document_settings(svc: Service, document: Any, messages: list, setting
     return (await docs.with_document(svc, att, messages, settings))[0]
 
 
+def matrix_files(documents: Any) -> list[tuple[str, str]]:
+    """(path, name) of each handle_file(...) in ``documents``."""
+    if not isinstance(documents, list) or not all(isinstance(d, dict) and isinstance(d.get("path"), str)
+                                                  for d in documents):
+        raise BadInput("documents must be a list of files sent with gradio_client's handle_file(...)")
+    return [(d["path"], d["orig_name"] if isinstance(d.get("orig_name"), str) else d["path"].rsplit("/", 1)[-1])
+            for d in documents]
+
+
 class Endpoints:
     """The named endpoints over one Service: each method is one ``gr.api`` endpoint, its signature and docstring
     the API's (Gradio reads them), every failure a ``gr.Error`` from user_error."""
 
     def __init__(self, svc: Service):
         self.svc = svc
+        self.provenance = Provenance(svc)
 
     @takes_document
     async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
@@ -158,6 +172,22 @@ class Endpoints:
                 yield out
             if not out["thinking"] and not out["answer"]:
                 yield out
+        except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
+            raise user_error(self.svc, exc) from None
+
+    @takes_document
+    async def matrix(self, documents: list[dict], fields: str | list[dict] = "income-statement",
+                     request: gr.Request = None) -> dict:
+        """The Filing Matrix: the same fields from several filings. documents: a list of handle_file(...) (PDF, HTML,
+        DOCX, XLSX, CSV, TXT, MD); fields: a preset key from matrix.yaml (income-statement, balance-sheet, guidance,
+        auditor, risk-factors) or a list of {"name", "type", "instruction"} (types: number, percent, money, date,
+        text, list, yesno). Yields {"done", "total", "state", "matrix"} as cells finish; each cell of "matrix" has
+        its value, page, verbatim quote and check (verified, not_on_page, value_not_in_quote, not_found, cut)."""
+        try:
+            files = matrix_files(documents)
+            provenance = self.provenance()
+            async for result in self.svc.matrix.fill(files, fields, self.svc.client_of(request), provenance):
+                yield {"done": result.done, "total": result.total, "state": result.state, "matrix": to_json(result)}
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise user_error(self.svc, exc) from None
 
@@ -221,6 +251,7 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
         (api.health, "health", None),
         (api.loads, "loads", None),
         (api.fit, "fit", 4),
+        (api.matrix, "matrix", 4),
     ]
     for fn, name, limit in endpoints:
         gr.api(fn, api_name=name, concurrency_limit=limit,

@@ -22,6 +22,8 @@ from finspace.ui import views
 from finspace.ui.api import register_api
 from finspace.ui.chat_panel import MAX_CONVERSATION_CHARS, build_chat  # noqa: F401 - MAX_CONVERSATION_CHARS: tests
 from finspace.ui.fit_tab import build_fit_tab
+from finspace.ui.matrix_tab import CSS as MATRIX_CSS
+from finspace.ui.matrix_tab import build_matrix_tab
 
 log = logging.getLogger("finspace.ui")
 
@@ -40,7 +42,7 @@ CSS = """
 #chat-notice p {margin: 4px 0; color: var(--body-text-color);}
 #memory-readings table {font-size: 0.9em;}
 #disclaimer p {margin: 2px 0; font-size: 0.85em; color: var(--body-text-color-subdued);}
-"""
+""" + MATRIX_CSS
 API_HELP = """
 ### Gradio API (gradio_client)
 ```python
@@ -97,6 +99,8 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
                 with gr.Column(scale=2):
                     p.update(model_panel(svc))
                     p.update(memory_panel())
+        with gr.Tab("Matrix", id="matrix-tab"):
+            build_matrix_tab(svc, chat_concurrency)
         p.update(history_tab(svc, ledger))
         with gr.Tab("Will it fit?", id="fit-tab"):
             build_fit_tab(svc)

@@ -1,4 +1,5 @@
-"""Where a conversation's export (Markdown + JSON) is written, and how much of it stays on disk.
+"""Where an export (a conversation's Markdown + JSON, a matrix's CSV + XLSX + JSON) is written, and how much of it
+stays on disk.
 
 Exports go to one folder of this app inside Gradio's upload folder (its file cache:
 GRADIO_TEMP_DIR, else <tmp>/gradio), so Gradio serves them without a second copy
@@ -42,24 +43,29 @@ class Exports:
         self._lock = threading.Lock()  # handlers run in worker threads
 
     def write(self, client: str | None, doc: dict, markdown: str) -> list[str]:
-        """The export's two files (Markdown, JSON), written for ``client``; its oldest exports past the bound and
-        every export older than ``max_age_s`` removed. BadInput when the export is over ``max_bytes``."""
+        """A conversation's export (Markdown, JSON) for ``client``: ``write_files``' bounds and errors."""
+        stem = re.sub(r"[^A-Za-z0-9-]+", "-", doc["title"])[:40].strip("-") or "conversation"
         text = json.dumps(doc, indent=1, ensure_ascii=False)
-        size = len(text.encode("utf-8")) + len(markdown.encode("utf-8"))
+        files = {f"{stem}.md": markdown.encode("utf-8"), f"{stem}.json": text.encode("utf-8")}
+        return self.write_files(client, files, "start a new conversation for the rest")
+
+    def write_files(self, client: str | None, files: dict[str, bytes], fix: str) -> list[str]:
+        """``files`` (name -> bytes) written as one export for ``client``; its oldest exports past the bound and
+        every export older than ``max_age_s`` removed. BadInput naming ``fix`` when they are over ``max_bytes``."""
+        size = sum(len(b) for b in files.values())
         if size > self.max_bytes:
             raise BadInput(f"this export would be {size / (1 << 20):.1f} MiB; the limit is "
-                           f"{self.max_bytes / (1 << 20):g} MiB per export: start a new conversation for the rest")
-        stem = re.sub(r"[^A-Za-z0-9-]+", "-", doc["title"])[:40].strip("-") or "conversation"
+                           f"{self.max_bytes / (1 << 20):g} MiB per export: {fix}")
         with self._lock:
             self._sweep()
             mine = self.root / _client_key(client)
             folder = mine / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # names sort oldest first
             folder.mkdir(parents=True)
-            (folder / f"{stem}.json").write_text(text, encoding="utf-8")
-            (folder / f"{stem}.md").write_text(markdown, encoding="utf-8")
+            for name, data in files.items():
+                (folder / name).write_bytes(data)
             for old in sorted(p for p in mine.iterdir() if p.is_dir())[: -self.per_client]:
                 shutil.rmtree(old, ignore_errors=True)
-        return [str(folder / f"{stem}.md"), str(folder / f"{stem}.json")]
+        return [str(folder / name) for name in files]
 
     def _sweep(self) -> None:
         """Remove exports older than ``max_age_s``, and client folders left empty."""

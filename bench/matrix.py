@@ -1,0 +1,190 @@
+"""The Filing Matrix's throughput: 8 documents x 6 fields on one model, against the same 48 requests
+(a) sent one at a time, and (b) sent concurrently to vLLM's own server with response_format.
+
+    .venv/bin/python bench/matrix.py [--docs 8] [--tokens 64] [--rounds 2]
+
+The model is the catalogue's `demo` (bench-llama, random weights; --model-dir for another checkpoint), served
+with max_model_len 4,096, float32, enforce_eager and the same KV pool everywhere. Each document is a 3-page PDF
+(fpdf2; its first line names it, so no two share a prefix beyond the rules). Every mode sends exactly the same
+48 requests: the matrix's own messages (finspace.matrix.prompt: the rules and the document as the system
+message, the field as the user's), the cell's JSON schema (finspace.matrix.cells), greedy, max_tokens --tokens:
+
+* matrix: finspace's /matrix (gradio_client), from submit to the finished table: conversion included.
+* (a) serial: finspace's /v1/chat/completions with response_format json_schema, one request after another.
+* (b) vLLM: vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`, structured outputs with
+  xgrammar and no whitespace, as finspace configures its engine), all 48 at once (asyncio + httpx).
+
+finspace runs first (matrix and serial against one server), then vLLM's server. Figures are medians over
+--rounds after a warm-up round. Last line: `matrix_over_serial=R1 matrix_over_vllm=R2`, each the speed ratio
+(time of the other / time of the matrix; targets: R1 >= 4, R2 >= 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (MODEL_KEY, PYTHON, ROOT, ServerProcess, free_port, install_cleanup,  # noqa: E402
+                    prepare_model, write_catalog)
+
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+import documents_gen as gen  # noqa: E402
+from support.catalog import long_context_copy  # noqa: E402
+
+CONTEXT = 4096
+FIELDS = [{"name": "Revenue", "type": "money", "instruction": "Total revenue for the latest period"},
+          {"name": "Net income", "type": "money", "instruction": "Net income for the latest period"},
+          {"name": "Operating margin", "type": "percent", "instruction": "The operating margin"},
+          {"name": "Auditor", "type": "text", "instruction": "The auditor that signed the report"},
+          {"name": "Going concern", "type": "yesno", "instruction": "Is there a going-concern doubt?"},
+          {"name": "Period end", "type": "date", "instruction": "The last day of the period covered"}]
+
+
+def make_documents(folder: Path, n: int, round_no: int) -> list[Path]:
+    return [gen.pdf(folder / f"filing-{round_no}-{i}.pdf", pages=3,
+                    facts={1: f"Filing {round_no}-{i}. Revenue was ${10 + i}.{round_no} billion in fiscal 2024."})
+            for i in range(n)]
+
+
+def requests_for(paths: list[Path], tokens: int) -> list[dict]:
+    """The matrix's 48 chat-completions bodies, exactly as finspace's engine sends its cells."""
+    from finspace.documents.convert import convert
+    from finspace.documents.limits import DocumentLimits
+    from finspace.matrix import prompt
+    from finspace.matrix.cells import cell_schema
+    from finspace.matrix.fields import parse_fields
+
+    bodies = []
+    for path in paths:
+        doc = convert(path, path.name, DocumentLimits())
+        for f in parse_fields(FIELDS):
+            system = f"{prompt.RULES}\n\n{prompt.document_block(doc)}"
+            bodies.append({"model": MODEL_KEY, "temperature": 0.0, "top_p": 1.0, "max_tokens": tokens,
+                           "messages": [{"role": "system", "content": system},
+                                        {"role": "user", "content": prompt.field_message(f)}],
+                           "response_format": {"type": "json_schema", "json_schema": {
+                               "name": "cell", "schema": cell_schema(f, len(doc.pages))}}})
+    return bodies
+
+
+async def send_all(url: str, bodies: list[dict], concurrent: bool) -> tuple[float, int]:
+    """Seconds for every body to be answered, and the completion tokens."""
+    async with httpx.AsyncClient(timeout=600) as c:
+        async def one(body: dict) -> int:
+            r = await c.post(url + "/v1/chat/completions", json=body)
+            if r.status_code != 200:
+                raise RuntimeError(f"HTTP {r.status_code}: {r.text[:300]}")
+            return int(r.json()["usage"]["completion_tokens"])
+
+        t0 = time.perf_counter()
+        if concurrent:
+            counts = await asyncio.gather(*(one(b) for b in bodies))
+        else:
+            counts = [await one(b) for b in bodies]
+        return time.perf_counter() - t0, sum(counts)
+
+
+def run_matrix(url: str, paths: list[Path]) -> tuple[float, dict]:
+    from gradio_client import Client, handle_file
+
+    client = Client(url, verbose=False)
+    t0 = time.perf_counter()
+    last = None
+    for last in client.submit([handle_file(str(p)) for p in paths], json.dumps(FIELDS), api_name="/matrix"):
+        pass
+    elapsed = time.perf_counter() - t0
+    if not last or last["state"] != "done":
+        raise RuntimeError(f"the matrix did not finish: {str(last)[:300]}")
+    return elapsed, last
+
+
+def start(which: str, model_path: Path, catalog: Path, workdir: Path, kv_mib: int, tokens: int) -> ServerProcess:
+    port = free_port()
+    env = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "TOKENIZERS_PARALLELISM": "false"}
+    if which == "finspace":
+        env.update({"PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
+                    "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
+                    "FINSPACE_CPU_KV_CACHE_MIB": str(kv_mib), "GRADIO_TEMP_DIR": str(workdir / "gradio"),
+                    "FINSPACE_MATRIX_REPLY_TOKENS": str(tokens), "FINSPACE_MATRIX_MAX_CELLS": "200"})
+        srv = ServerProcess("finspace", [PYTHON, str(ROOT / "app.py")], env=env, cwd=workdir,
+                            log_path=workdir / "finspace.log", port=port, ready_path="/health")
+    else:
+        argv = [PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
+                "--served-model-name", MODEL_KEY, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+                "--max-model-len", str(CONTEXT), "--enforce-eager", "--kv-cache-memory-bytes", str(kv_mib << 20),
+                "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
+        srv = ServerProcess("vllm", argv, env=env, cwd=workdir, log_path=workdir / "vllm.log", port=port,
+                            ready_path="/health")
+    srv.wait_ready(400)
+    return srv
+
+
+def prepare(workdir: Path, model_dir: Path | None) -> tuple[Path, Path]:
+    model_path, _, entry = prepare_model(workdir, model_dir)
+    long_path = workdir / "models" / "matrix-4k"
+    if not long_path.exists():
+        long_context_copy(model_path, long_path, CONTEXT)
+    entry = {**entry, "path": str(long_path), "serving": {**entry["serving"], "max_model_len": CONTEXT}}
+    return long_path, write_catalog(workdir / "catalog4k", {MODEL_KEY: entry}, default=MODEL_KEY)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=64, help="max_tokens of each cell (default 64)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--kv-mib", type=int, default=512)
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--model-dir", type=Path, help="a checkpoint to use instead of the generated demo")
+    args = ap.parse_args()
+    install_cleanup()
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="finspace-bench-matrix-"))).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_path, catalog = prepare(workdir, args.model_dir)
+    rounds = [make_documents(workdir / "docs", args.docs, r) for r in range(args.rounds + 1)]  # 0: warm-up
+    times: dict[str, list[float]] = {"matrix": [], "serial": [], "vllm": []}
+    tokens: dict[str, int] = {}
+
+    srv = start("finspace", model_path, catalog, workdir, args.kv_mib, args.tokens)
+    try:
+        for r, paths in enumerate(rounds):
+            t_matrix, last = run_matrix(srv.url, paths)
+            t_serial, tokens["serial"] = asyncio.run(send_all(srv.url, requests_for(paths, args.tokens), False))
+            if r:
+                times["matrix"].append(t_matrix), times["serial"].append(t_serial)
+            else:
+                print(f"matrix: {last['total']} cells, checks {sorted({c['check'] for row in last['matrix']['rows'] for c in row['cells']})}")
+    finally:
+        srv.stop()
+    srv = start("vllm", model_path, catalog, workdir, args.kv_mib, args.tokens)
+    try:
+        for r, paths in enumerate(rounds):
+            t_vllm, tokens["vllm"] = asyncio.run(send_all(srv.url, requests_for(paths, args.tokens), True))
+            if r:
+                times["vllm"].append(t_vllm)
+    finally:
+        srv.stop()
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    cells = args.docs * len(FIELDS)
+    print(f"{cells} cells, max_tokens {args.tokens}; completion tokens: serial {tokens['serial']}, vLLM {tokens['vllm']}")
+    for k, label in (("matrix", "finspace matrix (/matrix)"), ("serial", "(a) one at a time (/v1)"),
+                     ("vllm", "(b) vLLM server, concurrent")):
+        print(f"{label:30} {med[k]:8.2f} s   rounds: {', '.join(f'{t:.2f}' for t in times[k])}")
+    print(f"matrix_over_serial={med['serial'] / med['matrix']:.2f} matrix_over_vllm={med['vllm'] / med['matrix']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

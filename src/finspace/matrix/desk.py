@@ -1,0 +1,127 @@
+"""The matrix desk: what the page and the API call to fill a matrix on the loaded model (``Service.matrix``).
+
+It holds the bounds that keep a public Space whole: documents and fields per matrix, cells per matrix, one
+matrix at a time per client and ``max_running`` in all; the documents are converted as the chat's are (a
+bounded child process each, the upload deleted after), and a document that fails to convert leaves its row
+saying why while the rest of the matrix completes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
+from typing import Any
+
+from finspace.documents.chat import upload_folder
+from finspace.documents.convert import Document, short_name
+from finspace.documents.upload import convert_upload
+from finspace.errors import BadInput, Busy, FinspaceError, NotReady
+from finspace.matrix import run
+from finspace.documents.upload import remove_upload
+from finspace.matrix.fields import (DEFAULT_MATRIX_PRESETS, FILENAME, FieldPresets, MatrixField, load_field_presets,
+                                    parse_fields)
+from finspace.matrix.limits import MatrixLimits
+from finspace.matrix.table import MatrixResult, Row
+
+
+def presets_beside(catalog_path: str | Path | None) -> Path:
+    """matrix.yaml beside the catalogue in use, else the repository's."""
+    if catalog_path is not None and (Path(catalog_path).parent / FILENAME).is_file():
+        return Path(catalog_path).parent / FILENAME
+    return DEFAULT_MATRIX_PRESETS
+
+
+class MatrixDesk:
+    def __init__(self, svc: Any, limits: MatrixLimits | None = None):
+        self.svc = svc
+        self.limits = limits or MatrixLimits()
+        self.presets: FieldPresets = load_field_presets(presets_beside(getattr(svc.catalog, "path", None)))
+        self._clients: set[str] = set()
+        self._running = 0
+
+    def fields(self, spec: Any) -> tuple[MatrixField, ...]:
+        """A preset's key or label, or the fields as JSON text or a list."""
+        if isinstance(spec, str) and spec.strip() and not spec.lstrip().startswith("["):
+            return self.presets.get(spec.strip()).fields
+        if isinstance(spec, str):
+            try:
+                spec = json.loads(spec)
+            except ValueError as exc:
+                raise BadInput(f"fields: not valid JSON ({exc.msg} at character {exc.pos}); send a list of "
+                               '{"name", "type", "instruction"} objects or a preset name') from None
+        return parse_fields(spec)
+
+    def check(self, files: Sequence[Any], fields: Sequence[MatrixField]) -> None:
+        lim = self.limits
+        if not files:
+            raise BadInput("add at least one document (PDF, HTML, DOCX, XLSX, CSV, TXT or MD)")
+        if len(files) > lim.max_documents:
+            raise BadInput(f"{len(files)} documents; a matrix takes at most {lim.max_documents}: split the set")
+        cells = len(files) * len(fields)
+        if cells > lim.max_cells:
+            raise BadInput(f"{len(files)} documents x {len(fields)} fields = {cells} cells; a matrix has at most "
+                           f"{lim.max_cells}: use fewer documents or fields")
+
+    @contextlib.contextmanager
+    def _slot(self, client: str | None):
+        if client is not None and client in self._clients:
+            raise Busy("a matrix of yours is already filling; wait for it or cancel it, then start the next", 10)
+        if self._running >= self.limits.max_running:
+            raise Busy(f"{self._running} matrices are filling on this Space, the limit; try again in a minute", 30)
+        self._running += 1
+        if client is not None:
+            self._clients.add(client)
+        try:
+            yield
+        finally:
+            self._running -= 1
+            self._clients.discard(client)
+
+    async def _convert(self, path: str, name: str, client: str | None) -> Document | str:
+        """One filing converted as the chat's are, through the same gate on conversions at once (one after another
+        for a client: Service.conversions); a refusal or a failed conversion is the row's reason."""
+        try:
+            async with self.svc.conversions.slot(client):
+                return await convert_upload(path, name, self.svc.settings.documents, upload_folder(self.svc.settings))
+        except FinspaceError as exc:
+            return str(exc)
+
+    def _refuse(self, files: Sequence[tuple[str, str]], spec: Any) -> tuple[MatrixField, ...]:
+        """The fields, when the matrix may start; else the uploads are deleted and the refusal raised."""
+        try:
+            fields = self.fields(spec)
+            self.check(files, fields)
+            engine = self.svc.engine
+            if engine.entry is None or engine.tokenizer is None:
+                raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
+            return fields
+        except FinspaceError:
+            for path, _name in files:
+                remove_upload(path, upload_folder(self.svc.settings))
+            raise
+
+    async def fill(self, files: Sequence[tuple[str, str]], spec: Any, client: str | None = None,
+                   provenance: dict | None = None) -> AsyncGenerator[MatrixResult, None]:
+        """Fill a matrix of ``files`` ((path in the upload folder, name)) x the fields ``spec`` names, yielding the
+        result as cells finish. Closing it cancels the unfinished cells (their vLLM requests are aborted).
+        ``provenance``: the loaded model's (key, repo, revision, quantization, load id), kept with the result."""
+        fields = self._refuse(files, spec)
+        engine = self.svc.engine
+        with self._slot(client):
+            try:
+                converted = [await self._convert(p, n, client) for p, n in files]
+            finally:  # a matrix cancelled while converting leaves none of its uploads behind
+                for path, _name in files:
+                    remove_upload(path, upload_folder(self.svc.settings))
+            rows = tuple(Row(short_name(n), len(d.pages)) if isinstance(d, Document) else Row(short_name(n), error=d)
+                         for (_p, n), d in zip(files, converted, strict=True))
+            prov = dict(provenance or {}, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            result = MatrixResult(fields, rows, provenance=prov)
+            docs = [d if isinstance(d, Document) else None for d in converted]
+            async with contextlib.aclosing(run.fill(engine, result, docs,
+                                                    reply_tokens=self.limits.reply_tokens)) as cells:
+                async for r in cells:
+                    yield r

@@ -1,0 +1,91 @@
+"""A matrix exported as CSV, XLSX (openpyxl) and JSON, each saying what the page says.
+
+The CSV is the page's grid. The XLSX has the grid as its first sheet ("Matrix") and the provenance as its
+second ("Provenance"): the model (key, repo, revision, quantization, the load ledger's id), the time, the
+field definitions, and one line per cell with its page, quote and check. Values leave as text, exactly as the
+page shows them: a spreadsheet formula in a quote (``=cmd|...``) is written as text, never as a formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from finspace.matrix.table import DETAIL_HEADERS, MatrixResult, details, grid, to_json
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _safe(value: object) -> object:
+    """Text a spreadsheet would run as a formula gets a leading apostrophe (OWASP's CSV-injection advice)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def to_csv(result: MatrixResult) -> str:
+    headers, rows = grid(result)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(headers)
+    writer.writerows([[_safe(v) for v in row] for row in rows])
+    return out.getvalue()
+
+
+def provenance_lines(result: MatrixResult) -> list[list[object]]:
+    p = result.provenance
+    lines: list[list[object]] = [["Filing Matrix", ""]]
+    for key in ("model_key", "repo", "revision", "quantization", "dtype", "max_model_len", "load_id", "created_at",
+                "state"):
+        lines.append([key, str(p.get(key, result.state if key == "state" else ""))])
+    lines += [[], ["Field", "Type", "Instruction"]]
+    lines += [[f.name, f.type, f.instruction] for f in result.fields]
+    lines += [[], DETAIL_HEADERS]
+    lines += details(result)
+    return lines
+
+
+def to_xlsx(result: MatrixResult, path: Path) -> Path:
+    path.write_bytes(xlsx_bytes(result))
+    return path
+
+
+def xlsx_bytes(result: MatrixResult) -> bytes:
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    sheet = wb.active
+    sheet.title = "Matrix"
+    headers, rows = grid(result)
+    sheet.append(headers)
+    for row in rows:
+        sheet.append([_safe(v) for v in row])
+    prov = wb.create_sheet("Provenance")
+    for line in provenance_lines(result):
+        prov.append([_safe(v) for v in line])
+    for ws in (sheet, prov):  # every cell is data: nothing in a quote runs as a formula
+        for cells in ws.iter_rows():
+            for cell in cells:
+                if cell.data_type == "f":
+                    cell.data_type = "s"
+    out = io.BytesIO()
+    wb.save(out)
+    return out.getvalue()
+
+
+def files(result: MatrixResult, stem: str = "matrix") -> dict[str, bytes]:
+    """The three exports by file name: CSV, XLSX, JSON."""
+    return {f"{stem}.csv": to_csv(result).encode("utf-8"), f"{stem}.xlsx": xlsx_bytes(result),
+            f"{stem}.json": json.dumps(to_json(result), ensure_ascii=False, indent=1).encode("utf-8")}
+
+
+def write_all(result: MatrixResult, folder: Path, stem: str = "matrix") -> dict[str, Path]:
+    """CSV, XLSX and JSON of ``result`` in ``folder``, by suffix."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, data in files(result, stem).items():
+        (folder / name).write_bytes(data)
+        out[Path(name).suffix[1:]] = folder / name
+    return out

@@ -1,0 +1,138 @@
+"""The Matrix tab: several filings, the same fields from each, every value with its page, quote and check.
+
+Documents are uploaded together (one row each), the fields come from a preset (matrix.yaml) or are edited as
+JSON, and "Fill" sends every cell to the engine at once: the progress bar counts cells done, cells appear as
+they finish, and Cancel stops the rest (their vLLM requests are aborted). Each cell shows its check as a
+colour *and* a text marker (✓ verified, ✗ quote not on that page, ≠ value not in the quote, — not found,
+✂ cut at max_tokens). The finished matrix downloads as CSV, XLSX (with a Provenance sheet) and JSON, kept as
+the chat's exports are (finspace.ui.exports: a few per client, removed after 10 minutes and when the app stops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from finspace.documents.chat import upload_folder
+from finspace.documents.convert import KINDS
+from finspace.errors import FinspaceError
+from finspace.matrix import export
+from finspace.matrix.table import DETAIL_HEADERS, MatrixResult, details, grid, mark_keys
+from finspace.matrix.verify import MARKS
+from finspace.service import Service
+from finspace.ui.documents import takes_document
+from finspace.ui.exports import Exports
+from finspace.ui.saved import Provenance
+
+COLOURS = {"verified": "#d9f2d9", "not_on_page": "#f8d7d7", "value_not_in_quote": "#fde8c8", "not_found": "#ececec",
+           "cut": "#e6dcf5", "invalid": "#f8d7d7", "pending": "transparent", "error": "#ececec"}
+CSS = """
+#matrix-grid table {border-collapse: collapse; font-size: 0.92em;}
+#matrix-grid th, #matrix-grid td {border: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;}
+#matrix-grid td {color: #1f1f1f;}
+"""
+
+
+def legend() -> str:
+    return " · ".join(f"<span style='background:{COLOURS[m.key]};color:#1f1f1f;padding:1px 6px;border-radius:4px'>"
+                      f"{m.symbol} {html.escape(m.label)}</span>" for m in MARKS)
+
+
+def grid_html(result: MatrixResult | None) -> str:
+    """The grid as an HTML table: each cell coloured by its check, with the check's marker in its text and title."""
+    if result is None:
+        return ""
+    headers, rows = grid(result)
+    keys = mark_keys(result)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for r, row in enumerate(rows):
+        cells = [f"<td>{html.escape(row[0])}</td>"]
+        for c, text in enumerate(row[1:]):
+            key = keys[r][c]
+            label = next((m.label for m in MARKS if m.key == key), key)
+            cells.append(f"<td data-check='{key}' title='{html.escape(label)}' "
+                         f"style='background:{COLOURS.get(key, 'transparent')}'>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def progress_html(result: MatrixResult | None) -> str:
+    if result is None:
+        return ""
+    counts = result.counts()
+    summary = ", ".join(f"{n} {m.label}" for m in MARKS if (n := counts.get(m.key)))
+    state = {"running": "filling", "done": "done", "cancelled": "cancelled"}[result.state]
+    return (f"<progress value='{result.done}' max='{max(1, result.total)}' style='width:100%'></progress>"
+            f"<div id='matrix-count'>{result.done} of {result.total} cells · {state}"
+            f"{' · ' + html.escape(summary) if summary else ''}</div>")
+
+
+def fields_json(svc: Service, preset: str) -> str:
+    fields = svc.matrix.presets.get(preset).fields
+    return json.dumps([{"name": f.name, "type": f.type, "instruction": f.instruction} for f in fields], indent=1)
+
+
+class MatrixHandlers:
+    def __init__(self, svc: Service):
+        self.svc = svc
+        self.provenance = Provenance(svc)
+        self.exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
+        svc.on_close.append(self.exports.clear)
+
+    def preset(self, label: str):
+        try:
+            return fields_json(self.svc, label)
+        except FinspaceError as exc:
+            raise gr.Error(html.escape(str(exc)), print_exception=False) from None
+
+    @takes_document
+    async def fill(self, files: Any, fields: str, request: gr.Request):
+        """Stream the matrix: progress, grid, details; the downloads when it is done."""
+        paths = [(str(getattr(f, "path", f)), Path(str(getattr(f, "orig_name", None) or getattr(f, "path", f))).name)
+                 for f in (files or [])]
+        result, client = None, self.svc.client_of(request)
+        try:
+            async for result in self.svc.matrix.fill(paths, fields, client, self.provenance()):
+                yield progress_html(result), grid_html(result), details(result), gr.update()
+            if result is not None:
+                written = await asyncio.to_thread(self.exports.write_files, client, export.files(result),
+                                                  "use fewer documents or fields")
+                yield progress_html(result), grid_html(result), details(result), gr.update(value=written, visible=True)
+        except FinspaceError as exc:
+            raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
+
+
+def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
+    """The tab's components and events (call inside ``with gr.Tab(...)``)."""
+    h = MatrixHandlers(svc)
+    labels = [p.label for p in svc.matrix.presets.entries]
+    gr.Markdown("Pull the same fields from several filings at once. Each value comes with the page and the quote it "
+                "was read from, and is checked against that page. " + legend())
+    with gr.Row():
+        with gr.Column(scale=2):
+            files = gr.File(label=f"Filings (up to {svc.matrix.limits.max_documents})", file_count="multiple",
+                            file_types=sorted(KINDS), elem_id="matrix-files")
+        with gr.Column(scale=3):
+            preset = gr.Dropdown(labels, value=labels[0], label="Fields preset", elem_id="matrix-preset")
+            fields = gr.Code(fields_json(svc, labels[0]), language="json", label="Fields (name, type, instruction)",
+                             lines=8, elem_id="matrix-fields")
+    with gr.Row():
+        fill = gr.Button("Fill the matrix", variant="primary", elem_id="matrix-fill")
+        cancel = gr.Button("Cancel", elem_id="matrix-cancel")
+    progress = gr.HTML(elem_id="matrix-progress")
+    table = gr.HTML(elem_id="matrix-grid")
+    downloads = gr.File(label="Export (CSV, XLSX, JSON)", file_count="multiple", visible=False,
+                        elem_id="matrix-downloads")
+    with gr.Accordion("Pages and quotes", open=False):
+        detail = gr.Dataframe(headers=DETAIL_HEADERS, wrap=True, elem_id="matrix-details")
+    preset.change(h.preset, preset, fields, api_visibility="private", show_progress="hidden")
+    run = fill.click(h.fill, [files, fields], [progress, table, detail, downloads], api_visibility="private",
+                     concurrency_limit=concurrency, show_progress="minimal")
+    cancel.click(None, None, None, cancels=[run], api_visibility="private")
+    return {"files": files, "fields": fields, "fill": fill, "cancel": cancel, "grid": table}

@@ -1,0 +1,91 @@
+"""The matrix's exports say what the page says: the CSV is the grid, the XLSX the grid and the provenance."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from finspace.matrix import export
+from finspace.matrix.cells import Cell
+from finspace.matrix.fields import MatrixField
+from finspace.matrix.table import CellResult, MatrixResult, Row, details, grid, show_value
+from finspace.matrix.verify import CUT, NOT_FOUND, NOT_ON_PAGE, VERIFIED
+
+FIELDS = (MatrixField("Revenue", "money", "Total revenue"), MatrixField("Auditor", "text", "Who signed"))
+REVENUE = {"amount": 12.4, "currency": "USD", "scale": "billions"}
+
+
+def result() -> MatrixResult:
+    r = MatrixResult(FIELDS, (Row("alpha.pdf", 3), Row("beta.pdf", 2), Row("broken.pdf", error="not a PDF")),
+                     provenance={"model_key": "smollm2-135m", "repo": "local", "load_id": "17.000-smollm2-135m",
+                                 "created_at": "2026-12-01T12:00:00Z"})
+    r.cells[(0, 0)] = CellResult(Cell("ok", True, REVENUE, 2, "Revenue was $12.4 billion"), VERIFIED, True)
+    r.cells[(0, 1)] = CellResult(Cell("ok", True, "=HYPERLINK(\"http://x\")", 3, "=HYPERLINK(\"http://x\")"),
+                                 NOT_ON_PAGE, True)  # a quote that would run as a formula
+    r.cells[(1, 0)] = CellResult(Cell("ok"), NOT_FOUND, False)
+    r.cells[(1, 1)] = CellResult(Cell("cut"), CUT, True)
+    r.state = "done"
+    return r
+
+
+def test_the_grid_shows_marker_value_and_page():
+    headers, rows = grid(result())
+    assert headers == ["Document", "Revenue", "Auditor"]
+    assert rows[0][1] == "✓ USD 12.4 billion (p. 2)"
+    assert rows[1][1:] == ["— not found", "✂ cut at max_tokens"]
+    assert rows[2] == ["broken.pdf (not read: not a PDF)", "not read", "not read"]
+
+
+def test_the_csv_reads_back_equal_to_the_page_and_runs_no_formula():
+    m = result()
+    headers, rows = grid(m)
+    back = list(csv.reader(io.StringIO(export.to_csv(m))))
+    assert back[0] == headers
+    assert back[1][1] == rows[0][1] and back[2:] == rows[1:]
+    assert back[1][2] == rows[0][2] and not back[1][2].startswith("=")  # "✗ =HYPER..." starts with its marker
+
+
+def trimmed(row) -> list:
+    row = list(row)
+    while row and row[-1] is None:
+        row.pop()
+    return row
+
+
+def test_the_xlsx_has_the_grid_and_a_provenance_sheet(tmp_path):
+    from openpyxl import load_workbook
+
+    m = result()
+    wb = load_workbook(export.to_xlsx(m, tmp_path / "m.xlsx"))
+    assert wb.sheetnames == ["Matrix", "Provenance"]
+    headers, rows = grid(m)
+    assert [list(r) for r in wb["Matrix"].iter_rows(values_only=True)] == [headers, *rows]
+    prov = [trimmed(r) for r in wb["Provenance"].iter_rows(values_only=True)]
+    flat = {r[0]: r[1] for r in prov if len(r) >= 2}
+    assert flat["model_key"] == "smollm2-135m" and flat["load_id"] == "17.000-smollm2-135m"
+    assert flat["created_at"] == "2026-12-01T12:00:00Z"
+    assert ["Revenue", "money", "Total revenue"] in prov  # the field definitions
+    lines = [r for r in prov if r and r[0] in ("alpha.pdf", "beta.pdf")]
+    assert lines[0] == ["alpha.pdf", "Revenue", "money", "USD 12.4 billion", 2, "Revenue was $12.4 billion",
+                        "verified"]
+    assert lines[1][-2].startswith("'=")  # the formula-shaped quote is text
+    assert len(lines) == len(details(m))
+
+
+def test_json_keeps_typed_values(tmp_path):
+    paths = export.write_all(result(), tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["rows"][0]["cells"][0] == {"found": True, "value": REVENUE, "page": 2,
+                                           "quote": "Revenue was $12.4 billion", "check": "verified",
+                                           "whole_document": True}
+    assert data["rows"][2]["error"] == "not a PDF" and data["rows"][2]["cells"] == [None, None]
+    assert {p.suffix for p in paths.values()} == {".csv", ".xlsx", ".json"}
+
+
+def test_values_are_shown_as_analysts_write_them():
+    assert show_value(12.5, "percent") == "12.5%"
+    assert show_value(1234567.5, "number") == "1,234,567.5"
+    assert show_value(["a", "b"], "list") == "a; b"
+    assert show_value(False, "yesno") == "no"
+    assert show_value({"amount": 420, "currency": "EUR", "scale": "millions"}, "money") == "EUR 420 million"
