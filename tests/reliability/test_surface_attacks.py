@@ -105,7 +105,7 @@ def test_file_data_names_no_server_file_on_any_route(server):
                         data[slot] = ref
                         refused(join(http, server, d["id"], data), (400,), "file references are not accepted")
                         n += 1
-        for name in ("chat", "load_model", "models", "health", "loads", "fit"):
+        for name in ("chat", "load_model", "models", "health", "loads", "fit", "matrix"):
             for path in TARGETS:
                 r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [file_refs(path)[0], []]})
                 refused(r, (400,), "file references are not accepted")
