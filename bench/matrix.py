@@ -51,6 +51,7 @@ FIELDS = [{"name": "Revenue", "type": "money", "instruction": "Total revenue for
 
 
 def make_documents(folder: Path, n: int, round_no: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     return [gen.pdf(folder / f"filing-{round_no}-{i}.pdf", pages=3,
                     facts={1: f"Filing {round_no}-{i}. Revenue was ${10 + i}.{round_no} billion in fiscal 2024."})
             for i in range(n)]
