@@ -57,6 +57,8 @@ c.predict(api_name="/models")   # catalogue + planner verdict per model
 c.predict(api_name="/health")   # status, model, engine stage, memory
 c.predict(50, api_name="/loads")  # the load ledger's last records
 c.predict("Qwen/Qwen3-30B-A3B", None, "l40s", 1, api_name="/fit")  # will it fit? (repo id or config.json text)
+job = c.submit([handle_file("a.pdf"), handle_file("b.pdf")], "income-statement", api_name="/matrix")  # Filing Matrix
+for p in job: print(p["done"], p["total"])  # p["matrix"]: each cell's value, page, quote and check
 ```
 ### REST
 `GET /health` (200 ready, 503 otherwise) · `GET /models` · `GET /loads?limit=50` ·
