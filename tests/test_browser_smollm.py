@@ -6,13 +6,9 @@ the rest of the browser suite keeps the tiny random models.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from server_utils import Server
-from support.catalog import write_catalog
-from support.smollm import KEY, catalog_entry, english_problem
+from support.smollm import app_server, english_problem
 from test_browser import chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(900)]
@@ -22,11 +18,7 @@ QUESTION = "What is free cash flow? Answer in two sentences."
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, smollm_models):
-    root = tmp_path_factory.mktemp("browser-smollm")
-    (root / "data").mkdir()
-    os.symlink(smollm_models, root / "data" / "models")  # the app's data folder holds the converted model
-    srv = Server(root, write_catalog(root / "catalog", {KEY: catalog_entry(temperature=0.0)}, default=KEY),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "256"})
+    srv = app_server(tmp_path_factory.mktemp("browser-smollm"), smollm_models, temperature=0.0)
     try:
         srv.wait(ready=True)
         yield srv

@@ -8,7 +8,6 @@ The checkpoint is converted once (support.smollm, the session fixture smollm_mod
 from __future__ import annotations
 
 import json
-import os
 import uuid
 
 import httpx
@@ -17,9 +16,9 @@ import pytest
 from finspace.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.gpu import MemoryMonitor
-from server_utils import Server
 from support.catalog import demo_entry, write_catalog
-from support.smollm import KEY, catalog_entry, chatml_problem, english_problem, eos_problem, figure_problem
+from support.smollm import (KEY, app_server, catalog_entry, chatml_problem, english_problem, eos_problem,
+                            figure_problem)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -126,10 +125,7 @@ async def test_every_check_fails_for_the_random_weight_demo(engine):
 # ------------------------------------------------------------------ the real app over HTTP
 def test_the_app_serves_a_real_english_answer_over_http(tmp_path, smollm_models):
     """`python app.py` with smollm2-135m as its default: /v1/chat/completions answers in English and stops."""
-    (tmp_path / "data").mkdir()
-    os.symlink(smollm_models, tmp_path / "data" / "models")  # the app's data folder holds the converted model
-    srv = Server(tmp_path, write_catalog(tmp_path / "catalog", {KEY: catalog_entry()}, default=KEY),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "256"})
+    srv = app_server(tmp_path, smollm_models)
     try:
         srv.wait(ready=True)
         r = httpx.post(srv.url + "/v1/chat/completions", timeout=120, headers=srv.auth(), json={

@@ -12,15 +12,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import documents_gen as gen
-from server_utils import Server
-from support.catalog import write_catalog
-from support.smollm import KEY, catalog_entry
+from support.smollm import KEY, app_server
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -66,10 +63,7 @@ def filings(folder: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, smollm_models):
     root = tmp_path_factory.mktemp("smollm-matrix")
-    (root / "data").mkdir()
-    os.symlink(smollm_models, root / "data" / "models")  # the app's data folder holds the converted model
-    srv = Server(root, write_catalog(root / "catalog", {KEY: catalog_entry(temperature=0.0)}, default=KEY),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "256", "GRADIO_TEMP_DIR": str(root / "gradio")})
+    srv = app_server(root, smollm_models, env={"GRADIO_TEMP_DIR": str(root / "gradio")}, temperature=0.0)
     srv.files = filings(root)
     try:
         srv.wait(ready=True)

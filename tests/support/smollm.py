@@ -34,6 +34,20 @@ def converted(models_dir: Path = MODELS) -> Path:
     return ensure(Convert(**catalog_entry()["convert"]), models_dir, KEY)
 
 
+def app_server(root: Path, models_dir: Path, *, env: dict | None = None, **sampling):
+    """A real `python app.py` (tests' server_utils.Server, not started) serving smollm2-135m from ``models_dir``
+    (the converted checkpoint, linked in as the app's data/models), with a 256 MiB CPU KV pool."""
+    import os
+
+    from server_utils import Server
+    from support.catalog import write_catalog
+
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    os.symlink(models_dir, root / "data" / "models")  # the app's data folder holds the converted model
+    catalog = write_catalog(root / "catalog", {KEY: catalog_entry(**sampling)}, default=KEY)
+    return Server(root, catalog, env={"FINSPACE_CPU_KV_CACHE_MIB": "256", **(env or {})})
+
+
 def words(text: str) -> list[str]:
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
 
