@@ -33,8 +33,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (MODEL_KEY, PYTHON, ROOT, ServerProcess, free_port, install_cleanup,  # noqa: E402
-                    prepare_model, write_catalog)
+from common import (MODEL_KEY, ROOT, ServerProcess, install_cleanup, prepare_model,  # noqa: E402
+                    start_pair_server, write_catalog)
 
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
@@ -110,25 +110,9 @@ def run_matrix(url: str, paths: list[Path]) -> tuple[float, dict]:
 
 
 def start(which: str, model_path: Path, catalog: Path, workdir: Path, kv_mib: int, tokens: int) -> ServerProcess:
-    port = free_port()
-    env = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "TOKENIZERS_PARALLELISM": "false"}
-    if which == "finspace":
-        env.update({"PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
-                    "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
-                    "FINSPACE_CPU_KV_CACHE_MIB": str(kv_mib), "GRADIO_TEMP_DIR": str(workdir / "gradio"),
-                    "FINSPACE_MATRIX_REPLY_TOKENS": str(tokens), "FINSPACE_MATRIX_MAX_CELLS": "200"})
-        srv = ServerProcess("finspace", [PYTHON, str(ROOT / "app.py")], env=env, cwd=workdir,
-                            log_path=workdir / "finspace.log", port=port, ready_path="/health")
-    else:
-        argv = [PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-                "--served-model-name", MODEL_KEY, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-                "--max-model-len", str(CONTEXT), "--enforce-eager", "--kv-cache-memory-bytes", str(kv_mib << 20),
-                "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
-        srv = ServerProcess("vllm", argv, env=env, cwd=workdir, log_path=workdir / "vllm.log", port=port,
-                            ready_path="/health")
-    srv.wait_ready(400)
-    return srv
+    return start_pair_server(which, model_path, catalog, workdir, kv_mib, CONTEXT, finspace_env={
+        "FINSPACE_MATRIX_REPLY_TOKENS": str(tokens), "FINSPACE_MATRIX_MAX_CELLS": "200"}, vllm_args=(
+        "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})))
 
 
 def prepare(workdir: Path, model_dir: Path | None) -> tuple[Path, Path]:
