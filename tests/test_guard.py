@@ -19,8 +19,8 @@ from finspace.settings import Limits
 EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
 
 
-def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, upload_files=1, document_events=frozenset,
-         **limits):
+def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, upload_files=1, upload_file_bytes=None,
+         document_events=frozenset, **limits):
     seen: list[bytes] = []
 
     async def echo(scope, receive, send):
@@ -48,7 +48,7 @@ def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, upload_files
     lim = Limits(**limits)
     guard = Guard(app or echo, limits=lim, public_api=("chat",), events=lambda: events or EVENTS,
                   tracker=EventTracker(lim), upload_dir=upload_dir, upload_bytes=upload_bytes,
-                  upload_files=upload_files, document_events=document_events)
+                  upload_files=upload_files, upload_file_bytes=upload_file_bytes, document_events=document_events)
     return guard, seen
 
 
@@ -154,9 +154,9 @@ def test_a_closed_stream_frees_its_sessions_events_for_the_client():
 DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: an event of the page that takes a document
 
 
-def make_with_uploads(folder, upload_bytes=4096, upload_files=1):
+def make_with_uploads(folder, upload_bytes=4096, upload_files=1, upload_file_bytes=None):
     return make(events=DOC_EVENTS, upload_dir=str(folder), upload_bytes=upload_bytes, upload_files=upload_files,
-                document_events=lambda: {1, 3})
+                upload_file_bytes=upload_file_bytes, document_events=lambda: {1, 3})
 
 
 def file_data(path, url=None):
@@ -220,6 +220,10 @@ def test_the_matrix_tabs_filings_come_in_one_upload_up_to_its_bound(uploads):
     assert r.status_code == 400 and "4 files in one upload; send at most 3 documents" in r.json()["error"]
     r = call(guard, "POST", "/gradio_api/upload", *multipart("a.pdf", "b.exe"))
     assert r.status_code == 400 and "'b.exe' is not a document" in r.json()["error"] and len(seen) == 1
+    guard, seen = make_with_uploads(uploads, upload_bytes=8192, upload_files=3, upload_file_bytes=2048)
+    r = call(guard, "POST", "/gradio_api/upload", *multipart("a.pdf", "b.pdf", size=3000))  # each file is bounded
+    assert r.status_code == 413 and "'a.pdf' is 0.0 MiB: a document may be 0 MiB at most" in r.json()["error"]
+    assert seen == []
 
 
 def test_without_an_upload_folder_uploads_stay_refused():

@@ -194,12 +194,12 @@ class Guard:
     number of inputs[, number required]); ``document_events`` the fn_indexes whose input may carry an uploaded
     document; both read when first needed (the Blocks are complete by then). ``upload_dir``: Gradio's upload
     folder; None refuses uploads. ``upload_bytes``: the upload route's body bound; ``upload_files``: documents in
-    one upload (the chat sends one, the Matrix tab its filings together)."""
+    one upload (the chat sends one, the Matrix tab its filings together), each of at most ``upload_file_bytes``."""
 
     def __init__(self, app, *, limits: Limits, public_api: tuple[str, ...],
                  events: Callable[[], Mapping[int, tuple]],
                  tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
-                 upload_bytes: int = 0, upload_files: int = 1,
+                 upload_bytes: int = 0, upload_files: int = 1, upload_file_bytes: int | None = None,
                  document_events: Callable[[], Collection[int]] = frozenset,
                  upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
@@ -214,6 +214,7 @@ class Guard:
         self.upload_dir = upload_dir
         self.upload_bytes = upload_bytes
         self.upload_files = upload_files
+        self.upload_file_bytes = upload_file_bytes
         self.upload_types = upload_types
         self.scrub = PathScrubber()
 
@@ -257,9 +258,10 @@ class Guard:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
             elif path == UPLOAD:
                 try:
-                    uploads.check(body, headers.get("content-type", ""), self.upload_types, self.upload_files)
+                    uploads.check(body, headers.get("content-type", ""), self.upload_types, self.upload_files,
+                                  self.upload_file_bytes)
                 except uploads.BadUpload as exc:
-                    raise Refusal(400, str(exc)) from None
+                    raise Refusal(413 if isinstance(exc, uploads.TooLarge) else 400, str(exc)) from None
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)

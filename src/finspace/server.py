@@ -215,6 +215,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
                        upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
+                       upload_file_bytes=settings.documents.max_bytes,
                        upload_bytes=max(settings.documents.upload_body_bytes, settings.matrix.upload_bytes),
                        upload_types=tuple(sorted(KINDS)),
                        document_events=lambda: {i for i, fn in demo.fns.items()

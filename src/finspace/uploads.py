@@ -24,10 +24,15 @@ class BadUpload(ValueError):
     """The body is not multipart/form-data the parser can read; the message names the fix."""
 
 
+class TooLarge(BadUpload):
+    """A file in the upload is over the document size limit (413)."""
+
+
 @dataclass
 class Part:
     name: str | None  # the form field's name
     filename: str | None  # None: a plain field, not a file
+    size: int = 0  # bytes of its content
 
 
 def _decode(value: bytes, charset: str) -> str:
@@ -63,6 +68,10 @@ def parts(body: bytes, content_type: str, max_parts: int = 1 + MAX_FIELDS) -> li
             current["disposition"] = current["value"]  # the last one wins, as in Gradio's parser
         current["field"], current["value"] = b"", b""
 
+    def part_data(data, start, end):
+        if found:
+            found[-1].size += end - start
+
     def headers_finished():
         _, options = parse_options_header(current["disposition"])
         name, filename = options.get(b"name"), options.get(b"filename")
@@ -74,7 +83,8 @@ def parts(body: bytes, content_type: str, max_parts: int = 1 + MAX_FIELDS) -> li
                             f"document{'s' if max_parts - MAX_FIELDS > 1 else ''} per upload")
 
     parser = MultipartParser(boundary, {"on_header_field": header_field, "on_header_value": header_value,
-                                        "on_header_end": header_end, "on_headers_finished": headers_finished})
+                                        "on_header_end": header_end, "on_headers_finished": headers_finished,
+                                        "on_part_data": part_data})
     try:
         parser.write(body)
         parser.finalize()
@@ -91,10 +101,11 @@ def stored_name(filename: str) -> str:
     return strip_invalid_filename_characters(Path(filename).name)
 
 
-def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1) -> list[str]:
+def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1,
+          max_file_bytes: int | None = None) -> list[str]:
     """The documents' stored names, or BadUpload naming the fix: 1 to ``max_files`` file parts (the chat takes
-    one document; the Matrix tab sends its filings in one upload), each with a document's extension, and at
-    most MAX_FIELDS other parts."""
+    one document; the Matrix tab sends its filings in one upload), each with a document's extension and at most
+    ``max_file_bytes`` (TooLarge), and at most MAX_FIELDS other parts."""
     files = [p for p in parts(body, content_type, max_files + MAX_FIELDS) if p.filename is not None]
     if len(files) > max_files:
         raise BadUpload("send one document per upload" if max_files == 1 else
@@ -103,7 +114,10 @@ def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int
         raise BadUpload("the upload holds no file; send the document as a file part named with filename=\"...\" "
                         "(gradio_client's handle_file does)")
     names = [stored_name(f.filename or "") for f in files]
-    for name in names:
+    for name, f in zip(names, files, strict=True):
         if not name.lower().endswith(types):
             raise BadUpload(f"{name[-60:]!r} is not a document this app takes; upload {', '.join(types)}")
+        if max_file_bytes is not None and f.size > max_file_bytes:
+            raise TooLarge(f"{name[-60:]!r} is {f.size / (1 << 20):.1f} MiB: a document may be "
+                           f"{max_file_bytes >> 20} MiB at most (FINSPACE_DOCUMENT_MAX_MIB)")
     return names

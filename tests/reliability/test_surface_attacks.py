@@ -210,7 +210,8 @@ def test_direct_routes_and_private_events_by_name_are_closed(server):
             assert r.status_code == 404, (path, r.status_code, r.text[:200])
         # the public API is still what gradio_client sees
         info = http.get(server.url + "/gradio_api/info").json()
-        assert set(info["named_endpoints"]) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit"}
+        assert set(info["named_endpoints"]) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads",
+                                                "/fit", "/matrix"}
     unchanged(server)
 
 
