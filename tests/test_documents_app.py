@@ -37,7 +37,7 @@ def server(tmp_path_factory, model_dir):
     srv = Server(root, write_catalog(root / "catalog", models, default="a"),
                  env={"FINSPACE_CPU_KV_CACHE_MIB": "40", "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
                       "GRADIO_TEMP_DIR": str(root / "gradio"), "FINSPACE_DOCUMENT_MAX_MIB": "1",
-                      "FINSPACE_DOCUMENT_MAX_PAGES": "50"})
+                      "FINSPACE_DOCUMENT_MAX_PAGES": "50", "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"})
     srv.root, srv.prompts, srv.uploads = root, root / "prompts.jsonl", root / "gradio"
     try:
         srv.wait(ready=True)
@@ -203,10 +203,15 @@ def test_html_scripts_never_reach_the_model(server, tmp_path):
 
 
 def test_an_upload_over_the_size_limit_is_refused_before_it_is_read(server):
-    r = httpx.post(server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (2 << 20))},
+    """The body bound is the largest legal upload (2 documents of 1 MiB here: FINSPACE_MATRIX_MAX_DOCUMENTS); past
+    it the upload is refused from its Content-Length; within it, each file is held to the document limit."""
+    r = httpx.post(server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (3 << 20))},
                    timeout=60)
     assert r.status_code == 413 and "a document may be 1 MiB at most" in r.json()["error"]
-    two = [("files", ("a.pdf", b"%PDF-1")), ("files", ("b.pdf", b"%PDF-1"))]
-    r = httpx.post(server.url + "/gradio_api/upload", files=two, timeout=60)
-    assert r.status_code == 400 and "one document per upload" in r.json()["error"]
+    r = httpx.post(server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (3 << 19))},
+                   timeout=60)
+    assert r.status_code == 413 and "'big.pdf' is 1.5 MiB: a document may be 1 MiB at most" in r.json()["error"]
+    three = [("files", (f"{c}.pdf", b"%PDF-1")) for c in "abc"]
+    r = httpx.post(server.url + "/gradio_api/upload", files=three, timeout=60)
+    assert r.status_code == 400 and "3 files in one upload; send at most 2 documents" in r.json()["error"]
     assert server.health()["status"] == "ok" or httpx.get(server.url + "/health").status_code == 200

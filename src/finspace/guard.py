@@ -306,7 +306,8 @@ class Guard:
     async def _read_body(self, receive, headers: Mapping[str, str], limit: int, path: str) -> bytes:
         what = ("a chat message's limit is 64,000 characters, a conversation's 256,000"
                 if limit == self.limits.event_body_bytes else
-                f"a document may be {(limit >> 20)} MiB at most (FINSPACE_DOCUMENT_MAX_MIB)" if path == UPLOAD else
+                f"a document may be {((self.upload_file_bytes or limit) >> 20)} MiB at most (FINSPACE_DOCUMENT_MAX_MIB), "
+                f"and one upload holds at most {self.upload_files}" if path == UPLOAD else
                 "the body of a REST call is a small JSON object, such as {\"model\": KEY}")
         too_big = Refusal(413, f"the body is larger than {path[:60]} takes ({limit:,} bytes); send less: {what}")
         declared = headers.get("content-length")

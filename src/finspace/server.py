@@ -216,10 +216,17 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
                        upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
                        upload_file_bytes=settings.documents.max_bytes,
-                       upload_bytes=max(settings.documents.upload_body_bytes, settings.matrix.upload_bytes),
+                       upload_bytes=upload_body_bound(settings),
                        upload_types=tuple(sorted(KINDS)),
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
+
+
+def upload_body_bound(settings: Settings) -> int:
+    """The upload route's body bound: the largest legal upload, one document for the chat or the Matrix's filings
+    together (each within the document limit), and never over FINSPACE_MATRIX_UPLOAD_MIB past one document."""
+    one, most = settings.documents.upload_body_bytes, settings.matrix.max_documents
+    return max(one, min(settings.matrix.upload_bytes, most * one))
 
 
 def _event_shape(fn) -> tuple[str | None, int, int]:
