@@ -67,6 +67,8 @@ IMPORTED_DISTS = frozenset({
     "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
     "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
     "pypdf", "beautifulsoup4", "python-docx", "openpyxl", "bm25s",  # finspace.documents
+    "gguf", "accelerate", "filelock",  # finspace.convert (the CPU default's checkpoint)
+    "python-multipart",  # finspace.uploads (the parse Gradio's upload route makes)
 })
 
 
