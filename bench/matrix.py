@@ -15,8 +15,11 @@ message, the field as the user's), the cell's JSON schema (finspace.matrix.cells
   xgrammar and no whitespace, as finspace configures its engine), all 48 at once (asyncio + httpx).
 
 finspace runs first (matrix and serial against one server), then vLLM's server. Figures are medians over
---rounds after a warm-up round. Last line: `matrix_over_serial=R1 matrix_over_vllm=R2`, each the speed ratio
-(time of the other / time of the matrix; targets: R1 >= 4, R2 >= 0.9).
+--rounds after a warm-up round. The matrix is timed end to end (its filings converted, a child process each,
+one after another) and from its first update, sent once every cell is in the engine, to the table: (a) and (b)
+get the filings already converted, so the last line compares that same work. Last line:
+`matrix_over_serial=R1 matrix_over_vllm=R2`, each the speed ratio (time of the other / time of the matrix's
+cells; targets: R1 >= 4, R2 >= 0.9); the line before it gives the end-to-end ratios.
 """
 
 from __future__ import annotations
@@ -95,18 +98,20 @@ async def send_all(url: str, bodies: list[dict], concurrent: bool) -> tuple[floa
         return time.perf_counter() - t0, sum(counts)
 
 
-def run_matrix(url: str, paths: list[Path]) -> tuple[float, dict]:
+def run_matrix(url: str, paths: list[Path]) -> tuple[float, float, dict]:
+    """(seconds from submit to the table, seconds from the first update, sent once the filings are converted and
+    every cell is in the engine, to the table, the table)."""
     from gradio_client import Client, handle_file
 
     client = Client(url, verbose=False)
     t0 = time.perf_counter()
-    last = None
+    last, converted = None, None
     for last in client.submit([handle_file(str(p)) for p in paths], json.dumps(FIELDS), api_name="/matrix"):
-        pass
-    elapsed = time.perf_counter() - t0
+        converted = converted or time.perf_counter()
+    end = time.perf_counter()
     if not last or last["state"] != "done":
         raise RuntimeError(f"the matrix did not finish: {str(last)[:300]}")
-    return elapsed, last
+    return end - t0, end - (converted or t0), last
 
 
 def start(which: str, model_path: Path, catalog: Path, workdir: Path, kv_mib: int, tokens: int) -> ServerProcess:
@@ -138,16 +143,16 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     model_path, catalog = prepare(workdir, args.model_dir)
     rounds = [make_documents(workdir / "docs", args.docs, r) for r in range(args.rounds + 1)]  # 0: warm-up
-    times: dict[str, list[float]] = {"matrix": [], "serial": [], "vllm": []}
+    times: dict[str, list[float]] = {"matrix": [], "cells": [], "serial": [], "vllm": []}
     tokens: dict[str, int] = {}
 
     srv = start("finspace", model_path, catalog, workdir, args.kv_mib, args.tokens)
     try:
         for r, paths in enumerate(rounds):
-            t_matrix, last = run_matrix(srv.url, paths)
+            t_matrix, t_cells, last = run_matrix(srv.url, paths)
             t_serial, tokens["serial"] = asyncio.run(send_all(srv.url, requests_for(paths, args.tokens), False))
             if r:
-                times["matrix"].append(t_matrix), times["serial"].append(t_serial)
+                times["matrix"].append(t_matrix), times["cells"].append(t_cells), times["serial"].append(t_serial)
             else:
                 print(f"matrix: {last['total']} cells, checks {sorted({c['check'] for row in last['matrix']['rows'] for c in row['cells']})}")
     finally:
@@ -164,10 +169,13 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     cells = args.docs * len(FIELDS)
     print(f"{cells} cells, max_tokens {args.tokens}; completion tokens: serial {tokens['serial']}, vLLM {tokens['vllm']}")
-    for k, label in (("matrix", "finspace matrix (/matrix)"), ("serial", "(a) one at a time (/v1)"),
-                     ("vllm", "(b) vLLM server, concurrent")):
+    for k, label in (("matrix", "finspace /matrix, end to end"), ("cells", "  of which its 48 cells"),
+                     ("serial", "(a) one at a time (/v1)"), ("vllm", "(b) vLLM server, concurrent")):
         print(f"{label:30} {med[k]:8.2f} s   rounds: {', '.join(f'{t:.2f}' for t in times[k])}")
-    print(f"matrix_over_serial={med['serial'] / med['matrix']:.2f} matrix_over_vllm={med['vllm'] / med['matrix']:.2f}")
+    print(f"end to end (the filings converted too): matrix_over_serial={med['serial'] / med['matrix']:.2f} "
+          f"matrix_over_vllm={med['vllm'] / med['matrix']:.2f}")
+    # the ratios on the same work: (a) and (b) get the filings already converted, so the matrix's cells are timed
+    print(f"matrix_over_serial={med['serial'] / med['cells']:.2f} matrix_over_vllm={med['vllm'] / med['cells']:.2f}")
     return 0
 
 
