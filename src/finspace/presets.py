@@ -54,13 +54,13 @@ class Presets:
         raise BadInput(f"unknown preset {str(label)[:60]!r}; choose one of: {', '.join(self.labels())}")
 
 
-def presets_path(catalog_path: str | Path | None) -> Path:
-    """presets.yaml beside the catalogue in use, else the repository's."""
+def presets_path(catalog_path: str | Path | None, filename: str = FILENAME) -> Path:
+    """``filename`` (presets.yaml, or matrix.yaml) beside the catalogue in use, else the repository's."""
     if catalog_path is not None:
-        beside = Path(catalog_path).parent / FILENAME
+        beside = Path(catalog_path).parent / filename
         if beside.is_file():
             return beside
-    return DEFAULT_PRESETS
+    return REPO_ROOT / filename
 
 
 def load_presets(path: str | Path) -> Presets:

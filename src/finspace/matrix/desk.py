@@ -12,7 +12,6 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncGenerator, Sequence
-from pathlib import Path
 from typing import Any
 
 from finspace.documents.chat import upload_folder
@@ -21,24 +20,17 @@ from finspace.documents.upload import convert_upload
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.matrix import run
 from finspace.documents.upload import remove_upload
-from finspace.matrix.fields import (DEFAULT_MATRIX_PRESETS, FILENAME, FieldPresets, MatrixField, load_field_presets,
-                                    parse_fields)
+from finspace.matrix.fields import FILENAME, FieldPresets, MatrixField, load_field_presets, parse_fields
 from finspace.matrix.limits import MatrixLimits
 from finspace.matrix.table import MatrixResult, Row
-
-
-def presets_beside(catalog_path: str | Path | None) -> Path:
-    """matrix.yaml beside the catalogue in use, else the repository's."""
-    if catalog_path is not None and (Path(catalog_path).parent / FILENAME).is_file():
-        return Path(catalog_path).parent / FILENAME
-    return DEFAULT_MATRIX_PRESETS
+from finspace.presets import presets_path
 
 
 class MatrixDesk:
     def __init__(self, svc: Any, limits: MatrixLimits | None = None):
         self.svc = svc
         self.limits = limits or MatrixLimits()
-        self.presets: FieldPresets = load_field_presets(presets_beside(getattr(svc.catalog, "path", None)))
+        self.presets: FieldPresets = load_field_presets(presets_path(getattr(svc.catalog, "path", None), FILENAME))
         self._clients: set[str] = set()
         self._running = 0
 
