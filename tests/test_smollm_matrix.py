@@ -133,6 +133,8 @@ def test_a_matrix_filled_in_the_browser_exports_what_the_page_shows(server, tmp_
         assert len(checks) == 12 and "pending" not in checks
         assert page.page_errors == []
         shot(page, "matrix-filled", docs_name="matrix.png")
+        # the exports arrive with the last update, but the File component may render a tick after the count
+        page.wait_for_function("document.querySelectorAll('#matrix-downloads a').length >= 3", timeout=60_000)
         links = {Path(a).suffix: a for a in page.eval_on_selector_all(
             "#matrix-downloads a", "as => as.map(a => a.href)")}
         csv_text = page.request.get(links[".csv"]).text()
