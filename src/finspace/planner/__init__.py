@@ -23,12 +23,14 @@ One module per concept, each importing only those above it:
 * ``plan``: the budget, the start check and the verdict, per pipeline stage;
   ``plan()`` is the entry point.
 
-The stable JSON of a plan is ``finspace.render.plan_json`` (``planner.plan_json``
-still works: the engine and finspace.service call it by that name).
+* ``result``: the frozen results (``Plan``, ``StagePlan``, ``Suggestion``) and nothing else, so that
+  ``plan`` -> ``suggest`` -> ``result`` points one way.
+* ``export``: the stable JSON of a plan (``plan_json``; ``finspace.render`` re-exports it).
 """
 
 from __future__ import annotations
 
+from finspace.planner.export import plan_json, settings_json
 from finspace.planner.memory import KvCapacity, activation_bytes, kv_capacity
 from finspace.planner.plan import Plan, PlanDetail, StagePlan, plan
 from finspace.planner.settings import (
@@ -45,14 +47,6 @@ __all__ = [
     "SUPPORTED_ARCHITECTURES", "TEXT_ARCHITECTURES", "USAGE_CONTEXTS", "VLLM_DEFAULT_GPU_MEMORY_UTILIZATION", "VLLM_VERSIONS",
     "KvCapacity", "ModelShape", "Plan", "PlanDetail", "QuantScheme", "Settings", "StagePlan", "Suggestion", "VisionShape",
     "activation_bytes", "awq_variant", "batch_defaults", "check_gpu_memory_utilization", "kv_capacity",
-    "model_shape", "plan", "plan_json", "tp_on_machine", "utilization_ok",
+    "model_shape", "plan", "plan_json", "settings_json", "tp_on_machine", "utilization_ok",
 ]
 
-
-def __getattr__(name: str):
-    """``planner.plan_json``: the JSON moved to finspace.render (which imports the planner, so not at import)."""
-    if name == "plan_json":
-        from finspace.render import plan_json
-
-        return plan_json
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,16 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from finspace.errors import BadInput, ConfigError
 from finspace.hardware import GPUSpec
+from finspace.planner.result import Plan, Suggestion
 from finspace.planner.settings import Settings
 from finspace.planner.shape import ModelShape, model_shape, tp_on_machine, tp_splits
 from finspace.units import fmt_size
-
-if TYPE_CHECKING:
-    from finspace.planner.plan import Plan
 
 #: The highest utilization the planner suggests: leaves ~2 GiB on a 48 GB card
 #: for the CUDA context and allocator slack.
@@ -38,17 +35,6 @@ SAFE_MAX_UTILIZATION = 0.95
 #: The shortest context a "lower max_model_len" suggestion may propose.
 MIN_USEFUL_CONTEXT = 1024
 _FOUR_BIT = ("awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes")
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    title: str  # e.g. "use kv_cache_dtype fp8"
-    settings: Settings
-    plan_max_model_len: int
-    why: str
-    gpus: int = 1  # GPUs the suggested plan needs
-    kv_cache_tokens: int = 0
-    config_change: str | None = None  # e.g. "an AWQ 4-bit checkpoint" when the repo must change
 
 
 #: (config, shape, gpu, settings, gpus, total_size_bytes) -> the plan, without fixes; raises
