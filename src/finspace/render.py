@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from finspace.hardware import GPUSpec
 from finspace.planner import Plan
-from finspace.planner.export import plan_json, settings_json
+from finspace.planner.cluster import ClusterPlan
+from finspace.planner.export import cluster_json, plan_json, settings_json, warmup_json
 from finspace.units import fmt_size
 
-__all__ = ["breakdown", "columns", "fit_table", "plan_json", "settings_json"]
+__all__ = ["breakdown", "cluster_text", "cluster_json", "columns", "fit_table", "plan_json", "settings_json", "warmup_text"]
 
 
 def _count(n: int) -> str:
@@ -165,4 +166,32 @@ def breakdown(p: Plan, label: str = "") -> str:
                        f"{sg.kv_cache_tokens:,} KV tokens. {sg.why}")
     for n in p.notes:
         out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def warmup_text(p: Plan) -> str:
+    """The sampler warm-up's verdict in one line."""
+    w = warmup_json(p)
+    if not w["requests"]:
+        return "sampler warm-up: none (no lm_head on this rank)"
+    verdict = "fits" if w["fits"] else "DOES NOT FIT"
+    return (f"sampler warm-up {verdict}: {w['requests']:,} requests x full vocab need {fmt_size(w['peak_bytes'])} GiB, "
+            f"{fmt_size(max(0, w['free_bytes']))} GiB free after the KV cache and CUDA graphs")
+
+
+def cluster_text(c: ClusterPlan) -> str:
+    """The layout and what it serves, per replica and in total."""
+    how = "the planner's pick" if c.chosen == "auto" else "as given"
+    idle = f", {c.idle_gpus} idle" if c.idle_gpus else ""
+    out = [f"layout ({how}): {c.gpus} GPUs ({c.gpus_per_node} per node) = TP {c.tp} x PP {c.pp} x DP {c.dp}{idle}"]
+    if not c.fits:
+        tried = ", ".join(f"TP {t} x PP {p}" for t, p, _ in c.tried)
+        out.append(f"  no layout starts (tried {tried}): {c.replica.reason}")
+        return "\n".join(out)
+    out.append(f"  per replica   {c.tp * c.pp} GPUs, KV cache {c.kv_tokens_per_replica:,} tokens, "
+               f"{c.concurrency_per_replica:.2f} sequences of {c.context:,} tokens at once "
+               f"({c.seqs_per_replica:,} with max_num_seqs {c.replica.settings.max_num_seqs})")
+    out.append(f"  total (x{c.dp})   KV cache {c.kv_tokens_total:,} tokens, {c.concurrency_total:.2f} sequences of "
+               f"{c.context:,} tokens at once ({c.seqs_total:,})")
+    out.append(f"  {warmup_text(c.replica)}")
     return "\n".join(out)

@@ -6,6 +6,7 @@ It lives in the planner so that ``finspace.planner.plan_json`` needs no import o
 
 from __future__ import annotations
 
+from finspace.planner.cluster import ClusterPlan
 from finspace.planner.result import Plan
 from finspace.planner.settings import Settings
 from finspace.units import in_gib
@@ -56,3 +57,25 @@ def plan_json(p: Plan) -> dict:
              "kv_cache_tokens": st.kv_cache_tokens, "max_model_len_that_fits": st.max_model_len_that_fits,
              "fits": st.fits} for st in p.stages]} if p.stages else {}),
     }
+
+
+def cluster_json(c: ClusterPlan) -> dict:
+    """The layout of a model on a cluster: TP x PP x DP, KV capacity and concurrency per replica and in total."""
+    return {
+        "gpus": c.gpus, "gpus_per_node": c.gpus_per_node, "chosen": c.chosen,
+        "tensor_parallel_size": c.tp, "pipeline_parallel_size": c.pp, "data_parallel_size": c.dp,
+        "idle_gpus": c.idle_gpus, "fits": c.fits, "context": c.context,
+        "kv_cache_tokens_per_replica": c.kv_tokens_per_replica, "kv_cache_tokens_total": c.kv_tokens_total,
+        "max_concurrency_per_replica": c.concurrency_per_replica, "max_concurrency_total": c.concurrency_total,
+        "max_num_seqs": c.replica.settings.max_num_seqs,
+        "concurrent_seqs_per_replica": c.seqs_per_replica, "concurrent_seqs_total": c.seqs_total,
+        "sampler_warmup": warmup_json(c.replica),
+        "tried": [{"tensor_parallel_size": t, "pipeline_parallel_size": p, "starts": ok} for t, p, ok in c.tried],
+    }
+
+
+def warmup_json(p: Plan) -> dict:
+    """The sampler warm-up's verdict (the last pipeline stage's, which samples)."""
+    w = p.stages[-1] if p.stages else p.detail
+    return {"requests": w.warmup_requests, "peak_bytes": w.warmup_bytes, "free_bytes": w.warmup_free_bytes,
+            "fits": w.warmup_bytes <= w.warmup_free_bytes, "stage": p.stages[-1].index if p.stages else 0}

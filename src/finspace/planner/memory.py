@@ -65,8 +65,22 @@ HELD_HIDDEN_COPIES = 3
 #: hidden x dtype over the encoder budget (gemma-3-12b-it: 3.94 GiB in total).
 VISION_PROFILE_COPIES = 4.5
 #: Non-torch memory growth (cuBLAS workspaces; NCCL buffers with tp >= 2).
+#: One GPU: 0.25 GiB in every TP1 log of vllm-figures.yaml.
 NON_TORCH_TP1_BYTES = int(0.25 * GIB)
+#: Tensor parallel: 2.07 GiB at TP2 and 2.13 GiB at TP4 (llmd019-llama31-8b-h100-tp2/tp4), fitted as 2.1.
+#: It does not grow with the group's size, so it is per communicator, not per peer: the TP group's
+#: device communicator (PyNccl + torch's ProcessGroupNCCL) and custom allreduce, whose IPC buffer is
+#: only 8 MiB (``max_size=8192 * 1024``, vllm 0.32 ``device_communicators/custom_all_reduce.py``).
 NON_TORCH_TP_BYTES = int(2.1 * GIB)
+#: What a communicator adds over one GPU: 2.1 - 0.25 = 1.85 GiB.
+NON_TORCH_GROUP_BYTES = NON_TORCH_TP_BYTES - NON_TORCH_TP1_BYTES
+#: Pipeline parallel: NOTHING MEASURED (no PP start-up log in vllm-figures.yaml). In vllm 0.32 the "pp"
+#: group gets its own device communicator (``parallel_state.py``: ``_PP = init_model_parallel_group(...,
+#: group_name="pp")``; ``cuda_communicator.py`` gives every group but "tp" PyNccl only: no custom
+#: allreduce, no symm-mem), used for the stage-to-stage send/recv of hidden states. Conservative
+#: figure: a PP communicator costs what the TP one does (its NCCL part is the bulk), on top of the
+#: TP group's when both are there: TP1 PP2 = 0.25 + 1.85 = 2.1 GiB, TP4 PP2 = 0.25 + 2 x 1.85 = 3.95 GiB.
+NON_TORCH_PP_BYTES = NON_TORCH_GROUP_BYTES
 #: CUDA-graph estimate (vLLM >= 0.21 subtracts it): base + per decoder layer.
 #: From the 0.19 estimates: 0.84 GiB (32 layers), 1.02 GiB (48 layers).
 CUDAGRAPH_BASE_BYTES = int(0.48 * GIB)
@@ -132,11 +146,21 @@ def cudagraphs_counted(s: Settings) -> bool:
     return version(s.vllm_version) >= (0, 21) and not s.enforce_eager
 
 
+def non_torch_bytes(tp: int, pp: int) -> int:
+    """Non-torch memory per rank: one GPU's, plus a communicator's for the TP group (tp > 1) and another for
+    the PP group (pp > 1; unmeasured, see NON_TORCH_PP_BYTES)."""
+    return NON_TORCH_TP1_BYTES + (NON_TORCH_GROUP_BYTES if tp > 1 else 0) + (NON_TORCH_PP_BYTES if pp > 1 else 0)
+
+
+def cudagraph_bytes(shape: ModelShape) -> int:
+    """The CUDA-graph estimate: base + per decoder layer (fitted, see CUDAGRAPH_BASE_BYTES)."""
+    return CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_BYTES * shape.num_layers
+
+
 def overhead(shape: ModelShape, s: Settings) -> tuple[int, int]:
     """(non-torch bytes, CUDA-graph bytes counted in the budget) per rank."""
-    single = s.tensor_parallel_size == 1 and s.pipeline_parallel_size == 1
-    non_torch = NON_TORCH_TP1_BYTES if single else NON_TORCH_TP_BYTES
-    cudagraph = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_BYTES * shape.num_layers) if cudagraphs_counted(s) else 0
+    non_torch = non_torch_bytes(s.tensor_parallel_size, s.pipeline_parallel_size)
+    cudagraph = cudagraph_bytes(shape) if cudagraphs_counted(s) else 0
     return non_torch, cudagraph
 
 

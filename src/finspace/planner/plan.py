@@ -36,8 +36,10 @@ from dataclasses import replace
 
 from finspace.errors import BadInput
 from finspace.hardware import GPUSpec
+from finspace.planner import warmup
 from finspace.planner.memory import (
-    activation_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead, weights,
+    activation_bytes, cudagraph_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead,
+    weights,
 )
 from finspace.planner.settings import Settings, resolve_batch, resolve_dtype, resolve_quant, validate, version
 from finspace.planner.shape import (
@@ -70,7 +72,10 @@ def plan(
     base, verdict = evaluate(config, shape, gpu, settings, gpus, total_size_bytes)
     if verdict is None:
         return base
-    sugg = suggestions(config, shape, gpu, settings, gpus, total_size_bytes, base, verdict.fix_settings, replan)
+    if verdict.kind == "warmup":  # vLLM's own two fixes, not the KV-cache ones
+        sugg = warmup.fixes(base, lambda s2: replan(config, shape, gpu, s2, gpus, total_size_bytes))
+    else:
+        sugg = suggestions(config, shape, gpu, settings, gpus, total_size_bytes, base, verdict.fix_settings, replan)
     return replace(base, reason=_reason_with_fixes(verdict, sugg), suggestions=tuple(sugg))
 
 
@@ -104,7 +109,8 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
                                        total_size))
     stages = tuple(
         StagePlan(i, a, b, r.weights_bytes, r.activation_bytes, r.kv_cache_bytes, r.kv_cache_tokens,
-                  r.max_model_len_that_fits, r.fits)
+                  r.max_model_len_that_fits, r.fits, r.detail.warmup_requests, r.detail.warmup_bytes,
+                  r.detail.warmup_free_bytes)
         for i, ((a, b), (r, _)) in enumerate(zip(pp_partition(shape.num_layers, pp), results)))
     k = min(range(pp), key=lambda i: (results[i][0].fits, results[i][0].max_model_len_that_fits,
                                       results[i][0].kv_cache_tokens))
@@ -147,8 +153,12 @@ def _evaluate_stage(config: dict, shape: ModelShape, whole: ModelShape, gpu: GPU
     if auto_fit:
         length = fit_len if fit_len > 0 else model_max
     bpr = kv.blocks_per_request(length)
+    graphs_outside = 0
     if not cudagraphs_counted(s) and not s.enforce_eager:
         notes.append(f"vLLM {s.vllm_version} rules: CUDA graphs come out of the 1 - utilization slack")
+        graphs_outside = cudagraph_bytes(shape)
+    warm = warmup.sampler_warmup(shape, gpu.total_bytes, requested, act["total"], graphs_outside, seqs, mnbt,
+                                 multi_gpu=tp > 1 or s.pipeline_parallel_size > 1)
 
     detail = PlanDetail(
         architecture=shape.architecture, num_params=shape.num_params, rank_params=w.rank_params,
@@ -162,6 +172,7 @@ def _evaluate_stage(config: dict, shape: ModelShape, whole: ModelShape, gpu: GPU
         full_layers=shape.num_full_layers, sliding_layers=shape.num_sliding_layers,
         sliding_window=shape.sliding_window, in_flight_tokens=kv.in_flight,
         kv_cache_blocks=blocks, request_kv_bytes=kv.request_bytes(length), available_kv_bytes=available,
+        warmup_requests=warm.requests, warmup_bytes=warm.peak_bytes, warmup_free_bytes=warm.free_bytes,
     )
     p = Plan(
         gpu=gpu, gpus=gpus, settings=replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs),
@@ -246,6 +257,9 @@ def _memory_problem(p: Plan, auto_fit: bool, check_avail: int) -> Verdict | None
         return Verdict(
             f"max_model_len {p.max_model_len} needs {fmt_size(d.request_kv_bytes, places=1)} GiB of KV cache; "
             f"{fmt_size(max(0, check_avail), places=1)} GiB is free on {gname} at utilization {util:.2f}", "kv")
+    if d.warmup_bytes > d.warmup_free_bytes:
+        w = warmup.Warmup(d.warmup_requests, d.warmup_bytes, d.warmup_free_bytes)
+        return Verdict(warmup.problem(w, gname, util), "warmup")
     return None
 
 

@@ -58,6 +58,9 @@ class PlanDetail:
     kv_cache_blocks: int = 0
     request_kv_bytes: int = 0  # one max_model_len request
     available_kv_bytes: int = 0  # what the start check compares against (may be < 0)
+    warmup_requests: int = 0  # the sampler warm-up's requests (0: not the last pipeline stage)
+    warmup_bytes: int = 0  # its transient peak (planner/warmup.py)
+    warmup_free_bytes: int = 0  # what is free for it once the KV cache and CUDA graphs are in place
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class StagePlan:
     kv_cache_tokens: int
     max_model_len_that_fits: int
     fits: bool
+    warmup_requests: int = 0  # the sampler warm-up: only the last stage samples
+    warmup_bytes: int = 0
+    warmup_free_bytes: int = 0
 
 
 @dataclass(frozen=True)
