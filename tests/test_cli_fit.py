@@ -142,3 +142,17 @@ def test_table_without_gpus_plans_each_model_on_its_tp(l40s_table):
     assert "a model with tensor_parallel_size N is planned on N of them" in out.splitlines()[0]
     assert re.search(r"^llama-3\.1-70b-fin\s.*\btp4\b.*\bstarts\b", out, re.M)
     assert re.search(r"^llama-3\.1-70b-fin-fp8\s.*\btp2\b.*\bstarts\b", out, re.M)
+
+
+def test_a_cluster_gets_its_layout_kv_capacity_and_concurrency():
+    config = str(ROOT / "configs" / "meta-llama__Llama-3.1-70B-Instruct.json")
+    r = fit("--config", config, "--gpu", "h100", "--gpus", "16", "--max-model-len", "8192", "--json")
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)["cluster"]
+    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (2, 1, 8)
+    assert c["kv_cache_tokens_total"] == 8 * c["kv_cache_tokens_per_replica"] == 8 * 21_712
+    r = fit("--config", config, "--gpu", "l40s", "--gpus", "8", "--gpus-per-node", "2", "--max-model-len", "8192")
+    assert r.returncode == 0, r.stderr
+    assert "8 GPUs (2 per node) = TP 2 x PP 2 x DP 2" in r.stdout, r.stdout
+    r = fit("--config", config, "--gpu", "h100", "--gpus", "8", "--tensor-parallel-size", "16")
+    assert r.returncode != 0 and "needs 16 GPUs and the cluster has 8" in r.stderr, r.stderr

@@ -66,3 +66,29 @@ def test_a_repo_id_offline_says_how_to_plan_it_anyway(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(FinspaceError, match=r"unreachable.*--config"):
         check_fit(None, "Qwen/Qwen3-30B-A3B", "l40s")
+
+
+LLAMA_70B = (REPO / "configs" / "meta-llama__Llama-3.1-70B-Instruct.json").read_text()
+
+
+def test_more_than_one_gpu_is_sized_as_a_cluster_and_the_tab_shows_the_layout():
+    r = check_fit(LLAMA_70B, None, "h100", 8, max_model_len=8192)
+    c = r["cluster"]
+    # TP1 cannot hold 131 GiB; TP2 can: 4 replicas of 2 GPUs, 21,712 KV tokens and 2 full 8k sequences each
+    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (2, 1, 4)
+    assert (c["kv_cache_tokens_per_replica"], c["kv_cache_tokens_total"]) == (21_712, 86_848)
+    assert (c["concurrent_seqs_per_replica"], c["concurrent_seqs_total"]) == (2, 8) and r["gpus"] == 8
+    assert r["fits"] and r["plan"]["settings"]["tensor_parallel_size"] == 2 and c["sampler_warmup"]["fits"]
+    text = verdict_markdown(r)
+    assert "8 GPUs = TP 2 × PP 1 × DP 4" in text and "total (× 4): KV cache 86,848 tokens" in text
+    assert "Sampler warm-up fits" in text and "TP 2 x PP 1 x DP 4" in r["breakdown"]
+
+
+def test_one_gpu_has_no_layout_but_the_warm_up_verdict():
+    r = check_fit(LLAMA_8B, None, "l40s", 1)
+    assert r["cluster"] is None and r["sampler_warmup"]["fits"] and "Layout" not in verdict_markdown(r)
+
+
+def test_a_layout_bigger_than_the_cluster_is_a_4xx_naming_the_fix():
+    with pytest.raises(BadInput, match=r"needs 16 GPUs and the cluster has 8: give more GPUs or lower them"):
+        check_fit(LLAMA_70B, None, "h100", 8, tensor_parallel_size=8, pipeline_parallel_size=2)

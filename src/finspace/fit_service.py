@@ -79,15 +79,16 @@ def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, defaul
         raise BadInput(f"gpus must be a whole number from 1 to 64, got {str(gpus)[:20]}")
     overrides = _settings(settings)
     if repo:
-        plan, breakdown = fitcheck.plan_for_repo(repo, key.lower(), gpus, token=hf_token, **overrides)
+        plan, breakdown, cluster = fitcheck.plan_repo_cluster(repo, key.lower(), gpus, token=hf_token, **overrides)
         source = repo
     else:
-        plan, breakdown = fitcheck.plan_for_config(_config_from_text(config_text), key.lower(), gpus, **overrides)
+        plan, breakdown, cluster = fitcheck.plan_cluster(_config_from_text(config_text), key.lower(), gpus,
+                                                         **overrides)
         source = "pasted config.json"
     return {
         "source": source,
         "gpu": plan.gpu.name,
-        "gpus": plan.gpus,
+        "gpus": cluster.gpus if cluster is not None else plan.gpus,
         "fits": plan.fits,
         "reason": plan.reason,
         "max_model_len": plan.max_model_len,
@@ -95,4 +96,6 @@ def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, defaul
         "suggestions": [{"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
                         for s in plan.suggestions],
         "plan": render.plan_json(plan),
+        "sampler_warmup": render.warmup_json(plan),
+        "cluster": render.cluster_json(cluster) if cluster is not None else None,  # gpus > 1: TP x PP x DP
     }

@@ -18,6 +18,7 @@ from finspace import planner, render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
 from finspace.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
+from finspace.planner.cluster import size_cluster
 from finspace.units import GIB, in_gib
 
 DEFAULT_GPU = "l40s"  # the Space's GPU, when none is detected
@@ -103,6 +104,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU memory as CUDA reports it (e.g. 44.4); with --gpu, overrides its size")
     p.add_argument("--gpus", type=positive_int("2"), metavar="N",
                    help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size)")
+    p.add_argument("--gpus-per-node", type=positive_int("8"), metavar="N",
+                   help="with --gpus N > 1: GPUs per node; tensor parallel stays within a node (default: 8)")
     p.add_argument("--gpu-memory-utilization", type=_utilization, metavar="F")
     p.add_argument("--max-model-len", type=_max_len, metavar="N", help="tokens, or 'auto' for the longest that fits")
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"))
@@ -192,10 +195,8 @@ def run(args: argparse.Namespace) -> int:
 
         repo = read_repo(args.repo, revision=args.revision, token=os.environ.get("HF_TOKEN") or None)
         settings = _overrides(args, planner.Settings())
-        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
         total = args.total_size_bytes or repo.total_size_bytes
-        p = planner.plan(repo.config, gpu, settings, gpus=gpus, total_size_bytes=total)
-        _show_one(p, args.repo, args.json)
+        _one(repo.config, gpu, settings, machine_gpus, args, total, args.repo)
         return 0
     if args.config is not None:
         try:
@@ -203,10 +204,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise FinspaceError(f"cannot read {args.config} as JSON: {exc}; give a config.json") from None
         settings = _overrides(args, planner.Settings())
-        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
-        p = planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=args.total_size_bytes)
-        label = args.model or args.config.name
-        _show_one(p, label, args.json)
+        _one(config, gpu, settings, machine_gpus, args, args.total_size_bytes, args.model or args.config.name)
         return 0
     if args.total_size_bytes is not None:
         raise FinspaceError("--total-size-bytes goes with --config or --model; catalogue models carry their own")
@@ -215,9 +213,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         entry = catalog.get(args.model)
         settings = _entry_settings(entry, args)
-        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
-        p = planner.plan(entry.config(), gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes)
-        _show_one(p, entry.label, args.json, key=entry.key)
+        _one(entry.config(), gpu, settings, machine_gpus, args, entry.total_size_bytes, entry.label, key=entry.key)
         return 0
 
     rows = plan_rows(catalog, gpu, machine_gpus, args)
@@ -249,11 +245,29 @@ def plan_rows(catalog, gpu: GPUSpec, machine_gpus: int | None,
     return rows
 
 
-def _show_one(p: planner.Plan, label: str, as_json: bool, key: str | None = None) -> None:
+def _one(config: dict, gpu: GPUSpec, settings: planner.Settings, machine_gpus: int | None, args, total: int | None,
+         label: str, key: str | None = None) -> None:
+    """One model: on one machine as today, or, with --gpus N > 1, sized as a cluster (TP x PP x DP; the TP/PP
+    flags, when given, are the layout)."""
+    if machine_gpus is None or machine_gpus <= 1:
+        gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
+        _show_one(planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=total), label, args.json, key=key)
+        return
+    c = size_cluster(config, gpu, settings, machine_gpus, gpus_per_node=args.gpus_per_node,
+                     tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, total_size_bytes=total)
+    _show_one(c.replica, label, args.json, key=key, cluster=c)
+
+
+def _show_one(p: planner.Plan, label: str, as_json: bool, key: str | None = None, cluster=None) -> None:
     if as_json:
         obj = render.plan_json(p)
         if key:
             obj = {"model": key, **obj}
+        if cluster is not None:
+            obj["cluster"] = render.cluster_json(cluster)
         print(json.dumps(obj, indent=2))
     else:
         print(render.breakdown(p, label))
+        if cluster is not None:
+            print()
+            print(render.cluster_text(cluster))

@@ -101,7 +101,8 @@ def size_cluster(config: dict, gpu: GPUSpec, settings: Settings, gpus: int, *, g
     per_node = _whole("gpus_per_node", gpus_per_node if gpus_per_node is not None
                       else min(gpus, DEFAULT_GPUS_PER_NODE), MAX_GPUS)
     if tp is not None or pp is not None:
-        t, p = _whole("tensor_parallel_size", tp or 1, MAX_GPUS), _whole("pipeline_parallel_size", pp or 1, MAX_GPUS)
+        t = _whole("tensor_parallel_size", 1 if tp is None else tp, MAX_GPUS)
+        p = _whole("pipeline_parallel_size", 1 if pp is None else pp, MAX_GPUS)
         if t * p > gpus:
             raise BadInput(f"tensor_parallel_size {t} x pipeline_parallel_size {p} needs {t * p} GPUs and the "
                            f"cluster has {gpus}: give more GPUs or lower them")

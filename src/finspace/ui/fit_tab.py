@@ -1,6 +1,7 @@
 """The "Will it fit?" tab: any model (a Hub repo id or a pasted config.json) on any known GPU, before it is loaded.
 
-It shows the planner's verdict, the breakdown bars the memory panel draws for the
+It shows the planner's verdict (with GPUs > 1 the layout: TP x PP x DP, KV capacity and concurrent
+sequences per replica and in total; and the sampler warm-up's verdict), the breakdown bars the memory panel draws for the
 loaded model (weights, KV cache, activation, overhead, free, per GPU) and the
 ranked fixes. The same check is the Gradio API's ``/fit`` (finspace.ui.api). A
 config.json is pasted as text, not uploaded: the app takes no files.
@@ -43,9 +44,34 @@ def verdict_markdown(result: dict) -> str:
     fixes = [f"{i}. **{html.escape(s['title'])}**: {html.escape(s['why'])}"
              for i, s in enumerate(result["suggestions"], 1)]
     out = [head, "", html.escape(result["reason"])]
+    out += layout_lines(result.get("cluster"), result.get("sampler_warmup"))
     if fixes:
         out += ["", "**Ranked fixes** (each re-checked by the planner):", *fixes]
     return "\n".join(out)
+
+
+def layout_lines(cluster: dict | None, warm: dict | None) -> list[str]:
+    """The cluster's layout (GPUs > 1): TP x PP x DP, KV capacity and concurrent sequences per replica and in
+    total; and the sampler warm-up's verdict."""
+    out = []
+    if cluster:
+        c = cluster
+        how = "the planner's pick" if c["chosen"] == "auto" else "as given"
+        idle = f", {c['idle_gpus']} idle" if c["idle_gpus"] else ""
+        out += ["", f"**Layout** ({how}): {c['gpus']} GPUs = TP {c['tensor_parallel_size']} × PP "
+                    f"{c['pipeline_parallel_size']} × DP {c['data_parallel_size']}{idle}"]
+        if c["fits"]:
+            out += [f"- per replica: KV cache {c['kv_cache_tokens_per_replica']:,} tokens, "
+                    f"{c['max_concurrency_per_replica']:.2f} sequences of {c['context']:,} tokens at once "
+                    f"({c['concurrent_seqs_per_replica']:,} with max_num_seqs {c['max_num_seqs']})",
+                    f"- total (× {c['data_parallel_size']}): KV cache {c['kv_cache_tokens_total']:,} tokens, "
+                    f"{c['max_concurrency_total']:.2f} sequences at once ({c['concurrent_seqs_total']:,})"]
+    if warm and warm["requests"]:
+        verdict = "fits" if warm["fits"] else "**does not fit**"
+        out += ["", f"Sampler warm-up {verdict}: {warm['requests']:,} requests × the vocabulary need "
+                    f"{warm['peak_bytes'] / 2**30:.2f} GiB, {max(0, warm['free_bytes']) / 2**30:.2f} GiB free "
+                    f"after the KV cache and CUDA graphs"]
+    return out
 
 
 def gpus_count(value: Any) -> Any:
