@@ -146,7 +146,10 @@ def test_the_smallest_tp_that_fits_then_pp_across_nodes_then_replicas(config, gp
                                                                       concurrency):
     c = size_cluster(config, gpu, Settings(max_model_len=8192), gpus, gpus_per_node=per_node)
     assert (c.tp, c.pp, c.dp) == layout and c.fits and c.chosen == "auto" and c.idle_gpus == 0
-    assert c.tried[-1] == (c.tp, c.pp, True) and not any(ok for *_, ok in c.tried[:-1])
+    # the pick starts; every smaller TP without stages did not; with stages, one fewer did not (or was TP alone)
+    assert (c.tp, c.pp, True) in c.tried and not any(ok for t, p, ok in c.tried if p == 1 and t < c.tp)
+    if c.pp > 1:
+        assert (c.tp, c.pp - 1, False) in c.tried
     if tokens is not None:
         assert (c.kv_tokens_per_replica, c.concurrency_per_replica) == (tokens, concurrency)
     # totals are one replica's x DP; concurrent sequences: whole full-length requests, at most max_num_seqs (128)
@@ -169,7 +172,14 @@ def test_heads_that_do_not_split_are_skipped():
 def test_no_layout_that_starts_says_so_with_the_last_ones_reason():
     c = size_cluster(LLAMA70, KNOWN_GPUS["a10g"], Settings(max_model_len=8192), 8)
     assert not c.fits and (c.tp, c.pp) == (8, 1) and c.seqs_total == 0 and c.kv_tokens_total == 0
-    assert c.replica.reason
+    assert c.replica.reason and c.replica.suggestions  # the pick is planned in full: with its fixes
+
+
+def test_stages_are_bisected_to_the_fewest_that_start():
+    # 70B on L4s, one per node, 8k: TP1 fails; the most stages (80, one per layer) start; bisecting 2..80 finds 9
+    c = size_cluster(LLAMA70, KNOWN_GPUS["l4"], Settings(max_model_len=8192), 4096, gpus_per_node=1)
+    assert (c.tp, c.pp, c.dp, c.idle_gpus) == (1, 9, 455, 1)  # 4096 // 9 = 455, 4096 - 4095 = 1
+    assert (1, 8, False) in c.tried and (1, 9, True) in c.tried and len(c.tried) <= 2 + 7  # log2(79) + 2
 
 
 @pytest.mark.parametrize("kwargs, message", [

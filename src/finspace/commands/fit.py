@@ -2,7 +2,8 @@
 
 Without MODEL: every catalogue model as a table. With MODEL (a catalogue key),
 ``--config PATH`` (any config.json) or ``--model OWNER/NAME`` (a Hub repo, read
-through ``finspace.hub``): one model's breakdown with the arithmetic. ``--json`` prints the planner's figures as one JSON object.
+through ``finspace.hub``): one model's breakdown with the arithmetic; with ``--gpus N`` > 1, sized as a
+cluster (``planner.cluster``): TP x PP x DP, KV capacity and concurrent sequences per replica and in total. ``--json`` prints the planner's figures as one JSON object.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-memory-gib", type=_positive_float, metavar="X",
                    help="GPU memory as CUDA reports it (e.g. 44.4); with --gpu, overrides its size")
     p.add_argument("--gpus", type=positive_int("2"), metavar="N",
-                   help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size)")
+                   help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size); "
+                        "for one model, N > 1 sizes a cluster: TP x PP x DP (--tensor/--pipeline-parallel-size: as given)")
     p.add_argument("--gpus-per-node", type=positive_int("8"), metavar="N",
                    help="with --gpus N > 1: GPUs per node; tensor parallel stays within a node (default: 8)")
     p.add_argument("--gpu-memory-utilization", type=_utilization, metavar="F")

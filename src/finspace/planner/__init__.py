@@ -20,8 +20,11 @@ One module per concept, each importing only those above it:
 * ``memory``: weights, activation peak, overhead and the KV-cache layout; the
   fitted constants and their calibration.
 * ``suggest``: ranked fixes for a plan that does not start, each re-checked.
+* ``warmup``: the sampler warm-up vLLM runs after the KV cache and CUDA graphs are in place (a start
+  check of its own, with vLLM's two fixes).
 * ``plan``: the budget, the start check and the verdict, per pipeline stage;
   ``plan()`` is the entry point.
+* ``cluster``: a model on N GPUs: TP x PP per replica and DP replicas (``size_cluster``).
 
 * ``result``: the frozen results (``Plan``, ``StagePlan``, ``Suggestion``) and nothing else, so that
   ``plan`` -> ``suggest`` -> ``result`` points one way.

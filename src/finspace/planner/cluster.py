@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 
 from finspace.errors import BadInput
 from finspace.hardware import GPUSpec
-from finspace.planner.plan import plan
+from finspace.planner.plan import plan, replan
 from finspace.planner.result import Plan
-from finspace.planner.settings import Settings
+from finspace.planner.settings import Settings, validate
 from finspace.planner.shape import model_shape, tp_splits
 
 #: The most GPUs the planner sizes (a bound on public input; 512 nodes of 8).
@@ -42,7 +42,7 @@ class ClusterPlan:
     dp: int
     replica: Plan  # one vLLM instance on tp x pp GPUs
     chosen: str  # "auto" (the planner's layout) or "given" (the user's TP/PP)
-    tried: tuple[tuple[int, int, bool], ...] = ()  # (tp, pp, starts) in the order tried
+    tried: tuple[tuple[int, int, bool], ...] = ()  # (tp, pp, starts) in the order checked
 
     @property
     def fits(self) -> bool:
@@ -112,7 +112,8 @@ def size_cluster(config: dict, gpu: GPUSpec, settings: Settings, gpus: int, *, g
 
 
 def layouts(config: dict, gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:
-    """(tp, pp) in the order tried: TP 1, 2, 4 ... within a node, then a node's TP over 2, 3 ... stages."""
+    """(tp, pp) the planner may pick, in order of preference: TP 1, 2, 4 ... within a node, then a node's TP
+    over 2, 3 ... stages (at most one stage per layer)."""
     shape = model_shape(config)
     node = min(gpus, gpus_per_node)
     tps = [n for n in (2 ** k for k in range(node.bit_length())) if n <= node and tp_splits(shape, n)]
@@ -124,15 +125,33 @@ def layouts(config: dict, gpus: int, gpus_per_node: int) -> list[tuple[int, int]
 
 def _auto(config: dict, gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
           total_size: int | None) -> ClusterPlan:
+    """The first layout of ``layouts`` that starts: TP in order; the stages bisected (more stages never hold
+    more per GPU). Candidates are checked without fixes (``replan``); the pick is planned in full."""
+    validate(s, gpus)
+    shape = model_shape(config)
     tried: list[tuple[int, int, bool]] = []
-    last = None
-    for t, p in layouts(config, gpus, per_node):
-        one = _replica(config, gpu, s, t, p, total_size)
-        tried.append((t, p, one.fits))
-        last = (t, p, one)
-        if one.fits:
-            break
-    t, p, one = last
+
+    def starts(t: int, p: int) -> bool:
+        ok = replan(config, shape, gpu, replace(s, tensor_parallel_size=t, pipeline_parallel_size=p), t * p,
+                    total_size).fits
+        tried.append((t, p, ok))
+        return ok
+
+    order = layouts(config, gpus, per_node)
+    flat = [lp for lp in order if lp[1] == 1]
+    pick = next((lp for lp in flat if starts(*lp)), None)
+    staged = [lp for lp in order if lp[1] > 1]
+    if pick is None and staged and starts(*staged[-1]):
+        lo, hi = 0, len(staged) - 1  # staged[hi] starts; find the fewest stages that do
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if starts(*staged[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        pick = staged[lo]
+    t, p = pick or (staged or flat)[-1]
+    one = _replica(config, gpu, s, t, p, total_size)
     return ClusterPlan(gpus, per_node, t, p, gpus // (t * p), one, "auto", tuple(tried))
 
 
