@@ -149,10 +149,10 @@ def test_a_cluster_gets_its_layout_kv_capacity_and_concurrency():
     r = fit("--config", config, "--gpu", "h100", "--gpus", "16", "--max-model-len", "8192", "--json")
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)["cluster"]
-    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (2, 1, 8)
-    assert c["kv_cache_tokens_total"] == 8 * c["kv_cache_tokens_per_replica"] == 8 * 21_712
+    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (4, 1, 4)
+    assert c["kv_cache_tokens_total"] == 4 * c["kv_cache_tokens_per_replica"] == 4 * 474_208
     r = fit("--config", config, "--gpu", "l40s", "--gpus", "8", "--gpus-per-node", "2", "--max-model-len", "8192")
     assert r.returncode == 0, r.stderr
-    assert "8 GPUs (2 per node) = TP 2 x PP 2 x DP 2" in r.stdout, r.stdout
+    assert "8 GPUs (2 per node) = TP 2 x PP 3 x DP 1, 2 idle" in r.stdout, r.stdout
     r = fit("--config", config, "--gpu", "h100", "--gpus", "8", "--tensor-parallel-size", "16")
     assert r.returncode != 0 and "needs 16 GPUs and the cluster has 8" in r.stderr, r.stderr

@@ -74,14 +74,15 @@ LLAMA_70B = (REPO / "configs" / "meta-llama__Llama-3.1-70B-Instruct.json").read_
 def test_more_than_one_gpu_is_sized_as_a_cluster_and_the_tab_shows_the_layout():
     r = check_fit(LLAMA_70B, None, "h100", 8, max_model_len=8192)
     c = r["cluster"]
-    # TP1 cannot hold 131 GiB; TP2 can: 4 replicas of 2 GPUs, 21,712 KV tokens and 2 full 8k sequences each
-    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (2, 1, 4)
-    assert (c["kv_cache_tokens_per_replica"], c["kv_cache_tokens_total"]) == (21_712, 86_848)
-    assert (c["concurrent_seqs_per_replica"], c["concurrent_seqs_total"]) == (2, 8) and r["gpus"] == 8
-    assert r["fits"] and r["plan"]["settings"]["tensor_parallel_size"] == 2 and c["sampler_warmup"]["fits"]
+    # TP1 cannot hold 131 GiB; TP2 holds 2.65 sequences of 8k (< 8); TP4 holds 57.89: 2 replicas of 4 GPUs,
+    # 474,208 KV tokens and 57 full 8k sequences each (max_num_seqs 128)
+    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (4, 1, 2)
+    assert (c["kv_cache_tokens_per_replica"], c["kv_cache_tokens_total"]) == (474_208, 948_416)
+    assert (c["concurrent_seqs_per_replica"], c["concurrent_seqs_total"]) == (57, 114) and r["gpus"] == 8
+    assert r["fits"] and r["plan"]["settings"]["tensor_parallel_size"] == 4 and c["sampler_warmup"]["fits"]
     text = verdict_markdown(r)
-    assert "8 GPUs = TP 2 × PP 1 × DP 4" in text and "total (× 4): KV cache 86,848 tokens" in text
-    assert "Sampler warm-up fits" in text and "TP 2 x PP 1 x DP 4" in r["breakdown"]
+    assert "8 GPUs = TP 4 × PP 1 × DP 2" in text and "total (× 2): KV cache 948,416 tokens" in text
+    assert "Sampler warm-up fits" in text and "TP 4 x PP 1 x DP 2" in r["breakdown"]
 
 
 def test_one_gpu_has_no_layout_but_the_warm_up_verdict():

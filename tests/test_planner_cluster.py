@@ -15,7 +15,7 @@ import pytest
 from finspace.errors import BadInput
 from finspace.hardware import KNOWN_GPUS
 from finspace.planner import Settings, model_shape, plan
-from finspace.planner.cluster import layouts, size_cluster
+from finspace.planner.cluster import MIN_CONCURRENCY, layouts, size_cluster
 from finspace.planner.memory import NON_TORCH_PP_BYTES, NON_TORCH_TP1_BYTES, NON_TORCH_TP_BYTES
 from finspace.planner.warmup import SAMPLER_WARMUP_BYTES_PER_LOGIT
 
@@ -132,24 +132,26 @@ def test_only_the_last_pipeline_stage_warms_the_sampler():
 # ----------------------------------------------------------------- a model on a cluster
 
 @pytest.mark.parametrize("config, gpu, gpus, per_node, layout, tokens, concurrency", [
-    # 70B bf16 on 8 x H100: TP1 cannot hold 131.4 GiB of weights; TP2 (65.7 GiB a GPU) serves 8k: 4 replicas
-    (LLAMA70, H100, 8, 8, (2, 1, 4), 21_712, 2.65),
-    (LLAMA70, H100, 16, 8, (2, 1, 8), 21_712, 2.65),
-    # a 4 x L40S Space: TP2 leaves no room (65.7 GiB > 44.39 x 0.92 = 40.8 GiB), TP4 does: one replica
-    (LLAMA70, L40S, 4, 4, (4, 1, 1), 54_560, 6.66),
-    # nodes of 2 L40S: TP stays in a node (2), so 2 stages: TP2 x PP2, and 8 // 4 = 2 replicas
-    (LLAMA70, L40S, 8, 2, (2, 2, 2), 36_064, 4.4),
-    # 8B fits one GPU: every GPU a replica
-    (LLAMA8, H100, 8, 8, (1, 1, 8), None, None),
+    # 70B bf16 on 8 x H100 at 8k: TP1 cannot hold 131.4 GiB of weights; TP2 (65.7 GiB a GPU) starts but holds
+    # 2.65 sequences (21,712 tokens): fewer than MIN_CONCURRENCY 8; TP4 holds 57.89: 2 replicas of 4 GPUs
+    (LLAMA70, H100, 8, 8, (4, 1, 2, 0), 474_208, 57.89),
+    (LLAMA70, H100, 16, 8, (4, 1, 4, 0), 474_208, 57.89),
+    # a 4 x L40S Space: TP2 leaves no room (65.7 GiB > 44.39 x 0.92 = 40.8 GiB); TP4 starts with 6.66 (< 8):
+    # nothing reaches the floor, so the layout that starts with the most concurrency
+    (LLAMA70, L40S, 4, 4, (4, 1, 1, 0), 54_560, 6.66),
+    # nodes of 2 L40S: TP stays in a node (2), so stages: PP2 holds 4.4, PP3 31.43: one replica of 6, 2 idle
+    (LLAMA70, L40S, 8, 2, (2, 3, 1, 2), 257_440, 31.43),
+    # 8B fits one GPU with room: every GPU a replica
+    (LLAMA8, H100, 8, 8, (1, 1, 8, 0), None, None),
 ])
-def test_the_smallest_tp_that_fits_then_pp_across_nodes_then_replicas(config, gpu, gpus, per_node, layout, tokens,
-                                                                      concurrency):
+def test_the_smallest_tp_that_serves_then_pp_across_nodes_then_replicas(config, gpu, gpus, per_node, layout, tokens,
+                                                                       concurrency):
     c = size_cluster(config, gpu, Settings(max_model_len=8192), gpus, gpus_per_node=per_node)
-    assert (c.tp, c.pp, c.dp) == layout and c.fits and c.chosen == "auto" and c.idle_gpus == 0
-    # the pick starts; every smaller TP without stages did not; with stages, one fewer did not (or was TP alone)
-    assert (c.tp, c.pp, True) in c.tried and not any(ok for t, p, ok in c.tried if p == 1 and t < c.tp)
-    if c.pp > 1:
-        assert (c.tp, c.pp - 1, False) in c.tried
+    assert (c.tp, c.pp, c.dp, c.idle_gpus) == layout and c.fits and c.chosen == "auto"
+    # every smaller TP without stages held fewer than 8 sequences (0: did not start)
+    assert all(conc < MIN_CONCURRENCY for t, p, conc in c.tried if p == 1 and t < c.tp)
+    if c.pp > 1:  # one stage fewer held fewer than 8
+        assert any(p == c.pp - 1 and conc < MIN_CONCURRENCY for t, p, conc in c.tried)
     if tokens is not None:
         assert (c.kv_tokens_per_replica, c.concurrency_per_replica) == (tokens, concurrency)
     # totals are one replica's x DP; concurrent sequences: whole full-length requests, at most max_num_seqs (128)
@@ -175,11 +177,12 @@ def test_no_layout_that_starts_says_so_with_the_last_ones_reason():
     assert c.replica.reason and c.replica.suggestions  # the pick is planned in full: with its fixes
 
 
-def test_stages_are_bisected_to_the_fewest_that_start():
-    # 70B on L4s, one per node, 8k: TP1 fails; the most stages (80, one per layer) start; bisecting 2..80 finds 9
+def test_stages_are_bisected_to_the_fewest_that_serve():
+    # 70B on L4s, one per node, 8k: TP1 fails; 80 stages (one per layer) hold 435.52; bisecting 2..80 finds
+    # 9 stages at 2.74 (< 8) and 10 at 9.5: 4096 // 10 = 409 replicas, 6 GPUs idle; 8 checks, not 80
     c = size_cluster(LLAMA70, KNOWN_GPUS["l4"], Settings(max_model_len=8192), 4096, gpus_per_node=1)
-    assert (c.tp, c.pp, c.dp, c.idle_gpus) == (1, 9, 455, 1)  # 4096 // 9 = 455, 4096 - 4095 = 1
-    assert (1, 8, False) in c.tried and (1, 9, True) in c.tried and len(c.tried) <= 2 + 7  # log2(79) + 2
+    assert (c.tp, c.pp, c.dp, c.idle_gpus) == (1, 10, 409, 6) and c.concurrency_per_replica == 9.5
+    assert (1, 9, 2.74) in c.tried and len(c.tried) == 8
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from finspace.hardware import GPUSpec
 from finspace.planner import Plan
-from finspace.planner.cluster import ClusterPlan
+from finspace.planner.cluster import MIN_CONCURRENCY, ClusterPlan
 from finspace.planner.export import cluster_json, plan_json, settings_json, warmup_json
 from finspace.units import fmt_size
 
@@ -184,6 +184,10 @@ def cluster_text(c: ClusterPlan) -> str:
     how = "the planner's pick" if c.chosen == "auto" else "as given"
     idle = f", {c.idle_gpus} idle" if c.idle_gpus else ""
     out = [f"layout ({how}): {c.gpus} GPUs ({c.gpus_per_node} per node) = TP {c.tp} x PP {c.pp} x DP {c.dp}{idle}"]
+    skipped = [f"TP {t} x PP {p} starts but holds {conc:.2f}" for t, p, conc in c.tried
+               if 0 < conc and (t, p) != (c.tp, c.pp) and c.tp * c.pp > t * p]
+    if skipped and c.chosen == "auto":
+        out.append(f"  ({'; '.join(skipped)} sequences of {c.context:,} tokens: fewer than {MIN_CONCURRENCY})")
     if not c.fits:
         tried = ", ".join(f"TP {t} x PP {p}" for t, p, _ in c.tried)
         out.append(f"  no layout starts (tried {tried}): {c.replica.reason}")

@@ -2,8 +2,9 @@
 
 The layout vLLM users pick, and that ``size_cluster`` picks when none is given:
 
-* the smallest tensor_parallel_size that serves the requested context: a power of two, at most the GPUs of
-  one node, that splits the attention and KV heads (``shape.tp_splits``, vLLM's own check);
+* the smallest tensor_parallel_size that serves the requested context to ``MIN_CONCURRENCY`` sequences at
+  once: a power of two, at most the GPUs of one node, that splits the attention and KV heads
+  (``shape.tp_splits``, vLLM's own check);
 * pipeline parallel only when tensor parallel within a node cannot: a node's worth of TP per stage, the
   fewest stages that fit (each stage's layers per ``get_pp_indices``; ``plan`` plans every stage);
 * the rest as data-parallel replicas: DP = GPUs // (TP x PP); GPUs left over are idle.
@@ -29,6 +30,11 @@ from finspace.planner.shape import model_shape, tp_splits
 MAX_GPUS = 4096
 #: GPUs per node when none is given: 8 (an HGX/DGX node), or fewer when the cluster has fewer.
 DEFAULT_GPUS_PER_NODE = 8
+#: The fewest sequences of the requested context a replica must hold for the planner to pick its layout
+#: (max_num_seqs when that is fewer). A replica that merely starts is not what anyone deploys: 70B bf16 at
+#: TP2 on H100 (vllm serve) starts with 1.24 sequences of 8k (10,128 tokens), TP4 holds 55 (450,880): the planner takes
+#: more TP until a replica serves a small batch. 8 is the floor, not a target; give TP/PP to size another.
+MIN_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class ClusterPlan:
     dp: int
     replica: Plan  # one vLLM instance on tp x pp GPUs
     chosen: str  # "auto" (the planner's layout) or "given" (the user's TP/PP)
-    tried: tuple[tuple[int, int, bool], ...] = ()  # (tp, pp, starts) in the order checked
+    tried: tuple[tuple[int, int, float], ...] = ()  # (tp, pp, max concurrency; 0: does not start), as checked
 
     @property
     def fits(self) -> bool:
@@ -107,7 +113,7 @@ def size_cluster(config: dict, gpu: GPUSpec, settings: Settings, gpus: int, *, g
             raise BadInput(f"tensor_parallel_size {t} x pipeline_parallel_size {p} needs {t * p} GPUs and the "
                            f"cluster has {gpus}: give more GPUs or lower them")
         one = _replica(config, gpu, settings, t, p, total_size_bytes)
-        return ClusterPlan(gpus, per_node, t, p, gpus // (t * p), one, "given", ((t, p, one.fits),))
+        return ClusterPlan(gpus, per_node, t, p, gpus // (t * p), one, "given", ((t, p, one.max_concurrency),))
     return _auto(config, gpu, settings, gpus, per_node, total_size_bytes)
 
 
@@ -125,32 +131,37 @@ def layouts(config: dict, gpus: int, gpus_per_node: int) -> list[tuple[int, int]
 
 def _auto(config: dict, gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
           total_size: int | None) -> ClusterPlan:
-    """The first layout of ``layouts`` that starts: TP in order; the stages bisected (more stages never hold
-    more per GPU). Candidates are checked without fixes (``replan``); the pick is planned in full."""
+    """The first layout of ``layouts`` whose replica starts and holds ``MIN_CONCURRENCY`` sequences of the
+    context (max_num_seqs if fewer): TP in order, then the stages bisected (more stages never hold less). When
+    none does, the one that starts with the most concurrency; when none starts, the last one. Candidates are
+    checked without fixes (``replan``); the pick is planned in full, with its fixes."""
     validate(s, gpus)
     shape = model_shape(config)
-    tried: list[tuple[int, int, bool]] = []
+    tried: list[tuple[int, int, float]] = []
 
-    def starts(t: int, p: int) -> bool:
-        ok = replan(config, shape, gpu, replace(s, tensor_parallel_size=t, pipeline_parallel_size=p), t * p,
-                    total_size).fits
-        tried.append((t, p, ok))
-        return ok
+    def good(t: int, p: int) -> bool:
+        r = replan(config, shape, gpu, replace(s, tensor_parallel_size=t, pipeline_parallel_size=p), t * p,
+                   total_size)
+        tried.append((t, p, r.max_concurrency if r.fits else 0.0))
+        return r.fits and r.max_concurrency >= min(MIN_CONCURRENCY, r.settings.max_num_seqs)
 
     order = layouts(config, gpus, per_node)
     flat = [lp for lp in order if lp[1] == 1]
-    pick = next((lp for lp in flat if starts(*lp)), None)
     staged = [lp for lp in order if lp[1] > 1]
-    if pick is None and staged and starts(*staged[-1]):
-        lo, hi = 0, len(staged) - 1  # staged[hi] starts; find the fewest stages that do
+    pick = next((lp for lp in flat if good(*lp)), None)
+    if pick is None and staged and good(*staged[-1]):
+        lo, hi = 0, len(staged) - 1  # staged[hi] is good; find the fewest stages that are
         while lo < hi:
             mid = (lo + hi) // 2
-            if starts(*staged[mid]):
+            if good(*staged[mid]):
                 hi = mid
             else:
                 lo = mid + 1
         pick = staged[lo]
-    t, p = pick or (staged or flat)[-1]
+    if pick is None:
+        started = [(c, i) for i, (_, _, c) in enumerate(tried) if c > 0]
+        pick = tried[max(started)[1]][:2] if started else (staged or flat)[-1]
+    t, p = pick
     one = _replica(config, gpu, s, t, p, total_size)
     return ClusterPlan(gpus, per_node, t, p, gpus // (t * p), one, "auto", tuple(tried))
 

@@ -70,7 +70,8 @@ def cluster_json(c: ClusterPlan) -> dict:
         "max_num_seqs": c.replica.settings.max_num_seqs,
         "concurrent_seqs_per_replica": c.seqs_per_replica, "concurrent_seqs_total": c.seqs_total,
         "sampler_warmup": warmup_json(c.replica),
-        "tried": [{"tensor_parallel_size": t, "pipeline_parallel_size": p, "starts": ok} for t, p, ok in c.tried],
+        "tried": [{"tensor_parallel_size": t, "pipeline_parallel_size": p, "starts": conc > 0, "max_concurrency": conc}
+                  for t, p, conc in c.tried],
     }
 
 
