@@ -125,6 +125,14 @@ def test_will_it_fit_over_the_gradio_api(server, client):
     assert r["fits"] and r["gpu"] == "NVIDIA L40S" and r["plan"]["weights_gib"] > 14 and r["breakdown"]
     r = client.predict(None, config, "l4", 1, 131072, None, None, 0.5, api_name="/fit")
     assert not r["fits"] and r["suggestions"]
+    # issue 29: more than one GPU is sized as a cluster (70B bf16 on 8 x H100 at 8k: TP 4 x PP 1 x DP 2)
+    big = (REPO / "configs" / "meta-llama__Llama-3.1-70B-Instruct.json").read_text()
+    r = client.predict(None, big, "h100", 8, 8192, api_name="/fit")
+    c = r["cluster"]
+    assert (c["tensor_parallel_size"], c["pipeline_parallel_size"], c["data_parallel_size"]) == (4, 1, 2), c
+    assert c["kv_cache_tokens_total"] == 2 * c["kv_cache_tokens_per_replica"] > 0 and r["sampler_warmup"]["fits"]
+    with pytest.raises(AppError, match="needs 16 GPUs and the cluster has 8"):
+        client.predict(None, big, "h100", 8, 8192, None, None, None, 8, 2, api_name="/fit")
     with pytest.raises(AppError, match="unknown GPU"):
         client.predict(None, config, "abacus", api_name="/fit")
     with pytest.raises(AppError, match="not a Hub repo id"):

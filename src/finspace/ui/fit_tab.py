@@ -92,7 +92,8 @@ def build_fit_tab(svc: Service) -> None:
             config = gr.Code(label="…or paste its config.json", language="json", lines=8, elem_id="fit-config")
         with gr.Column(scale=2):
             gpu = gr.Dropdown(list(KNOWN_GPUS), value=default_gpu, label="GPU", elem_id="fit-gpu")
-            gpus = gr.Number(value=1, precision=0, minimum=1, maximum=64, label="GPUs", elem_id="fit-gpus")
+            gpus = gr.Number(value=1, precision=0, minimum=1, maximum=64,
+                             label="GPUs (over 1: sized as a cluster, TP × PP × DP)", elem_id="fit-gpus")
             max_len = gr.Number(value=None, precision=0, label="max_model_len (empty: the largest that fits)",
                                 elem_id="fit-max-len")
             dtype = gr.Dropdown(DTYPES, value="auto", label="dtype", elem_id="fit-dtype")
