@@ -156,3 +156,15 @@ def test_a_cluster_gets_its_layout_kv_capacity_and_concurrency():
     assert "8 GPUs (2 per node) = TP 2 x PP 3 x DP 1, 2 idle" in r.stdout, r.stdout
     r = fit("--config", config, "--gpu", "h100", "--gpus", "8", "--tensor-parallel-size", "16")
     assert r.returncode != 0 and "needs 16 GPUs and the cluster has 8" in r.stderr, r.stderr
+
+
+def test_a_sampler_warm_up_that_does_not_fit_is_refused_with_vllms_two_fixes():
+    # Gemma 3 (262,208 vocab) on 2 x H200 at 2048 sequences: the warm-up needs 2048 x 262,208 x 16 B = 8.00 GiB,
+    # 6.99 GiB is free (tests/test_planner_cluster.py has the arithmetic)
+    config = str(ROOT / "configs" / "google__gemma-3-12b-it.json")
+    r = fit("--config", config, "--gpu", "h200", "--gpus", "2", "--tensor-parallel-size", "2", "--max-num-seqs", "2048",
+            "--max-num-batched-tokens", "16384", "--max-model-len", "8192", "--gpu-memory-utilization", "0.95")
+    assert r.returncode == 0, r.stderr
+    assert "CUDA out of memory occurred when warming up sampler" in r.stdout
+    assert "Lower max_num_seqs to 1789 or lower gpu_memory_utilization to 0.94." in r.stdout
+    assert "sampler warm-up DOES NOT FIT: 2,048 requests x full vocab need 8.00 GiB, 6.99 GiB free" in r.stdout

@@ -9,7 +9,7 @@ import pytest
 
 from finspace.errors import BadInput, FinspaceError
 from finspace.fit_service import check_fit
-from finspace.ui.fit_tab import plan_bars, verdict_markdown
+from finspace.ui.fit_tab import layout_lines, plan_bars, verdict_markdown
 from helpers import REPO
 
 LLAMA_8B = (REPO / "configs" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text()
@@ -93,3 +93,15 @@ def test_one_gpu_has_no_layout_but_the_warm_up_verdict():
 def test_a_layout_bigger_than_the_cluster_is_a_4xx_naming_the_fix():
     with pytest.raises(BadInput, match=r"needs 16 GPUs and the cluster has 8: give more GPUs or lower them"):
         check_fit(LLAMA_70B, None, "h100", 8, tensor_parallel_size=8, pipeline_parallel_size=2)
+
+
+def test_the_tab_says_when_the_sampler_warm_up_does_not_fit():
+    from finspace import planner, render
+    from finspace.hardware import KNOWN_GPUS
+
+    gemma = json.loads((REPO / "configs" / "google__gemma-3-12b-it.json").read_text())
+    p = planner.plan(gemma, KNOWN_GPUS["h200"], planner.Settings(
+        tensor_parallel_size=2, max_num_seqs=2048, max_num_batched_tokens=16384, max_model_len=8192,
+        gpu_memory_utilization=0.95), gpus=2)
+    text = "\n".join(layout_lines(None, render.warmup_json(p)))
+    assert "Sampler warm-up **does not fit**: 2,048 requests × the vocabulary need 8.00 GiB, 6.99 GiB free" in text

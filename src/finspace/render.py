@@ -190,7 +190,9 @@ def cluster_text(c: ClusterPlan) -> str:
         out.append(f"  ({'; '.join(skipped)} sequences of {c.context:,} tokens: fewer than {MIN_CONCURRENCY})")
     if not c.fits:
         tried = ", ".join(f"TP {t} x PP {p}" for t, p, _ in c.tried)
-        out.append(f"  no layout starts (tried {tried}): {c.replica.reason}")
+        head = "this layout does not start" if c.chosen == "given" else f"no layout starts (tried {tried})"
+        out.append(f"  {head}: {c.replica.reason}")
+        out.append(f"  {warmup_text(c.replica)}")
         return "\n".join(out)
     out.append(f"  per replica   {c.tp * c.pp} GPUs, KV cache {c.kv_tokens_per_replica:,} tokens, "
                f"{c.concurrency_per_replica:.2f} sequences of {c.context:,} tokens at once "
