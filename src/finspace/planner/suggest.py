@@ -246,17 +246,13 @@ def _least_util(search: _Search, c: _Candidate) -> tuple[Settings, Plan] | None:
         s2 = replace(c.settings, gpu_memory_utilization=round(k / 100, 2))
         return s2, _check(search, replace(c, settings=s2))
 
-    best = at(hi)
-    if not _usable(search, best[1]):
-        return None
-    while lo < hi:  # more memory never fits less (property-tested), so bisect
-        mid = (lo + hi) // 2
-        cand = at(mid)
+    # Upwards, one step at a time, not bisected: more memory gives the KV cache more, but the sampler warm-up
+    # (planner/warmup.py) less of the slack above it, so 0.95 can fail where 0.92 starts.
+    for k in range(lo, hi + 1):
+        cand = at(k)
         if _usable(search, cand[1]):
-            best, hi = cand, mid
-        else:
-            lo = mid + 1
-    return best
+            return cand
+    return None
 
 
 def _fit_variant(found: _Found, search: _Search, c: _Candidate, *, shorter: bool = True,
