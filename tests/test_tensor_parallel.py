@@ -105,7 +105,7 @@ def stream_reply(server: Server, model: str) -> list[str]:
     pieces = []
     with httpx.stream("POST", server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
                       json={"model": model, "messages": [{"role": "user", "content": "What is free cash flow?"}],
-                            "max_tokens": 12, "stream": True}, timeout=120) as r:
+                            "max_tokens": 24, "stream": True}, timeout=120) as r:
         assert r.status_code == 200, r.read()
         for line in sse_lines(r.iter_bytes()):
             if line.startswith("data: ") and line != "data: [DONE]":

