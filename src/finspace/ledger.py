@@ -191,6 +191,7 @@ def normalize(record: Any) -> dict:
     hardware = raw.get("hardware")
     planned = _planned_pool_tokens(plan)
     model_key = jsonable(raw.get("model_key"))
+    ranks = raw.get("ranks")
     rid = raw.get("id")
     out = {
         "v": SCHEMA,
@@ -212,6 +213,9 @@ def normalize(record: Any) -> dict:
         "max_model_len": max_len,
         "memory_used_bytes": _int(raw.get("memory_used_bytes")),
         "memory_source": jsonable(raw.get("memory_source")),
+        # tensor parallel: how many ranks, and each rank's memory (engine.records.rank_figures)
+        "tensor_parallel_size": _int(raw.get("tensor_parallel_size")) or _int(settings.get("tensor_parallel_size")) or 1,
+        "ranks": [jsonable(k) for k in (ranks if isinstance(ranks, list) else ()) if isinstance(k, dict)],
         "stage_seconds": stages,
         "load_seconds": round(sum(stages.values()), 3) if stages else None,
         "planned_kv_cache_tokens": planned,

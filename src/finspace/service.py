@@ -296,6 +296,7 @@ class Service:
         host_reading = next((r for r in readings if r.kind == "host"), None)
         if host_reading is not None and host_reading.engine_bytes is not None:
             host["engine_mib"] = host_reading.engine_bytes // MIB
+            host["ranks"] = host_reading.as_mib()["ranks"]  # each engine worker (tensor-parallel rank): its RSS
         last_error = self.blocking or h.last_error or (self._load_error if h.state != "ready" else None)
         body = {
             "status": "unavailable" if self.blocking else h.state,

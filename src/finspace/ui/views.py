@@ -155,7 +155,10 @@ def memory_markdown(svc: Service, readings: list) -> str:
         name = f"GPU {r.index}: {esc(r.name)}" if r.kind == "gpu" else esc(r.name)
         rows.append(f"| {name} | {r.used_bytes / MIB:,.0f} / {r.total_bytes / MIB:,.0f} MiB "
                     f"({r.used_bytes / max(r.total_bytes, 1):.0%}) | {share} | {r.free_bytes / MIB:,.0f} MiB |")
+        rows.extend(f"| ↳ {esc(k.name)} (pid {k.pid}) | | {k.rss_bytes / MIB:,.0f} MiB | |" for k in r.ranks)
     note = "engine = the vLLM processes and this app"
+    if any(r.ranks for r in readings):
+        note += "; ↳ each engine worker (tensor-parallel rank) and its resident memory"
     if any(r.engine_source == "load delta" for r in readings):
         note += ("; † NVML lists no process of this app (a container shows the host's ids): the engine's share is "
                  "the memory added since its load began")
@@ -173,6 +176,8 @@ def memory_frame(svc: Service) -> pd.DataFrame:
             rows.append({"time": stamp, "GiB": round(r.used_bytes / GIB, 3), "series": f"{dev} used"})
             if r.engine_bytes is not None:
                 rows.append({"time": stamp, "GiB": round(r.engine_bytes / GIB, 3), "series": f"{dev} engine"})
+            if len(r.ranks) > 1:  # tensor parallel on CPU: a line per rank
+                rows.extend({"time": stamp, "GiB": round(k.rss_bytes / GIB, 3), "series": k.name} for k in r.ranks)
     if not rows:
         return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns]"), "GiB": pd.Series([], dtype=float),
                              "series": pd.Series([], dtype=str)})
