@@ -101,3 +101,9 @@ class Busy(FinspaceError):
     def __init__(self, message: str, retry_after_s: int = 5):
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class EvalRunning(FinspaceError):
+    """A scoreboard run is going: a switch (or a second run) waits for it or cancels it."""
+
+    http_status = 409

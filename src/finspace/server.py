@@ -10,6 +10,8 @@ the engine on shutdown. REST:
                             409 a switch is running, 422 not a catalogue key, 400 won't fit (planner's reason)
     GET  /models            the catalogue with each model's plan for this hardware
     GET  /loads?limit=N     the load ledger's last N records
+    GET  /scores            the Scoreboard's stored results; POST /scores/run {"set", "limit"} and /scores/cancel
+                            with the admin token (finspace.evals.rest)
     POST /v1/chat/completions, GET /v1/models: OpenAI-compatible (finspace.openai_api; errors in OpenAI's shape)
 
 Errors are ``{"error": message}`` with the domain error's status; never a
@@ -36,6 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
+from finspace.evals.rest import add_score_routes
 from finspace.clients import request_client
 from finspace.guard import EventTracker, Guard
 from finspace.openai_api import add_openai_routes, error_body
@@ -75,7 +78,8 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix")
+PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
+              "run_eval", "cancel_eval")
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
@@ -136,6 +140,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
 
     _add_rest_routes(app, svc, require_admin)
+    add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from finspace.clients import parse_trusted
 from finspace.documents.limits import DocumentLimits
+from finspace.evals.limits import EvalLimits
 from finspace.matrix.limits import MatrixLimits
 from finspace.errors import BadInput
 from finspace.priority import parse_nice
@@ -196,6 +197,7 @@ class Settings:
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
     documents: DocumentLimits = DocumentLimits()
     matrix: MatrixLimits = MatrixLimits()
+    evals: EvalLimits = EvalLimits()
     limits: Limits = Limits()
 
     @classmethod
@@ -254,6 +256,11 @@ class Settings:
                 max_running=_int(env, "FINSPACE_MATRIX_MAX_RUNNING", MatrixLimits.max_running, 1, 64),
                 reply_tokens=_int(env, "FINSPACE_MATRIX_REPLY_TOKENS", MatrixLimits.reply_tokens, 16, 4096),
                 upload_bytes=_int(env, "FINSPACE_MATRIX_UPLOAD_MIB", MatrixLimits.upload_bytes >> 20, 1, 4096) << 20),
+            evals=EvalLimits(
+                max_items=_int(env, "FINSPACE_EVAL_MAX_ITEMS", EvalLimits.max_items, 1, 100_000),
+                reply_tokens=_int(env, "FINSPACE_EVAL_REPLY_TOKENS", EvalLimits.reply_tokens, 8, 8192),
+                context_chars=_int(env, "FINSPACE_EVAL_CONTEXT_CHARS", EvalLimits.context_chars, 500, 1_000_000),
+                max_results=_int(env, "FINSPACE_EVAL_MAX_RESULTS", EvalLimits.max_results, 1, 100_000)),
             limits=limits,
         )
 
