@@ -123,7 +123,7 @@ class ScoreDesk:
         self._check_free()
         self._starting = True  # a switch asked for while the set loads is refused too
         try:
-            eval_set = await asyncio.to_thread(load_set, set_name, limit=n, path=path)
+            eval_set = await asyncio.to_thread(load_set, set_name, limit=n, path=path, data_dir=data_folder(self.svc))
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
             engine = self.svc.engine

@@ -96,7 +96,7 @@ async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings
                    prompt_mod: Any, score_mod: Any) -> ItemResult:
     """One item: asked, scored; a failure is the item's error."""
     try:
-        messages = prompt_mod.messages(set_name, item, context_chars=context_chars)
+        messages = prompt_mod.messages(set_name, item, max_context_chars=context_chars)
         reply, info = await _ask(engine, messages, settings)
     except asyncio.CancelledError:
         raise
@@ -114,8 +114,10 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
                     prompt_mod: Any = None, score_mod: Any = None) -> AsyncGenerator[EvalRun, None]:
     """Ask every item at once; yield the run after each finished item (the last yield has state done; closed
     early, the run is cancelled with the items that had finished)."""
-    if prompt_mod is None or score_mod is None:
-        from finspace.evals import prompt as prompt_mod, score as score_mod  # noqa: PLW0127 - the default pair
+    if prompt_mod is None or score_mod is None:  # the sets' own prompt and scorer (tests may pass others)
+        from finspace.evals import prompt as default_prompt, score as default_score
+
+        prompt_mod, score_mod = prompt_mod or default_prompt, score_mod or default_score
     run = EvalRun(set_name, len(items))
     settings = item_settings(engine.entry, reply_tokens)
     tasks: dict[asyncio.Task, int] = {

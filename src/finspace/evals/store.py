@@ -42,9 +42,9 @@ def slug(text: Any) -> str:
 
 def file_name(result: dict) -> str:
     """``<UTC timestamp>-<model>-<set>.json``: sorted by name is sorted by date."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(result.get("at") or time.time()))
-    ms = int(((result.get("at") or 0) % 1) * 1000)
-    return f"{stamp}{ms:03d}-{slug(result.get('model_key'))}-{slug(result.get('set'))}.json"
+    at = result.get("at") or time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(at))
+    return f"{stamp}.{int(at % 1 * 1000):03d}Z-{slug(result.get('model_key'))}-{slug(result.get('set'))}.json"
 
 
 def problem(data: Any) -> str | None:
@@ -153,7 +153,7 @@ class ScoreStore:
         from finspace.errors import BadInput
 
         if not isinstance(name, str) or len(name) > 200 or not _NAME.fullmatch(name):
-            raise BadInput("give a result's file name as /scores lists it (e.g. 20261201T120000000-demo-finqa.json)")
+            raise BadInput("give a result's file name as /scores lists it (e.g. 20261201T120000.000Z-demo-finqa.json)")
         path = self.folder / name
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
