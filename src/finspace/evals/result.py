@@ -26,7 +26,8 @@ def provenance(engine: Any, ledger: Any) -> dict:
     record id in the load ledger (its last successful load of this model)."""
     entry, h = engine.entry, engine.health()
     sv = entry.serving
-    return {"model_key": entry.key, "model_label": entry.label, "repo": entry.repo or "local",
+    repo = entry.repo or (entry.source if getattr(entry, "convert", None) is not None else "local")  # no local path
+    return {"model_key": entry.key, "model_label": entry.label, "repo": repo,
             "revision": entry.revision, "quantization": sv.quantization or sv.prequantized, "dtype": sv.dtype,
             "max_model_len": int(engine.max_model_len or 0) or None, "load_id": load_id(ledger, entry.key),
             "loaded_at": _iso(h.loaded_since), "device": h.device}

@@ -71,9 +71,15 @@ def progress_html(p: dict | None) -> str:
 
 
 def _error(svc: Service, exc: BaseException) -> gr.Error:
+    """The API's translation (finspace.ui.api.user_error): the message as it is."""
     from finspace.ui.api import user_error
 
-    err = user_error(svc, exc)
+    return user_error(svc, exc)
+
+
+def _page_error(svc: Service, exc: BaseException) -> gr.Error:
+    """gr.Error renders HTML in the browser: escape what may echo user input."""
+    err = _error(svc, exc)
     err.message = html.escape(str(err.message))
     return err
 
@@ -139,7 +145,7 @@ class ScoreHandlers:
             job = await svc.scores.start(set_name, int(limit) if isinstance(limit, (int, float)) else limit,
                                          token=token, client=svc.client_of(request))
         except FinspaceError as exc:
-            raise _error(svc, exc) from None
+            raise _page_error(svc, exc) from None
         while job.running:
             yield progress_html(job.progress())
             await asyncio.wait({job.task}, timeout=POLL_S)
@@ -150,7 +156,7 @@ class ScoreHandlers:
         try:
             return progress_html(await svc.scores.cancel(token=token, client=svc.client_of(request)))
         except FinspaceError as exc:
-            raise _error(svc, exc) from None
+            raise _page_error(svc, exc) from None
 
 
 def build_scores_tab(svc: Service) -> dict[str, Any]:
