@@ -1,10 +1,11 @@
-"""The eval sets: load one by name, from the vendored subset, a published file, or (FinanceBench) a fetch.
+"""The eval sets: load one by name, from a published file: placed, cached, fetched, or named by path.
 
-``load_set("finqa")`` reads evalsets/finqa/ (50 items of FinQA's test split), ``load_set("tatqa")``
-evalsets/tatqa/ (the first 50 questions of TAT-QA's dev split), ``load_set("financebench")`` the open set,
-fetched once into the data folder. ``path=`` names a full published file instead (its own format);
-``limit=N`` keeps the first N items. Every EvalSet says what it holds: its ``version`` pins the data
-(split, commit, subset, and the sha256 of the file read).
+``load_set("finqa")`` gives the first 50 items of FinQA's test split, ``load_set("tatqa")`` the first 50
+questions of TAT-QA's dev split, ``load_set("financebench")`` FinanceBench's open set (150). The published
+file is read from evalsets/<set>/ or shared/evalsets/<set>/ beside src/ where one was placed, else from the
+data folder's cache, else fetched once from GitHub (fetched.py). ``path=`` names a published file instead
+(every item of it); ``limit=N`` keeps the first N. Every EvalSet says what it holds: ``version`` names the
+split, the commit, the items taken and the sha256 of those items (the same whichever copy they came from).
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ from pathlib import Path
 from typing import Callable
 
 from finspace.errors import BadInput
-from finspace.evals import financebench
+from finspace.evals import fetched
 from finspace.evals.formats import EvalItem, financebench_items, finqa_items, tatqa_items
 
-__all__ = ["SETS", "EvalItem", "EvalSet", "load_set", "EVALSETS_DIR"]
+__all__ = ["SETS", "EvalItem", "EvalSet", "load_set", "placed_dirs"]
 
 SETS = ("finqa", "tatqa", "financebench")
-EVALSETS_DIR = Path(__file__).resolve().parents[3] / "evalsets"  # beside src/ in a checkout (and on a Space)
+REPO_ROOT = Path(__file__).resolve().parents[3]  # beside src/ in a checkout (and on a Space)
+FINANCEBENCH_ENV = "FINSPACE_FINANCEBENCH_FILE"
 
 
 @dataclass(frozen=True)
 class EvalSet:
-    """A loaded set: ``version`` pins the data read (e.g. "finqa test@0f16e28 subset-50 sha256:1a2b3c4d5e6f")."""
+    """A loaded set: ``version`` pins its items (e.g. "tatqa dev@870accc first-50 sha256:1a2b3c4d5e6f")."""
 
     name: str
     version: str
@@ -43,22 +45,35 @@ class EvalSet:
 @dataclass(frozen=True)
 class _Spec:
     parse: Callable[[object], list[EvalItem]]
-    source: str
+    remote: fetched.Remote
+    split: str
     license: str
-    vendored: str | None  # the subset under evalsets/, or None (fetched)
-    tag: str  # what the vendored (or fetched) file is: split@commit subset
+    subset: int | None  # the default takes the first N items of the published file; None: all
     jsonl: bool = False
+    env_hint: str = ""
+
+    @property
+    def source(self) -> str:
+        return f"{self.remote.repo}@{self.remote.commit[:7]} {self.remote.file}"
 
 
 _SPECS = {
-    "finqa": _Spec(finqa_items, "czyssrs/FinQA dataset/test.json", "MIT (Copyright (c) 2021 Zhiyu Chen)",
-                   "finqa/test.first50.json", "test@0f16e28 subset-50"),
-    "tatqa": _Spec(tatqa_items, "NExTplusplus/TAT-QA dataset_raw/tatqa_dataset_dev.json",
-                   "CC BY 4.0 (dataset; TAT-QA authors)", "tatqa/tatqa_dataset_dev.first50.json",
-                   "dev@870accc subset-50"),
-    "financebench": _Spec(financebench_items, financebench.SOURCE, financebench.LICENSE, None,
-                          "open_source@main", jsonl=True),
+    "finqa": _Spec(finqa_items, fetched.github("czyssrs/FinQA", "0f16e2867befa6840783e58be38c9efb9229d742",
+                                               "dataset/test.json"),
+                   "test", "MIT (FinQA, Copyright (c) 2021 Zhiyu Chen)", 50),
+    "tatqa": _Spec(tatqa_items, fetched.github("NExTplusplus/TAT-QA", "870accc41953dcde885aabeb963d94aabdc0fbc3",
+                                               "dataset_raw/tatqa_dataset_dev.json"),
+                   "dev", "CC BY 4.0 (TAT-QA dataset, Zhu et al. 2021)", 50),
+    "financebench": _Spec(financebench_items, fetched.github("patronus-ai/financebench", "main",
+                                                             "data/financebench_open_source.jsonl"),
+                          "open_source", "CC BY-NC 4.0 (FinanceBench, Patronus AI; non-commercial, "
+                          "fetched for the user, not redistributed)", None, jsonl=True, env_hint=FINANCEBENCH_ENV),
 }
+
+
+def placed_dirs() -> tuple[Path, ...]:
+    """Where a set's published file may be placed beside the code: evalsets/ and shared/evalsets/."""
+    return (REPO_ROOT / "evalsets", REPO_ROOT / "shared" / "evalsets")
 
 
 def _spec(name: object) -> _Spec:
@@ -77,70 +92,81 @@ def _limit(limit: object) -> int | None:
     return limit
 
 
-def _fix(name: str, spec: _Spec, given: bool) -> str:
-    if given:
-        return f"pass the published {spec.source.split(' ')[-1]} file as it was downloaded"
-    if spec.vendored:
-        return f"restore evalsets/{spec.vendored} from the repository (git checkout -- evalsets/)"
-    return f"delete it from the data folder's evals/ to fetch it again, or {financebench.FIX}"
+def _fix(spec: _Spec, where: str) -> str:
+    """What to do about a bad file: ``where`` is "given" (path=), "placed" (evalsets/) or "cached"."""
+    if where == "given":
+        return f"pass {spec.remote.filename} as published ({spec.remote.file} in {spec.remote.repo})"
+    if where == "placed":
+        return f"replace it with {spec.remote.file} as published in {spec.remote.repo}, or remove it"
+    return f"delete it from the data folder's evals/ to fetch it again, or {spec.remote.fix(spec.env_hint)}"
 
 
-def _read(path: Path, name: str, spec: _Spec, given: bool) -> tuple[list, str]:
-    """The file's records and its sha256; BadInput naming the file (basename only) and the fix."""
+def _read(path: Path, name: str, spec: _Spec, where: str) -> list:
+    """The file's records; BadInput naming the file (its basename only) and the fix."""
     label = path.name
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise BadInput(f"{name}: no file {label}; {_fix(name, spec, given)}") from None
+        raise BadInput(f"{name}: no file {label}; {_fix(spec, where)}") from None
     except OSError as err:
         raise BadInput(f"{name}: {label} can't be read ({err.strerror or err.__class__.__name__}); "
-                       f"{_fix(name, spec, given)}") from None
+                       f"{_fix(spec, where)}") from None
     try:
         text = raw.decode("utf-8-sig")
         if spec.jsonl:
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            records = json.loads(text)
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        where = f"line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "its encoding"
-        raise BadInput(f"{name}: {label} is corrupted (not valid JSON at {where}); "
-                       f"{_fix(name, spec, given)}") from None
-    return records, hashlib.sha256(raw).hexdigest()[:12]
+        at = f"line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "its encoding"
+        raise BadInput(f"{name}: {label} is corrupted (not valid JSON at {at}); {_fix(spec, where)}") from None
 
 
-def _source_path(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Path | None,
-                 timeout_s: float) -> Path:
+def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Path | None,
+            timeout_s: float) -> tuple[Path, str]:
+    """The file to read and how it came: given (path=), placed (evalsets/), or cached (fetched once)."""
     if path is not None:
-        return Path(path).expanduser()
-    if spec.vendored:
-        return EVALSETS_DIR / spec.vendored
+        return Path(path).expanduser(), "given"
+    for folder in placed_dirs():
+        candidate = folder / name / spec.remote.filename
+        if candidate.is_file():
+            return candidate, "placed"
     if data_dir is None:
         from finspace.ledger import default_data_dir
         data_dir = default_data_dir()
-    return financebench.fetch(data_dir, timeout_s=timeout_s)
+    return fetched.fetch(spec.remote, data_dir, timeout_s=timeout_s, env_hint=spec.env_hint), "cached"
+
+
+def items_digest(items: tuple[EvalItem, ...] | list[EvalItem]) -> str:
+    """sha256 (12 hex digits) of the items as scored: the same whichever copy of the file they came from."""
+    canon = json.dumps([[i.id, i.question, i.context, i.gold] for i in items], sort_keys=True,
+                       ensure_ascii=False, default=str)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:12]
 
 
 def load_set(name: str, *, limit: int | None = None, path: str | Path | None = None,
              data_dir: str | Path | None = None, timeout_s: float = 10.0) -> EvalSet:
-    """Load a set by name (one of SETS). ``path``: a published file to read instead of the default;
-    ``limit``: the first N items; ``data_dir``: where FinanceBench is cached (default: the app's data folder);
-    ``timeout_s``: the FinanceBench download's network timeout. BadInput for an unknown set, a bad limit, or
-    an unreadable/corrupted file (named by its basename, with the fix); DataUnavailable when FinanceBench
-    can't be fetched."""
+    """Load a set by name (one of SETS): by default the first 50 items (FinQA, TAT-QA) or all (FinanceBench)
+    of its published file. ``path``: a published file to read instead (every item); ``limit``: the first N
+    items; ``data_dir``: where fetched files are cached (default: the app's data folder); ``timeout_s``: the
+    fetch's network timeout. BadInput for an unknown set, a bad limit, or an unreadable or corrupted file
+    (named by its basename, with the fix); DataUnavailable when the file can't be fetched."""
     spec = _spec(name)
     key = name.strip().lower()
     count = _limit(limit)
-    file = _source_path(key, spec, path, data_dir, timeout_s)
-    records, digest = _read(file, key, spec, given=path is not None)
+    file, where = _locate(key, spec, path, data_dir, timeout_s)
+    records = _read(file, key, spec, where)
     try:
         items = spec.parse(records)
     except (ValueError, TypeError, AttributeError, KeyError) as err:
         raise BadInput(f"{key}: {file.name} is not in the published {key} format ({str(err)[:200]}); "
-                       f"{_fix(key, spec, path is not None)}") from None
+                       f"{_fix(spec, where)}") from None
     if not items:
-        raise BadInput(f"{key}: {file.name} holds no items; {_fix(key, spec, path is not None)}")
+        raise BadInput(f"{key}: {file.name} holds no items; {_fix(spec, where)}")
     if len({item.id for item in items}) != len(items):
-        raise BadInput(f"{key}: {file.name} has the same item id twice; {_fix(key, spec, path is not None)}")
-    tag = spec.tag if path is None else f"file {file.name}"
-    return EvalSet(name=key, version=f"{key} {tag} sha256:{digest}", source=spec.source, license=spec.license,
-                   items=tuple(items[:count] if count else items))
+        raise BadInput(f"{key}: {file.name} has the same item id twice; {_fix(spec, where)}")
+    if where != "given" and spec.subset:
+        items = items[:spec.subset]
+    taken = tuple(items[:count] if count else items)
+    origin = f"file {file.name}" if where == "given" else f"{spec.split}@{spec.remote.commit[:7]}"
+    return EvalSet(name=key, version=f"{key} {origin} first-{len(taken)} sha256:{items_digest(taken)}",
+                   source=spec.source, license=spec.license, items=taken)
