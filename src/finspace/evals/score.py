@@ -70,9 +70,7 @@ def final_answer(reply: str) -> str | None:
     text = (reply or "")[-MAX_REPLY_CHARS:]
     found = _ANSWER.findall(text)
     answer = found[-1] if found else next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
-    answer = answer.strip().strip("*_`").strip()
-    if answer.endswith(".") and not re.search(r"\d\.$", answer[-2:]):
-        answer = answer[:-1].rstrip()
+    answer = re.sub(r"[\s*_`.]+$", "", re.sub(r"^[\s*_`]+", "", answer))  # markdown and a closing period
     return answer or None
 
 
