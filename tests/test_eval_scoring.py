@@ -356,3 +356,282 @@ def test_a_reply_that_copies_the_context_gets_no_credit():
     item = _item(MILLION_SPAN, context="Total sales | $1,496.5 | $1,202.9")
     assert not score("tatqa", item, "Total sales 1,202.9 1,107.7 sales sales Fixed Price").correct
     assert not score("finqa", _item(94.0), "5829 5735 187 revenue 2015").correct
+
+
+# ---- loaders: published formats, placed / cached / given files, bad files, no network ---------------------
+# Records below are made up for these tests, in each set's published format.
+
+def _finqa_records(n: int) -> list[dict]:
+    return [{"pre_text": [f"revenue rose in year {i} .", "."], "post_text": ["see note 4 ."], "filename": f"X/2020/p{i}.pdf",
+             "table": [["", "2020", "2019"], ["net revenue", f"$ {5000 + i}", "$ 4900"]],
+             "qa": {"question": f"what is the change in net revenue {i}?", "program": f"subtract({5000 + i}, 4900)",
+                    "exe_ans": float(100 + i), "answer": str(100 + i)},
+             "id": f"X/2020/p{i}.pdf-1"} for i in range(n)]
+
+
+def _tatqa_records(n_tables: int, per_table: int) -> list[dict]:
+    return [{"table": {"uid": f"t{t}", "table": [["", "2019", "2018"], ["Sales", f"{t},100", "900"]]},
+             "paragraphs": [{"uid": f"p{t}", "order": 2, "text": "Second."}, {"uid": f"q{t}", "order": 1, "text": "First."}],
+             "questions": [{"uid": f"t{t}-q{k}", "order": k, "question": f"What were sales {k}?", "answer": [f"{t},100"],
+                            "derivation": "", "answer_type": "span", "answer_from": "table", "rel_paragraphs": [],
+                            "req_comparison": False, "scale": "thousand"} for k in range(per_table)]}
+            for t in range(n_tables)]
+
+
+def _financebench_lines(n: int) -> str:
+    rows = [{"financebench_id": f"financebench_id_{i:05d}", "company": "ACME", "doc_name": "ACME_2022_10K",
+             "question_type": "metrics-generated", "question_reasoning": "Information extraction",
+             "question": f"What is FY2022 capex {i}?", "answer": f"${1000 + i}.00", "justification": "",
+             "dataset_subset_label": "OPEN_SOURCE",
+             "evidence": [{"evidence_text": "Purchases of PP&E \n \n(1,577)", "doc_name": "ACME_2022_10K",
+                           "evidence_page_num": 59, "evidence_text_full_page": "..."}]} for i in range(n)]
+    return "\n".join(json.dumps(r) for r in rows) + "\n"
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "test.json").write_text(json.dumps(_finqa_records(60), indent=2))
+    (tmp_path / "tatqa_dataset_dev.json").write_text(json.dumps(_tatqa_records(12, 6), indent=2))
+    (tmp_path / "financebench_open_source.jsonl").write_text(_financebench_lines(150))
+    return tmp_path
+
+
+@pytest.fixture
+def placed(tmp_path, monkeypatch, files):
+    """The published files placed under evalsets/<set>/ (a folder of this test's own)."""
+    root = tmp_path / "evalsets"
+    for name, file in (("finqa", "test.json"), ("tatqa", "tatqa_dataset_dev.json"),
+                       ("financebench", "financebench_open_source.jsonl")):
+        (root / name).mkdir(parents=True)
+        (root / name / file).write_bytes((files / file).read_bytes())
+    monkeypatch.setattr(sets, "placed_dirs", lambda: (root,))
+    return root
+
+
+@pytest.mark.parametrize("name, n", [("finqa", 50), ("tatqa", 50), ("financebench", 150)])
+def test_a_placed_set_loads_its_default_subset(placed, tmp_path, name, n):
+    loaded = sets.load_set(name, data_dir=tmp_path / "data")
+    assert loaded.n == n and len({i.id for i in loaded.items}) == n
+    assert loaded.name == name and loaded.license and loaded.source
+    assert loaded.version.startswith(f"{name} ") and f"first-{n} sha256:" in loaded.version
+    assert all(i.question and i.context for i in loaded.items)
+    assert sets.load_set(name, limit=7, data_dir=tmp_path / "data").items == loaded.items[:7]
+    assert not (tmp_path / "data").exists()  # nothing fetched, nothing cached
+
+
+def test_each_format_gives_question_context_and_gold(placed, tmp_path):
+    finqa = sets.load_set("finqa", data_dir=tmp_path).items[3]
+    assert (finqa.id, finqa.gold, finqa.question) == ("X/2020/p3.pdf-1", 103.0, "what is the change in net revenue 3?")
+    assert finqa.context.index("Table:\n | 2020 | 2019\nnet revenue | $ 5003 | $ 4900") < finqa.context.index("Text:")
+    assert "\n.\n" not in finqa.context  # FinQA's "." filler lines dropped
+    tatqa = sets.load_set("tatqa", data_dir=tmp_path).items[7]
+    assert tatqa.gold == {"answer": ["1,100"], "answer_type": "span", "scale": "thousand"}
+    assert tatqa.context.endswith("Text:\nFirst.\nSecond.")  # paragraphs in their order
+    bench = sets.load_set("financebench", data_dir=tmp_path).items[0]
+    assert (bench.gold, bench.meta["evidence_pages"]) == ("$1000.00", [59])
+    assert "Purchases of PP&E (1,577)" in bench.context
+
+
+def test_the_version_pins_the_items_not_the_copy(placed, files, tmp_path):
+    """The same items from a pre-cut copy or from the whole published file: the same sha256."""
+    whole = sets.load_set("tatqa", path=files / "tatqa_dataset_dev.json", limit=50)
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(_tatqa_records(12, 6)[:9], separators=(",", ":")))  # 54 questions
+    assert sets.load_set("tatqa", path=cut, limit=50).version.split()[-1] == whole.version.split()[-1]
+    assert sets.load_set("tatqa", data_dir=tmp_path).version.split()[-1] == whole.version.split()[-1]
+    assert sets.load_set("tatqa", path=cut, limit=49).version.split()[-1] != whole.version.split()[-1]
+
+
+def test_a_given_path_reads_every_item(files):
+    assert sets.load_set("finqa", path=files / "test.json").n == 60
+    assert sets.load_set("tatqa", path=files / "tatqa_dataset_dev.json").n == 72
+    assert sets.load_set("financebench", path=str(files / "financebench_open_source.jsonl"), limit=3).n == 3
+
+
+@pytest.mark.parametrize("name", ["mmlu", "", None, "finqa;rm", 3])
+def test_an_unknown_set_is_refused_naming_the_known_ones(name):
+    with pytest.raises(BadInput, match="unknown eval set .*: choose one of finqa, tatqa, financebench"):
+        sets.load_set(name)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, "10", True])
+def test_a_bad_limit_is_refused(files, limit):
+    with pytest.raises(BadInput, match="limit must be a whole number"):
+        sets.load_set("finqa", path=files / "test.json", limit=limit)
+
+
+@pytest.mark.parametrize("name, file, damage, says", [
+    ("finqa", "test.json", lambda b: b[: len(b) // 2], "corrupted"),
+    ("tatqa", "tatqa_dataset_dev.json", lambda b: b"\xff\xfe" + b, "corrupted"),
+    ("financebench", "financebench_open_source.jsonl", lambda b: b + b"{not json\n", "corrupted"),
+    ("finqa", "test.json", lambda b: b'{"data": []}', "not in the published finqa format"),
+    ("tatqa", "tatqa_dataset_dev.json", lambda b: b'[{"table": {}}]', "not in the published tatqa format"),
+    ("finqa", "test.json", lambda b: b"[]", "holds no items"),
+])
+def test_a_corrupted_placed_file_names_the_file_and_the_fix(placed, tmp_path, name, file, damage, says):
+    target = placed / name / file
+    target.write_bytes(damage(target.read_bytes()))
+    with pytest.raises(BadInput) as err:
+        sets.load_set(name, data_dir=tmp_path / "data")
+    message = str(err.value)
+    assert says in message and file in message and "replace it with" in message
+    assert message.startswith(f"{name}: {file} ") or message.startswith(f"{name}: no file {file}")
+    assert str(tmp_path) not in message and "evalsets" not in message  # the basename, no server path
+
+
+def test_a_corrupted_cached_file_says_to_delete_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(sets, "placed_dirs", lambda: ())
+    spec = sets._SPECS["tatqa"]
+    cached = fetched.cached_path(spec.remote, tmp_path)
+    cached.parent.mkdir(parents=True)
+    cached.write_text("[{")
+    with pytest.raises(BadInput, match="corrupted .*delete it from the data folder's evals/ to fetch it again"):
+        sets.load_set("tatqa", data_dir=tmp_path)
+    cached.write_text(json.dumps(_tatqa_records(10, 6)))
+    assert sets.load_set("tatqa", data_dir=tmp_path).n == 50  # a good cached copy is used, no fetch
+
+
+def test_a_missing_given_file_names_it(tmp_path):
+    with pytest.raises(BadInput, match="no file nope.json; pass test.json as published"):
+        sets.load_set("finqa", path=tmp_path / "nope.json")
+
+
+def _refused_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: nothing listens there
+
+
+def test_no_network_fails_at_once_with_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(sets, "placed_dirs", lambda: ())
+    remote = fetched.Remote("patronus-ai/financebench", "main", "data/financebench_open_source.jsonl",
+                            f"http://127.0.0.1:{_refused_port()}/financebench_open_source.jsonl")
+    monkeypatch.setitem(sets._SPECS, "financebench", sets._SPECS["financebench"].__class__(
+        **{**sets._SPECS["financebench"].__dict__, "remote": remote}))
+    started = time.monotonic()
+    with pytest.raises(DataUnavailable) as err:
+        sets.load_set("financebench", data_dir=tmp_path, timeout_s=2)
+    assert time.monotonic() - started < 10
+    message = str(err.value)
+    assert "financebench_open_source.jsonl could not be fetched" in message
+    assert "FINSPACE_FINANCEBENCH_FILE" in message and "https://github.com/patronus-ai/financebench" in message
+    assert not list(tmp_path.rglob("*.jsonl*"))  # nothing half-written left
+
+
+def test_a_fetch_that_hangs_is_cut_by_the_timeout(tmp_path):
+    """A server that accepts and never answers: the fetch gives up after timeout_s, not never."""
+    import socket
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        remote = fetched.Remote("a/b", "main", "x.json", f"http://127.0.0.1:{server.getsockname()[1]}/x.json")
+        started = time.monotonic()
+        with pytest.raises(DataUnavailable, match="x.json could not be fetched"):
+            fetched.fetch(remote, tmp_path, timeout_s=1.5)
+        assert time.monotonic() - started < 15
+
+
+def test_a_fetch_is_cached_once(tmp_path):
+    """A real HTTP fetch (a local server): the body lands under evals/ and the next load reads the cache."""
+    import http.server
+    import threading
+    body = _financebench_lines(5).encode()
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        remote = fetched.Remote("a/b", "main", "data/f.jsonl", f"http://127.0.0.1:{server.server_port}/f.jsonl")
+        first = fetched.fetch(remote, tmp_path, timeout_s=5)
+        again = fetched.fetch(remote, tmp_path, timeout_s=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert first == again == tmp_path / "evals" / "a__b__f.jsonl" and first.read_bytes() == body
+    assert hits == ["/f.jsonl"]
+
+
+# ---- the real published subsets, where this machine has them ----------------------------------------------
+
+def _real_file(name: str, tmp: Path) -> Path | None:
+    spec = sets._SPECS[name]
+    for folder in sets.placed_dirs():
+        if (folder / name / spec.remote.filename).is_file():
+            return folder / name / spec.remote.filename
+    mirror = {"tatqa": TATQA_MIRROR, "finqa": FINQA_MIRROR}.get(name)
+    got = _reference_source([spec.remote.file], tmp, "", mirror) if mirror else None
+    return got / spec.remote.filename if got else None
+
+
+@pytest.mark.parametrize("name", ["finqa", "tatqa"])
+def test_the_published_subset_loads(tmp_path, name):
+    real = _real_file(name, tmp_path)
+    if real is None:
+        pytest.skip(f"{name}'s published file is not on this machine (place it under evalsets/{name}/)")
+    loaded = sets.load_set(name, path=real, limit=50)
+    assert loaded.n == 50 and len({i.id for i in loaded.items}) == 50
+    for item in loaded.items:
+        assert item.question and item.context
+        assert score(name, item, f"Answer: {item.gold if name == 'finqa' else ''}") is not None
+    if name == "tatqa":  # the first dev question, as published
+        assert loaded.items[1].gold == {"answer": ["$1,496.5"], "answer_type": "span", "scale": "million"}
+
+
+def test_every_gold_scores_itself(tmp_path):
+    """Each TAT-QA gold, written as a reply, is scored correct: the reply format and the scorer agree."""
+    real = _real_file("tatqa", tmp_path)
+    if real is None:
+        pytest.skip("TAT-QA's dev file is not on this machine")
+    for item in sets.load_set("tatqa", path=real, limit=50).items:
+        gold = item.gold
+        answer = "; ".join(gold["answer"]) if isinstance(gold["answer"], list) else str(gold["answer"])
+        scale = {"percent": "%", "": ""}.get(gold["scale"], " " + gold["scale"])
+        reply = f"Answer: {answer}{scale}" if gold["answer_type"] != "span" or answer[:1].isdigit() or \
+            answer[:1] in "$-(" else f"Answer: {answer}"
+        assert score("tatqa", item, reply).correct, (item.id, gold, reply)
+
+
+# ---- the prompt --------------------------------------------------------------------------------------------
+
+def test_messages_hold_context_question_and_the_answer_line():
+    item = _item(1.0, question="what is the change?", context="Table:\na | 1\n\nText:\nhello")
+    msgs = prompt.messages("finqa", item)
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert "Answer: <value>" in msgs[0]["content"] and "Answer: <value>" in msgs[1]["content"]
+    assert "Table:\na | 1" in msgs[1]["content"] and "Question: what is the change?" in msgs[1]["content"]
+    assert prompt.PROMPT_FORMAT == "finspace-eval-v1"
+
+
+def test_a_long_context_is_cut_to_the_budget_at_a_line_end():
+    context = "Table:\n" + "\n".join(f"row {i} | {i * 7}" for i in range(2000))
+    item = _item(1.0, context=context)
+    for budget in (200, 1000, 3000):
+        user = prompt.messages("tatqa", item, max_context_chars=budget)[1]["content"]
+        shown = user.split("Context:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        assert len(shown) <= budget and shown.startswith("Table:\nrow 0 | 0")
+        assert shown.endswith(f"[context cut to {budget:,} of {len(context):,} characters]")
+    assert prompt.messages("tatqa", _item(1.0, context="short"))[1]["content"].count("short") == 1
+    with pytest.raises(BadInput, match="max_context_chars"):
+        prompt.messages("tatqa", item, max_context_chars=10)
+    with pytest.raises(BadInput, match="unknown eval set"):
+        prompt.messages("nope", item)
+
+
+def test_the_default_prompt_fits_the_small_models_context():
+    """2,048 tokens for prompt and reply: the default budget keeps the prompt under about 1,300 tokens even
+    at 3 characters a token, leaving the reply 700."""
+    item = _item(1.0, question="q" * 300, context="x" * 50_000)
+    total = sum(len(m["content"]) for m in prompt.messages("financebench", item))
+    assert total < 3900

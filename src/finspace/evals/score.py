@@ -11,7 +11,8 @@ such line, from its last non-empty line. Then:
   Commas, $ and (parentheses) negatives are handled; yes/no golds need the same word.
 - TAT-QA: exact match and F1 with scale, as tatqa_eval.py (tatqa_metric.py). A number's trailing scale
   word (thousand, million, billion, percent) or % is the prediction's scale; for a multi-span gold the
-  answer is split at ';', ', ' and ' and '. correct = exact match; f1 = the reference's F1.
+  answer is split at ';' (as the prompt asks), else at ', ' and ' and '.
+  correct = exact match; f1 = the reference's F1.
 - FinanceBench (its authors grade by hand; this is a proxy): a gold that is one figure is matched by any
   figure in the answer within FINANCEBENCH_REL_TOL (1%; a percentage also as its fraction and back); a
   gold that starts with Yes or No needs the same word first; any other gold needs at least
@@ -137,13 +138,20 @@ def score_finqa(item: EvalItem, reply: str) -> ItemScore:
 def tatqa_prediction(answer: str, gold: dict) -> tuple[str | list[str], str]:
     """The reply's answer as TAT-QA's evaluator takes it: (prediction, scale)."""
     if gold.get("answer_type") == "multi-span":
-        parts = [p.strip().strip("*_`\"'").strip() for p in re.split(r";|,\s+|\s+and\s+", answer)]
-        return [p for p in parts if p], ""
+        sep = ";" if ";" in answer else r",\s+|\s+and\s+"  # the prompt asks for '; ' between answers
+        parts = [p.strip().strip("*_`\"'").strip() for p in re.split(sep, answer)]
+        split = [_scaled(p) for p in parts if p]
+        scales = [scale for _, scale in split if scale]
+        return [text for text, _ in split], scales[-1] if scales else ""  # "1,200; 900 thousand": both
+    return _scaled(answer)
+
+
+def _scaled(answer: str) -> tuple[str, str]:
+    """A number's trailing scale word or % taken off as its scale: ("1,496.5", "million")."""
     m = _SCALE_TAIL.match(answer)
     if m and tatqa_metric.is_number(m.group("num").strip()):
         word = m.group("scale").lower()
-        scale = "percent" if word in ("%", "percent", "per cent") else word.rstrip("s")
-        return m.group("num").strip(), scale
+        return m.group("num").strip(), "percent" if word in ("%", "percent", "per cent") else word.rstrip("s")
     return answer, ""
 
 
