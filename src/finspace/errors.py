@@ -55,6 +55,12 @@ class BadInput(FinspaceError):
     http_status = 422
 
 
+class DataUnavailable(FinspaceError):
+    """Data that is fetched on demand (an eval set) can't be had here; the message names the fix."""
+
+    http_status = 503
+
+
 class SwitchInProgress(FinspaceError):
     http_status = 409
 
