@@ -20,9 +20,12 @@ from typing import Any
 
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
-from finspace.errors import FinspaceError
+from finspace.errors import BadInput, FinspaceError
 
 log = logging.getLogger("finspace.evals")
+
+RETRIES = 2  # an item whose prompt is too long is asked again with half the context, this many times at most
+MIN_CONTEXT_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class ItemResult:
     error: str | None = None
     output_tokens: int = 0
     finish_reason: str | None = None
+    context_chars: int | None = None  # the item's context, at most, in characters (less after a retry)
 
 
 @dataclass
@@ -94,20 +98,30 @@ async def _ask(engine: Any, messages: list[dict], settings: ChatSettings) -> tup
 
 async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings, *, context_chars: int,
                    prompt_mod: Any, score_mod: Any) -> ItemResult:
-    """One item: asked, scored; a failure is the item's error."""
-    try:
-        messages = prompt_mod.messages(set_name, item, max_context_chars=context_chars)
-        reply, info = await _ask(engine, messages, settings)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - an item's failure is recorded, the run goes on
-        if not isinstance(exc, FinspaceError):
-            log.warning("eval item %s failed: %s", getattr(item, "id", "?"), type(exc).__name__, exc_info=exc)
-        return ItemResult(id=str(item.id), error=short_error(exc))
+    """One item: asked, scored; a failure is the item's error. The context budget is a guess at the tokenizer's
+    characters per token (the engine's tokenizer is not ours to call: it may be remote): when the engine says the
+    prompt is too long (BadInput, before anything is generated), the item is asked again with half the context,
+    twice at most, and the characters it was asked with are recorded."""
+    budget = context_chars
+    for attempt in range(RETRIES + 1):
+        try:
+            messages = prompt_mod.messages(set_name, item, max_context_chars=budget)
+            reply, info = await _ask(engine, messages, settings)
+            break
+        except asyncio.CancelledError:
+            raise
+        except BadInput as exc:
+            if attempt == RETRIES or budget <= MIN_CONTEXT_CHARS:
+                return ItemResult(id=str(item.id), error=short_error(exc), context_chars=budget)
+            budget = max(MIN_CONTEXT_CHARS, budget // 2)
+        except Exception as exc:  # noqa: BLE001 - an item's failure is recorded, the run goes on
+            if not isinstance(exc, FinspaceError):
+                log.warning("eval item %s failed: %s", getattr(item, "id", "?"), type(exc).__name__, exc_info=exc)
+            return ItemResult(id=str(item.id), error=short_error(exc), context_chars=budget)
     s = score_mod.score(set_name, item, reply)
     return ItemResult(id=str(item.id), answer=reply, extracted=s.extracted, correct=bool(s.correct),
                       f1=None if s.f1 is None else float(s.f1), refused=bool(s.refused),
-                      output_tokens=int(info.output_tokens), finish_reason=info.finish_reason)
+                      output_tokens=int(info.output_tokens), finish_reason=info.finish_reason, context_chars=budget)
 
 
 async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: int, context_chars: int,

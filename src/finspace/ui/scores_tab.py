@@ -163,9 +163,10 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
     """The tab's components and events (call inside ``with gr.Tab(...)``)."""
     h = ScoreHandlers(svc)
     sets = svc.scores.sets()
+    first = "tatqa" if "tatqa" in sets else (sets[0] if sets else None)  # CC BY 4.0: the set most machines have
     gr.Markdown(ABOUT)
     with gr.Row():
-        set_name = gr.Dropdown(sets, value=sets[0] if sets else None, label="Set", elem_id="scores-set")
+        set_name = gr.Dropdown(sets, value=first, label="Set", elem_id="scores-set")
         limit = gr.Number(20, precision=0, minimum=1, maximum=svc.scores.limits.max_items, label="Items (limit)",
                           elem_id="scores-limit")
         token = gr.Textbox(label="Admin token", type="password", visible=svc.locked, elem_id="scores-token",
