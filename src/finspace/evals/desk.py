@@ -43,8 +43,7 @@ class Job:
 
     def progress(self) -> dict:
         r = self.run
-        state = "running" if self.running else (r.state if self.result is not None or self.error else r.state)
-        out = {"state": state, "set": self.eval_set.name, "model_key": self.provenance.get("model_key"),
+        out = {"state": "running" if self.running else r.state, "set": self.eval_set.name, "model_key": self.provenance.get("model_key"),
                "done": r.done, "total": r.total, "errors": sum(1 for x in r.results.values() if x.error),
                "file": self.file, "error": self.error}
         if self.result is not None:
