@@ -101,6 +101,8 @@ def test_a_run_needs_the_admin_token_a_known_set_and_a_sane_limit(server):
         run_eval(server, "finqa", 5, server.admin_token)  # the data file the loader found is corrupt
     r = httpx.post(server.url + "/scores/run", json={"set": "../etc", "limit": 5}, headers=server.auth(), timeout=30)
     assert r.status_code == 422 and "unknown set" in r.json()["error"]
+    r = httpx.post(server.url + "/scores/run", json={"model": KEY}, headers=server.auth(), timeout=30)
+    assert r.status_code == 422 and 'the body is {"set": NAME, "limit": N}' in r.json()["error"], r.text
     r = httpx.post(server.url + "/scores/cancel", headers=server.auth(), timeout=30)
     assert r.status_code == 422 and "nothing to cancel" in r.json()["error"]
     assert board(server)["results"] == [] and not server.scores.exists()  # nothing ran, nothing stored

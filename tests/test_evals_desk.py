@@ -101,6 +101,14 @@ async def test_gold_answers_score_one_and_every_item_is_in_the_engine_at_once(ma
     assert all(i["correct"] and i["answer"].startswith("Let me see.") and i["extracted"] for i in full["items"])
     board = svc.scores.board()
     assert board["results"][0]["file"] == p["file"] and board["running"] is None
+    from finspace.ui import scores_tab, views
+
+    assert views.latest_line(svc, "demo").startswith("Scoreboard: tatqa 100.0% (n=20, ")  # the picker's line
+    assert views.latest_line(svc, "smollm2-135m") == ""
+    row = scores_tab.board_rows(board["results"])[0]
+    assert row[:4] == ["demo", "tatqa", 100.0, 20] and row[-1] == p["file"]
+    assert scores_tab.chart_frame(board["results"]).to_dict("records") == [
+        {"model": "demo", "set": "tatqa", "score %": 100.0}]
 
 
 async def test_wrong_answers_score_zero_and_a_long_prompt_is_asked_again_with_less_context(make, tmp_path):

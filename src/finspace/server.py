@@ -60,20 +60,20 @@ def _error(status: int, message: str, headers: dict | None = None, path: str = "
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    """Pydantic's complaint without echoing the input (which may be 1 MB, or a secret)."""
+def _validation_message(exc: RequestValidationError, body: str = '{"model": KEY}') -> str:
+    """Pydantic's complaint without echoing the input (which may be 1 MB, or a secret); ``body``: the route's shape."""
     parts = []
     for err in exc.errors()[:5]:
         loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
         msg = str(err.get("msg", "invalid"))
         if err.get("type") == "extra_forbidden":
-            msg = "unknown field; the body is {\"model\": KEY}"
+            msg = f"unknown field; the body is {body}"
         elif err.get("type") == "missing":
-            msg = "missing; the body is {\"model\": KEY}"
+            msg = f"missing; the body is {body}"
         elif err.get("type") == "json_invalid":
-            loc, msg = "body", "not valid JSON; send {\"model\": KEY} with Content-Type: application/json"
+            loc, msg = "body", f"not valid JSON; send {body} with Content-Type: application/json"
         elif err.get("type") in ("model_attributes_type", "dict_type"):
-            msg = "the body must be a JSON object {\"model\": KEY}"
+            msg = f"the body must be a JSON object {body}"
         parts.append(f"{loc}: {msg}")
     return "invalid request: " + "; ".join(parts)
 
@@ -169,7 +169,8 @@ def _add_error_handlers(app: FastAPI, svc: Service) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError):
-        return _error(422, _validation_message(exc), path=request.url.path)
+        body = '{"set": NAME, "limit": N}' if request.url.path.startswith("/scores") else '{"model": KEY}'
+        return _error(422, _validation_message(exc, body), path=request.url.path)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):

@@ -22,6 +22,7 @@ from finspace.service import Service
 
 COLUMNS = ["model", "set", "score %", "n", "of", "refusals", "errors", "tokens/s", "date (UTC)", "partial",
            "prompt", "file"]
+WIDTHS = ["11%", "6%", "6%", "4%", "4%", "6%", "5%", "6%", "12%", "6%", "10%", "24%"]
 POLL_S = 0.5
 ABOUT = ("Each row is one run of a public finance answer key on a model **as this Space served it** (its "
          "revision, quantization, dtype and context), greedy. **score**: the share of the *n* items asked that the "
@@ -175,7 +176,8 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
         run = gr.Button("Run on the loaded model", variant="primary", elem_id="scores-run")
         cancel = gr.Button("Cancel", elem_id="scores-cancel")
     progress = gr.HTML(elem_id="scores-progress")
-    table = gr.Dataframe(headers=COLUMNS, value=[], interactive=False, wrap=True, elem_id="scores-board")
+    table = gr.Dataframe(headers=COLUMNS, value=[], interactive=False, wrap=True, elem_id="scores-board",
+                         column_widths=WIDTHS)
     chart = gr.BarPlot(x="model", y="score %", color="set", title="Latest complete score per model and set",
                        height=260, elem_id="scores-chart", x_title="", y_title="score %", y_lim=[0, 100], sort=None)
     notes = gr.Markdown(elem_id="scores-notes")
