@@ -313,6 +313,8 @@ KEYWORD_GOLD = "The operating margin fell because of higher restructuring charge
     ("$1577.00", "Capital expenditure was $1,577 million.\nAnswer: $1,577 million", True, False),
     ("$1577.00", "Answer: 1577", True, False),
     ("$1577.00", "Answer: $1,373 million in FY2018", False, False),
+    ("$1577.00", "Answer: FY2018 capex: $1,577 million", True, False),  # the year is skipped
+    ("$1577.00", "Answer: " + " ".join(str(i) for i in range(1, 3000)), False, False),  # a list of figures
     ("$8.70", "Answer: $8.738 billion", True, False),  # within 1%
     ("$8.70", "Answer: $8.9 billion", False, False),
     ("65.4%", "Answer: 0.654", True, False),
@@ -323,6 +325,7 @@ KEYWORD_GOLD = "The operating margin fell because of higher restructuring charge
     (KEYWORD_GOLD, "Answer: higher restructuring charges and weaker volume in Europe cut the operating margin",
      True, False),
     (KEYWORD_GOLD, "Answer: the margin rose on strong demand", False, False),
+    (KEYWORD_GOLD, "Answer: " + KEYWORD_GOLD + " " + " ".join(f"word{i}" for i in range(200)), False, False),
     ("$1577.00", "I cannot find the capital expenditure in the context provided.", False, True),
     ("$1577.00", "Answer: Not enough information in the context", False, True),
     ("$1577.00", "", False, False),
@@ -331,6 +334,20 @@ def test_financebench_scores_a_reply(gold, reply, correct, refused):
     got = score("financebench", _item(gold), reply)
     assert (got.correct, got.refused) == (correct, refused), got
     assert got.f1 is not None and 0.0 <= got.f1 <= 1.0
+
+
+@pytest.mark.parametrize("name, gold", [
+    ("tatqa", {"answer": ["a b"], "answer_type": "multi-span", "scale": ""}),
+    ("tatqa", {"answer": 1.0, "answer_type": "arithmetic", "scale": "million"}),
+    ("finqa", 7.0), ("financebench", "The margin fell on costs and volume in Europe"), ("financebench", "$7.00")])
+def test_hostile_replies_are_scored_wrong_quickly(name, gold):
+    item = _item(gold)
+    for reply in ("Answer: " + "1 " * 50_000, "Answer: " + "1," * 50_000 + "x", "Answer: " + "(" * 100_000,
+                  "Answer: " + "9" * 100_000 + " million", " and " * 20_000, "Answer: " + "a; " * 30_000,
+                  "Answer: " + "9" * 1_500 + "%", "Answer: 1e999", "Answer: nan", "Answer: inf million"):
+        started = time.monotonic()
+        got = score(name, item, reply)
+        assert got.correct is False and time.monotonic() - started < 2.0, (reply[:30], got)
 
 
 def test_final_answer_is_the_last_answer_line():
