@@ -176,7 +176,7 @@ def _gold_questions(tmp: Path) -> list[dict]:
 
 
 def _dev_file() -> Path | None:
-    for folder in sets.placed_dirs():
+    for folder in sets.placed_dirs(os.environ.get("FINSPACE_EVALSETS_DIR")):
         if (folder / "tatqa" / "tatqa_dataset_dev.json").is_file():
             return folder / "tatqa" / "tatqa_dataset_dev.json"
     return None
@@ -313,6 +313,8 @@ KEYWORD_GOLD = "The operating margin fell because of higher restructuring charge
     ("$1577.00", "Capital expenditure was $1,577 million.\nAnswer: $1,577 million", True, False),
     ("$1577.00", "Answer: 1577", True, False),
     ("$1577.00", "Answer: $1,373 million in FY2018", False, False),
+    ("$1577.00", "Answer: FY2018 capex: $1,577 million", True, False),  # the year is skipped
+    ("$1577.00", "Answer: " + " ".join(str(i) for i in range(1, 3000)), False, False),  # a list of figures
     ("$8.70", "Answer: $8.738 billion", True, False),  # within 1%
     ("$8.70", "Answer: $8.9 billion", False, False),
     ("65.4%", "Answer: 0.654", True, False),
@@ -323,6 +325,7 @@ KEYWORD_GOLD = "The operating margin fell because of higher restructuring charge
     (KEYWORD_GOLD, "Answer: higher restructuring charges and weaker volume in Europe cut the operating margin",
      True, False),
     (KEYWORD_GOLD, "Answer: the margin rose on strong demand", False, False),
+    (KEYWORD_GOLD, "Answer: " + KEYWORD_GOLD + " " + " ".join(f"word{i}" for i in range(200)), False, False),
     ("$1577.00", "I cannot find the capital expenditure in the context provided.", False, True),
     ("$1577.00", "Answer: Not enough information in the context", False, True),
     ("$1577.00", "", False, False),
@@ -331,6 +334,20 @@ def test_financebench_scores_a_reply(gold, reply, correct, refused):
     got = score("financebench", _item(gold), reply)
     assert (got.correct, got.refused) == (correct, refused), got
     assert got.f1 is not None and 0.0 <= got.f1 <= 1.0
+
+
+@pytest.mark.parametrize("name, gold", [
+    ("tatqa", {"answer": ["a b"], "answer_type": "multi-span", "scale": ""}),
+    ("tatqa", {"answer": 1.0, "answer_type": "arithmetic", "scale": "million"}),
+    ("finqa", 7.0), ("financebench", "The margin fell on costs and volume in Europe"), ("financebench", "$7.00")])
+def test_hostile_replies_are_scored_wrong_quickly(name, gold):
+    item = _item(gold)
+    for reply in ("Answer: " + "1 " * 50_000, "Answer: " + "1," * 50_000 + "x", "Answer: " + "(" * 100_000,
+                  "Answer: " + "9" * 100_000 + " million", " and " * 20_000, "Answer: " + "a; " * 30_000,
+                  "Answer: " + "9" * 1_500 + "%", "Answer: 1e999", "Answer: nan", "Answer: inf million"):
+        started = time.monotonic()
+        got = score(name, item, reply)
+        assert got.correct is False and time.monotonic() - started < 2.0, (reply[:30], got)
 
 
 def test_final_answer_is_the_last_answer_line():
@@ -404,32 +421,42 @@ def placed(tmp_path, monkeypatch, files):
                        ("financebench", "financebench_open_source.jsonl")):
         (root / name).mkdir(parents=True)
         (root / name / file).write_bytes((files / file).read_bytes())
-    monkeypatch.setattr(sets, "placed_dirs", lambda: (root,))
+    monkeypatch.setattr(sets, "REPO_ROOT", tmp_path / "no-checkout")  # only this test's folder is looked in
     return root
 
 
 @pytest.mark.parametrize("name, n", [("finqa", 50), ("tatqa", 50), ("financebench", 150)])
 def test_a_placed_set_loads_its_default_subset(placed, tmp_path, name, n):
-    loaded = sets.load_set(name, data_dir=tmp_path / "data")
+    loaded = sets.load_set(name, data_dir=tmp_path / "data", evalsets_dir=placed)
     assert loaded.n == n and len({i.id for i in loaded.items}) == n
     assert loaded.name == name and loaded.license and loaded.source
     assert loaded.version.startswith(f"{name} ") and f"first-{n} sha256:" in loaded.version
     assert all(i.question and i.context for i in loaded.items)
-    assert sets.load_set(name, limit=7, data_dir=tmp_path / "data").items == loaded.items[:7]
+    assert sets.load_set(name, limit=7, data_dir=tmp_path / "data", evalsets_dir=placed).items == loaded.items[:7]
     assert not (tmp_path / "data").exists()  # nothing fetched, nothing cached
 
 
 def test_each_format_gives_question_context_and_gold(placed, tmp_path):
-    finqa = sets.load_set("finqa", data_dir=tmp_path).items[3]
+    finqa = sets.load_set("finqa", data_dir=tmp_path, evalsets_dir=placed).items[3]
     assert (finqa.id, finqa.gold, finqa.question) == ("X/2020/p3.pdf-1", 103.0, "what is the change in net revenue 3?")
     assert finqa.context.index("Table:\n | 2020 | 2019\nnet revenue | $ 5003 | $ 4900") < finqa.context.index("Text:")
     assert "\n.\n" not in finqa.context  # FinQA's "." filler lines dropped
-    tatqa = sets.load_set("tatqa", data_dir=tmp_path).items[7]
+    tatqa = sets.load_set("tatqa", data_dir=tmp_path, evalsets_dir=placed).items[7]
     assert tatqa.gold == {"answer": ["1,100"], "answer_type": "span", "scale": "thousand"}
     assert tatqa.context.endswith("Text:\nFirst.\nSecond.")  # paragraphs in their order
-    bench = sets.load_set("financebench", data_dir=tmp_path).items[0]
+    bench = sets.load_set("financebench", data_dir=tmp_path, evalsets_dir=placed).items[0]
     assert (bench.gold, bench.meta["evidence_pages"]) == ("$1000.00", [59])
     assert "Purchases of PP&E (1,577)" in bench.context
+
+
+def test_a_file_placed_beside_src_is_found(monkeypatch, files, tmp_path):
+    for folder in ("evalsets", "shared/evalsets"):
+        root = tmp_path / folder.replace("/", "-")
+        (root / folder / "finqa").mkdir(parents=True)
+        (root / folder / "finqa" / "test.json").write_bytes((files / "test.json").read_bytes())
+        monkeypatch.setattr(sets, "REPO_ROOT", root)
+        assert sets.load_set("finqa", data_dir=tmp_path / "data").n == 50
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_version_pins_the_items_not_the_copy(placed, files, tmp_path):
@@ -438,7 +465,8 @@ def test_the_version_pins_the_items_not_the_copy(placed, files, tmp_path):
     cut = tmp_path / "cut.json"
     cut.write_text(json.dumps(_tatqa_records(12, 6)[:9], separators=(",", ":")))  # 54 questions
     assert sets.load_set("tatqa", path=cut, limit=50).version.split()[-1] == whole.version.split()[-1]
-    assert sets.load_set("tatqa", data_dir=tmp_path).version.split()[-1] == whole.version.split()[-1]
+    assert sets.load_set("tatqa", data_dir=tmp_path, evalsets_dir=placed).version.split()[-1] == \
+        whole.version.split()[-1]
     assert sets.load_set("tatqa", path=cut, limit=49).version.split()[-1] != whole.version.split()[-1]
 
 
@@ -472,7 +500,7 @@ def test_a_corrupted_placed_file_names_the_file_and_the_fix(placed, tmp_path, na
     target = placed / name / file
     target.write_bytes(damage(target.read_bytes()))
     with pytest.raises(BadInput) as err:
-        sets.load_set(name, data_dir=tmp_path / "data")
+        sets.load_set(name, data_dir=tmp_path / "data", evalsets_dir=placed)
     message = str(err.value)
     assert says in message and file in message and "replace it with" in message
     assert message.startswith(f"{name}: {file} ") or message.startswith(f"{name}: no file {file}")
@@ -480,7 +508,7 @@ def test_a_corrupted_placed_file_names_the_file_and_the_fix(placed, tmp_path, na
 
 
 def test_a_corrupted_cached_file_says_to_delete_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(sets, "placed_dirs", lambda: ())
+    monkeypatch.setattr(sets, "REPO_ROOT", tmp_path / "no-checkout")
     spec = sets._SPECS["tatqa"]
     cached = fetched.cached_path(spec.remote, tmp_path)
     cached.parent.mkdir(parents=True)
@@ -504,7 +532,7 @@ def _refused_port() -> int:
 
 
 def test_no_network_fails_at_once_with_the_fix(monkeypatch, tmp_path):
-    monkeypatch.setattr(sets, "placed_dirs", lambda: ())
+    monkeypatch.setattr(sets, "REPO_ROOT", tmp_path / "no-checkout")
     remote = fetched.Remote("patronus-ai/financebench", "main", "data/financebench_open_source.jsonl",
                             f"http://127.0.0.1:{_refused_port()}/financebench_open_source.jsonl")
     monkeypatch.setitem(sets._SPECS, "financebench", sets._SPECS["financebench"].__class__(
@@ -567,7 +595,7 @@ def test_a_fetch_is_cached_once(tmp_path):
 
 def _real_file(name: str, tmp: Path) -> Path | None:
     spec = sets._SPECS[name]
-    for folder in sets.placed_dirs():
+    for folder in sets.placed_dirs(os.environ.get("FINSPACE_EVALSETS_DIR")):
         if (folder / name / spec.remote.filename).is_file():
             return folder / name / spec.remote.filename
     mirror = {"tatqa": TATQA_MIRROR, "finqa": FINQA_MIRROR}.get(name)
@@ -635,3 +663,33 @@ def test_the_default_prompt_fits_the_small_models_context():
     item = _item(1.0, question="q" * 300, context="x" * 50_000)
     total = sum(len(m["content"]) for m in prompt.messages("financebench", item))
     assert total < 3900
+
+
+def _random_replies(items, seed: int) -> list[str]:
+    """What a random-weight model writes: words and numbers from the context, in no order."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for item in items:
+        words = item.context.split()
+        out.append(" ".join(rng.choice(words) for _ in range(30)) + "\nAnswer: " +
+                   " ".join(rng.choice(words) for _ in range(rng.randint(1, 4))))
+    return out
+
+
+@pytest.mark.parametrize("name", ["finqa", "tatqa", "financebench"])
+def test_random_context_words_score_near_zero(placed, tmp_path, name):
+    items = sets.load_set(name, data_dir=tmp_path, evalsets_dir=placed).items
+    for seed in range(3):
+        result = summarize(score(name, i, r) for i, r in zip(items, _random_replies(items, seed)))
+        assert result["score"] <= 0.1, result
+
+
+def test_random_context_words_score_near_zero_on_the_real_subset(tmp_path):
+    real = _real_file("tatqa", tmp_path)
+    if real is None:
+        pytest.skip("TAT-QA's dev file is not on this machine")
+    items = sets.load_set("tatqa", path=real, limit=50).items
+    for seed in range(5):
+        result = summarize(score("tatqa", i, r) for i, r in zip(items, _random_replies(items, seed)))
+        assert result["correct"] <= 3, result

@@ -194,6 +194,7 @@ class Settings:
     distributed_backend: str | None = None  # "ray" for several nodes
     disclaimer: str = DISCLAIMER  # one line under the chat; empty: none
     financebench_file: str | None = None  # FINSPACE_FINANCEBENCH_FILE: a local FinanceBench JSONL (else fetched)
+    evalsets_dir: str | None = None  # FINSPACE_EVALSETS_DIR: placed eval-set files, <set>/<published name>
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
     documents: DocumentLimits = DocumentLimits()
@@ -242,6 +243,7 @@ class Settings:
             distributed_backend=(env.get("FINSPACE_DISTRIBUTED_BACKEND") or "").strip() or None,
             disclaimer=_disclaimer(env),
             financebench_file=(env.get("FINSPACE_FINANCEBENCH_FILE") or "").strip() or None,
+            evalsets_dir=(env.get("FINSPACE_EVALSETS_DIR") or "").strip() or None,
             test_replay=(env.get("FINSPACE_TEST_REPLAY") or "").strip() or None,
             test_prompt_log=(env.get("FINSPACE_TEST_PROMPT_LOG") or "").strip() or None,
             documents=DocumentLimits(

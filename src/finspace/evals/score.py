@@ -13,10 +13,11 @@ such line, from its last non-empty line. Then:
   word (thousand, million, billion, percent) or % is the prediction's scale; for a multi-span gold the
   answer is split at ';' (as the prompt asks), else at ', ' and ' and '.
   correct = exact match; f1 = the reference's F1.
-- FinanceBench (its authors grade by hand; this is a proxy): a gold that is one figure is matched by any
-  figure in the answer within FINANCEBENCH_REL_TOL (1%; a percentage also as its fraction and back); a
-  gold that starts with Yes or No needs the same word first; any other gold needs at least
-  FINANCEBENCH_KEYWORD_RECALL (60%) of its keywords in the answer. f1: the answer's token F1.
+- FinanceBench (its authors grade by hand; this is a proxy): a gold that is one figure is matched by the
+  answer's first figure (a year beside it skipped) within FINANCEBENCH_REL_TOL (1%; a percentage also as
+  its fraction and back); a gold that starts with Yes or No needs the same word first in the answer; any
+  other gold needs FINANCEBENCH_KEYWORD_RECALL (60%) of its keywords in the answer, and the answer at least
+  FINANCEBENCH_KEYWORD_PRECISION (15%) gold keywords (a pasted page is not an answer). f1: token F1.
 
 A reply that declines ("I cannot", "not enough information", ...) and is not correct is a refusal:
 refused=True, correct=False, counted apart by summarize().
@@ -36,7 +37,9 @@ from finspace.evals.formats import EvalItem
 FINQA_REL_TOL = 0.01
 FINANCEBENCH_REL_TOL = 0.01
 FINANCEBENCH_KEYWORD_RECALL = 0.6
+FINANCEBENCH_KEYWORD_PRECISION = 0.15
 MAX_REPLY_CHARS = 100_000
+MAX_ANSWER_CHARS = 2_000  # an answer line is short; past this it is cut (and a 2,000-digit "number" is wrong)
 
 _ANSWER = re.compile(r"^[\s>*_#`-]*(?:final\s+)?answer\s*[:：]\s*(.*)$", re.I | re.M)
 _NUMBER = re.compile(r"(?P<sign>[-−–])?\s*(?P<open>\()?\s*[$€£¥]?\s*(?P<num>\d[\d,]*(?:\.\d+)?|\.\d+)"
@@ -71,7 +74,7 @@ def final_answer(reply: str) -> str | None:
     text = (reply or "")[-MAX_REPLY_CHARS:]
     found = _ANSWER.findall(text)
     answer = found[-1] if found else next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
-    answer = re.sub(r"[\s*_`.]+$", "", re.sub(r"^[\s*_`]+", "", answer))  # markdown and a closing period
+    answer = re.sub(r"[\s*_`.]+$", "", re.sub(r"^[\s*_`]+", "", answer[:MAX_ANSWER_CHARS]))  # markdown, period
     return answer or None
 
 
@@ -160,7 +163,10 @@ def score_tatqa(item: EvalItem, reply: str) -> ItemScore:
     if not answer:
         return ItemScore(False, 0.0, _refused(answer, reply), None)
     prediction, scale = tatqa_prediction(answer, item.gold)
-    em, f1 = tatqa_metric.em_and_f1(item.gold, prediction, scale)
+    try:
+        em, f1 = tatqa_metric.em_and_f1(item.gold, prediction, scale)
+    except (ValueError, OverflowError):  # a number too long to write out (the reference fails on it too)
+        em, f1 = 0.0, 0.0
     correct = em == 1.0
     return ItemScore(correct, float(f1), not correct and _refused(answer, reply), answer)
 
@@ -192,15 +198,17 @@ def _figure_gold(gold: str) -> _Num | None:
 
 
 def _figure_match(answer: str, want: _Num) -> bool:
-    for got in numbers(answer):
-        if 1900 <= got.value <= 2100 and got.value.is_integer() and not 1900 <= want.value <= 2100:
-            continue  # a year beside the figure
-        candidates = [got.value]
-        if got.percent != want.percent:
-            candidates += [got.value * 100, got.value / 100]
-        if any(_close(c, want.value, FINANCEBENCH_REL_TOL) for c in candidates):
-            return True
-    return False
+    """The answer's first figure (a year beside it skipped, "FY2018") against the gold's."""
+    found = numbers(answer)
+    if not 1900 <= want.value <= 2100:
+        found = [n for n in found if not (1900 <= n.value <= 2100 and n.value.is_integer())] or found
+    if not found:
+        return False
+    got = found[0]
+    candidates = [got.value]
+    if got.percent != want.percent:
+        candidates += [got.value * 100, got.value / 100]
+    return any(_close(c, want.value, FINANCEBENCH_REL_TOL) for c in candidates)
 
 
 def score_financebench(item: EvalItem, reply: str) -> ItemScore:
@@ -216,7 +224,9 @@ def score_financebench(item: EvalItem, reply: str) -> ItemScore:
     else:
         wanted = set(_keywords(gold))
         got = set(_keywords(text))
-        correct = bool(wanted) and len(wanted & got) / len(wanted) >= FINANCEBENCH_KEYWORD_RECALL
+        common = len(wanted & got)
+        correct = bool(wanted) and common / len(wanted) >= FINANCEBENCH_KEYWORD_RECALL \
+            and common / len(got) >= FINANCEBENCH_KEYWORD_PRECISION
     return ItemScore(correct, token_f1(text, gold), not correct and _refused(answer, reply), answer)
 
 

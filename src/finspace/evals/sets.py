@@ -71,9 +71,11 @@ _SPECS = {
 }
 
 
-def placed_dirs() -> tuple[Path, ...]:
-    """Where a set's published file may be placed beside the code: evalsets/ and shared/evalsets/."""
-    return (REPO_ROOT / "evalsets", REPO_ROOT / "shared" / "evalsets")
+def placed_dirs(evalsets_dir: str | Path | None = None) -> tuple[Path, ...]:
+    """Where a set's published file may be placed: ``evalsets_dir`` (FINSPACE_EVALSETS_DIR) when given, then
+    evalsets/ and shared/evalsets/ beside src/."""
+    given = (Path(evalsets_dir).expanduser(),) if evalsets_dir else ()
+    return given + (REPO_ROOT / "evalsets", REPO_ROOT / "shared" / "evalsets")
 
 
 def _spec(name: object) -> _Spec:
@@ -122,11 +124,11 @@ def _read(path: Path, name: str, spec: _Spec, where: str) -> list:
 
 
 def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Path | None,
-            timeout_s: float) -> tuple[Path, str]:
+            evalsets_dir: str | Path | None, timeout_s: float) -> tuple[Path, str]:
     """The file to read and how it came: given (path=), placed (evalsets/), or cached (fetched once)."""
     if path is not None:
         return Path(path).expanduser(), "given"
-    for folder in placed_dirs():
+    for folder in placed_dirs(evalsets_dir):
         candidate = folder / name / spec.remote.filename
         if candidate.is_file():
             return candidate, "placed"
@@ -144,16 +146,18 @@ def items_digest(items: tuple[EvalItem, ...] | list[EvalItem]) -> str:
 
 
 def load_set(name: str, *, limit: int | None = None, path: str | Path | None = None,
-             data_dir: str | Path | None = None, timeout_s: float = 10.0) -> EvalSet:
+             data_dir: str | Path | None = None, evalsets_dir: str | Path | None = None,
+             timeout_s: float = 10.0) -> EvalSet:
     """Load a set by name (one of SETS): by default the first 50 items (FinQA, TAT-QA) or all (FinanceBench)
     of its published file. ``path``: a published file to read instead (every item); ``limit``: the first N
-    items; ``data_dir``: where fetched files are cached (default: the app's data folder); ``timeout_s``: the
+    items; ``data_dir``: where fetched files are cached (default: the app's data folder); ``evalsets_dir``: a
+    folder of placed files (<set>/<published file name>) to look in first; ``timeout_s``: the
     fetch's network timeout. BadInput for an unknown set, a bad limit, or an unreadable or corrupted file
     (named by its basename, with the fix); DataUnavailable when the file can't be fetched."""
     spec = _spec(name)
     key = name.strip().lower()
     count = _limit(limit)
-    file, where = _locate(key, spec, path, data_dir, timeout_s)
+    file, where = _locate(key, spec, path, data_dir, evalsets_dir, timeout_s)
     records = _read(file, key, spec, where)
     try:
         items = spec.parse(records)
