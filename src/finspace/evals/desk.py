@@ -122,7 +122,9 @@ class ScoreDesk:
         self._check_free()
         self._starting = True  # a switch asked for while the set loads is refused too
         try:
-            eval_set = await asyncio.to_thread(load_set, set_name, limit=n, path=path, data_dir=data_folder(self.svc))
+            eval_set = await asyncio.to_thread(load_set, set_name, limit=n, path=path or self._placed(set_name),
+                                               data_dir=data_folder(self.svc),
+                                               evalsets_dir=getattr(self.svc.settings, "evalsets_dir", None))
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
             engine = self.svc.engine
@@ -138,6 +140,10 @@ class ScoreDesk:
             self._starting = False
         log.info("scoreboard run: %s, %d items on %s", set_name, len(eval_set.items), job.provenance["model_key"])
         return job
+
+    def _placed(self, set_name: str) -> str | None:
+        """FINSPACE_FINANCEBENCH_FILE: the user's own copy of FinanceBench (never vendored, else fetched)."""
+        return getattr(self.svc.settings, "financebench_file", None) if set_name == "financebench" else None
 
     def _context_chars(self, engine: Any) -> int:
         """The items' context in characters: the bound, and what fits the model's context at ~2.5 characters a
