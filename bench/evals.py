@@ -13,7 +13,8 @@ else the set's default copy); the first --items of it, or as many as there are (
   budget, greedy settings and max_tokens --tokens), one after another.
 
 The batched run goes first and again last (serial between them), so drift on this shared machine shows; its
-figure is the mean of the two. tok/s = completion tokens / wall time. Last line: `eval_over_serial=R`, the speed
+figure is the mean of the two. Each of the three starts on a freshly loaded engine (the model loaded again), so
+no run finds the others' prompts in vLLM's prefix cache (the items' prompts are the same in every mode). tok/s = completion tokens / wall time. Last line: `eval_over_serial=R`, the speed
 ratio (serial's time / batched's), target 4x; the lines above it give the paired figures.
 """
 
@@ -91,11 +92,13 @@ async def bench(args, workdir: Path) -> None:
         print(f"model {KEY}: context {engine.max_model_len}, items from {path.name if path else 'the default copy'}",
               flush=True)
         b1, result = await batched(svc, path, args.items)
+        await svc.load(KEY)  # a fresh engine: an empty prefix cache
         n = result["n"]
         print(f"batched (1st): {n} items in {b1:.1f} s, {result['completion_tokens']} tokens, "
               f"{result['completion_tokens'] / b1:.1f} tok/s, score {result['score']:.3f}, errors {result['errors']}",
               flush=True)
         s, s_tokens, s_correct = await serial(svc, result, path, args.items)
+        await svc.load(KEY)
         print(f"serial: {n} items in {s:.1f} s, {s_tokens} tokens, {s_tokens / s:.1f} tok/s, "
               f"score {s_correct / max(1, n):.3f}", flush=True)
         b2, result2 = await batched(svc, path, args.items)
