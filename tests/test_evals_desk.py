@@ -158,3 +158,14 @@ async def test_a_run_is_refused_without_the_token_while_switching_or_for_an_unkn
     with pytest.raises(BadInput, match=r"limit must be a whole number of items in \[1, 500\]"):
         await svc.scores.start("tatqa", 10**6, token=TOKEN)
     assert svc.scores.job is None and not svc.scores.running
+
+
+async def test_a_run_going_at_shutdown_is_stored_partial(make, tmp_path):
+    order = {}
+    svc, engine = make(lambda q, g: None if order.setdefault(q, len(order)) >= 3 else gold_reply(q, g))
+    job = await svc.scores.start("tatqa", 8, token=TOKEN)
+    while job.run.done < 3:
+        await asyncio.sleep(0.02)
+    await svc.close()
+    full = json.loads((tmp_path / "data" / "scores" / job.file).read_text())
+    assert full["partial"] is True and full["n"] == 3 and full["errors"] == 0 and engine.in_flight == 0

@@ -261,6 +261,7 @@ class Service:
         task = self._load_task
         if task is not None and not task.done():
             task.cancel()
+        await self.scores.close()  # a running scoreboard run is stored, partial, before the engine stops
         with contextlib.suppress(Exception):
             await self.engine.close()
         for fn in self.on_close:

@@ -182,6 +182,13 @@ class ScoreDesk:
         await asyncio.wait({job.task})
         return job.progress()
 
+    async def close(self) -> None:
+        """At shutdown: a running run is cancelled, so it is stored partial rather than with every item failed."""
+        job = self.job
+        if job is not None and job.running:
+            job.task.cancel()
+            await asyncio.wait({job.task})
+
     async def wait(self, job: Job) -> dict:
         if job.task is not None:
             await asyncio.wait({job.task})
