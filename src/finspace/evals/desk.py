@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from finspace.errors import BadInput, EvalRunning, FinspaceError, NotReady, SwitchInProgress
+from finspace.errors import BadInput, EvalRunning, NotReady, SwitchInProgress
 from finspace.evals import result as results
 from finspace.evals.limits import EvalLimits
 from finspace.evals.run import EvalRun, run_items
@@ -232,5 +232,3 @@ def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("a scoreboard run failed", exc_info=task.exception())
 
-
-__all__ = ["ScoreDesk", "Job", "FinspaceError"]
