@@ -233,14 +233,16 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     assert isinstance(demo, gr.Blocks)
     named = demo.get_api_info()["named_endpoints"]
     assert set(named) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit",
-                          "/matrix"}
+                          "/matrix", "/scores", "/run_eval", "/cancel_eval"}
+    assert [p["parameter_name"] for p in named["/run_eval"]["parameters"]] == ["set_name", "limit", "admin_token"]
     assert [p["parameter_name"] for p in named["/matrix"]["parameters"]] == ["documents", "fields"]
     chat_params = [p["parameter_name"] for p in named["/chat"]["parameters"]]
     # the five parameters in their order, then the optional document (issue #21): five-argument callers keep working
     assert chat_params == ["message", "history", "system_prompt", "temperature", "max_tokens", "document"]
     assert [p["parameter_has_default"] for p in named["/chat"]["parameters"]][1:] == [True] * 5
     public = {fn.api_name for fn in demo.fns.values() if fn.api_visibility == "public"}
-    assert public == {"chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix"}
+    assert public == {"chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix",
+                      "scores", "run_eval", "cancel_eval"}
     chat_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == "chat"]
     assert len(chat_fns) >= 3 and all((fn.concurrency_limit or 0) >= 16 for fn in chat_fns)
 

@@ -13,7 +13,7 @@ import sys
 
 from finspace.errors import FinspaceError
 
-COMMANDS = ("fit", "demo_model", "serve", "loads", "doctor")
+COMMANDS = ("fit", "demo_model", "serve", "loads", "doctor", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -55,6 +55,12 @@ class BadInput(FinspaceError):
     http_status = 422
 
 
+class DataUnavailable(FinspaceError):
+    """Data that is fetched on demand (an eval set) can't be had here; the message names the fix."""
+
+    http_status = 503
+
+
 class SwitchInProgress(FinspaceError):
     http_status = 409
 
@@ -101,3 +107,9 @@ class Busy(FinspaceError):
     def __init__(self, message: str, retry_after_s: int = 5):
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class EvalRunning(FinspaceError):
+    """A scoreboard run is going: a switch (or a second run) waits for it or cancels it."""
+
+    http_status = 409

@@ -10,6 +10,8 @@ the engine on shutdown. REST:
                             409 a switch is running, 422 not a catalogue key, 400 won't fit (planner's reason)
     GET  /models            the catalogue with each model's plan for this hardware
     GET  /loads?limit=N     the load ledger's last N records
+    GET  /scores            the Scoreboard's stored results; POST /scores/run {"set", "limit"} and /scores/cancel
+                            with the admin token (finspace.evals.rest)
     POST /v1/chat/completions, GET /v1/models: OpenAI-compatible (finspace.openai_api; errors in OpenAI's shape)
 
 Errors are ``{"error": message}`` with the domain error's status; never a
@@ -36,6 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
+from finspace.evals.rest import add_score_routes
 from finspace.clients import request_client
 from finspace.guard import EventTracker, Guard
 from finspace.openai_api import add_openai_routes, error_body
@@ -57,25 +60,26 @@ def _error(status: int, message: str, headers: dict | None = None, path: str = "
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    """Pydantic's complaint without echoing the input (which may be 1 MB, or a secret)."""
+def _validation_message(exc: RequestValidationError, body: str = '{"model": KEY}') -> str:
+    """Pydantic's complaint without echoing the input (which may be 1 MB, or a secret); ``body``: the route's shape."""
     parts = []
     for err in exc.errors()[:5]:
         loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
         msg = str(err.get("msg", "invalid"))
         if err.get("type") == "extra_forbidden":
-            msg = "unknown field; the body is {\"model\": KEY}"
+            msg = f"unknown field; the body is {body}"
         elif err.get("type") == "missing":
-            msg = "missing; the body is {\"model\": KEY}"
+            msg = f"missing; the body is {body}"
         elif err.get("type") == "json_invalid":
-            loc, msg = "body", "not valid JSON; send {\"model\": KEY} with Content-Type: application/json"
+            loc, msg = "body", f"not valid JSON; send {body} with Content-Type: application/json"
         elif err.get("type") in ("model_attributes_type", "dict_type"):
-            msg = "the body must be a JSON object {\"model\": KEY}"
+            msg = f"the body must be a JSON object {body}"
         parts.append(f"{loc}: {msg}")
     return "invalid request: " + "; ".join(parts)
 
 
-PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix")
+PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
+              "run_eval", "cancel_eval")
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
@@ -136,6 +140,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
 
     _add_rest_routes(app, svc, require_admin)
+    add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
@@ -164,7 +169,8 @@ def _add_error_handlers(app: FastAPI, svc: Service) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError):
-        return _error(422, _validation_message(exc), path=request.url.path)
+        body = '{"set": NAME, "limit": N}' if request.url.path.startswith("/scores") else '{"model": KEY}'
+        return _error(422, _validation_message(exc, body), path=request.url.path)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):

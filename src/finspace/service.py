@@ -27,6 +27,7 @@ from finspace.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.matrix.desk import MatrixDesk
+from finspace.evals.desk import ScoreDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
@@ -72,6 +73,7 @@ class Service:
         self.settings = settings or Settings(admin_token=admin_token or None)
         self.presets: Presets = load_presets(presets_path(getattr(catalog, "path", None)))
         self.matrix = MatrixDesk(self, self.settings.matrix)  # the Filing Matrix (finspace.matrix)
+        self.scores = ScoreDesk(self, self.settings.evals)  # the Scoreboard (finspace.evals)
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
         self.throttle = Throttle(self.settings.limits)  # wrong admin tokens and API keys per address
@@ -208,11 +210,12 @@ class Service:
     def start_load(self, key: Any) -> asyncio.Task:
         """Validate ``key`` and start loading it in the background; the task belongs to the app.
 
-        Raises at once: BadInput/UnknownModel (422), SwitchInProgress (409), DoesNotFit (400).
+        Raises at once: BadInput/UnknownModel (422), SwitchInProgress or EvalRunning (409), DoesNotFit (400).
         """
         if self.blocking:
             raise EngineFailed(f"no model can load on this machine: {self.blocking}")
         entry = self.check_loadable(key)
+        self.scores.check_switch()  # EvalRunning (409) while a scoreboard run goes
         if self.load_running or self.engine.health().state in ("loading", "switching"):
             busy = self._load_key or self.engine.health().loading_key
             raise SwitchInProgress(f"a model switch is in progress (loading {busy}); wait for it to finish, then try again")
@@ -258,6 +261,7 @@ class Service:
         task = self._load_task
         if task is not None and not task.done():
             task.cancel()
+        await self.scores.close()  # a running scoreboard run is stored, partial, before the engine stops
         with contextlib.suppress(Exception):
             await self.engine.close()
         for fn in self.on_close:

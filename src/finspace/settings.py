@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from finspace.clients import parse_trusted
 from finspace.documents.limits import DocumentLimits
+from finspace.evals.limits import EvalLimits
 from finspace.matrix.limits import MatrixLimits
 from finspace.errors import BadInput
 from finspace.priority import parse_nice
@@ -192,10 +193,13 @@ class Settings:
     fit_timeout_s: float = 30.0  # a Will-it-fit check is answered "took too long" after this
     distributed_backend: str | None = None  # "ray" for several nodes
     disclaimer: str = DISCLAIMER  # one line under the chat; empty: none
+    financebench_file: str | None = None  # FINSPACE_FINANCEBENCH_FILE: a local FinanceBench JSONL (else fetched)
+    evalsets_dir: str | None = None  # FINSPACE_EVALSETS_DIR: placed eval-set files, <set>/<published name>
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
     documents: DocumentLimits = DocumentLimits()
     matrix: MatrixLimits = MatrixLimits()
+    evals: EvalLimits = EvalLimits()
     limits: Limits = Limits()
 
     @classmethod
@@ -238,6 +242,8 @@ class Settings:
             fit_timeout_s=_float(env, "FINSPACE_FIT_TIMEOUT_S", 30.0, 1.0, 3600.0),
             distributed_backend=(env.get("FINSPACE_DISTRIBUTED_BACKEND") or "").strip() or None,
             disclaimer=_disclaimer(env),
+            financebench_file=(env.get("FINSPACE_FINANCEBENCH_FILE") or "").strip() or None,
+            evalsets_dir=(env.get("FINSPACE_EVALSETS_DIR") or "").strip() or None,
             test_replay=(env.get("FINSPACE_TEST_REPLAY") or "").strip() or None,
             test_prompt_log=(env.get("FINSPACE_TEST_PROMPT_LOG") or "").strip() or None,
             documents=DocumentLimits(
@@ -254,6 +260,11 @@ class Settings:
                 max_running=_int(env, "FINSPACE_MATRIX_MAX_RUNNING", MatrixLimits.max_running, 1, 64),
                 reply_tokens=_int(env, "FINSPACE_MATRIX_REPLY_TOKENS", MatrixLimits.reply_tokens, 16, 4096),
                 upload_bytes=_int(env, "FINSPACE_MATRIX_UPLOAD_MIB", MatrixLimits.upload_bytes >> 20, 1, 4096) << 20),
+            evals=EvalLimits(
+                max_items=_int(env, "FINSPACE_EVAL_MAX_ITEMS", EvalLimits.max_items, 1, 100_000),
+                reply_tokens=_int(env, "FINSPACE_EVAL_REPLY_TOKENS", EvalLimits.reply_tokens, 8, 8192),
+                context_chars=_int(env, "FINSPACE_EVAL_CONTEXT_CHARS", EvalLimits.context_chars, 500, 1_000_000),
+                max_results=_int(env, "FINSPACE_EVAL_MAX_RESULTS", EvalLimits.max_results, 1, 100_000)),
             limits=limits,
         )
 

@@ -24,6 +24,7 @@ from finspace.ui.chat_panel import MAX_CONVERSATION_CHARS, build_chat  # noqa: F
 from finspace.ui.fit_tab import build_fit_tab
 from finspace.ui.matrix_tab import CSS as MATRIX_CSS
 from finspace.ui.matrix_tab import build_matrix_tab
+from finspace.ui.scores_tab import build_scores_tab, register_scores_api
 
 log = logging.getLogger("finspace.ui")
 
@@ -59,9 +60,12 @@ c.predict(50, api_name="/loads")  # the load ledger's last records
 c.predict("Qwen/Qwen3-30B-A3B", None, "l40s", 1, api_name="/fit")  # will it fit? (repo id or config.json text)
 job = c.submit([handle_file("a.pdf"), handle_file("b.pdf")], "income-statement", api_name="/matrix")  # Filing Matrix
 for p in job: print(p["done"], p["total"])  # p["matrix"]: each cell's value, page, quote and check
+c.predict(api_name="/scores")  # every stored scoreboard result (public), with its provenance
+for p in c.submit("finqa", 20, "<admin token or empty>", api_name="/run_eval"): print(p["done"], p["total"])
+c.predict("<admin token or empty>", api_name="/cancel_eval")  # stops the run; its finished items are kept (partial)
 ```
 ### REST
-`GET /health` (200 ready, 503 otherwise) · `GET /models` · `GET /loads?limit=50` ·
+`GET /health` (200 ready, 503 otherwise) · `GET /models` · `GET /loads?limit=50` · `GET /scores` ·
 `POST /load-model {{"model": KEY}}` with `Authorization: Bearer <FINSPACE_ADMIN_TOKEN>` when set (202, 401, 409, 422, 400).
 """
 
@@ -103,6 +107,9 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
                     p.update(memory_panel())
         with gr.Tab("Matrix", id="matrix-tab"):
             build_matrix_tab(svc, chat_concurrency)
+        with gr.Tab("Scoreboard", id="scores-tab") as scores_tab:
+            scores = build_scores_tab(svc)
+        scores_tab.select(scores["load"], outputs=scores["board"], api_visibility="private", show_progress="hidden")
         p.update(history_tab(svc, ledger))
         with gr.Tab("Will it fit?", id="fit-tab"):
             build_fit_tab(svc)
@@ -110,6 +117,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
             gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
         wire_page(demo, p, PageHandlers(svc), chat["register_restore"])
         register_api(svc, chat_concurrency=chat_concurrency)
+        register_scores_api(svc)
 
     demo.queue(default_concurrency_limit=16, max_size=queue_size, api_open=False)
     demo.state_session_capacity = SESSION_CAPACITY
@@ -226,7 +234,8 @@ class PageHandlers:
 
     def signature(self) -> tuple:
         h = self.engine.health()
-        return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, self.svc.load_running)
+        return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, self.svc.load_running,
+                self.svc.scores.store.writes)
 
     async def tick(self, seen_: dict):
         sig = self.signature()

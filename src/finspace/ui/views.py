@@ -124,7 +124,20 @@ def current_model(svc: Service) -> str:
     mark = svc.ledger_mark(h.model_key)
     extra = f"  \n{esc(mark['text'])}" if mark else ""
     warn = f"  \n⚠ {esc(svc.redact(h.last_error))}" if h.last_error else ""
+    score = latest_line(svc, h.model_key)  # the Scoreboard's latest complete score for this model
+    extra += f"  \n{score}" if score else ""
     return f"Serving **{esc(h.model_label)}** (`{esc(h.model_key)}`), context {ctx} tokens, since {since}.{extra}{warn}"
+
+
+def latest_line(svc: Service, model_key: str | None) -> str:
+    """The picker's line: the loaded model's latest complete Scoreboard score ('' when none)."""
+    try:
+        r = svc.scores.latest(model_key)
+    except Exception:  # noqa: BLE001 - the picker must render whatever the results folder holds
+        return ""
+    if not r or not isinstance(r.get("score"), (int, float)):
+        return ""
+    return f"Scoreboard: {esc(r.get('set'))} {r['score'] * 100:.1f}% (n={esc(r.get('n'))}, {esc(r.get('date'))})"
 
 
 def load_notice(svc: Service) -> str:

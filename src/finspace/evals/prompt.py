@@ -1,0 +1,54 @@
+"""One item as chat messages: the same short prompt for every model, recorded by its PROMPT_FORMAT id.
+
+The default CPU model has 2,048 tokens of context, so the context is cut to a character budget
+(``max_context_chars``, default 3,000: about 1,000 tokens of filing text) at a line end, with a note
+saying so; the table comes first in every context, so a cut keeps the numbers. Change the wording and
+PROMPT_FORMAT changes too: results with different formats are not comparable.
+"""
+
+from __future__ import annotations
+
+from finspace.errors import BadInput
+from finspace.evals.formats import EvalItem
+
+PROMPT_FORMAT = "finspace-eval-v1"
+DEFAULT_CONTEXT_CHARS = 3000
+MIN_CONTEXT_CHARS = 200
+
+SYSTEM = ("You are a careful financial analyst. Answer the question from the context only. "
+          "Reason briefly if you need to, then end with one final line: Answer: <value>")
+
+HINTS = {
+    "finqa": "Give the final answer as one number (a percentage with %), or yes or no.",
+    "tatqa": ("Give the answer as the text or number it is; after a number put its scale (thousand, "
+              "million or billion) or %; separate several answers with '; '."),
+    "financebench": ("Give the figure with its unit, or a short answer. If the context does not hold the "
+                     "answer, say so."),
+}
+
+
+def trim_context(text: str, max_chars: int) -> str:
+    """``text`` when it fits in ``max_chars``; else its head, cut at a line end, and a note of the cut."""
+    if len(text) <= max_chars:
+        return text
+    note = f"\n[context cut to {max_chars:,} of {len(text):,} characters]"
+    room = max(max_chars - len(note), 0)
+    head = text[:room]
+    cut = head.rfind("\n")
+    if cut > room // 2:
+        head = head[:cut]
+    return head.rstrip() + note
+
+
+def messages(evalset_name: str, item: EvalItem, *, max_context_chars: int = DEFAULT_CONTEXT_CHARS) -> list[dict]:
+    """System and user messages for one item: the context (cut to ``max_context_chars``), the question, and
+    the instruction to end with a line ``Answer: <value>``."""
+    hint = HINTS.get(evalset_name)
+    if hint is None:
+        raise BadInput(f"unknown eval set {str(evalset_name)[:60]!r}: choose one of {', '.join(HINTS)}")
+    if isinstance(max_context_chars, bool) or not isinstance(max_context_chars, int) \
+            or max_context_chars < MIN_CONTEXT_CHARS:
+        raise BadInput(f"max_context_chars must be a whole number of at least {MIN_CONTEXT_CHARS}")
+    context = trim_context(item.context, max_context_chars)
+    user = f"Context:\n{context}\n\nQuestion: {item.question}\n\n{hint}\nEnd with the line: Answer: <value>"
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]

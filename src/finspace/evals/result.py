@@ -1,0 +1,86 @@
+"""A run's stored result: what it scored (the model as served, the set, the prompt format), the figures, and
+every item's answer. Built from a finished or cancelled run (finspace.evals.desk)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from finspace.ledger import jsonable
+
+log = logging.getLogger("finspace.evals")
+
+SCHEMA = 1
+SCORED = ("score: the share of the n items asked whose answer the set's scorer marked correct (an item whose "
+          "request failed counts as wrong); n: the items asked (fewer than the set's total when limited or "
+          "cancelled); f1: the mean token F1 where the set defines one")
+
+
+def _iso(ts: float | None) -> str | None:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else None
+
+
+def provenance(engine: Any, ledger: Any) -> dict:
+    """The loaded model as served: catalogue key, repo, revision, quantization, dtype, context, and the load's
+    record id in the load ledger (its last successful load of this model)."""
+    entry, h = engine.entry, engine.health()
+    sv = entry.serving
+    repo = entry.repo or (entry.source if getattr(entry, "convert", None) is not None else "local")  # no local path
+    return {"model_key": entry.key, "model_label": entry.label, "repo": repo,
+            "revision": entry.revision, "quantization": sv.quantization or sv.prequantized, "dtype": sv.dtype,
+            "max_model_len": int(engine.max_model_len or 0) or None, "load_id": load_id(ledger, entry.key),
+            "loaded_at": _iso(h.loaded_since), "device": h.device}
+
+
+def load_id(ledger: Any, key: str) -> str | None:
+    if ledger is None:
+        return None
+    try:
+        for rec in reversed(ledger.records(50)):
+            if rec.get("model_key") == key and rec.get("outcome") == "ok":
+                return rec.get("id")
+    except Exception:  # noqa: BLE001 - a result without the ledger's id beats none
+        log.exception("reading the load ledger for a result's load id failed")
+    return None
+
+
+def _summary(set_name: str, scored: list) -> dict:
+    """The set's own summary of the scored items (finspace.evals.score.summarize), or {} if it fails."""
+    try:
+        from finspace.evals import score as score_mod
+
+        items = [score_mod.ItemScore(correct=r.correct, f1=r.f1, refused=r.refused, extracted=r.extracted)
+                 for r in scored]
+        return jsonable(score_mod.summarize(items)) if items else {}
+    except Exception:  # noqa: BLE001 - the run's own figures stand without it
+        log.exception("summarizing %s failed", set_name)
+        return {}
+
+
+def build(job: Any) -> dict:
+    """The JSON a run is stored as (a cancelled run's holds the items that had finished, partial: true)."""
+    from finspace.evals import prompt as prompt_mod
+
+    run, s, prov = job.run, job.eval_set, job.provenance
+    done = [run.results[i] for i in sorted(run.results)]
+    n = len(done)
+    correct = sum(1 for r in done if r.correct)
+    f1s = [r.f1 if r.f1 is not None else 0.0 for r in done if r.f1 is not None or r.error]
+    cut = max(200, int(getattr(job, "answer_chars", 2000)))
+    items = [{"id": r.id, "answer": r.answer if len(r.answer) <= cut else r.answer[:cut] + "…[cut]",
+              "extracted": jsonable(r.extracted), "correct": r.correct, "f1": r.f1, "refused": r.refused,
+              "error": r.error, "output_tokens": r.output_tokens, "finish_reason": r.finish_reason,
+              "context_chars": r.context_chars} for r in done]
+    return {
+        "v": SCHEMA, "at": job.at, "date": _iso(job.at), **prov,
+        "set": s.name, "set_version": jsonable(s.version), "set_source": jsonable(s.source),
+        "set_license": jsonable(s.license), "prompt_format": jsonable(getattr(prompt_mod, "PROMPT_FORMAT", None)),
+        "temperature": 0.0, "reply_tokens": job.reply_tokens, "context_chars": job.context_chars,
+        "n": n, "total": run.total, "partial": run.state != "done", "state": run.state,
+        "score": round(correct / n, 4) if n else 0.0, "correct": correct,
+        "f1": round(sum(f1s) / len(f1s), 4) if f1s else None,
+        "refusals": sum(1 for r in done if r.refused), "errors": sum(1 for r in done if r.error),
+        "completion_tokens": run.completion_tokens, "wall_s": round(run.wall_s, 2), "tokens_per_s": run.tokens_per_s,
+        "scored": SCORED, "summary": _summary(s.name, [r for r in done if not r.error]), "items": items,
+    }
