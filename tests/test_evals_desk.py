@@ -73,8 +73,7 @@ def gold_reply(_question: str, gold: dict) -> str:
 
 @pytest.fixture
 def make(tmp_path):
-    if place_in(tmp_path / "data") is None:
-        pytest.skip("no copy of TAT-QA's dev file on this machine (support.evalsets)")
+    place_in(tmp_path / "data")
     from finspace.evals.sets import load_set
 
     items = load_set("tatqa", data_dir=tmp_path / "data").items
@@ -112,10 +111,10 @@ async def test_gold_answers_score_one_and_every_item_is_in_the_engine_at_once(ma
 
 
 async def test_wrong_answers_score_zero_and_a_long_prompt_is_asked_again_with_less_context(make, tmp_path):
-    svc, engine = make(lambda q, g: "Answer: 987654321", longest=2000)
+    svc, engine = make(lambda q, g: "Answer: 987654321", longest=1600)
     p = await svc.scores.wait(await svc.scores.start("tatqa", 20, token=TOKEN))
     full = json.loads((tmp_path / "data" / "scores" / p["file"]).read_text())
-    assert p["score"] == 0.0 and full["errors"] == 0 and max(engine.prompts) <= 2000
+    assert p["score"] == 0.0 and full["errors"] == 0 and max(engine.prompts) <= 1600
     budgets = {i["context_chars"] for i in full["items"]}
     assert full["context_chars"] in budgets and len(budgets) > 1  # some were asked again with half the context
 
@@ -169,3 +168,15 @@ async def test_a_run_going_at_shutdown_is_stored_partial(make, tmp_path):
     await svc.close()
     full = json.loads((tmp_path / "data" / "scores" / job.file).read_text())
     assert full["partial"] is True and full["n"] == 3 and full["errors"] == 0 and engine.in_flight == 0
+
+
+def test_a_placed_file_of_other_items_is_not_labelled_as_the_published_set(tmp_path):
+    """The version names the published split and commit only when the items are the published ones (their
+    sha256 is known for TAT-QA's default 50): the tests' own items say they are a file of other items."""
+    from finspace.evals.sets import load_set
+    from support.evalsets import made_tatqa
+
+    made_tatqa(tmp_path / "tatqa" / "tatqa_dataset_dev.json")
+    version = load_set("tatqa", evalsets_dir=tmp_path).version
+    assert version.startswith("tatqa file tatqa_dataset_dev.json (not the published dev@870accc items) first-50 "), version
+    assert load_set("tatqa", evalsets_dir=tmp_path, limit=5).version.startswith("tatqa file tatqa_dataset_dev.json (not")

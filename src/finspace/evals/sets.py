@@ -51,6 +51,8 @@ class _Spec:
     subset: int | None  # the default takes the first N items of the published file; None: all
     jsonl: bool = False
     env_hint: str = ""
+    digest: str | None = None  # sha256 (items_digest) of the default items as published, where checked
+
 
     @property
     def source(self) -> str:
@@ -63,7 +65,7 @@ _SPECS = {
                    "test", "MIT (FinQA, Copyright (c) 2021 Zhiyu Chen)", 50),
     "tatqa": _Spec(tatqa_items, fetched.github("NExTplusplus/TAT-QA", "870accc41953dcde885aabeb963d94aabdc0fbc3",
                                                "dataset_raw/tatqa_dataset_dev.json"),
-                   "dev", "CC BY 4.0 (TAT-QA dataset, Zhu et al. 2021)", 50),
+                   "dev", "CC BY 4.0 (TAT-QA dataset, Zhu et al. 2021)", 50, digest="1c07f0412998"),
     "financebench": _Spec(financebench_items, fetched.github("patronus-ai/financebench", "main",
                                                              "data/financebench_open_source.jsonl"),
                           "open_source", "CC BY-NC 4.0 (FinanceBench, Patronus AI; non-commercial, "
@@ -172,5 +174,7 @@ def load_set(name: str, *, limit: int | None = None, path: str | Path | None = N
         items = items[:spec.subset]
     taken = tuple(items[:count] if count else items)
     origin = f"file {file.name}" if where == "given" else f"{spec.split}@{spec.remote.commit[:7]}"
+    if where != "given" and spec.digest and len(items) == spec.subset and items_digest(items) != spec.digest:
+        origin = f"file {file.name} (not the published {origin} items)"  # a placed or cached file of other items
     return EvalSet(name=key, version=f"{key} {origin} first-{len(taken)} sha256:{items_digest(taken)}",
                    source=spec.source, license=spec.license, items=taken)
