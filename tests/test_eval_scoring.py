@@ -223,6 +223,11 @@ TEXT_SPAN = {"answer": ["By comparison against the FTSE pension liability index"
     (SPANS, "Answer: cost-plus type; fixed-price type", False, 0.86, False),
     (TEXT_SPAN, "Answer: by comparison against the FTSE pension liability index.", True, 1.0, False),
     (TEXT_SPAN, "Answer: the FTSE index", False, 0.44, False),
+    # a sentence for a one-number gold: its last figure (a year skipped) with the scale word after it
+    (MILLION_SPAN, "Total sales in 2019 were approximately 1,496.5 million dollars.", True, 1.0, False),
+    (MILLION_SPAN, "Total sales in 2019 were $1,496.5.", False, 0.0, False),  # the scale is still needed
+    (MILLION_SPAN, "Total sales were 1,496.5 million in 2019", True, 1.0, False),
+    (PERCENT_ARITH, "The change from 2018 to 2019 is -22.22%.", True, 1.0, False),
     (TEXT_SPAN, "I cannot tell from the context.", False, 0.0, True),
     (TEXT_SPAN, "", False, 0.0, False),
 ])

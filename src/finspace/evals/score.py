@@ -11,7 +11,9 @@ such line, from its last non-empty line. Then:
   Commas, $ and (parentheses) negatives are handled; yes/no golds need the same word.
 - TAT-QA: exact match and F1 with scale, as tatqa_eval.py (tatqa_metric.py). A number's trailing scale
   word (thousand, million, billion, percent) or % is the prediction's scale; for a multi-span gold the
-  answer is split at ';' (as the prompt asks), else at ', ' and ' and '.
+  answer is split at ';' (as the prompt asks), else at ', ' and ' and '. Where the gold is one number and the
+  answer a sentence ("Revenue in 2024 was 1,148 thousand dollars"), the prediction is the sentence's last
+  figure (a year skipped when another figure is there) with the scale word after it: "1,148 thousand".
   correct = exact match; f1 = the reference's F1.
 - FinanceBench (its authors grade by hand; this is a proxy): a gold that is one figure is matched by the
   answer's first figure (a year beside it skipped) within FINANCEBENCH_REL_TOL (1%; a percentage also as
@@ -158,10 +160,35 @@ def _scaled(answer: str) -> tuple[str, str]:
     return answer, ""
 
 
+_FIGURE = re.compile(r"[-−(]?\s*[$€£¥]?\s*\d[\d,]*(?:\.\d+)?\)?(?:\s*(?:%|percent\b|per cent\b|thousands?\b|"
+                     r"millions?\b|billions?\b))?", re.I)
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+def _numeric_gold(gold: dict) -> bool:
+    answer = gold.get("answer")
+    if gold.get("answer_type") in ("arithmetic", "count"):
+        return True
+    return gold.get("answer_type") == "span" and isinstance(answer, list) and len(answer) == 1 \
+        and tatqa_metric.is_number(str(answer[0]))
+
+
+def _figure_of(answer: str) -> str:
+    """A sentence's last figure with its scale word (a year skipped when another figure is there); the answer
+    itself when it is a figure already or holds none."""
+    if tatqa_metric.is_number(_scaled(answer)[0].strip("$€£¥ ")):
+        return answer
+    found = [m.group(0).strip() for m in _FIGURE.finditer(answer)]
+    figures = [f for f in found if not _YEAR.match(f)] or found
+    return figures[-1] if figures else answer
+
+
 def score_tatqa(item: EvalItem, reply: str) -> ItemScore:
     answer = final_answer(reply)
     if not answer:
         return ItemScore(False, 0.0, _refused(answer, reply), None)
+    if _numeric_gold(item.gold):
+        answer = _figure_of(answer)
     prediction, scale = tatqa_prediction(answer, item.gold)
     try:
         em, f1 = tatqa_metric.em_and_f1(item.gold, prediction, scale)
