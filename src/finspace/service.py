@@ -18,7 +18,6 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -28,6 +27,7 @@ from finspace.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
+from finspace.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
@@ -45,21 +45,6 @@ MIB = 1 << 20
 HISTORY_SECONDS = 300  # the memory plot's window
 SAMPLE_EVERY_S = 1.5  # readings are taken on demand, at most this often
 MAX_LOADS_LIMIT = 1000
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether a catalogue model can be loaded here, by the planner (and the engine's CPU rule)."""
-
-    key: str
-    fits: bool
-    reason: str
-    plan: planner.Plan | None
-    error: str | None = None  # the plan could not be made (bad config)
-
-    @property
-    def max_model_len(self) -> int | None:
-        return self.plan.max_model_len if self.plan is not None else None
 
 
 class Service:
@@ -150,17 +135,7 @@ class Service:
         cached = self._verdicts.get(entry.key)
         if cached is not None:
             return cached
-        try:
-            p = self.engine.check_fits(entry)  # None: nothing to plan (a remote endpoint's model)
-            v = Verdict(entry.key, True, p.reason if p is not None else f"served by {self.engine.where()}", p)
-        except DoesNotFit as exc:
-            v = Verdict(entry.key, False, str(exc), exc.plan)
-        except FinspaceError as exc:
-            v = Verdict(entry.key, False, str(exc), None, error=str(exc))
-        except Exception as exc:  # a config the planner cannot read must not break the page
-            log.exception("planning %s failed", entry.key)
-            v = Verdict(entry.key, False, f"cannot plan {entry.label}: {type(exc).__name__}", None,
-                        error=type(exc).__name__)
+        v = verdict_of(self.engine, entry)
         self._verdicts[entry.key] = v
         return v
 
