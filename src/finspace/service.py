@@ -287,7 +287,7 @@ class Service:
                 "state": h.state, "stage": h.stage, "progress": h.progress, "loading": h.loading_key,
                 "alive": h.engine_alive, "restarts": h.restarts, "last_restart": h.last_restart,
                 "running_requests": h.running_requests, "kind": self.engine.kind,
-                **({"endpoint": self.engine.host} if self.engine.kind == "remote" else {}),
+                "endpoint": self.engine.hardware_info().get("remote"),  # a remote endpoint's host[:port]
             },
             "loaded_since": _iso(h.loaded_since),
             "last_error": self.redact(last_error),
