@@ -176,6 +176,7 @@ class RemoteEngine:
             self._down(str(exc))
             self._reading = RemoteReading(endpoint=self.host, at=time.time(), error=str(exc))
             return
+        metrics = await self.endpoint.metrics()  # before the state changes: /health shows both together
         self.served = tuple(self._entry_for(m) for m in models)
         self._lens = {m["id"]: int(m.get("max_model_len") or 0) for m in models}
         if self._selected not in self._lens:
@@ -185,7 +186,7 @@ class RemoteEngine:
         if self._state != "ready" and self._selected:
             log.info("the endpoint %s answers; serving %s", self.host, self._selected)
         self._state, self._last_error = ("ready", None) if self._selected else ("none", f"{self.host} serves no model")
-        self._reading = await self.endpoint.metrics()
+        self._reading = metrics
 
     def _down(self, reason: str, status: int | None = None) -> None:
         if self._state != UNREACHABLE or self._last_error != reason:
