@@ -151,7 +151,7 @@ def test_chat_on_v1_streams_with_usage(app):
                                              temperature=7)
 
 
-def test_chat_on_gradio_api_and_continue(app):
+def test_chat_on_gradio_api(app):
     c = gclient(app)
     reply = c.predict("What is a balance sheet?", [], None, 0.0, 8, api_name="/chat")
     assert isinstance(reply, str) and reply.strip(), reply
@@ -215,7 +215,14 @@ def test_the_page_chats_and_its_memory_panel_reads_the_remote(app):
         page.click("#send")
         page.wait_for_function("document.querySelectorAll('#chatbot sub').length >= 1", timeout=90_000)
         usage = page.eval_on_selector_all("#chatbot sub", "els => els.map(e => e.innerText)")[0]
-        assert "tokens" in usage, usage
+        # the usage line from the endpoint's usage chunk: the catalogue entry's 16 tokens, cut at max tokens
+        assert "reply 16 tokens" in usage and "stopped at max tokens" in usage, usage
+        # Continue: vLLM's continue_final_message on the same reply
+        page.click("#continue")
+        page.wait_for_function("[...document.querySelectorAll('#chatbot sub')]"
+                               ".some(e => e.innerText.includes('continued 1'))", timeout=90_000)
+        usage = page.eval_on_selector_all("#chatbot sub", "els => els.map(e => e.innerText)")[-1]
+        assert "reply 32 tokens" in usage, usage
         assert not page.page_errors
 
 

@@ -309,6 +309,7 @@ def run(settings: Settings) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per probe and per chat otherwise
         engine = RemoteEngine(settings.remote, catalog=catalog, preferred=settings.model,
                               max_in_flight=settings.max_in_flight)
+        engine.prime()  # the served models before the page is built (bounded; the probe keeps reading them)
         catalog, key, (blocking, storage_note) = engine.catalog, None, (None, None)
     else:
         engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice,

@@ -83,7 +83,19 @@ class Endpoint:
 
     async def models(self, timeout: float | None = None) -> list[dict]:
         """The served models (``id``, ``root``, ``max_model_len``)."""
-        r = await self._get(f"{self.base}/models", timeout)
+        return self._models_of(await self._get(f"{self.base}/models", timeout))
+
+    def models_sync(self, timeout: float) -> list[dict]:
+        """The same, blocking: once at start-up, before the page is built (server.run)."""
+        try:
+            r = httpx.get(f"{self.base}/models", headers=self.headers, timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise Unreachable(reason_for(exc, self.host)) from None
+        if r.status_code >= 400:
+            raise Unreachable(reason_for(None, self.host, r.status_code), r.status_code)
+        return self._models_of(r)
+
+    def _models_of(self, r: httpx.Response) -> list[dict]:
         try:
             data = r.json().get("data")
         except ValueError:

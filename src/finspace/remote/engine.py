@@ -62,8 +62,7 @@ class RemoteCatalog:
         return isinstance(key, str) and key in self.keys()
 
     def default_key(self, has_gpu: bool) -> str | None:
-        keys = self.keys()
-        return keys[0] if keys else None
+        return self._engine.health().model_key
 
 
 class RemoteEngine:
@@ -177,16 +176,27 @@ class RemoteEngine:
             self._reading = RemoteReading(endpoint=self.host, at=time.time(), error=str(exc))
             return
         metrics = await self.endpoint.metrics()  # before the state changes: /health shows both together
+        self._adopt(models)
+        if self._state != "ready" and self._selected:
+            log.info("the endpoint %s answers; serving %s", self.host, self._selected)
+        self._state, self._last_error = ("ready", None) if self._selected else ("none", f"{self.host} serves no model")
+        self._reading = metrics
+
+    def prime(self) -> None:
+        """Read the served models once, blocking (bounded), before the page is built: its defaults are the
+        selected model's. A failure here only leaves the list empty; the probe reads it again."""
+        try:
+            self._adopt(self.endpoint.models_sync(min(self.settings.timeout_s, 5.0)))
+        except Unreachable as exc:
+            self._last_error = str(exc)
+
+    def _adopt(self, models: list[dict]) -> None:
         self.served = tuple(self._entry_for(m) for m in models)
         self._lens = {m["id"]: int(m.get("max_model_len") or 0) for m in models}
         if self._selected not in self._lens:
             keys = list(self._lens)
             self._selected = self.preferred if self.preferred in self._lens else (keys[0] if keys else None)
             self._since = time.time() if self._selected else None
-        if self._state != "ready" and self._selected:
-            log.info("the endpoint %s answers; serving %s", self.host, self._selected)
-        self._state, self._last_error = ("ready", None) if self._selected else ("none", f"{self.host} serves no model")
-        self._reading = metrics
 
     def _down(self, reason: str, status: int | None = None) -> None:
         if self._state != UNREACHABLE or self._last_error != reason:
