@@ -110,6 +110,9 @@ def unfit_markdown(svc: Service) -> str:
         mark = svc.ledger_mark(e.key)
         seen = f"  \n  *Ledger:* {esc(mark['text'])}" if mark else ""
         lines.append(f"- **{esc(e.label)}** (`{esc(e.key)}`): {esc(v.reason)}{fix}{seen}")
+    if svc.engine.kind == "remote":
+        return (f"The models {esc(svc.engine.where())} serves (its /v1/models). Choosing one selects it for "
+                "this app at once: nothing is loaded or unloaded here.")
     if not lines:
         return "Every catalogue model fits this machine."
     where = "this GPU" if svc.on_gpu else "this machine"
