@@ -3,15 +3,14 @@ and answer, its /metrics read, its failures named by host only. The live endpoin
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import httpx
 import pytest
 
 from finspace.catalog import Sampling, Serving, ModelEntry
 from finspace.engine.prompt import ChatSettings
-from finspace.errors import BadInput
-from finspace.remote.chat import _parts, request_for
+from finspace.errors import BadInput, EngineFailed
+from finspace.engine.records import ChatInfo
+from finspace.remote.chat import _event, _parts, _read, request_for
 from finspace.remote.endpoint import Endpoint, host_of, reason_for
 from finspace.remote.metrics import reading
 from finspace.settings import RemoteSettings, Settings
@@ -49,10 +48,19 @@ def test_finspace_checks_before_the_endpoint_sees_anything():
                         ChatSettings(chat_template_kwargs=kwargs))
 
 
-def test_reasoning_deltas_are_thinking():
-    assert _parts(SimpleNamespace(content=None, reasoning_content="hmm", model_extra={})) == ("hmm", "")
-    assert _parts(SimpleNamespace(content="Yes", model_extra={"reasoning": None})) == ("", "Yes")
-    assert _parts(SimpleNamespace(content="", model_extra={"reasoning": "newer vLLM"})) == ("newer vLLM", "")
+def test_reasoning_deltas_are_thinking_and_usage_fills_the_info():
+    assert _parts({"content": None, "reasoning_content": "hmm"}) == ("hmm", "")
+    assert _parts({"content": "Yes", "reasoning": None}) == ("", "Yes")
+    assert _parts({"content": "", "reasoning": "newer vLLM"}) == ("newer vLLM", "")
+    info = ChatInfo()
+    assert _read(_event('data: {"id": "c1", "choices": [{"delta": {"reasoning_content": "t"}}]}'), info) == [("t", "")]
+    assert _read(_event('data: {"choices": [{"delta": {"content": "A"}, "finish_reason": "length"}]}'), info) \
+        == [("", "A")]
+    _read(_event('data: {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}'), info)
+    assert (info.request_id, info.finish_reason, info.prompt_tokens, info.output_tokens) == ("c1", "length", 9, 2)
+    assert _event("data: [DONE]") is not None and _event(": keep-alive") is None
+    with pytest.raises(EngineFailed, match="stopped this reply: boom"):
+        _read(_event('data: {"error": {"message": "boom"}}'), info)
 
 
 def test_metrics_of_one_engine_and_of_a_router():

@@ -306,7 +306,8 @@ def run(settings: Settings) -> int:
     if settings.remote.url:  # FINSPACE_ENGINE_URL: an endpoint serves; its models are the catalogue
         from finspace.remote import RemoteEngine
 
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per probe and per chat otherwise
+        for name in ("httpx", "httpx2"):  # the openai client logs with httpx2: a line per probe and per chat
+            logging.getLogger(name).setLevel(logging.WARNING)
         engine = RemoteEngine(settings.remote, catalog=catalog, preferred=settings.model,
                               max_in_flight=settings.max_in_flight)
         engine.prime()  # the served models before the page is built (bounded; the probe keeps reading them)

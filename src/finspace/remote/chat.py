@@ -13,6 +13,7 @@ so (the caller keeps the partial text).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -53,31 +54,26 @@ def request_for(model: str, entry: Any, max_len: int, messages: Any, settings: C
 
 async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: str,
                  on_failure: FailureFn) -> AsyncGenerator[tuple[str, str], None]:
-    """The endpoint's deltas as (thinking, answer); ``info`` filled from the chunks and the usage chunk."""
+    """The endpoint's deltas as (thinking, answer); ``info`` filled from the chunks and the usage chunk.
+
+    The openai client sends the request (its auth, timeouts and status errors); the stream's lines are read
+    raw (``with_streaming_response``) and decoded with json: building the client's typed chunk objects took
+    a third of a millisecond per token, CPU that vLLM needs on the same machine (bench/serving.py (e))."""
     import openai
 
-    raw: list[str] = []
     info.model_key = model_key
+    raw: list[str] = []
     written = False
     try:
-        response = await client.chat.completions.create(**req)
-    except openai.APIError as exc:
-        raise _translate(exc, host, on_failure, False) from None
-    try:
-        async for chunk in response:
-            info.request_id = info.request_id or getattr(chunk, "id", "") or ""
-            usage = getattr(chunk, "usage", None)
-            if usage is not None:
-                info.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-                info.output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-            for choice in chunk.choices or ():
-                if choice.finish_reason:
-                    info.finish_reason = choice.finish_reason
-                thinking, answer = _parts(choice.delta)
-                if thinking or answer:
+        async with client.chat.completions.with_streaming_response.create(**req) as response:
+            async for line in response.iter_lines():
+                event = _event(line)
+                if event is None:
+                    continue
+                if event is _DONE:
+                    break
+                for thinking, answer in _read(event, info):
                     written = True
-                    if info.first_token_at is None:
-                        info.first_token_at = time.monotonic()
                     raw.append(answer)
                     yield thinking, answer
         if info.finish_reason is None:  # the stream ended without its last chunk: the server went away
@@ -86,29 +82,59 @@ async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: s
         raise _translate(exc, host, on_failure, written) from None
     except FinspaceError:
         raise
-    except Exception as exc:  # httpx errors that the openai stream lets through (a cut connection)
-        if type(exc).__module__.split(".")[0] not in ("httpx", "httpcore", "h11", "anyio"):
+    except Exception as exc:  # httpx errors that the stream lets through (a cut connection)
+        if type(exc).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "h11", "anyio"):
             raise
         raise _translate(exc, host, on_failure, written) from None
     finally:
         info.text = "".join(raw)
-        await _close(response)
+
+
+_DONE = object()
+
+
+def _event(line: str) -> Any:
+    """One SSE line: its JSON object, _DONE for the end, None for anything else (comments, blank lines)."""
+    if not line.startswith("data:"):
+        return None
+    data = line[5:].strip()
+    if data == "[DONE]":
+        return _DONE
+    try:
+        event = json.loads(data)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _read(event: dict, info: ChatInfo) -> list[tuple[str, str]]:
+    """A chunk's (thinking, answer) pairs; its usage and finish reason into ``info``; an error event raised."""
+    if isinstance(event.get("error"), dict):  # vLLM reports a failure inside a started stream this way
+        raise EngineFailed(f"the model server stopped this reply: {str(event['error'].get('message'))[:300]}")
+    info.request_id = info.request_id or str(event.get("id") or "")
+    usage = event.get("usage")
+    if isinstance(usage, dict):
+        info.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        info.output_tokens = int(usage.get("completion_tokens") or 0)
+    out = []
+    for choice in event.get("choices") or ():
+        if choice.get("finish_reason"):
+            info.finish_reason = choice["finish_reason"]
+        thinking, answer = _parts(choice.get("delta"))
+        if thinking or answer:
+            if info.first_token_at is None:
+                info.first_token_at = time.monotonic()
+            out.append((thinking, answer))
+    return out
 
 
 def _parts(delta: Any) -> tuple[str, str]:
-    if delta is None:
+    """A delta's thinking (``reasoning_content``, or ``reasoning`` in newer vLLM) and answer text."""
+    if not isinstance(delta, dict):
         return "", ""
-    extra = getattr(delta, "model_extra", None) or {}
-    thinking = getattr(delta, "reasoning_content", None) or extra.get("reasoning_content") \
-        or getattr(delta, "reasoning", None) or extra.get("reasoning") or ""
-    return (thinking if isinstance(thinking, str) else ""), (delta.content or "")
-
-
-async def _close(response: Any) -> None:
-    try:
-        await response.close()
-    except Exception:  # noqa: BLE001 - already broken
-        pass
+    thinking = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    answer = delta.get("content") or ""
+    return (thinking if isinstance(thinking, str) else ""), (answer if isinstance(answer, str) else "")
 
 
 def _translate(exc: BaseException, host: str, on_failure: FailureFn, written: bool) -> FinspaceError:
