@@ -20,6 +20,9 @@ Ctrl-C or SIGTERM):
   (d) finspace's OpenAI-compatible API: the same `python app.py` as (a), driven at /v1/chat/completions by
       exactly the client code of (b) (streaming chat completions over httpx, tokens from the usage chunk):
       the app's own cost without Gradio in the path.
+  (e) finspace in remote mode (FINSPACE_ENGINE_URL) in front of a (b) server started for the phase, driven at
+      finspace's /v1 by the client code of (b) and (d): what finspace adds when vLLM runs elsewhere (here on
+      the same 2 cores; its "cpu srv" column counts finspace's processes only, not the vLLM server's).
 
 Same engine settings for all: float32, max_model_len 1024, enforce_eager, a fixed KV cache
 (FINSPACE_CPU_KV_CACHE_MIB for the app, --kv-cache-memory-bytes for the others). Same messages
@@ -35,8 +38,9 @@ tok/s: output tokens of all requests / time from the first request sent to the l
 TTFT: request sent to first text received. TPOT: (last - first text) / (tokens - 1). cpu: the server's
 process tree and this client, in cores; "other" is the rest of the machine (other people's jobs).
 
-Last lines: the ratios a/b, a/c and d/b at each level, then
+Last lines: the ratios a/b, a/c, d/b and e/b at each level, then
     a_over_b_at_16=R1 a_over_c_at_16=R2 ttft_p99_a_over_b_at_16=R3 d_over_b_at_16=R4 ttft_p99_d_over_b_at_16=R5
+    e_over_b_at_16=R6
 """
 
 from __future__ import annotations
@@ -64,7 +68,8 @@ from common import (  # noqa: E402
 )
 
 SERVERS = {"a": "finspace (app.py, gradio_client /chat)", "b": "vLLM OpenAI server (SSE)",
-           "c": "one-at-a-time LLM + lock (SSE)", "d": "finspace /v1 (app.py, OpenAI SSE: b's client)"}
+           "c": "one-at-a-time LLM + lock (SSE)", "d": "finspace /v1 (app.py, OpenAI SSE: b's client)",
+           "e": "finspace remote mode /v1 in front of (b) (OpenAI SSE: b's client)"}
 
 
 # ------------------------------------------------------------------ servers
@@ -74,17 +79,25 @@ def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Pat
     common_env = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                   "GRADIO_ANALYTICS_ENABLED": "False", "TOKENIZERS_PARALLELISM": "false"}
     log = workdir / f"server-{which}.log"
-    if which in ("a", "d"):
+    backend = None
+    if which == "e":  # finspace in remote mode: vLLM's server (b) first, then the app pointed at it
+        backend = start_server("b", args, model_path, catalog, workdir)
+        backend.wait_ready(timeout=args.start_timeout)
+    if which in ("a", "d", "e"):
         env = {**common_env, "PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
                "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
                "FINSPACE_CPU_KV_CACHE_MIB": str(args.kv_mib),
                # every simulated user comes from 127.0.0.1 here: lift the per-address bound on queued events
                "FINSPACE_MAX_EVENTS_PER_CLIENT": "1024"}
+        if backend is not None:
+            env["FINSPACE_ENGINE_URL"] = backend.url + "/v1"
         for item in args.app_env:  # experiments only: the numbers are the app's as shipped without it
             key, _, value = item.partition("=")
             env[key] = value
-        return ServerProcess("finspace", [PYTHON, str(ROOT / "app.py")], env=env, cwd=workdir, log_path=log,
-                             port=port, ready_path="/health")
+        server = ServerProcess("finspace", [PYTHON, str(ROOT / "app.py")], env=env, cwd=workdir, log_path=log,
+                               port=port, ready_path="/health")
+        server.backend = backend  # stopped with it (measure)
+        return server
     engine_args = ["--dtype", "float32", "--max-model-len", "1024", "--enforce-eager",
                    "--kv-cache-memory-bytes", str(kv_bytes)]
     if which == "b":
@@ -107,7 +120,7 @@ def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Pat
 async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: dict, prompt: str,
                        tokens: int) -> RequestResult:
     messages = chat_messages(entry, prompt)
-    if which in ("b", "d"):  # the same request and reading for vLLM's server and finspace's /v1
+    if which in ("b", "d", "e"):  # the same request and reading for vLLM's server and finspace's /v1
         body = {"model": MODEL_KEY, "messages": messages, "max_tokens": tokens, "temperature": 0.0,
                 "stream": True, "stream_options": {"include_usage": True}}
         path = "/v1/chat/completions"
@@ -129,7 +142,7 @@ async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: d
             if data == "[DONE]":
                 break
             ev = json.loads(data)
-            if which in ("b", "d"):
+            if which in ("b", "d", "e"):
                 if ev.get("usage"):
                     n = ev["usage"]["completion_tokens"]
                 text = "".join((c.get("delta") or {}).get("content") or "" for c in ev.get("choices") or [])
@@ -345,6 +358,8 @@ def measure(which: str, args, model_path: Path, catalog: Path, entry: dict, work
         if users is not None:
             users.close()
         server.stop()
+        if getattr(server, "backend", None) is not None:
+            server.backend.stop()
     print(f"[{which}] done in {time.monotonic() - t0:.0f} s; stopped (process group {server.pgid})", flush=True)
     return results
 
@@ -414,7 +429,7 @@ def main() -> int:
                     help="extra runs of (a) and (b) at 16 users while all runs so far were noisy (default 2)")
     ap.add_argument("--budget-s", type=float, default=560.0,
                     help="noisy reruns only while the whole run is expected to end within this (default 560 s)")
-    ap.add_argument("--servers", default="abcd", help="which of a, b, c, d to run (default abcd)")
+    ap.add_argument("--servers", default="abcde", help="which of a, b, c, d, e to run (default abcde)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="phases (server starts) of a and b, alternating (default 3: a b c a b a b); c runs once")
     ap.add_argument("--kv-mib", type=int, default=int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")),
@@ -489,11 +504,12 @@ def main() -> int:
                   f"{s['ttft_p99'] * 1e3:>7.0f}ms {s['itl_p50'] * 1e3:>6.1f}ms {s['tpot_p50'] * 1e3:>7.1f}ms "
                   f"{s['cpu_server']:>7.2f} {s['cpu_client']:>6.2f} {s['cpu_other']:>6.2f} {s['front_ms']:>7.2f}ms")
     print("a: " + SERVERS["a"] + "; its ITL is between received updates (the app sends one per 50 ms per stream up to 8 streams, stretched beyond: 100 ms at 16)")
-    print("b: " + SERVERS["b"] + "; c: " + SERVERS["c"] + "; d: " + SERVERS["d"] + "; ITL for b, c and d is per token")
-    starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, 16)]) for w in "abd" if (w, 16) in per_start]
+    print("b: " + SERVERS["b"] + "; c: " + SERVERS["c"] + "; d: " + SERVERS["d"] + "; e: " + SERVERS["e"]
+          + "; ITL for b, c, d and e is per token")
+    starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, 16)]) for w in "abde" if (w, 16) in per_start]
     if starts:
         print("best tok/s at 16 users in each server start, in order: " + "; ".join(starts))
-    for x in ("a", "c", "d"):
+    for x in ("a", "c", "d", "e"):
         same, total = same_text(results, x, "b")
         if total:
             print(f"greedy check: {same}/{total} replies of ({x}) identical to (b)'s for the same prompt")
@@ -515,6 +531,11 @@ def main() -> int:
             dtt = summary["d"][n]["ttft_p99"] / summary["b"][n]["ttft_p99"]
             parts += [f"d/b {db:.3f}", f"TTFT p99 d/b {dtt:.2f}"]
             ratios[n] = {**ratios.get(n, {}), "db": db, "dtt": dtt}
+        if "e" in summary and "b" in summary:
+            eb = summary["e"][n]["tok_s"] / summary["b"][n]["tok_s"]
+            ett = summary["e"][n]["ttft_p99"] / summary["b"][n]["ttft_p99"]
+            parts += [f"e/b {eb:.3f}", f"TTFT p99 e/b {ett:.2f}"]
+            ratios[n] = {**ratios.get(n, {}), "eb": eb, "ett": ett}
         if "b" in summary and "c" in summary:
             parts.append(f"(b/c {summary['b'][n]['tok_s'] / summary['c'][n]['tok_s']:.2f})")
         print("  ".join(parts))
@@ -522,7 +543,7 @@ def main() -> int:
     fmt = lambda v: "nan" if v is None else f"{v:.3f}"  # noqa: E731
     print(f"a_over_b_at_16={fmt(r16.get('ab'))} a_over_c_at_16={fmt(r16.get('ac'))} "
           f"ttft_p99_a_over_b_at_16={fmt(r16.get('tt'))} d_over_b_at_16={fmt(r16.get('db'))} "
-          f"ttft_p99_d_over_b_at_16={fmt(r16.get('dtt'))}")
+          f"ttft_p99_d_over_b_at_16={fmt(r16.get('dtt'))} e_over_b_at_16={fmt(r16.get('eb'))}")
     return 0
 
 

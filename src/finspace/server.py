@@ -112,6 +112,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         sweeper = asyncio.get_running_loop().create_task(tracker.run(), name="finspace-event-sweeper")
+        await svc.open()
         if svc.blocking:
             log.error("no model will load: %s", svc.blocking)
         elif default_model:
@@ -303,14 +304,24 @@ def run(settings: Settings) -> int:
         return 2
     monitor = MemoryMonitor()
     key = settings.model or catalog.default_key(monitor.has_gpu)
-    if key not in catalog:
+    if key not in catalog and not settings.remote.url:  # remote: FINSPACE_MODEL names a served model
         print(f"error: FINSPACE_MODEL / --model {key!r} is not a catalogue key; "
               f"choose one of {', '.join(catalog.keys())}", file=sys.stderr)
         return 2
     ledger = _make_ledger(settings)
-    engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice,
-                    models_dir=ledger.path.parent / "models", **settings.engine_options())
-    blocking, storage_note = _host_problems(monitor, ledger, settings)
+    if settings.remote.url:  # FINSPACE_ENGINE_URL: an endpoint serves; its models are the catalogue
+        from finspace.remote import RemoteEngine
+
+        for name in ("httpx", "httpx2"):  # the openai client logs with httpx2: a line per probe and per chat
+            logging.getLogger(name).setLevel(logging.WARNING)
+        engine = RemoteEngine(settings.remote, catalog=catalog, preferred=settings.model,
+                              max_in_flight=settings.max_in_flight)
+        engine.prime()  # the served models before the page is built (bounded; the probe keeps reading them)
+        catalog, key, (blocking, storage_note) = engine.catalog, None, (None, None)
+    else:
+        engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice,
+                        models_dir=ledger.path.parent / "models", **settings.engine_options())
+        blocking, storage_note = _host_problems(monitor, ledger, settings)
     if settings.switching == "open":
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
     elif settings.switching == "off":
@@ -321,7 +332,7 @@ def run(settings: Settings) -> int:
 
     import uvicorn
 
-    where = "GPU" if monitor.has_gpu else "CPU (no NVIDIA GPU)"
+    where = engine.where() if engine.kind == "remote" else "GPU" if monitor.has_gpu else "CPU (no NVIDIA GPU)"
     log.info("finspace on %s: default model %s; http://%s:%d/", where, key, settings.host, settings.port)
     config = uvicorn_config(app, settings.host, settings.port, settings.limits)
     logging.getLogger("uvicorn.access").addFilter(QuietGradioTraffic())  # after Config has set up logging

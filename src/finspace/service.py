@@ -1,6 +1,7 @@
 """What the REST routes, the Gradio UI (and the OpenAI API) share: one object per app, no globals.
 
-``Service`` wraps the engine for the two boundaries: it starts model loads as
+``Service`` wraps the engine (any ``finspace.engine.api.EngineAPI``: vLLM in-process, or a remote endpoint;
+it never touches either implementation's internals) for the boundaries: it starts model loads as
 background tasks owned by the app (a closed browser tab or a dropped HTTP
 request never cancels a load halfway), checks the admin token in constant
 time, and builds the JSON views (/health, /models, /loads) both boundaries
@@ -17,7 +18,6 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -26,6 +26,8 @@ from finspace import planner
 from finspace.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
+from finspace.engine.api import EngineAPI
+from finspace.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
 from finspace.evals.desk import ScoreDesk
 from finspace.presets import Presets, load_presets, presets_path
@@ -46,25 +48,10 @@ SAMPLE_EVERY_S = 1.5  # readings are taken on demand, at most this often
 MAX_LOADS_LIMIT = 1000
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Whether a catalogue model can be loaded here, by the planner (and the engine's CPU rule)."""
-
-    key: str
-    fits: bool
-    reason: str
-    plan: planner.Plan | None
-    error: str | None = None  # the plan could not be made (bad config)
-
-    @property
-    def max_model_len(self) -> int | None:
-        return self.plan.max_model_len if self.plan is not None else None
-
-
 class Service:
     """Shared by the REST routes and the UI of one app. Create it anywhere; use it in the serving loop."""
 
-    def __init__(self, engine, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None,
+    def __init__(self, engine: EngineAPI, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None,
                  settings: Settings | None = None):
         self.engine = engine
         self.catalog = catalog
@@ -150,17 +137,7 @@ class Service:
         cached = self._verdicts.get(entry.key)
         if cached is not None:
             return cached
-        try:
-            p = self.engine.check_fits(entry)
-            v = Verdict(entry.key, True, p.reason, p)
-        except DoesNotFit as exc:
-            v = Verdict(entry.key, False, str(exc), exc.plan)
-        except FinspaceError as exc:
-            v = Verdict(entry.key, False, str(exc), None, error=str(exc))
-        except Exception as exc:  # a config the planner cannot read must not break the page
-            log.exception("planning %s failed", entry.key)
-            v = Verdict(entry.key, False, f"cannot plan {entry.label}: {type(exc).__name__}", None,
-                        error=type(exc).__name__)
+        v = verdict_of(self.engine, entry)
         self._verdicts[entry.key] = v
         return v
 
@@ -255,6 +232,10 @@ class Service:
             with contextlib.suppress(Exception):  # a failed load was already logged and recorded
                 await asyncio.wait_for(asyncio.shield(task), timeout)
 
+    async def open(self) -> None:
+        """At start, in the serving loop: the engine's own start (a remote engine's client and probe)."""
+        await self.engine.open()
+
     async def close(self, timeout: float = 180.0) -> None:
         """Shutdown: let a running load finish (vLLM's start-up can't be interrupted safely), then stop the engine."""
         await self.wait_load(timeout)
@@ -276,7 +257,7 @@ class Service:
         if readings and now - at < SAMPLE_EVERY_S:
             return readings
         try:
-            readings = self.monitor.read(self.engine.engine_pids())
+            readings = self.engine.read_memory(self.monitor)  # NVML/host RAM, or a remote endpoint's /metrics
         except Exception:  # NVML can fail transiently; keep the last reading
             log.exception("reading device memory failed")
             return readings
@@ -310,12 +291,14 @@ class Service:
             "engine": {
                 "state": h.state, "stage": h.stage, "progress": h.progress, "loading": h.loading_key,
                 "alive": h.engine_alive, "restarts": h.restarts, "last_restart": h.last_restart,
-                "running_requests": h.running_requests,
+                "running_requests": h.running_requests, "kind": self.engine.kind,
+                "endpoint": self.engine.hardware_info().get("remote"),  # a remote endpoint's host[:port]
             },
             "loaded_since": _iso(h.loaded_since),
             "last_error": self.redact(last_error),
             "device": h.device,
             "gpus": gpus,
+            **{"remote": r.as_dict() for r in readings if r.kind == "remote"},
             "host_ram": host,
             "uptime_s": round(time.time() - self.started_at, 1),
             "version": self.versions,

@@ -53,7 +53,7 @@ def count_tokens(tok: Any, text: str) -> int:
 async def attach(svc: Any, path: str, name: str, client: str | None) -> Attached:
     """The upload at ``path`` (named ``name`` by the sender) converted and measured; the file is deleted.
     ``client``: the sender's address, for the bound on conversions at once (Service.conversions: 429 past it)."""
-    if svc.engine.tokenizer is None:
+    if not svc.engine.ready:
         raise NotReady("no model is loaded yet; a document is measured in the loaded model's tokens: upload it "
                        "again when the model is ready")
     try:
@@ -61,7 +61,7 @@ async def attach(svc: Any, path: str, name: str, client: str | None) -> Attached
             doc = await convert_upload(path, name, svc.settings.documents, upload_folder(svc.settings))
     finally:  # refused before converting (429): the upload goes all the same
         remove_upload(path, upload_folder(svc.settings))
-    tokens = await svc.engine.run_tokenizer(count_tokens, prompt.whole_block(doc))
+    [tokens] = await svc.engine.count_tokens([prompt.whole_block(doc)])
     return Attached(doc, tokens)
 
 
@@ -107,11 +107,11 @@ async def with_document(svc: Any, att: Attached, messages: list[dict],
     question = questions[-1] if questions and isinstance(questions[-1], str) else ""
     texts = [m["content"] for m in with_system(list(messages) or [{"role": "user", "content": ""}], entry, settings)
              if isinstance(m.get("content"), str)]
-    used = await svc.engine.run_tokenizer(count_tokens, "\n".join(texts))
+    [used] = await svc.engine.count_tokens(["\n".join(texts)])
     room = prompt.budget(svc.engine.max_model_len, reply_tokens(svc, settings), used)
 
-    def prepared(tok: Any) -> prompt.Prepared:
-        return prompt.prepare(att.doc, question, room, lambda text: count_tokens(tok, text))
+    def prepared(count: Any) -> prompt.Prepared:
+        return prompt.prepare(att.doc, question, room, count)
 
-    out = await svc.engine.run_tokenizer(prepared)
+    out = await svc.engine.measure(prepared, size=len(prompt.whole_block(att.doc)))
     return dataclasses.replace(settings, document=out.text), out.summary

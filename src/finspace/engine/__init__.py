@@ -2,6 +2,8 @@
 
 One module per concept; importing the package imports no vLLM:
 
+- ``api``: ``EngineAPI``, the seam every caller uses; ``Engine`` here and ``finspace.remote.RemoteEngine`` (an
+  OpenAI-compatible endpoint, FINSPACE_ENGINE_URL) implement it;
 - ``core``: the Engine (states, switch, watchdog, chat);
 - ``prompt``: messages to token ids (bounds, sampling checks, templating, trimming);
 - ``process``: the only module that imports vLLM (engine arguments, start, stop, release, IPC clean-up);

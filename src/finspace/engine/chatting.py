@@ -23,6 +23,30 @@ RESTARTING = "the engine stopped unexpectedly and is restarting; send your messa
 
 
 class ChatStreams:
+    kind = "local"  # finspace.engine.api.EngineAPI: vLLM in this process's children
+
+    @property
+    def ready(self) -> bool:
+        return self._entry is not None and self._tokenizer is not None and self._state == "ready"
+
+    def where(self) -> str:
+        return "this machine"
+
+    async def open(self) -> None:
+        """Nothing to do at start: the service loads the default model."""
+
+    def read_memory(self, monitor) -> list:
+        return monitor.read(self._engine_pids)
+
+    async def count_tokens(self, texts) -> list[int]:
+        """Each text's tokens in the loaded model's tokenizer (no special tokens), in the renderer's lanes."""
+        texts = list(texts)
+        return await self.run_tokenizer(_count_all, texts, size=sum(len(t) for t in texts))
+
+    async def measure(self, fn, *, size: int | None = None):
+        """``fn(count)`` in the renderer's lane, ``count(text)`` the loaded tokenizer's count (EngineAPI)."""
+        return await self.run_tokenizer(_with_counter, fn, size=size)
+
     async def run_tokenizer(self, fn, *args, size: int | None = None):
         """``fn(tokenizer, *args)`` off the serving loop, in the renderer's lane for ``size`` characters (by
         default the text arguments' length; the large lane when there are none: engine/render.py). NotReady
@@ -124,6 +148,18 @@ class ChatStreams:
             if submitted and not finished and self._llm is llm:
                 with contextlib.suppress(Exception):
                     await llm.abort(rid)
+
+
+def count_with(tok: Any, text: str) -> int:
+    return len(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def _count_all(tok: Any, texts: list[str]) -> list[int]:
+    return [count_with(tok, t) for t in texts]
+
+
+def _with_counter(tok: Any, fn: Any) -> Any:
+    return fn(lambda text: count_with(tok, text))
 
 
 def _build(tok: Any, msgs: list[dict], entry: Any, settings: ChatSettings, max_tokens: int,

@@ -87,7 +87,7 @@ class MatrixDesk:
             fields = self.fields(spec)
             self.check(files, fields)
             engine = self.svc.engine
-            if engine.entry is None or engine.tokenizer is None:
+            if engine.entry is None or not engine.ready:
                 raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
             return fields
         except FinspaceError:

@@ -15,7 +15,6 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from finspace.documents.chat import count_tokens
 from finspace.documents.convert import Document
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
@@ -31,12 +30,11 @@ async def _prepare(engine: Any, doc: Document, fields: Sequence[MatrixField], re
     """Each field's prompt for ``doc``, in the tokenizer's thread (one call per document)."""
     budget = prompt.budget(engine.max_model_len, reply_tokens)
 
-    def build(tok: Any) -> list[prompt.CellPrompt]:
-        count = lambda text: count_tokens(tok, text)  # noqa: E731
+    def build(count: Any) -> list[prompt.CellPrompt]:
         whole = count(prompt.document_block(doc)) + max(count(prompt.field_message(f)) for f in fields)
         return [prompt.cell_prompt(doc, f, budget, count, whole_tokens=whole) for f in fields]
 
-    return await engine.run_tokenizer(build)
+    return await engine.measure(build, size=len(prompt.document_block(doc)))
 
 
 async def _cell(engine: Any, doc: Document, field: MatrixField, cp: prompt.CellPrompt,

@@ -92,7 +92,8 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
              service: Service | None = None, chat_concurrency: int = 64, queue_size: int = 256) -> gr.Blocks:
     """The Space's page. ``service`` is shared with the REST routes when build_app makes both."""
     svc = service or Service(engine, catalog, monitor, ledger=ledger, admin_token=admin_token)
-    default_entry = catalog.get(catalog.default_key(svc.on_gpu))
+    key = catalog.default_key(svc.on_gpu)
+    default_entry = catalog.get(key) if key in catalog else None  # None: a remote endpoint not yet read
 
     with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True, delete_cache=DELETE_CACHE) as demo:
         p: dict[str, Any] = {"banner": gr.Markdown(elem_id="banner"),

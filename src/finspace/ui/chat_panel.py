@@ -22,6 +22,7 @@ import gradio as gr
 
 from finspace.documents import chat as docs
 from finspace.engine.prompt import allowed_template_kwargs
+from finspace.catalog import Sampling
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo
@@ -126,7 +127,7 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
                                         placeholder="Empty: the model's own system prompt")
         c["think"] = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
                                  elem_id="think")
-        sampling = default_entry.sampling
+        sampling = default_entry.sampling if default_entry is not None else Sampling()
         with gr.Row():
             c["temperature"] = gr.Slider(0.0, 2.0, value=sampling.temperature, step=0.05,
                                          label="Temperature", elem_id="temperature")

@@ -23,6 +23,7 @@ STATE_WORDS = {
     "switching": "switching",
     "ready": "ready",
     "failed": "failed",
+    "remote-unreachable": "model server unreachable",
 }
 PARTS = ("weights", "KV cache", "activation", "overhead", "free")
 PART_COLORS = {
@@ -43,7 +44,9 @@ def _gib(n: float) -> str:
 # ----------------------------------------------------------------------- banner
 def banner(svc: Service) -> str:
     h = svc.engine.health()
-    if svc.on_gpu:
+    if svc.engine.kind == "remote":
+        where = f"**Remote model server** ({esc(svc.engine.where())}): its models, served by vLLM there."
+    elif svc.on_gpu:
         gpu = svc.engine.gpu
         where = f"**{svc.engine.gpus} × {esc(gpu.name)}** ({gpu.total_bytes / GIB:.1f} GiB each)"
     else:
@@ -54,6 +57,9 @@ def banner(svc: Service) -> str:
         state = f"Model: **{esc(h.model_label)}**"
     elif h.state in ("loading", "switching"):
         state = f"Loading **{esc(_label(svc, h.loading_key))}** ({esc(h.stage or 'starting')}); chat resumes when it is ready."
+    elif h.state == "remote-unreachable":
+        state = (f"⚠ **The model server is unreachable:** {esc(svc.redact(h.last_error))}. Retrying every few "
+                 "seconds; chat resumes when it answers.")
     elif h.state == "failed":
         state = f"⚠ No model is serving: {esc(svc.redact(h.last_error) or 'the last load failed')}"
     else:
@@ -104,6 +110,9 @@ def unfit_markdown(svc: Service) -> str:
         mark = svc.ledger_mark(e.key)
         seen = f"  \n  *Ledger:* {esc(mark['text'])}" if mark else ""
         lines.append(f"- **{esc(e.label)}** (`{esc(e.key)}`): {esc(v.reason)}{fix}{seen}")
+    if svc.engine.kind == "remote":
+        return (f"The models {esc(svc.engine.where())} serves (its /v1/models). Choosing one selects it for "
+                "this app at once: nothing is loaded or unloaded here.")
     if not lines:
         return "Every catalogue model fits this machine."
     where = "this GPU" if svc.on_gpu else "this machine"
@@ -146,6 +155,8 @@ def load_notice(svc: Service) -> str:
     if h.state in ("loading", "switching") or svc.load_running:
         target = _label(svc, h.loading_key or svc.loading_key)
         return f"**Chat is paused:** switching to {esc(target)}. Your conversation is kept; send again when it is ready."
+    if h.state == "remote-unreachable":
+        return f"⚠ **Chat is unavailable:** the model server is unreachable ({esc(svc.redact(h.last_error))})."
     if h.state == "failed" or h.model_key is None:
         return "⚠ **Chat is unavailable:** no model is loaded. Load one under *Model*."
     return ""
@@ -155,6 +166,8 @@ def load_notice(svc: Service) -> str:
 def memory_markdown(svc: Service, readings: list) -> str:
     if not readings:
         return "No memory readings yet."
+    if readings[0].kind == "remote":
+        return remote_markdown(readings[0])
     at = time.strftime("%H:%M:%S", time.localtime(readings[0].at))
     rows = []
     if not svc.on_gpu:
@@ -179,12 +192,28 @@ def memory_markdown(svc: Service, readings: list) -> str:
     return "\n".join(rows)
 
 
+def remote_markdown(r: Any) -> str:
+    """The remote endpoint's /metrics: KV-cache usage, running and waiting requests."""
+    at = time.strftime("%H:%M:%S", time.localtime(r.at))
+    if r.error:
+        return f"**remote** · {esc(r.endpoint)}: /metrics unavailable ({esc(r.error)})\n\n<small>sampled {at}</small>"
+    kv = "?" if r.kv_cache_usage is None else f"{r.kv_cache_usage:.1%}"
+    num = lambda v: "?" if v is None else f"{v:,}"  # noqa: E731
+    engines = f" across {r.engines} engines" if r.engines > 1 else ""
+    return ("**remote** · the model server's own /metrics (no local GPU memory to show)\n\n"
+            "| endpoint | KV cache usage | running requests | waiting requests |\n|---|---|---|---|\n"
+            f"| {esc(r.endpoint)} | {kv}{engines} | {num(r.running)} | {num(r.waiting)} |\n\n"
+            f"<small>sampled {at} · read every few seconds from vLLM's Prometheus metrics</small>")
+
+
 def memory_frame(svc: Service) -> pd.DataFrame:
     """The line plot's data: used and engine memory (GiB) per device over the last minutes."""
     rows = []
     for t, readings in svc.history():
         stamp = pd.Timestamp(t, unit="s", tz="UTC").tz_convert(None)
         for r in readings:
+            if r.kind == "remote":  # no bytes to plot: the table shows its KV usage and requests
+                continue
             dev = f"GPU {r.index}" if r.kind == "gpu" else "host RAM"
             rows.append({"time": stamp, "GiB": round(r.used_bytes / GIB, 3), "series": f"{dev} used"})
             if r.engine_bytes is not None:
@@ -204,7 +233,7 @@ def breakdown_frame(svc: Service, readings: list) -> pd.DataFrame:
     of its first data, so a part that appears later would be drawn without its colour.
     """
     plan = svc.engine.plan if svc.engine.health().state == "ready" else None
-    reading = readings[0] if readings else None
+    reading = readings[0] if readings and readings[0].kind != "remote" else None
     planned = dict.fromkeys(("weights", "KV cache", "activation", "overhead", "free"), 0)
     if plan is not None:
         planned.update({"weights": plan.weights_bytes, "KV cache": plan.kv_cache_bytes,
@@ -226,6 +255,8 @@ def breakdown_caption(svc: Service) -> str:
     if h.state in ("loading", "switching"):
         return f"Loading {esc(_label(svc, h.loading_key))}: its planned breakdown shows when it is ready."
     plan = svc.engine.plan
+    if svc.engine.kind == "remote":
+        return "Remote model server: its memory is planned and held there (see its KV-cache usage above)."
     if plan is None or h.state != "ready":
         return "No model loaded: no planned breakdown."
     label = esc(svc.engine.entry.label if svc.engine.entry else "?")
