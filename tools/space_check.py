@@ -69,6 +69,7 @@ IMPORTED_DISTS = frozenset({
     "pypdf", "beautifulsoup4", "python-docx", "openpyxl", "bm25s",  # finspace.documents
     "gguf", "accelerate", "filelock",  # finspace.convert (the CPU default's checkpoint)
     "python-multipart",  # finspace.uploads (the parse Gradio's upload route makes)
+    "httpx", "openai", "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)
 })
 
 
