@@ -78,6 +78,9 @@ def vllm(tmp_path_factory, model_dir):
 
 
 def finspace(root: Path, model_dir: Path, vllm: VllmServer, key: str) -> Server:
+    from support.evalsets import place_in
+
+    place_in(root / "data")  # TAT-QA items for the Scoreboard, as the app's cache of the set (no network here)
     models = {MODEL: demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_tokens=16)}
     return Server(root, write_catalog(root / "catalog", models, default=MODEL),
                   env={"FINSPACE_ENGINE_URL": vllm.url, "FINSPACE_ENGINE_API_KEY": key,
@@ -200,6 +203,25 @@ def test_a_matrix_two_fields_one_document(app, tmp_path):
     # response_format reached vLLM: each cell is JSON of its schema (typed fields complete), or marked cut
     assert {c["check"] for c in cells} <= {"verified", "not_on_page", "value_not_in_quote", "not_found", "cut"}
     assert final["matrix"]["provenance"]["model_key"] == MODEL
+
+
+def test_a_scoreboard_run_through_the_remote(app):
+    """The Scoreboard's run goes through the same interface: every item reaches the endpoint, each is recorded
+    (an answer, or the endpoint's refusal of a prompt too long for its 1,024-token context), and the stored
+    result says it was scored on the remote model."""
+    r = httpx.post(app.url + "/scores/run", json={"set": "tatqa", "limit": 3}, headers=app.auth(), timeout=30)
+    assert r.status_code == 202, r.text
+    t0, results = time.monotonic(), []
+    while time.monotonic() - t0 < 300 and not results:
+        body = httpx.get(app.url + "/scores", timeout=30).json()
+        results = [x for x in body["results"] if x["set"] == "tatqa"]
+        time.sleep(1)
+    assert results, app.log_tail()
+    full = json.loads((app.workdir / "data" / "scores" / results[0]["file"]).read_text())
+    assert full["model_key"] == MODEL and full["device"] == "remote" and not full["partial"], full
+    assert full["n"] == 3 and len(full["items"]) == 3 and full["score"] == 0.0  # random weights
+    assert all((i["answer"] or "").strip() or i["error"] for i in full["items"]), full["items"]
+    assert any((i["answer"] or "").strip() for i in full["items"]), full["items"]  # the endpoint answered
 
 
 def test_the_page_chats_and_its_memory_panel_reads_the_remote(app):
