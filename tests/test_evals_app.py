@@ -90,7 +90,7 @@ def test_a_run_needs_the_admin_token_a_known_set_and_a_sane_limit(server):
         with pytest.raises(AppError, match="admin token"):
             run_eval(server, "tatqa", 5, token)
     r = httpx.post(server.url + "/scores/run", json={"set": "tatqa", "limit": 5}, timeout=30)
-    assert r.status_code == 401 and "admin token" in r.json()["error"]
+    assert r.status_code == 401 and "a Scoreboard run on this Space needs the admin token" in r.json()["error"]
     with pytest.raises(AppError, match="unknown set 'nope'; choose one of finqa, tatqa"):
         run_eval(server, "nope", 5, server.admin_token)
     with pytest.raises(AppError, match="limit must be a whole number"):

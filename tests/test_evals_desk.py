@@ -148,7 +148,7 @@ async def test_cancel_keeps_the_finished_items_partial_and_no_switch_meanwhile(m
 
 async def test_a_run_is_refused_without_the_token_while_switching_or_for_an_unknown_set(make):
     svc, engine = make(gold_reply, state="switching")
-    with pytest.raises(Unauthorized, match="admin token"):
+    with pytest.raises(Unauthorized, match="a Scoreboard run on this Space needs the admin token"):
         await svc.scores.start("tatqa", 5)
     with pytest.raises(SwitchInProgress, match="wait for it to finish, then start the run"):
         await svc.scores.start("tatqa", 5, token=TOKEN)

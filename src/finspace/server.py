@@ -138,7 +138,8 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         client = request_client(request, settings.limits.trusted_proxies)
-        svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client)
+        action = "a Scoreboard run" if request.url.path.startswith("/scores") else "switching models"
+        svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client, action=action)
 
     _add_rest_routes(app, svc, require_admin)
     add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)

@@ -92,10 +92,11 @@ class Service:
         """"token", "open" or "off" (a public Space with no admin token; see Settings.switching)."""
         return self.settings.switching
 
-    def authorize(self, token: Any, client: str | None = None) -> None:
-        """Raise unless ``token`` may switch models: Forbidden when switching is off, Busy (429) while ``client``
-        is throttled for wrong tokens, Unauthorized for a missing or wrong token. ``client`` is the caller's
-        address at the public boundaries; None (an internal call) is not throttled."""
+    def authorize(self, token: Any, client: str | None = None, action: str = "switching models") -> None:
+        """Raise unless ``token`` may switch models (or take the GPU otherwise: ``action`` names it in the
+        messages): Forbidden when switching is off, Busy (429) while ``client`` is throttled for wrong tokens,
+        Unauthorized for a missing or wrong token. ``client`` is the caller's address at the public boundaries;
+        None (an internal call) is not throttled."""
         mode = self.switching
         if mode == "open":
             return
@@ -105,7 +106,7 @@ class Service:
                             "FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
         self.check_throttle(client)
         if not isinstance(token, str) or not token:
-            raise Unauthorized("switching models on this Space needs the admin token "
+            raise Unauthorized(f"{action} on this Space needs the admin token "
                                "(Authorization: Bearer <token>, or the token field in the UI)")
         limit = ADMIN_TOKEN_MAX_CHARS
         given = token.encode("utf-8", "surrogatepass")[: limit * 4 + 1]  # bounded work for any length

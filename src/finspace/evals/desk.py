@@ -117,7 +117,7 @@ class ScoreDesk:
         from finspace.evals.sets import load_set
 
         if not internal:
-            self.svc.authorize(token, client=client)
+            self.svc.authorize(token, client=client, action="a Scoreboard run")
         n = self._check_args(set_name, limit)
         self._check_free()
         self._starting = True  # a switch asked for while the set loads is refused too
@@ -174,7 +174,7 @@ class ScoreDesk:
     async def cancel(self, *, token: Any = None, client: str | None = None, internal: bool = False) -> dict:
         """Stop the running run; the items that had finished are stored, marked partial. Needs the admin token."""
         if not internal:
-            self.svc.authorize(token, client=client)
+            self.svc.authorize(token, client=client, action="a Scoreboard run")
         job = self.job
         if job is None or not job.running:
             raise BadInput("no scoreboard run is going; nothing to cancel")
