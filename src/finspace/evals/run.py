@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from finspace.engine import fanout
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, FinspaceError
@@ -140,18 +141,14 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
         for i, item in enumerate(items)}
     try:
         yield run
-        pending = set(tasks)
-        while pending:
-            finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in finished:
-                run.results[tasks[task]] = task.result()
-            yield run
+        async with contextlib.aclosing(fanout.finished(tasks)) as batches:
+            async for batch in batches:
+                for i, item_result in batch:
+                    run.results[i] = item_result
+                yield run
         run.state, run.ended = "done", time.monotonic()
         yield run
     finally:
         if run.state != "done":
             run.state, run.ended = "cancelled", time.monotonic()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await fanout.cancel_all(tasks)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from finspace.documents.convert import Document
+from finspace.engine import fanout
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.matrix import prompt
@@ -70,18 +71,14 @@ async def fill(engine: Any, result: MatrixResult, docs: Sequence[Document | None
             for c, (f, cp) in enumerate(zip(result.fields, prompts, strict=True)):
                 tasks[asyncio.create_task(_cell(engine, doc, f, cp, settings))] = (r, c)
         yield result
-        pending = set(tasks)
-        while pending:
-            finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in finished:
-                result.cells[tasks[task]] = task.result()
-            yield result
+        async with contextlib.aclosing(fanout.finished(tasks)) as batches:
+            async for batch in batches:
+                for key, cell in batch:
+                    result.cells[key] = cell
+                yield result
         result.state = "done"
         yield result
     finally:
         if result.state != "done":
             result.state = "cancelled"
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await fanout.cancel_all(tasks)
