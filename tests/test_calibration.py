@@ -51,13 +51,15 @@ def _plan(case: dict) -> planner.Plan:
         max_model_len=case["max_model_len"],
         gpu_memory_utilization=case["gpu_memory_utilization"],
         tensor_parallel_size=case["tensor_parallel_size"],
+        pipeline_parallel_size=case.get("pipeline_parallel_size", 1),
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
         max_num_seqs=case.get("max_num_seqs"),
         block_size=case.get("block_size") or 16,
         usage_context="serve",
         vllm_version=case["vllm_version"],
     )
-    return planner.plan(_config(case["model_id"]), gpu, s, gpus=case["tensor_parallel_size"])
+    return planner.plan(_config(case["model_id"]), gpu, s,
+                        gpus=case["tensor_parallel_size"] * case.get("pipeline_parallel_size", 1))
 
 
 def _err(pred: float, logged: float) -> float:

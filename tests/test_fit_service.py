@@ -99,9 +99,9 @@ def test_the_tab_says_when_the_sampler_warm_up_does_not_fit():
     from finspace import planner, render
     from finspace.hardware import KNOWN_GPUS
 
-    gemma = json.loads((REPO / "configs" / "google__gemma-3-12b-it.json").read_text())
-    p = planner.plan(gemma, KNOWN_GPUS["h200"], planner.Settings(
-        tensor_parallel_size=2, max_num_seqs=2048, max_num_batched_tokens=16384, max_model_len=8192,
-        gpu_memory_utilization=0.95), gpus=2)
+    oss = json.loads((REPO / "tests" / "data" / "configs" / "openai__gpt-oss-20b.json").read_text())
+    p = planner.plan(oss, KNOWN_GPUS["h100"], planner.Settings(
+        tensor_parallel_size=2, max_model_len=8192, gpu_memory_utilization=0.95, quantization="mxfp4",
+        usage_context="serve", vllm_version="0.19"), gpus=2)
     text = "\n".join(layout_lines(None, render.warmup_json(p)))
-    assert "Sampler warm-up **does not fit**: 2,048 requests × the vocabulary need 8.00 GiB, 6.99 GiB free" in text
+    assert "Sampler warm-up **does not fit**: 1,024 requests × the vocabulary need 3.07 GiB, 1.78 GiB free" in text

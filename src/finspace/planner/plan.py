@@ -38,7 +38,7 @@ from finspace.errors import BadInput
 from finspace.hardware import GPUSpec
 from finspace.planner import warmup
 from finspace.planner.memory import (
-    activation_bytes, cudagraph_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead,
+    activation_bytes, cudagraph_bytes, init_non_torch_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead,
     weights,
 )
 from finspace.planner.settings import Settings, resolve_batch, resolve_dtype, resolve_quant, validate, version
@@ -157,8 +157,10 @@ def _evaluate_stage(config: dict, shape: ModelShape, whole: ModelShape, gpu: GPU
     if not cudagraphs_counted(s) and not s.enforce_eager:
         notes.append(f"vLLM {s.vllm_version} rules: CUDA graphs come out of the 1 - utilization slack")
         graphs_outside = cudagraph_bytes(shape)
-    warm = warmup.sampler_warmup(shape, gpu.total_bytes, requested, act["total"], graphs_outside, seqs, mnbt,
-                                 multi_gpu=tp > 1 or s.pipeline_parallel_size > 1)
+    pp = s.pipeline_parallel_size
+    warm = warmup.sampler_warmup(shape, gpu.total_bytes, requested, act["total"], graphs_outside,
+                                 init_non_torch_bytes(tp, pp), seqs, mnbt,
+                                 transient_freed=warmup.transient_freed(shape, v))
 
     detail = PlanDetail(
         architecture=shape.architecture, num_params=shape.num_params, rank_params=w.rank_params,

@@ -19,16 +19,24 @@ What is free then. The KV cache was sized to leave the profiling run's transient
 the CUDA-graph estimate (vLLM >= 0.21) inside ``requested``; graphs outside the budget (0.19 rules, unless
 enforce_eager) come out of what is left.
 
-* One GPU: ``free = total - requested + activation - graphs outside the budget``: the profile's transient
-  is free again (the profile run calls the same ``_dummy_sampler_run`` on the same requests). This is what
-  keeps gemma-3-12b-it at 1024 sequences and 0.95 a start (vllm-figures.yaml): 3.96 GiB of slack less
-  0.94 GiB of graphs would not hold its 4.0 GiB warm-up.
-* Tensor or pipeline parallel: ``free = total - requested - graphs outside the budget``: only what
-  gpu_memory_utilization leaves. NOTHING MEASURED here in vllm-figures.yaml; the reported warm-up failures
-  are all multi-GPU at utilization 0.95 (llm-d/llm-d#787 TP2, vllm-project/vllm#15105 two ranks, #14452
-  eight ranks), where the profile's transient was already taken (communicator buffers growing during the
-  graph capture: in #15105 the process held 22.97 of 23.57 GiB before the 1.74 GiB allocation). So the
-  planner does not count on it: conservative, and what the issue and vLLM's message ask for.
+* Before any of that, the non-torch memory held at the worker's memory snapshot (the CUDA context: 0.51 GiB
+  on one H100; with TP or PP the communicators too: 1.43-1.55 GiB) is outside ``requested`` and never in
+  vLLM's budget, so it comes out of the slack too (``memory.init_non_torch_bytes``).
+* Then ``free = total - requested - init non-torch + activation - graphs outside the budget``: the
+  profile's transient is free again (the profile run calls the same ``_dummy_sampler_run`` on the same
+  requests), on one GPU and with TP or PP alike. Every measured start says so: gemma-3-12b-it at 1024
+  sequences and 0.95 on one H100 (3.96 GiB of slack less 0.51 of context and 0.94 of graphs would not hold
+  its 4.0 GiB warm-up), and Llama 3.1 8B at TP 2, TP 4, PP 2 and PP 4 at 0.95 (3.96 less 1.43-1.53 of
+  context and communicators and 0.5-0.8 of graphs would not hold its 1.96 GiB).
+* Except a mixture-of-experts model before vLLM 0.32: its MoE workspace grows in steps during the profile,
+  and a later small allocation carved out of a freed multi-GiB block pins the whole segment past the
+  profile's ``empty_cache()`` (what vllm 0.32's ``_scoped_allocator_max_split`` in ``gpu_worker.py`` fixes,
+  as its comment says). Measured (llm-d-planner's v0.19.0 run matrix): gpt-oss-20b on one H100 at 0.95
+  failed "sampler warmup OOM (~786 MiB needed, <552 MiB free)": 3.96 - 0.51 - 1.84 GiB of graphs leaves
+  1.61 GiB, and the warm-up's bf16 and float32 logits (0.39 + 0.77 GiB) leave under 0.55 for the next 0.77,
+  so its 2.87 GiB transient was not free; at TP 2 it failed at 0.95 and started at 0.90. For those the
+  transient is not counted. Older reports (llm-d/llm-d#787 Qwen3-32B at TP 2, vllm-project/vllm#15105 and
+  #14452) name no version or settings to replay.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ class Warmup:
 
     requests: int  # min(max_num_seqs, max_num_batched_tokens)
     peak_bytes: int  # requests x vocab x 16 B
-    free_bytes: int  # total - requested (+ activation on one GPU) - graphs outside the budget
+    free_bytes: int  # total - requested - init non-torch (+ activation) - graphs outside the budget
 
     @property
     def fits(self) -> bool:
@@ -62,13 +70,19 @@ class Warmup:
 
 
 def sampler_warmup(shape: ModelShape, total_bytes: int, requested_bytes: int, activation: int,
-                   graphs_outside_budget: int, max_num_seqs: int, max_num_batched_tokens: int, *,
-                   multi_gpu: bool) -> Warmup:
-    """The warm-up's peak and what is free for it (see the module docstring); ``multi_gpu``: tensor or
-    pipeline parallel (the profile's transient is not counted as free)."""
+                   graphs_outside_budget: int, init_non_torch: int, max_num_seqs: int, max_num_batched_tokens: int,
+                   *, transient_freed: bool) -> Warmup:
+    """The warm-up's peak and what is free for it (see the module docstring); ``transient_freed``: the
+    profile's transient (``activation``) is free again (``transient_freed``)."""
     reqs = min(max_num_seqs, max_num_batched_tokens) if shape.has_lm_head else 0
-    free = total_bytes - requested_bytes - graphs_outside_budget + (0 if multi_gpu else activation)
+    free = total_bytes - requested_bytes - init_non_torch - graphs_outside_budget + (activation if transient_freed else 0)
     return Warmup(reqs, reqs * shape.vocab_size * SAMPLER_WARMUP_BYTES_PER_LOGIT, free)
+
+
+def transient_freed(shape: ModelShape, v: tuple[int, ...]) -> bool:
+    """Whether the profile's transient is free again at the warm-up: not for an MoE model before vLLM 0.32
+    (see the module docstring)."""
+    return shape.moe is None or v >= (0, 32)
 
 
 def problem(w: Warmup, gpu_name: str, util: float) -> str:
