@@ -49,3 +49,32 @@ def test_the_measure_finds_what_is_too_long(tmp_path, source, expected):
     pkg.mkdir()
     (pkg / "m.py").write_text(source)
     assert [line.replace("pkg/", "") for line in too_long(pkg)] == expected
+
+
+ROOT = SRC.parents[1]
+MAX_README_LINES = 200
+_LINK = __import__("re").compile(r"\]\(((?:\.\./)?[\w./-]+)(?:#[\w-]+)?\)")
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of a Markdown page (docs, pictures, files) whose target does not exist."""
+    return [target for target in _LINK.findall(page.read_text())
+            if not target.startswith(("http", "#")) and not (page.parent / target).exists()]
+
+
+def test_the_readme_is_short_and_every_page_it_links_exists():
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= MAX_README_LINES
+    links = _LINK.findall(readme.read_text())
+    assert any(t.startswith("docs/") and t.endswith(".md") for t in links)  # the method lives in docs/
+    assert broken_links(readme) == []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert broken_links(page) == [], page.name
+
+
+def test_a_broken_link_is_found(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "here.md").write_text("x")
+    page = tmp_path / "README.md"
+    page.write_text("[a](docs/here.md) [b](docs/gone.md) ![c](docs/gone.png) [d](https://example.org/x)")
+    assert broken_links(page) == ["docs/gone.md", "docs/gone.png"]
