@@ -31,6 +31,12 @@ D = Decimal
     ("Q3 FY2024 10-K", [(D("10"), 1, False)]),                     # Q3 and FY2024 are labels
     ("12 months", [(D("12"), 1, False)]),                          # "m" of months is no scale
     ("no figures here", []),
+    ("(1,886 )", [(D("-1886"), 1, False)]),                         # a PDF's negative, a space inside
+    ("( 25 ) and ( 565 )", [(D("-25"), 1, False), (D("-565"), 1, False)]),
+    ("($ 1,234 )", [(D("-1234"), 1, False)]),
+    ("Property and equipment, net4,212", [(D("4212"), 1, False)]),  # glued to its label by a PDF's text layer
+    ("Q3,2024", [(D("2024"), 1, False)]),                           # Q3 is still a label
+    ("1,2345", [(D("1"), 1, False), (D("2345"), 1, False)]),        # not a thousands group
 ])
 def test_numbers_as_filings_print_them(text, expected):
     assert [(n.value, n.scale, n.percent) for n in numbers_in(text)] == expected
