@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/filings_recall.py [--budgets 4000 8000 32000] [--questions tests/data/filing_questions.yaml]
 
-Each question of ``tests/data/filing_questions.yaml`` (38 questions on 8 filings in ``../shared/filings``: 4
+Each question of ``tests/data/filing_questions.yaml`` (44 questions on 8 filings in ``../shared/filings``: 4
 EDGAR HTML, 4 PDF; revenue, net income, capital expenditure, total assets, and metrics no statement prints)
 names a figure and the pages that print it. Its filing is converted (finspace.documents.convert), the passages
 for the question are chosen within each token budget, and the question is a hit when a chosen passage is on one
