@@ -5,8 +5,8 @@ keeping its page label. A table stays whole in one passage with the short lines 
 its caption, its scale line "(In millions, except per-share amounts)"); a table longer than ``TABLE_CHARS`` is
 cut between rows, and each part repeats those lines and the table's header rows (the years).
 
-``Index`` is built once per document (``index_of`` keeps it while the document lives, so a Matrix's fields and
-a chat's follow-ups reuse it): the passages, their BM25 index (bm25s: lexical, no embedding model, nothing to
+``Index`` is built once per document (``index_of`` keeps it while the document object lives: a Matrix's fields
+reuse it; the chat page sends its document back with each question, as a new object, so a question builds one): the passages, their BM25 index (bm25s: lexical, no embedding model, nothing to
 download) and which passages are the financial statements' own pages, found by their titles. ``select`` ranks
 the passages against the question, with finance synonyms, statement titles and a metric's inputs counted as
 its words (finspace.documents.finance_words); for a figure question the statements it needs come first, within
@@ -193,6 +193,8 @@ class Index:
                     chosen[i] = self.passages[i]
                     used += cost
         for i in ranked:
+            if budget_tokens - used < 9:  # not even a label line fits
+                break
             if i in chosen:
                 continue
             cost = count(self.passages[i].text) + 8
@@ -245,7 +247,7 @@ _INDEXES = _Indexes()
 
 
 def index_of(doc: Document) -> Index:
-    """The document's index, built once while the document lives (a Matrix's fields, a chat's follow-ups)."""
+    """The document's index, built once while the document object lives (every field of a Matrix's row)."""
     return _INDEXES.get(doc)
 
 

@@ -58,7 +58,7 @@ def prepare(doc: Document, question: str, budget_tokens: int, count: Callable[[s
     if count(whole) <= budget_tokens:
         n = len([p for p in doc.pages if p.label])
         return Prepared(whole, True, f"document: whole ({n} pages)" if n else "document: whole")
-    index = psg.index_of(doc)  # built once per document: a follow-up question reuses it
+    index = psg.index_of(doc)  # built once per document object
     total = len(index.passages)
     head = count(passages_block(doc, [], total))
     chosen = index.select(question, max(0, budget_tokens - head), count)
