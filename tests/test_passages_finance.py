@@ -98,8 +98,14 @@ def test_a_figure_question_gets_its_statement_within_a_share_of_the_budget():
     assert any(p.label == "page 21" for p in chosen) and sum(words(p.text) + 8 for p in chosen) <= 600
     plain = index.select("What was the revenue?", 600, words, passages.Use(False, False, False))
     assert not any(p.label == "page 21" for p in plain)  # BM25 alone prefers the prose that says "revenue"
-    small = index.select("What was the revenue?", 300, words)  # the statement is past 40% of 300
-    assert not any(p.label == "page 21" for p in small) and sum(words(p.text) + 8 for p in small) <= 300
+    [statement] = [p for p in index.passages if p.label == "page 21"]
+    cost = words(statement.text) + 8
+    fits_first = int(cost / passages.FIRST_STATEMENT_SHARE) + 1  # past 40% of it, within 60%: the first may
+    assert cost > fits_first * passages.STATEMENT_SHARE
+    rule_only = passages.Use(synonyms=False, metrics=False)  # so only the statements rule can bring it in
+    assert any(p.label == "page 21" for p in index.select("What was the revenue?", fits_first, words, rule_only))
+    small = index.select("What was the revenue?", int(cost / passages.FIRST_STATEMENT_SHARE) - 5, words, rule_only)
+    assert not any(p.label == "page 21" for p in small)  # past 60% of a small budget: not even the first
 
 
 def test_the_bm25_index_is_built_once_per_document(monkeypatch):

@@ -10,7 +10,8 @@ reuse it; the chat page sends its document back with each question, as a new obj
 download) and which passages are the financial statements' own pages, found by their titles. ``select`` ranks
 the passages against the question, with finance synonyms, statement titles and a metric's inputs counted as
 its words (finspace.documents.finance_words); for a figure question the statements it needs come first, within
-``STATEMENT_SHARE`` of the budget; the best of the rest fill the budget; all in document order.
+``STATEMENT_SHARE`` of the budget (the first of them within ``FIRST_STATEMENT_SHARE``, so a small model's context
+still gets one); the best of the rest fill the budget; all in document order.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ HEAD_LINES = 3  # short lines above a table that belong to it (title, caption, s
 HEAD_CHARS = 200  # a line longer than this above a table is prose, not its title
 EXTRA_WEIGHT = 0.5  # the words a question's finance terms add count half as much as its own
 STATEMENT_SHARE = 0.4  # of the budget, at most, for the statements a figure question needs
+FIRST_STATEMENT_SHARE = 0.6  # but the first, most relevant statement passage may take this much
 STATEMENT_HEAD_CHARS = 400  # a statement's title is in the first characters of its page (or its passage)
 STATEMENT_MIN_FIGURES = 20  # and the page prints figures: a contents page that names the statements is not one
 _FIGURE = re.compile(r"\d{1,3}(?:,\d{3})+")
@@ -187,9 +189,10 @@ class Index:
             first = sorted((i for i, k in self.statements.items() if k in kinds),
                            key=lambda i: (kinds.index(self.statements[i]), where.get(i, 0)))
             share = int(budget_tokens * STATEMENT_SHARE)
-            for i in first:
+            for n, i in enumerate(first):
                 cost = count(self.passages[i].text) + 8
-                if used + cost <= share:
+                # the first statement passage may take more of a small budget (a 2,048-token model's)
+                if used + cost <= (max(share, int(budget_tokens * FIRST_STATEMENT_SHARE)) if n == 0 else share):
                     chosen[i] = self.passages[i]
                     used += cost
         for i in ranked:
