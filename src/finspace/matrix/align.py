@@ -16,6 +16,9 @@ the token sequence, then a fuzzy match of normalised tokens over a window with d
   tokens. **Every figure and scale word of the quote must be matched exactly**, in order:
   a true row with one figure changed is never close.
 
+A page's tokens are read once and kept for the next cell that cites it (``page_tokens``, the last
+``PAGES_CACHED`` pages): a 235,000-character page takes about 0.3 s to read here, a cell after that none.
+
 ``scale_above`` finds the scale line of the table a quote sits in: the nearest "(In millions, except
 per-share amounts)", "(dollars in thousands)", "$ in billions" above the quote's place on its page.
 """
@@ -26,10 +29,13 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 CLOSE_THRESHOLD = 0.85
 CLOSE_MIN_TOKENS = 6  # a shorter quote must match exactly or normalised: one changed word of five is too much
 MAX_ANCHORS = 64  # windows tried for a close match
+PAGES_CACHED = 16  # pages whose tokens are kept (a Matrix's cells cite a few pages of each document)
+_SEP = "\x00"
 SCALE_REACH = 20_000  # characters above a quote searched for its table's scale line (a long table, its header)
 _TOKEN = re.compile(
     r"(?P<num>(?P<open>\(\s*)?[$€£¥]?\s*(?P<sign>[-−–])?\s*[$€£¥]?\s*"
@@ -68,16 +74,50 @@ class Scale:
 
 
 def tokens(text: str) -> list[Token]:
-    out = []
-    for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
-        if m["word"]:
-            out.append(Token(m["word"].casefold(), m.start(), False))
+    """The words and figures of ``text``, in order (offsets in its NFKC form)."""
+    texts, starts, figures = _read(text)
+    return [Token(t, a, f) for t, a, f in zip(texts, starts, figures, strict=True)]
+
+
+def _read(text: str) -> tuple[list[str], list[int], list[bool]]:
+    text = unicodedata.normalize("NFKC", text)
+    texts: list[str] = []
+    starts: list[int] = []
+    figures: list[bool] = []
+    for m in _TOKEN.finditer(text):
+        word = m["word"]
+        starts.append(m.start())
+        if word:
+            texts.append(word.casefold())
+            figures.append(False)
             continue
-        glued = m["sign"] and m.start("sign") > 0 and text[m.start("num") - 1:m.start("num")].isalnum()
+        glued = m["sign"] and m.start("num") > 0 and text[m.start("num") - 1].isalnum()
         negative = bool(m["open"]) or (bool(m["sign"]) and not glued)
-        digits = m["digits"].replace(",", "")
-        out.append(Token(("-" if negative else "") + digits + ("%" if m["pct"] else ""), m.start(), True))
-    return out
+        texts.append(("-" if negative else "") + m["digits"].replace(",", "") + ("%" if m["pct"] else ""))
+        figures.append(True)
+    return texts, starts, figures
+
+
+class _Page:
+    """A page's tokens, read once for all the cells that cite it (``page_tokens``)."""
+
+    def __init__(self, text: str) -> None:
+        self.texts, self.starts, _ = _read(text)
+        self.hay = _SEP + _SEP.join(self.texts) + _SEP
+        self._where: dict[str, list[int]] | None = None
+
+    @property
+    def where(self) -> dict[str, list[int]]:
+        if self._where is None:
+            self._where = {}
+            for i, t in enumerate(self.texts):
+                self._where.setdefault(t, []).append(i)
+        return self._where
+
+
+@lru_cache(maxsize=PAGES_CACHED)
+def page_tokens(text: str) -> _Page:
+    return _Page(text)
 
 
 def _must_match(t: Token) -> bool:
@@ -92,29 +132,18 @@ def align(quote: str, page: str) -> Match | None:
     at = page.find(bare)
     if at >= 0:
         return Match("exact", 1.0, at)
-    q, p = tokens(bare), tokens(page)
+    q = tokens(bare)
     if not q:
         return None
-    qt = [t.text for t in q]
-    at = _run(qt, [t.text for t in p])
-    if at is not None:
-        return Match("normalised", 1.0, p[at].start)
+    p = page_tokens(page)
+    found = p.hay.find(_SEP + _SEP.join(t.text for t in q) + _SEP)
+    if found >= 0:
+        return Match("normalised", 1.0, p.starts[p.hay.count(_SEP, 0, found)])
     return _close(q, p) if len(q) >= CLOSE_MIN_TOKENS else None
 
 
-def _run(q: list[str], p: list[str]) -> int | None:
-    """The index in ``p`` where ``q`` occurs as a contiguous run, or None."""
-    sep = "\x00"
-    hay, needle = sep + sep.join(p) + sep, sep + sep.join(q) + sep
-    at = hay.find(needle)
-    return None if at < 0 else hay.count(sep, 0, at)
-
-
-def _close(q: list[Token], p: list[Token]) -> Match | None:
-    qt, pt = [t.text for t in q], [t.text for t in p]
-    where: dict[str, list[int]] = {}
-    for i, t in enumerate(pt):
-        where.setdefault(t, []).append(i)
+def _close(q: list[Token], p: _Page) -> Match | None:
+    qt, pt, where = [t.text for t in q], p.texts, p.where
     # anchor on the quote's rarest token present on the page (a figure, most often)
     present = [(len(where[t]), j) for j, t in enumerate(qt) if t in where]
     if not present:
@@ -136,7 +165,7 @@ def _close(q: list[Token], p: list[Token]) -> Match | None:
         span = pt[lo + blocks[0].b:lo + blocks[-1].b + blocks[-1].size]
         score = SequenceMatcher(None, " ".join(qt), " ".join(span), autojunk=False).ratio()
         if score >= CLOSE_THRESHOLD and (best is None or score > best.score):
-            best = Match("close", round(score, 2), p[lo + blocks[0].b].start)
+            best = Match("close", round(score, 2), p.starts[lo + blocks[0].b])
     return best
 
 
