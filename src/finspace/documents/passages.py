@@ -117,12 +117,14 @@ def _table_parts(head: list[str], rows: list[str]) -> list[str]:
     while n < min(len(rows), 6) and _empty_label(rows[n]):  # the label-less rows under it: the years, the dates
         n += 1
     lead = [*head, *rows[:n]]
-    parts, current = [], list(lead)
+    lead_size = sum(len(r) + 1 for r in lead)
+    parts, current, size = [], list(lead), lead_size
     for row in rows[n:]:
-        if len(current) > len(lead) and len("\n".join([*current, row])) > TABLE_CHARS:
+        if len(current) > len(lead) and size + len(row) > TABLE_CHARS:
             parts.append("\n".join(current))
-            current = list(lead)
+            current, size = list(lead), lead_size
         current.append(row)
+        size += len(row) + 1
     parts.append("\n".join(current))
     return parts
 
