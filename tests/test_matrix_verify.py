@@ -51,6 +51,15 @@ def test_numbers_as_filings_print_them(text, expected):
     ("14.2", "margin 14.2%", False),                                                  # nor a number alone
     ("Young LLP", "Ernst & Young LLP", False),                                        # fewer than three words
     ("Revenue was $12.4 billion.", "Revenue was $12.4 billion in 2024.", True),        # its full stop dropped
+    # normalised: a clean table row against EDGAR's spacer cells; a negative's parentheses are part of its figure
+    ("| Total net sales | $391,035 | $383,285 |", "| Total net sales | $ | 391,035 | | | $ | 383,285 | |", True),
+    ("Other income 269 (565) (334)", "| Other income | 269 | ( 565 ) | ( 334 ) |", True),
+    ("Other income 269 565 334", "| Other income | 269 | ( 565 ) | ( 334 ) |", False),
+    # close: a PDF's word cut in two; but a changed word, a changed figure or a dropped scale word is not close
+    ("Selling, general and administrative 14,329 11,993", "Selling, general and administr\native 14,329 11,993", True),
+    ("Selling, general and marketing 14,329 11,993", "Selling, general and administr\native 14,329 11,993", False),
+    ("Selling, general and administrative 14,329 11,994", "Selling, general and administr\native 14,329 11,993", False),
+    ("Revenue for the year was $12.4 billion in total", "Revenue for the year was $12.4 in total", False),
 ])
 def test_quote_on_page(quote, page, on_page):
     assert v.quote_on_page(quote, page) is on_page
@@ -112,6 +121,18 @@ def _cell(**data) -> str:
 ])
 def test_a_cell_is_verified_only_when_its_checks_pass(reply, finish, mark):
     assert v.verify(read_cell(reply, REVENUE, len(PAGES), finish), REVENUE, PAGES) == mark
+
+
+@pytest.mark.parametrize("quote, page, symbol", [
+    ("Revenue was $12.4 billion", "Revenue was $12.4 billion in 2024.", "✓ exact"),
+    ("revenue was 12.4 BILLION", "Revenue was $12.4 billion in 2024.", "✓ normalised"),
+    ("Selling, general and administrative 14,329 11,993", "Selling, general and administr\native 14,329 11,993",
+     "✓ close (0.99)"),
+])
+def test_a_verified_mark_says_how_its_quote_matched(quote, page, symbol):
+    mark = v.verified(v.locate(quote, page))
+    assert mark == v.VERIFIED and mark.symbol == symbol and mark.key == "verified"
+    assert mark.label.startswith("verified (")
 
 
 def test_every_mark_has_a_text_marker_besides_its_colour():
