@@ -31,6 +31,12 @@ D = Decimal
     ("Q3 FY2024 10-K", [(D("10"), 1, False)]),                     # Q3 and FY2024 are labels
     ("12 months", [(D("12"), 1, False)]),                          # "m" of months is no scale
     ("no figures here", []),
+    ("(1,886 )", [(D("-1886"), 1, False)]),                         # a PDF's negative, a space inside
+    ("( 25 ) and ( 565 )", [(D("-25"), 1, False), (D("-565"), 1, False)]),
+    ("($ 1,234 )", [(D("-1234"), 1, False)]),
+    ("Property and equipment, net4,212", [(D("4212"), 1, False)]),  # glued to its label by a PDF's text layer
+    ("Q3,2024", [(D("2024"), 1, False)]),                           # Q3 is still a label
+    ("1,2345", [(D("1"), 1, False), (D("2345"), 1, False)]),        # not a thousands group
 ])
 def test_numbers_as_filings_print_them(text, expected):
     assert [(n.value, n.scale, n.percent) for n in numbers_in(text)] == expected
@@ -45,6 +51,15 @@ def test_numbers_as_filings_print_them(text, expected):
     ("14.2", "margin 14.2%", False),                                                  # nor a number alone
     ("Young LLP", "Ernst & Young LLP", False),                                        # fewer than three words
     ("Revenue was $12.4 billion.", "Revenue was $12.4 billion in 2024.", True),        # its full stop dropped
+    # normalised: a clean table row against EDGAR's spacer cells; a negative's parentheses are part of its figure
+    ("| Total net sales | $391,035 | $383,285 |", "| Total net sales | $ | 391,035 | | | $ | 383,285 | |", True),
+    ("Other income 269 (565) (334)", "| Other income | 269 | ( 565 ) | ( 334 ) |", True),
+    ("Other income 269 565 334", "| Other income | 269 | ( 565 ) | ( 334 ) |", False),
+    # close: a PDF's word cut in two; but a changed word, a changed figure or a dropped scale word is not close
+    ("Selling, general and administrative 14,329 11,993", "Selling, general and administr\native 14,329 11,993", True),
+    ("Selling, general and marketing 14,329 11,993", "Selling, general and administr\native 14,329 11,993", False),
+    ("Selling, general and administrative 14,329 11,994", "Selling, general and administr\native 14,329 11,993", False),
+    ("Revenue for the year was $12.4 billion in total", "Revenue for the year was $12.4 in total", False),
 ])
 def test_quote_on_page(quote, page, on_page):
     assert v.quote_on_page(quote, page) is on_page
@@ -106,6 +121,18 @@ def _cell(**data) -> str:
 ])
 def test_a_cell_is_verified_only_when_its_checks_pass(reply, finish, mark):
     assert v.verify(read_cell(reply, REVENUE, len(PAGES), finish), REVENUE, PAGES) == mark
+
+
+@pytest.mark.parametrize("quote, page, symbol", [
+    ("Revenue was $12.4 billion", "Revenue was $12.4 billion in 2024.", "✓ exact"),
+    ("revenue was 12.4 BILLION", "Revenue was $12.4 billion in 2024.", "✓ normalised"),
+    ("Selling, general and administrative 14,329 11,993", "Selling, general and administr\native 14,329 11,993",
+     "✓ close (0.99)"),
+])
+def test_a_verified_mark_says_how_its_quote_matched(quote, page, symbol):
+    mark = v.verified(v.locate(quote, page))
+    assert mark == v.VERIFIED and mark.symbol == symbol and mark.key == "verified"
+    assert mark.label.startswith("verified (")
 
 
 def test_every_mark_has_a_text_marker_besides_its_colour():

@@ -58,10 +58,11 @@ def prepare(doc: Document, question: str, budget_tokens: int, count: Callable[[s
     if count(whole) <= budget_tokens:
         n = len([p for p in doc.pages if p.label])
         return Prepared(whole, True, f"document: whole ({n} pages)" if n else "document: whole")
-    parts = psg.split(doc)
-    head = count(passages_block(doc, [], len(parts)))
-    chosen = psg.select(parts, question, max(0, budget_tokens - head), count)
-    return Prepared(passages_block(doc, chosen, len(parts)), False, pages_phrase(doc, chosen, len(parts)))
+    index = psg.index_of(doc)  # built once per document object
+    total = len(index.passages)
+    head = count(passages_block(doc, [], total))
+    chosen = index.select(question, max(0, budget_tokens - head), count)
+    return Prepared(passages_block(doc, chosen, total), False, pages_phrase(doc, chosen, total))
 
 
 def budget(max_model_len: int, reply_tokens: int, conversation_tokens: int) -> int:

@@ -1,7 +1,9 @@
 """Numbers as filings print them, read exactly (``Decimal``, never a float's rounding).
 
-``1,234.5`` is 1234.5; ``(1,234)`` is -1234 (accounting negatives); ``1.2 billion``, ``$3.4bn`` and
-``12 thousand`` carry their scale; ``12.5%`` and ``12.5 percent`` are percentages. European separators
+``1,234.5`` is 1234.5; ``(1,234)`` is -1234 (accounting negatives), also as some PDFs print it, ``(1,886 )`` or
+``( 25 )``; ``1.2 billion``, ``$3.4bn`` and ``12 thousand`` carry their scale; ``12.5%`` and ``12.5 percent`` are
+percentages. A figure glued to its row label by a PDF's text layer (``net4,212``) is read when it has a thousands
+separator; ``FY2024``, ``Q3`` and other digits glued to letters are labels. European separators
 (``1.234,5``) are not read: a quote in that form is reported as "value not in the quote", never guessed.
 """
 
@@ -19,8 +21,8 @@ SCALE_WORDS = {
 }
 _NUMBER = re.compile(
     r"(?P<open>\()?\s*(?P<cur>[$€£¥])?\s*(?P<sign>[-−–])?\s*(?P<cur2>[$€£¥])?"
-    r"(?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-    r"(?P<close>\))?"
+    r"(?P<digits>\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?:\s*(?P<close>\)))?"
     r"(?:\s*(?P<pct>%|percent\b|per\s+cent\b))?"
     r"(?:\s*(?P<scale>" + "|".join(sorted(SCALE_WORDS, key=len, reverse=True)) + r")\b)?",
     re.IGNORECASE,
@@ -59,9 +61,10 @@ def numbers_in(text: str) -> list[Number]:
 
 
 def _inside_word(text: str, start: int, end: int) -> bool:
-    """Digits glued to letters (Q3, 10-K's K, FY2024) are labels, not amounts."""
+    """Digits glued to letters (Q3, FY2024) are labels, not amounts; a figure with a thousands separator glued to
+    its row label (a PDF's ``net4,212``) is an amount."""
     before = text[start - 1] if start > 0 else " "
-    return before.isalpha()
+    return before.isalpha() and "," not in text[start:end]
 
 
 def as_decimal(value: float | int) -> Decimal:

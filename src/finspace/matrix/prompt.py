@@ -4,7 +4,8 @@ The system message holds the extraction rules and the document, numbered by page
 "[page 7]"; a sheet is "[page 2: sheet Income]"), so the page a cell cites is the index into the document's
 pages. The user message names the field. When the whole document does not fit the loaded model's context,
 the document block is the BM25 passages most relevant to that field's instruction, each with its page
-(finspace.documents.passages), and those cells share no prefix.
+(finspace.documents.passages: the document's index is built once, for all its fields), and those cells share
+no prefix.
 """
 
 from __future__ import annotations
@@ -71,9 +72,8 @@ def cell_prompt(doc: Document, field: MatrixField, budget_tokens: int, count: Ca
     fixed = count(RULES)
     if fixed + (whole_tokens if whole_tokens is not None else count(whole) + count(user["content"])) <= budget_tokens:
         return CellPrompt(whole, user, True)
-    parts = psg.split(doc)
     head = fixed + count(document_block(doc, [])) + count(user["content"])
-    chosen = psg.select(parts, f"{field.name} {field.instruction}", max(0, budget_tokens - head), count)
+    chosen = psg.index_of(doc).select(f"{field.name} {field.instruction}", max(0, budget_tokens - head), count)
     return CellPrompt(document_block(doc, chosen), user, False)
 
 

@@ -1,12 +1,16 @@
 """Each cell checked against the source: is the quote on the page it cites, and does the value agree with it?
 
-Text is compared after normalising Unicode (NFKC), case, quotes, dashes and whitespace, so a PDF's line
-breaks and curly quotes do not fail a true quote. Numbers are compared exactly (``numbers``). A cell is
-``verified`` only when every check for its type passed:
+The quote is aligned to its page (``align``): exact, then normalised (whitespace, case, table separators,
+currency signs, dashes and quotes dropped), then close (a fuzzy token alignment at 0.85 or more, whose every
+figure matches exactly). The verified mark says which: "✓ exact", "✓ normalised", "✓ close (0.93)". Numbers are
+compared exactly (``numbers``). A cell is ``verified`` only when every check for its type passed:
 - number: the value is one of the quote's numbers, as printed or with its scale (1.2 billion = 1200000000);
 - percent: a percentage in the quote equals the value (12.5 for 12.5%; 0.125 is accepted as the same);
-- money: amount x scale equals a number of the quote with its scale word (1.2 billion), or the quote prints
-  no scale word and the scale is units (a table "in millions" says so outside the quote: not verified);
+- money: amount x scale equals a number of the quote with its scale word (1.2 billion); a figure with no scale
+  word takes its table's scale line: the one in the quote, else the nearest above the quote on its page ("(In
+  millions, except per-share amounts)": 391,035 is 391,035 million, and a per-share line's figure, one that
+  says per share, basic or diluted, is in units); with
+  no scale line at all, the figure is in units;
 - date: the quote writes that date (2024-03-31, March 31, 2024, 31 March 2024, Mar. 31, 2024);
 - text and list: the text, or each item, appears in the quote;
 - yes/no: the quote is on the page (a yes or no cannot be read off a quote mechanically).
@@ -16,9 +20,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import date
 
+from finspace.matrix import align
 from finspace.matrix.cells import SCALES, Cell
 from finspace.matrix.fields import MatrixField
 from finspace.matrix.numbers import as_decimal, numbers_in
@@ -26,9 +31,13 @@ from finspace.matrix.numbers import as_decimal, numbers_in
 
 @dataclass(frozen=True)
 class Mark:
+    """A cell's check. Marks are equal by ``key``; a verified cell's label and symbol also say how its quote
+    matched its page ("✓ close (0.93)")."""
+
     key: str
-    label: str
-    symbol: str  # the text marker shown beside the colour: never colour alone
+    label: str = field(compare=False)
+    symbol: str = field(compare=False)  # the text marker shown beside the colour: never colour alone
+    how: str = field(default="", compare=False)  # "exact", "normalised", "close (0.93)": verified cells only
 
 
 VERIFIED = Mark("verified", "verified", "✓")
@@ -37,6 +46,7 @@ VALUE_NOT_IN_QUOTE = Mark("value_not_in_quote", "value not in the quote", "≠")
 NOT_FOUND = Mark("not_found", "not found", "—")
 CUT = Mark("cut", "cut at max_tokens", "✂")
 INVALID = Mark("invalid", "reply did not parse", "!")
+_PER_SHARE = re.compile(r"per[\s-]+(?:common\s+)?share|\b(?:basic|diluted|eps)\b", re.IGNORECASE)
 MARKS = (VERIFIED, NOT_ON_PAGE, VALUE_NOT_IN_QUOTE, NOT_FOUND, CUT, INVALID)
 MIN_QUOTE_WORDS = 3  # "14.2" or "USD" proves nothing: a quote is evidence in its own words
 _FOLD = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "−": "-", "\u00a0": " "})
@@ -55,9 +65,22 @@ def normalize(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).translate(_FOLD).casefold().split())
 
 
+def locate(quote: str, page_text: str) -> align.Match | None:
+    """Where the quote is on the page and how it matched; None for a quote of fewer than three words."""
+    if len(normalize(quote).split()) < MIN_QUOTE_WORDS:
+        return None
+    return align.align(quote, page_text)
+
+
 def quote_on_page(quote: str, page_text: str) -> bool:
-    q = normalize(quote)
-    return len(q.split()) >= MIN_QUOTE_WORDS and q.rstrip(".") in normalize(page_text)
+    return locate(quote, page_text) is not None
+
+
+def verified(match: align.Match) -> Mark:
+    how = f"close ({match.score:.2f})" if match.how == "close" else match.how
+    label = {"exact": "verified (exact quote)", "normalised": "verified (quote matched normalised)"}.get(
+        match.how, f"verified (close quote: {match.score:.2f})")
+    return replace(VERIFIED, label=label, symbol=f"{VERIFIED.symbol} {how}", how=how)
 
 
 def dates_in(text: str) -> set[date]:
@@ -78,8 +101,9 @@ def _month(name: str) -> int:
     return _MONTHS.get(name) or next(i for m, i in _MONTHS.items() if m.startswith(name[:3]))
 
 
-def value_in_quote(value: object, type_: str, quote: str) -> bool:
-    """Does ``value`` (already typed by ``cells.read_cell``) agree with ``quote``?"""
+def value_in_quote(value: object, type_: str, quote: str, table: align.Scale | None = None) -> bool:
+    """Does ``value`` (already typed by ``cells.read_cell``) agree with ``quote``? ``table``: the scale line of
+    the quote's table on its page, for a money figure the quote prints without a scale word."""
     if type_ == "yesno":
         return True
     if type_ == "text":
@@ -99,7 +123,17 @@ def value_in_quote(value: object, type_: str, quote: str) -> bool:
         v = as_decimal(value)  # type: ignore[arg-type]
         return any(v == n.value or v * 100 == n.value for n in numbers if n.percent)
     amount = as_decimal(value["amount"]) * SCALES[value["scale"]]  # type: ignore[index]
-    return any(amount == n.scaled for n in numbers if not n.percent)
+    table = align.scale_in(quote) or table
+    per_share = table is not None and table.except_per_share and bool(_PER_SHARE.search(quote))
+    for n in numbers:
+        if n.percent:
+            continue
+        if n.scale != 1 or table is None:
+            if amount == n.scaled:
+                return True
+        elif amount == n.value * SCALES[table.scale] or (per_share and amount == n.value):
+            return True
+    return False
 
 
 def verify(cell: Cell, field: MatrixField, pages: dict[int, str]) -> Mark:
@@ -111,8 +145,10 @@ def verify(cell: Cell, field: MatrixField, pages: dict[int, str]) -> Mark:
     if not cell.found:
         return NOT_FOUND
     page_text = pages.get(cell.page or 0)
-    if page_text is None or not quote_on_page(cell.quote, page_text):
+    match = None if page_text is None else locate(cell.quote, page_text)
+    if match is None:
         return NOT_ON_PAGE
-    if not value_in_quote(cell.value, field.type, cell.quote):
+    table = align.scale_above(page_text, match.start) if field.type == "money" else None  # type: ignore[arg-type]
+    if not value_in_quote(cell.value, field.type, cell.quote, table):
         return VALUE_NOT_IN_QUOTE
-    return VERIFIED
+    return verified(match)
