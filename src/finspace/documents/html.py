@@ -45,7 +45,7 @@ CAPTION_CHARS = 300  # a longer line above a table is body text, not a caption
 def convert(path: Path, name: str, limits: DocumentLimits) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
     """The file's pages as (label, text) and its notes, or BadInput naming the bound it passed."""
     root = _parse(path, name)
-    css_breaks = _measure(root, name, limits)
+    css_breaks, scripts = _measure(root, name, limits)
     walker = _Walker(name, limits, comment_breaks=css_breaks == 0)
     walker.walk(root)
     texts = [tidy("".join(p)) for p in walker.pages]
@@ -58,7 +58,7 @@ def convert(path: Path, name: str, limits: DocumentLimits) -> tuple[list[tuple[s
         pages = [("", texts[0])]
     else:
         pages = [(label(i, t), t) for i, t in enumerate(texts, 1)]
-    n = walker.scripts
+    n = scripts
     return pages, ((f"{n} script{'s' if n != 1 else ''} removed, never executed",) if n else ())
 
 
@@ -71,21 +71,28 @@ def _parse(path: Path, name: str):
         data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BadInput(f"{short_name(name)} is not UTF-8 text; save it as UTF-8 and upload it again") from None
+    parser = lhtml.HTMLParser(encoding="utf-8", no_network=True)
     try:
-        return lhtml.document_fromstring(data, parser=lhtml.HTMLParser(encoding="utf-8", no_network=True))
+        root = lhtml.document_fromstring(data, parser=parser)
     except (etree.ParserError, ValueError):
         raise BadInput(f"{short_name(name)} has no text to read") from None
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):  # libxml2 stopped reading, silently
+        raise BadInput(f"{short_name(name)} nests its elements deeper than the HTML parser's limit (256 levels), "
+                       "so part of it would be lost; upload the filing as EDGAR serves it")
+    return root
 
 
-def _measure(root, name: str, limits: DocumentLimits) -> int:
-    """The number of CSS page breaks; BadInput past the element, page or cell bounds (no work grows before)."""
-    tags = cells = pages = 0
+def _measure(root, name: str, limits: DocumentLimits) -> tuple[int, int]:
+    """The numbers of CSS page breaks and of scripts; BadInput past the element, page or cell bounds (before any
+    work that grows with them)."""
+    tags = cells = pages = scripts = 0
     for el in root.iter():
         tags += 1
         if tags > limits.max_tags:
             raise BadInput(f"{short_name(name)} has more than {limits.max_tags:,} HTML elements, the limit per "
                            "document; upload the filing itself or the part you need")
-        tag = el.tag if isinstance(el.tag, str) else ""
+        tag = el.tag.lower() if isinstance(el.tag, str) else ""
+        scripts += tag == "script"
         if tag in ("td", "th"):
             cells += tables.span(el.get("colspan"))
             check_cells(cells, name, limits)
@@ -96,14 +103,13 @@ def _measure(root, name: str, limits: DocumentLimits) -> int:
             if pages >= limits.max_pages:
                 raise BadInput(f"{short_name(name)} has {pages:,} or more page breaks; the limit is "
                                f"{limits.max_pages:,} pages per document")
-    return pages
+    return pages, scripts
 
 
 class _Walker:
     def __init__(self, name: str, limits: DocumentLimits, comment_breaks: bool):
         self.name, self.limits, self.comment_breaks = name, limits, comment_breaks
         self.pages: list[list[str]] = [[]]
-        self.scripts = 0
         self.pre = 0  # depth inside <pre>: its line breaks are kept
 
     def walk(self, root) -> None:
@@ -126,7 +132,6 @@ class _Walker:
     def _start(self, walker, el, tag: str) -> None:
         style = el.get("style") or ""
         if tag in _SKIP or (style and _HIDDEN.search(style)):
-            self.scripts += tag == "script"
             walker.skip_subtree()
             el.set("data-finspace-skipped", "1")
             return
