@@ -229,3 +229,29 @@ def test_pdf_pages_past_the_time_budget_are_left_out_with_a_note_not_refused(tmp
 def test_other_pdfs_convert_with_no_split_negatives(name):
     doc = _doc(name)
     assert doc.chars > 10_000 and not re.search(r"\(\s+\d[\d,]*\s*\)|\(\d[\d,]*\s+\)", doc.text)
+
+
+def test_a_300_page_pdf_10k_converts_within_the_apps_bound_never_refused_for_its_size(tmp_path):
+    """Microsoft's FY2015 10-K (134 pages) and JPMorgan's 10-Q (181) as one 315-page PDF, through the app's own
+    path (a child process killed after the default 60 s): it converts, in whole or with the pages past the time
+    budget named in a note; never refused."""
+    import asyncio
+
+    from pypdf import PdfWriter
+
+    from finspace.documents.upload import convert_upload
+
+    up = tmp_path / "uploads" / "x"
+    up.mkdir(parents=True)
+    writer = PdfWriter()
+    for name in ("MICROSOFT_2015_10K.pdf", "JPMORGAN_2022Q1_10Q.pdf"):
+        writer.append(str(filing(name)))
+    writer.write(str(up / "big.pdf"))
+    limits = DocumentLimits()
+    start = time.perf_counter()
+    doc = asyncio.run(convert_upload(str(up / "big.pdf"), "big.pdf", limits, str(tmp_path / "uploads")))
+    assert time.perf_counter() - start < limits.convert_timeout_s
+    left = re.match(r"pages (\d+)-315 of 315 were left out", doc.notes[0]) if doc.notes else None
+    assert len(doc.pages) == (int(left.group(1)) - 1 if left else 315), (len(doc.pages), doc.notes)
+    assert len(doc.pages) >= 50  # the first 50 pages take a few seconds even on a busy machine
+    assert doc.pages[0].label.startswith("page 1")
