@@ -186,6 +186,19 @@ def test_hostile_html_is_refused_naming_the_bound_in_bounded_time(tmp_path):
         assert seconds < 10 * baseline + 1.0, (what, seconds, baseline)
 
 
+def test_many_small_tables_after_a_megabyte_of_text_convert_in_linear_time(tmp_path):
+    """Each table looks back for its caption: a bounded window, never the page so far (that was quadratic)."""
+    def seconds(n: int) -> float:
+        path = _html(tmp_path, "<p>" + "word " * (2 * n) + "</p>" + "<table><tr><td>7</td></tr></table>" * n)
+        start = time.perf_counter()
+        doc = convert(path, "many.html", DocumentLimits())
+        assert doc.text.count("| 7 |") == n
+        return time.perf_counter() - start
+
+    small = seconds(10_000)  # the baseline, in this run
+    assert seconds(100_000) < 30 * small  # 10x the input: about 10x the time; quadratic work would be 100x
+
+
 def test_deeply_nested_html_converts_or_is_refused_never_cut_silently(tmp_path):
     path = _html(tmp_path, "<div>" * 200 + "deep text" + "</div>" * 200)
     assert "deep text" in convert(path, "deep.html", DocumentLimits()).text

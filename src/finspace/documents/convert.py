@@ -4,15 +4,18 @@ Converters are small, well-kept libraries, each for one format, rather than one
 umbrella (markitdown pulls in magika, onnxruntime and a dozen converters we
 would not use, and hides page boundaries):
 
-- PDF: **pypdf**, page by page, so every passage keeps its page number for
-  citations; pure Python, one dependency, and it says when a file is encrypted
-  (an empty user password is tried, as viewers do) or corrupt. It reads the
-  text layer only: a scanned PDF has none, and OCR is not supported. pypdf does
-  not rebuild tables from a PDF's drawn lines (pdfplumber would, at several
-  times the time and a pdfminer dependency); their cells come out as lines of text.
-- HTML (SEC filings): **BeautifulSoup** with Python's own parser. Scripts,
-  styles, iframes and objects are removed, never executed; the document says
-  how many were removed. Tables become Markdown tables.
+- PDF (finspace.documents.pdf): **pypdf**, page by page in its layout mode, so every
+  passage keeps its page number for citations and a statement row keeps its line,
+  its columns tab-separated; pages left empty or blown up by layout mode are read
+  in plain mode. It reads the text layer only: a scanned PDF has none, and OCR is
+  not supported. Pages past the conversion's time budget are left out with a note.
+- HTML (finspace.documents.html, SEC filings): **lxml**'s HTML parser, walked
+  without recursion. Pages end at CSS page breaks (finspace.documents.pagebreaks);
+  scripts, styles, iframes, objects and hidden elements are removed, never
+  executed; the document says how many scripts were removed. Tables become
+  Markdown tables, cleaned (finspace.documents.tables) and with their caption.
+- Page labels are "page N", or "page N (printed P)" when the page prints its
+  number (finspace.documents.printed).
 - DOCX: **python-docx**, paragraphs and tables in document order.
 - XLSX: **openpyxl** in read-only mode, values only (formulas are not run); one
   "page" per sheet. CSV: Python's csv module.

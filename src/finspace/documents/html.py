@@ -40,6 +40,7 @@ _SPACES = re.compile(r"\s+")
 _COMMENT_BREAK = re.compile(r"^\s*PAGE\s*BREAK\s*$", re.IGNORECASE)
 CAPTION_LINES = 3  # at most this many lines above a table are its caption
 CAPTION_CHARS = 300  # a longer line above a table is body text, not a caption
+WINDOW = 2 * CAPTION_LINES * CAPTION_CHARS  # how far back a table looks for its caption, in characters
 
 
 def convert(path: Path, name: str, limits: DocumentLimits) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
@@ -177,10 +178,7 @@ class _Walker:
     def _text(self, text: str | None) -> None:
         if not text:
             return
-        if self.pre:
-            self.pages[-1].append(text.replace("\xa0", " "))
-        else:
-            self.pages[-1].append(_SPACES.sub(" ", text))
+        _push(self.pages[-1], text.replace("\xa0", " ") if self.pre else _SPACES.sub(" ", text))
 
     def _table(self, table) -> None:
         rows = []
@@ -194,7 +192,7 @@ class _Walker:
             return
         page = self.pages[-1]
         caption = _take_caption(page)
-        page.append("\n\n" + (caption + "\n" if caption else "") + body + "\n\n")
+        _push(page, "\n\n" + (caption + "\n" if caption else "") + body + "\n\n")
 
 
 def _cell_text(td) -> str:
@@ -226,10 +224,16 @@ def _owner(tr):
     return parent
 
 
+def _push(page: list[str], text: str) -> None:
+    """``text`` added to the page in pieces of at most WINDOW characters (so a look back is bounded)."""
+    for i in range(0, len(text), WINDOW):
+        page.append(text[i:i + WINDOW])
+
+
 def _take_caption(page: list[str]) -> str:
     """The lines just above a table (at most CAPTION_LINES short ones), taken off the page to sit on the table."""
     tail, size = [], 0
-    while page and size < CAPTION_LINES * CAPTION_CHARS * 2:  # look back a bounded window, never the whole page
+    while page and size < WINDOW:  # look back a bounded window (pieces are at most WINDOW), never the whole page
         piece = page.pop()
         tail.append(piece)
         size += len(piece)
@@ -243,9 +247,9 @@ def _take_caption(page: list[str]) -> str:
                 break
             lines.pop()
             continue
-        if line.startswith("|") or len(line) > CAPTION_CHARS:
-            break
+        if line.startswith("|") or len(line) > CAPTION_CHARS or (len(lines) == 1 and page):
+            break  # a table row, body text, or the window's first line (maybe cut) when the page goes on
         caption.append(line)
         lines.pop()
-    page.append("\n".join(lines) + "\n" if caption else text)
+    _push(page, "\n".join(lines) + "\n" if caption else text)  # in pieces again: the window never grows
     return "\n".join(reversed(caption))

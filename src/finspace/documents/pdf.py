@@ -92,7 +92,7 @@ def _open(path: Path, name: str, limits: DocumentLimits):
 
 def page_text(page) -> tuple[str, bool]:
     """One page's text with its columns tab-separated, and whether plain mode had to be used."""
-    raw = page.extract_text(extraction_mode="layout") or ""
+    raw = page.extract_text(extraction_mode="layout", layout_mode_space_vertically=False) or ""
     solid = sum(1 for c in raw if not c.isspace())
     if solid and len(raw) <= LAYOUT_RATIO * solid + 10_000:
         return columns(raw), False
