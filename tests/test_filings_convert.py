@@ -114,7 +114,7 @@ def test_apple_2015_pdf_pages_labels_and_income_statement_rows():
     assert doc.pages[40].label == "page 41 (printed 39)"
     text = _page(doc, 41)
     assert "Net sales\t$233,715\t$182,795\t$170,910\n" in text  # one line, three years in order
-    assert "September 26,\tSeptember 27,\tSeptember 28,\n2015\t2014\t2013\n" in text
+    assert "September 26, September 27, September 28,\n2015\t2014\t2013\n" in text  # tabs at figures only
     assert "Selling, general and administrative\t14,329\t11,993\t10,830" in text  # no word cut in two
     assert "(In millions, except number of shares which are reflected in thousands and per share amounts)" in text
 
