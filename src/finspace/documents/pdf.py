@@ -40,7 +40,8 @@ from finspace.documents.text import fix_figures, short_name
 from finspace.errors import BadInput
 
 LAYOUT_RATIO = 100  # a layout page's raw length past this many times its non-space characters: plain mode
-BUDGET_SHARE = 0.75  # of the conversion's time bound, for reading pages (the child's start and answer need the rest)
+BUDGET_SHARE = 0.6  # of the conversion's time bound, for reading pages (the child's start, its imports and its
+# answer need the rest: on a busy machine the start alone took 5-10 s)
 _COLUMNS = re.compile(r" {2,}")
 _FIGURE_START = re.compile(r"[\d$€£¥(—–-]")
 _FIGURE_END = re.compile(r"[\d%)]$")
