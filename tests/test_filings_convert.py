@@ -87,6 +87,26 @@ def test_apple_10k_loses_no_statement_figure_and_is_smaller_than_before():
     assert 150_000 < doc.chars < 235_000  # 235,294 characters before cleaning (one page, spacer cells)
 
 
+@pytest.mark.parametrize("name", ["aapl-10-k-2024-11-01.html", "wfc-10-k-2025-02-25.html",
+                                  "0000950153-99-001234.html"])
+def test_no_visible_word_of_an_html_filing_is_lost(name):
+    """Every word of the filing's visible text (lxml's text_content without scripts, styles and hidden elements)
+    is in the converted text as often as there (a capitalised or lower-case word, so "RisksThe", glued by
+    text_content, still counts as "Risks" and "The")."""
+    from collections import Counter
+
+    from lxml import html as lhtml
+
+    root = lhtml.document_fromstring(filing(name).read_bytes())
+    for el in root.xpath("//script|//style|//head|//*[contains(translate(@style, ' ', ''), 'display:none')]"):
+        el.drop_tree()
+    for el in root.iter("p", "div", "br", "td", "th", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr"):
+        el.text, el.tail = " " + (el.text or ""), " " + (el.tail or "")  # blocks and line breaks part words
+    words = re.compile(r"[A-Z]?[a-z]+")
+    missing = Counter(words.findall(root.text_content())) - Counter(words.findall(_doc(name).text))
+    assert not missing, missing.most_common(10)
+
+
 def test_nvidia_10k_html_pages_and_income_statement():
     doc = _doc("nvda-10-k-2025-02-26.html")
     assert len(doc.pages) == 87
