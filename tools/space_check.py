@@ -66,7 +66,7 @@ PYPI = "https://pypi.org/simple"
 IMPORTED_DISTS = frozenset({
     "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
     "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
-    "pypdf", "beautifulsoup4", "python-docx", "openpyxl", "bm25s",  # finspace.documents
+    "pypdf", "beautifulsoup4", "lxml", "python-docx", "openpyxl", "bm25s",  # finspace.documents
     "gguf", "accelerate", "filelock",  # finspace.convert (the CPU default's checkpoint)
     "python-multipart",  # finspace.uploads (the parse Gradio's upload route makes)
     "httpx", "openai", "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)

@@ -4,15 +4,18 @@ Converters are small, well-kept libraries, each for one format, rather than one
 umbrella (markitdown pulls in magika, onnxruntime and a dozen converters we
 would not use, and hides page boundaries):
 
-- PDF: **pypdf**, page by page, so every passage keeps its page number for
-  citations; pure Python, one dependency, and it says when a file is encrypted
-  (an empty user password is tried, as viewers do) or corrupt. It reads the
-  text layer only: a scanned PDF has none, and OCR is not supported. pypdf does
-  not rebuild tables from a PDF's drawn lines (pdfplumber would, at several
-  times the time and a pdfminer dependency); their cells come out as lines of text.
-- HTML (SEC filings): **BeautifulSoup** with Python's own parser. Scripts,
-  styles, iframes and objects are removed, never executed; the document says
-  how many were removed. Tables become Markdown tables.
+- PDF (finspace.documents.pdf): **pypdf**, page by page in its layout mode, so every
+  passage keeps its page number for citations and a statement row keeps its line,
+  its columns tab-separated; pages left empty or blown up by layout mode are read
+  in plain mode. It reads the text layer only: a scanned PDF has none, and OCR is
+  not supported. Pages past the conversion's time budget are left out with a note.
+- HTML (finspace.documents.html, SEC filings): **lxml**'s HTML parser, walked
+  without recursion. Pages end at CSS page breaks (finspace.documents.pagebreaks);
+  scripts, styles, iframes, objects and hidden elements are removed, never
+  executed; the document says how many scripts were removed. Tables become
+  Markdown tables, cleaned (finspace.documents.tables) and with their caption.
+- Page labels are "page N", or "page N (printed P)" when the page prints its
+  number (finspace.documents.printed).
 - DOCX: **python-docx**, paragraphs and tables in document order.
 - XLSX: **openpyxl** in read-only mode, values only (formulas are not run); one
   "page" per sheet. CSV: Python's csv module.
@@ -31,11 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finspace.documents.limits import DocumentLimits
+from finspace.documents.tables import markdown_table
+from finspace.documents.text import check_cells, read_text, short_name, tidy
 from finspace.errors import BadInput
+
+__all__ = ["KINDS", "Document", "Page", "check_type", "convert", "kind_of", "markdown_table", "short_name"]
 
 KINDS = {".pdf": "pdf", ".html": "html", ".htm": "html", ".docx": "docx", ".xlsx": "xlsx", ".csv": "csv",
          ".txt": "txt", ".md": "md", ".markdown": "md"}
-_REMOVED_TAGS = ("script", "style", "noscript", "iframe", "object", "embed", "template")
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,6 @@ def kind_of(name: str) -> str:
     return kind
 
 
-def short_name(name: str) -> str:
-    name = Path(str(name)).name
-    return name if len(name) <= 80 else name[:77] + "…"
-
-
 def check_type(kind: str, head: bytes, name: str) -> None:
     """BadInput when the first bytes are not what the extension says (a renamed file)."""
     n = short_name(name)
@@ -119,57 +120,19 @@ def convert(path: str | Path, name: str, limits: DocumentLimits) -> Document:
     return doc
 
 
-# ------------------------------------------------------------------ PDF
+# ------------------------------------------------------------------ PDF, HTML
 def _pdf(path: Path, name: str, limits: DocumentLimits) -> Document:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from finspace.documents import pdf
 
-    n = short_name(name)
-    try:
-        reader = PdfReader(str(path))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise BadInput(f"{n} is an encrypted PDF (it needs a password); save an unprotected copy and upload it")
-        count = len(reader.pages)
-    except BadInput:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
-        if "decrypt" in str(exc).lower() or "encrypt" in str(exc).lower():
-            raise BadInput(f"{n} is an encrypted PDF (it needs a password); save an unprotected copy") from None
-        raise BadInput(f"{n} is not a readable PDF (corrupt or truncated: {type(exc).__name__})") from None
-    if count > limits.max_pages:
-        raise BadInput(f"{n} has {count:,} pages; the limit is {limits.max_pages:,} pages per document")
-    pages = []
-    for i, page in enumerate(reader.pages, 1):
-        try:
-            text = page.extract_text() or ""
-        except Exception as exc:  # noqa: BLE001 - one damaged page must not hide the rest
-            raise BadInput(f"{n}: page {i} cannot be read (corrupt PDF: {type(exc).__name__})") from None
-        pages.append(Page(f"page {i}", _tidy(text)))
-    return Document(n, "pdf", tuple(pages))
+    pages, notes = pdf.convert(path, name, limits)
+    return Document(short_name(name), "pdf", tuple(Page(a, b) for a, b in pages), notes)
 
 
-# ------------------------------------------------------------------ HTML
 def _html(path: Path, name: str, limits: DocumentLimits) -> Document:
-    from bs4 import BeautifulSoup
+    from finspace.documents import html
 
-    soup = BeautifulSoup(_read_text(path, name), "html.parser")
-    removed = 0
-    for tag in soup.find_all(_REMOVED_TAGS):
-        removed += tag.name == "script"
-        tag.decompose()
-    cells = 0
-    for table in soup.find_all("table"):
-        rows = [[c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])] for tr in table.find_all("tr")]
-        cells += sum(len(r) for r in rows)
-        _check_cells(cells, name, limits)
-        table.replace_with("\n\n" + markdown_table(rows) + "\n\n")
-    for br in soup.find_all("br"):
-        br.replace_with("\n")
-    blocks = ("p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section", "article")
-    for tag in soup.find_all(blocks):
-        tag.insert_after("\n")
-    notes = (f"{removed} script{'s' if removed != 1 else ''} removed, never executed",) if removed else ()
-    return Document(short_name(name), "html", (Page("", _tidy(soup.get_text())),), notes)
+    pages, notes = html.convert(path, name, limits)
+    return Document(short_name(name), "html", tuple(Page(a, b) for a, b in pages), notes)
 
 
 # ------------------------------------------------------------------ DOCX, XLSX, CSV
@@ -201,7 +164,7 @@ def _docx(path: Path, name: str, limits: DocumentLimits) -> Document:
             if isinstance(item, Table):
                 rows = [[c.text.strip() for c in r.cells] for r in item.rows]
                 cells += sum(len(r) for r in rows)
-                _check_cells(cells, name, limits)
+                check_cells(cells, name, limits)
                 parts.append(markdown_table(rows))
             elif item.text.strip():
                 parts.append(item.text.strip())
@@ -226,7 +189,7 @@ def _xlsx(path: Path, name: str, limits: DocumentLimits) -> Document:
             rows = []
             for row in ws.iter_rows(values_only=True):
                 cells += len(row)
-                _check_cells(cells, name, limits)
+                check_cells(cells, name, limits)
                 rows.append(["" if v is None else str(v) for v in row])
             pages.append(Page(f"sheet {ws.title}", markdown_table(_trim(rows))))
     finally:
@@ -236,57 +199,22 @@ def _xlsx(path: Path, name: str, limits: DocumentLimits) -> Document:
 
 def _csv(path: Path, name: str, limits: DocumentLimits) -> Document:
     rows, cells = [], 0
-    for row in csv.reader(io.StringIO(_read_text(path, name))):
+    for row in csv.reader(io.StringIO(read_text(path, name))):
         cells += len(row)
-        _check_cells(cells, name, limits)
+        check_cells(cells, name, limits)
         rows.append(row)
     return Document(short_name(name), "csv", (Page("", markdown_table(_trim(rows))),))
 
 
 def _plain(path: Path, name: str, limits: DocumentLimits) -> Document:
-    return Document(short_name(name), kind_of(name), (Page("", _tidy(_read_text(path, name))),))
+    return Document(short_name(name), kind_of(name), (Page("", tidy(read_text(path, name))),))
 
 
 # ------------------------------------------------------------------ helpers
-def markdown_table(rows: list[list[str]]) -> str:
-    """Rows as a Markdown table (the first row is the header); pipes and line breaks in cells escaped."""
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        return ""
-    width = max(len(r) for r in rows)
-    clean = [[" ".join(c.split()).replace("|", "\\|") for c in r] + [""] * (width - len(r)) for r in rows]
-    lines = ["| " + " | ".join(clean[0]) + " |", "|" + " --- |" * width]
-    lines += ["| " + " | ".join(r) + " |" for r in clean[1:]]
-    return "\n".join(lines)
-
-
 def _trim(rows: list[list[str]]) -> list[list[str]]:
     """Empty trailing columns dropped (spreadsheets pad rows to their widest)."""
     width = max((max((i + 1 for i, c in enumerate(r) if c.strip()), default=0) for r in rows), default=0)
     return [r[:width] for r in rows]
-
-
-def _check_cells(cells: int, name: str, limits: DocumentLimits) -> None:
-    if cells > limits.max_cells:
-        raise BadInput(f"{short_name(name)} expands past {limits.max_cells:,} table cells, the limit per document; "
-                       "upload the sheets or tables you need")
-
-
-def _read_text(path: Path, name: str) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise BadInput(f"{short_name(name)} is not UTF-8 text; save it as UTF-8 and upload it again") from None
-
-
-def _tidy(text: str) -> str:
-    lines = [" ".join(line.split()) for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-    out: list[str] = []
-    for line in lines:
-        if line or (out and out[-1]):
-            out.append(line)
-    return "\n".join(out).strip()
 
 
 _CONVERTERS = {"pdf": _pdf, "html": _html, "docx": _docx, "xlsx": _xlsx, "csv": _csv, "txt": _plain, "md": _plain}

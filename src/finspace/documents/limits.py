@@ -15,7 +15,8 @@ MIB = 1 << 20
 class DocumentLimits:
     max_bytes: int = 20 * MIB  # the uploaded file (FINSPACE_DOCUMENT_MAX_MIB); the upload route's body bound too
     max_pages: int = 1000  # PDF pages (FINSPACE_DOCUMENT_MAX_PAGES); an annual report is 100 to 400
-    max_cells: int = 200_000  # spreadsheet cells read, over all sheets (XLSX, CSV)
+    max_cells: int = 200_000  # spreadsheet cells read, over all sheets (XLSX, CSV), and HTML table cells
+    max_tags: int = 500_000  # HTML elements (a 10-K has 10,000 to 25,000)
     max_unpacked_bytes: int = 200 * MIB  # a DOCX/XLSX (a zip) unpacked: a zip bomb stops here
     max_chars: int = 4_000_000  # text after conversion (a 10-K is about 600,000 characters)
     convert_timeout_s: float = 60.0  # the converter process is killed after this (FINSPACE_DOCUMENT_TIMEOUT_S)
