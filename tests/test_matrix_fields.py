@@ -59,3 +59,17 @@ def test_a_callers_fields_are_read_in_order():
     fields = parse_fields([{"name": " Revenue ", "type": "money", "instruction": "Total revenue"},
                            {"name": "Auditor", "type": "text", "instruction": "Who signed"}])
     assert [(f.name, f.type) for f in fields] == [("Revenue", "money"), ("Auditor", "text")]
+
+
+@pytest.mark.parametrize("index, label, mark", [
+    (23, "page 23 (printed 21)", "[page 23 (printed 21)]"),  # a filing's printed number beside the cited one
+    (3, "page 3", "[page 3]"),
+    (1, "", "[page 1]"),
+    (2, "sheet Income", "[page 2: sheet Income]"),
+    (4, "page 40 (printed 4)", "[page 4: page 40 (printed 4)]"),  # a label that is not this page's is kept apart
+])
+def test_a_cells_page_mark_keeps_the_printed_number(index, label, mark):
+    from finspace.documents.convert import Page
+    from finspace.matrix.prompt import page_mark
+
+    assert page_mark(index, Page(label, "")) == mark

@@ -36,7 +36,11 @@ class CellPrompt:
 
 
 def page_mark(index: int, page: Page) -> str:
-    return f"[page {index}]" if page.label in ("", f"page {index}") else f"[page {index}: {page.label}]"
+    """The mark a cell cites: "[page 23]", "[page 23 (printed 21)]" (a filing's printed number beside it), or
+    "[page 2: sheet Income]" where the label is another name."""
+    if page.label in ("", f"page {index}"):
+        return f"[page {index}]"
+    return f"[{page.label}]" if page.label.startswith(f"page {index} (") else f"[page {index}: {page.label}]"
 
 
 def numbered(doc: Document) -> dict[int, str]:
