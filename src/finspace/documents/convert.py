@@ -27,11 +27,12 @@ from __future__ import annotations
 import csv
 import io
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from finspace.documents.limits import DocumentLimits
 from finspace.errors import BadInput
+from finspace.xbrl.facts import Facts
 
 KINDS = {".pdf": "pdf", ".html": "html", ".htm": "html", ".docx": "docx", ".xlsx": "xlsx", ".csv": "csv",
          ".txt": "txt", ".md": "md", ".markdown": "md"}
@@ -50,6 +51,7 @@ class Document:
     kind: str
     pages: tuple[Page, ...]
     notes: tuple[str, ...] = field(default=())  # what was left out (scripts removed, ...)
+    facts: Facts = field(default_factory=Facts)  # an inline-XBRL filing's tagged figures (finspace.xbrl)
 
     @property
     def text(self) -> str:
@@ -61,11 +63,12 @@ class Document:
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "notes": list(self.notes),
-                "pages": [[p.label, p.text] for p in self.pages]}
+                "pages": [[p.label, p.text] for p in self.pages], "facts": self.facts.to_json()}
 
     @classmethod
     def from_json(cls, d: dict) -> Document:
-        return cls(d["name"], d["kind"], tuple(Page(str(a), str(b)) for a, b in d["pages"]), tuple(d["notes"]))
+        return cls(d["name"], d["kind"], tuple(Page(str(a), str(b)) for a, b in d["pages"]), tuple(d["notes"]),
+                   Facts.from_json(d.get("facts")))
 
 
 def kind_of(name: str) -> str:
@@ -116,6 +119,8 @@ def convert(path: str | Path, name: str, limits: DocumentLimits) -> Document:
     if doc.chars > limits.max_chars:
         raise BadInput(f"{short_name(name)} holds {doc.chars:,} characters of text; the limit is "
                        f"{limits.max_chars:,}")
+    if kind == "html":  # the filer's inline-XBRL figures, with their pages (finspace.xbrl)
+        doc = replace(doc, facts=_facts(path))
     return doc
 
 
@@ -248,6 +253,12 @@ def _plain(path: Path, name: str, limits: DocumentLimits) -> Document:
 
 
 # ------------------------------------------------------------------ helpers
+def _facts(path: Path) -> Facts:
+    from finspace.xbrl.reader import read_file
+
+    return read_file(path)
+
+
 def markdown_table(rows: list[list[str]]) -> str:
     """Rows as a Markdown table (the first row is the header); pipes and line breaks in cells escaped."""
     rows = [r for r in rows if any(c.strip() for c in r)]
