@@ -26,6 +26,24 @@ SCALES = {"units": 1, "thousands": 10**3, "millions": 10**6, "billions": 10**9}
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
 MAX_NUMBER = 1e15  # past a quadrillion a figure is no filing's
+REPLY_SHARE = 4  # a cell's reply takes at most a quarter of the model's context: the rest holds the document
+MIN_REPLY_TOKENS = 128
+MIN_CONTEXT_TOKENS = 768  # below this the rules, the field and a reply leave no room for the document
+
+
+def reply_tokens(max_model_len: int, configured: int) -> int:
+    """A cell's reply bound on a model of ``max_model_len`` tokens: the configured bound
+    (FINSPACE_MATRIX_REPLY_TOKENS), at most a quarter of the context; 256 on ``demo``'s 1,024."""
+    return max(min(MIN_REPLY_TOKENS, configured), min(configured, max_model_len // REPLY_SHARE))
+
+
+def context_problem(max_model_len: int) -> str | None:
+    """The Matrix's refusal for a model whose context is too small for a cell, naming the fix; else None."""
+    if max_model_len >= MIN_CONTEXT_TOKENS:
+        return None
+    return (f"the loaded model reads {max_model_len:,} tokens at a time; a Matrix cell needs at least "
+            f"{MIN_CONTEXT_TOKENS:,} (its rules, the field, the document's passages and the reply): load a model "
+            "with a longer context, then fill the matrix")
 
 
 def _value_schema(type_: str) -> dict:
