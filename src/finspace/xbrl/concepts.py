@@ -41,7 +41,8 @@ class FilerValue:
     end: str | None = None
 
     def to_json(self) -> dict:
-        return {"concept": self.concept, "value": None if self.value is None else str(self.value), "text": self.text,
+        return {"concept": self.concept, "value": None if self.value is None else format(self.value, "f"),
+                "text": self.text,
                 "unit": self.unit, "decimals": self.decimals, "page": self.page,
                 "period": {"start": self.start, "end": self.end}}
 
