@@ -16,7 +16,7 @@ from finspace.matrix.cells import Cell, context_problem, reply_tokens
 from finspace.matrix.fields import load_field_presets, parse_fields
 from finspace.matrix.filer import AGREES, DIFFERS, agreement, filer_values, typed
 from finspace.matrix.table import CellResult, MatrixResult, Row, details, grid, mark_keys, to_json, xbrl_marks
-from finspace.matrix.verify import NOT_FOUND, VERIFIED, VALUE_NOT_IN_QUOTE
+from finspace.matrix.verify import CUT, NOT_FOUND, VALUE_NOT_IN_QUOTE, VERIFIED
 from finspace.xbrl.concepts import FilerValue
 from finspace.xbrl.reader import read_file
 from support.filings import filing
@@ -95,9 +95,11 @@ def test_the_grid_shows_the_filers_value_beside_the_models(apple_result):
     headers, rows = grid(r)
     assert rows[0][1] == "✓ USD 391.0 billion (p. 31) · agrees with the filer's XBRL"
     assert rows[0][5] == "≠ USD 12 billion (p. 2) · differs from the filer's XBRL: USD 93,736 million"
-    assert rows[0][3] == "— not found"
+    assert rows[0][3] == "— not found · the filer's XBRL has USD 123,216 million"  # the model missed it
     assert mark_keys(r)[0][:4] == ["verified", "xbrl", "not_found", "xbrl"]
-    assert xbrl_marks(r)[0][:6] == ["agrees", "", "", "", "differs", ""]
+    assert xbrl_marks(r)[0][:6] == ["agrees", "", "missed", "", "differs", ""]
+    r.cells[(0, 3)] = CellResult(Cell("cut"), CUT, False)  # no answer: nothing to mark
+    assert grid(r)[1][0][7] == "✂ cut at max_tokens" and xbrl_marks(r)[0][6] == ""
     line = next(d for d in details(r) if d[1] == "Revenue")
     assert line[-4:] == ["USD 391,035 million", "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", 31,
                          "agrees with the filer's XBRL"]
@@ -136,3 +138,52 @@ def test_with_no_model_the_filers_values_alone():
     assert rows[0][1:3] == ["no model loaded", "USD 111,601 million (p. 54)"]
     assert rows[0][headers.index("Shares outstanding (XBRL)")] == "24,400,000,000 (p. 1)"
     assert r.total == 0 and to_json(r)["rows"][0]["cells"][0]["check"] == "no_model"
+
+
+# ------------------------------------------------------------------ the desk (real conversion, no engine)
+def _desk(tmp_path, engine):
+    from types import SimpleNamespace
+
+    from finspace.documents.gate import ConversionGate
+    from finspace.documents.limits import DocumentLimits
+    from finspace.matrix.desk import MatrixDesk
+
+    settings = SimpleNamespace(documents=DocumentLimits(), gradio_temp_dir=str(tmp_path / "uploads"))
+    svc = SimpleNamespace(catalog=SimpleNamespace(path=None), settings=settings, engine=engine,
+                          conversions=ConversionGate(1, 1, 60.0))
+    return MatrixDesk(svc)
+
+
+def _upload(tmp_path, name: str) -> tuple[str, str]:
+    import shutil
+
+    folder = tmp_path / "uploads" / "one"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(shutil.copy(filing(name), folder / name)), name
+
+
+async def test_with_no_model_loaded_a_matrix_of_xbrl_fields_fills_from_the_filing(tmp_path):
+    from types import SimpleNamespace
+
+    desk = _desk(tmp_path, SimpleNamespace(entry=None, ready=False))
+    files = [_upload(tmp_path, "nflx-10-k-2025-01-27.html")]
+    results = [r async for r in desk.fill(files, "income-statement")]
+    final = results[-1]
+    assert (final.state, final.model, final.total, final.rows[0].facts > 1000) == ("done", False, 0, True)
+    assert grid(final)[1][0][1:3] == ["no model loaded", "USD 39,000,966 thousand (p. 39)"]
+    assert not (tmp_path / "uploads" / "one" / "nflx-10-k-2025-01-27.html").exists()  # the upload is deleted
+    from finspace.errors import NotReady
+
+    with pytest.raises(NotReady, match="no model is loaded"):  # fields without concepts still need a model
+        [r async for r in desk.fill([_upload(tmp_path, "nflx-10-k-2025-01-27.html")], "guidance")]
+
+
+async def test_a_model_too_small_for_a_cell_is_refused_once_in_the_matrixs_words(tmp_path):
+    from types import SimpleNamespace
+
+    from finspace.errors import BadInput
+
+    desk = _desk(tmp_path, SimpleNamespace(entry=object(), ready=True, max_model_len=512))
+    with pytest.raises(BadInput, match=r"the loaded model reads 512 tokens at a time; a Matrix cell needs at least "
+                                       r"768 .*: load a model with a longer context"):
+        [r async for r in desk.fill([_upload(tmp_path, "nflx-10-k-2025-01-27.html")], "income-statement")]

@@ -5,7 +5,8 @@ the model's value is marked against it.
 Filled at once, from the converted documents, before any model answers (and with no model loaded at all).
 A model's value agrees when it is the filer's figure as the model wrote it, rounded: 391 billion or 391.04 billion
 agree with 391,035 million; a value more precise than the filer's agrees when it rounds to the filer's
-``decimals``. A money value in another currency than the filer's unit differs.
+``decimals``. A money value in another currency than the filer's unit differs. A model that answered "not found"
+where the filer reports a value missed it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from finspace.xbrl.facts import Facts
 
 AGREES = "agrees"
 DIFFERS = "differs"
+MISSED = "missed"  # the model answered "not found" where the filer reports a value
 _DECIMAL_SCALES = {-9: "billions", -6: "millions", -3: "thousands"}
 
 

@@ -21,7 +21,8 @@ from finspace.xbrl.concepts import FilerValue
 
 PENDING = "…"
 NO_MODEL = "no model loaded"
-XBRL_LABELS = {xbrl.AGREES: "agrees with the filer's XBRL", xbrl.DIFFERS: "differs from the filer's XBRL"}
+XBRL_LABELS = {xbrl.AGREES: "agrees with the filer's XBRL", xbrl.DIFFERS: "differs from the filer's XBRL",
+               xbrl.MISSED: "the filer's XBRL has"}
 SCALE_WORDS = {"units": "", "thousands": " thousand", "millions": " million", "billions": " billion"}
 
 
@@ -83,16 +84,19 @@ def show_value(value: Any, type_: str) -> str:
 
 
 def against_filer(result: MatrixResult, r: int, c: int) -> tuple[str, str] | None:
-    """(agrees | differs, the words) for a model value beside a filer's value; None when either is missing."""
+    """(agrees | differs | missed, the words) for a model's answer beside a filer's value; None without either
+    (a cell cut or unparsed is no answer)."""
     fv, got = result.filer.get((r, c)), result.cells.get((r, c))
-    if fv is None or got is None or not got.cell.found:
+    if fv is None or got is None or got.cell.status != "ok":
         return None
     type_ = result.fields[c].type
+    filer = show_value(xbrl.typed(fv, type_), type_)
+    if not got.cell.found:
+        return xbrl.MISSED, f"{XBRL_LABELS[xbrl.MISSED]} {filer}"
     key = xbrl.agreement(got.cell.value, fv, type_)
     if key is None:
         return None
-    words = XBRL_LABELS[key] + ("" if key == xbrl.AGREES else f": {show_value(xbrl.typed(fv, type_), type_)}")
-    return key, words
+    return key, XBRL_LABELS[key] + ("" if key == xbrl.AGREES else f": {filer}")
 
 
 def cell_text(result: MatrixResult, r: int, c: int) -> str:
@@ -149,7 +153,7 @@ def mark_keys(result: MatrixResult) -> list[list[str]]:
 
 
 def xbrl_marks(result: MatrixResult) -> list[list[str]]:
-    """Each model cell's agreement with the filer's XBRL (agrees, differs, ""), in the grid's shape."""
+    """Each model cell's agreement with the filer's XBRL (agrees, differs, missed, ""), in the grid's shape."""
     return [[("" if x else (against_filer(result, r, c) or ("", ""))[0]) for c, x in _columns(result)]
             for r in range(len(result.rows))]
 

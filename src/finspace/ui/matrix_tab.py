@@ -35,9 +35,9 @@ from finspace.ui.saved import Provenance
 COLOURS = {"verified": "#d9f2d9", "not_on_page": "#f8d7d7", "value_not_in_quote": "#fde8c8", "not_found": "#ececec",
            "cut": "#e6dcf5", "invalid": "#f8d7d7", "pending": "transparent", "error": "#ececec",
            "xbrl": "#dbe9f7", "xbrl_none": "#f3f3f3"}
-XBRL_LEGEND = {"xbrl": "the filer's XBRL value", "agrees": "= agrees with the filer's XBRL",
-               "differs": "≠ differs from the filer's XBRL"}
-AGREEMENT_BORDER = {"agrees": "3px solid #2e7d32", "differs": "3px solid #c62828"}
+XBRL_LEGEND = {"xbrl": "the filer's XBRL value", "agrees": "agrees with the filer's XBRL",
+               "differs": "differs from the filer's XBRL", "missed": "not found, the filer's XBRL has it"}
+AGREEMENT_BORDER = {"agrees": "4px solid #2e7d32", "differs": "4px solid #c62828", "missed": "4px dashed #c62828"}
 CSS = """
 #matrix-grid table {border-collapse: collapse; font-size: 0.92em;}
 #matrix-grid th, #matrix-grid td {border: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;}
@@ -51,7 +51,7 @@ def legend() -> str:
     marks.append(f"<span style='background:{COLOURS['xbrl']};color:#1f1f1f;padding:1px 6px;border-radius:4px'>"
                  f"{XBRL_LEGEND['xbrl']}</span>")
     marks += [f"<span style='border-left:{AGREEMENT_BORDER[k]};color:inherit;padding:1px 6px'>"
-              f"{html.escape(XBRL_LEGEND[k])}</span>" for k in ("agrees", "differs")]
+              f"{html.escape(XBRL_LEGEND[k])}</span>" for k in ("agrees", "differs", "missed")]
     return " · ".join(marks)
 
 
@@ -84,7 +84,8 @@ def progress_html(result: MatrixResult | None) -> str:
     flat = [k for row in xbrl_marks(result) for k in row if k]
     xbrl = f"{len(result.filer)} filer's XBRL values"
     if flat:
-        xbrl += f" (the model's value agrees with {flat.count('agrees')}, differs from {flat.count('differs')})"
+        xbrl += (f" (the model agrees with {flat.count('agrees')}, differs from {flat.count('differs')}, "
+                 f"missed {flat.count('missed')})")
     if not result.model:
         return (f"<div id='matrix-count'>no model loaded: the filer's XBRL values only · {xbrl}</div>")
     return (f"<progress value='{result.done}' max='{max(1, result.total)}' style='width:100%'></progress>"
