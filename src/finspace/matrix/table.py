@@ -126,7 +126,8 @@ def filer_text(result: MatrixResult, r: int, c: int) -> str:
 
 def _columns(result: MatrixResult) -> list[tuple[int, bool]]:
     """The grid's columns after Document: (field index, is the field's XBRL column)."""
-    return [col for c, f in enumerate(result.fields) for col in ([(c, False), (c, True)] if f.concepts else [(c, False)])]
+    return [col for c, f in enumerate(result.fields)
+            for col in ([(c, False), (c, True)] if f.concepts else [(c, False)])]
 
 
 def grid(result: MatrixResult) -> tuple[list[str], list[list[str]]]:
