@@ -110,7 +110,7 @@ def test_the_matrix_tab_shows_the_xbrl_column_and_exports_both_values(server, pa
         assert len(model) == 15 and all((x == "") == (k in ("cut", "invalid")) for k, x in model), model
         hrefs = page.eval_on_selector_all("#matrix-downloads a", "els => els.map(e => e.href)")
         assert page.page_errors == []
-        page.locator("#matrix-grid").scroll_into_view_if_needed()
+        page.eval_on_selector("#matrix-progress", "e => e.scrollIntoView({block: 'start'})")  # progress, grid, exports
         shot(page, "matrix-filings", docs_name="matrix-filings.png")
     exports = {h.rsplit("/", 1)[-1].split("?")[0]: httpx.get(h, timeout=30).content for h in hrefs}
     name = next(n for n in exports if n.endswith(".csv"))
