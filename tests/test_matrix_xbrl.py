@@ -65,10 +65,10 @@ def test_every_income_statement_and_balance_sheet_field_names_concepts():
 
 
 def test_a_cells_reply_is_sized_to_the_models_context():
-    assert reply_tokens(1024, 768) == 256 and reply_tokens(2048, 768) == 512 and reply_tokens(40960, 768) == 768
-    assert reply_tokens(1024, 100) == 100
+    assert reply_tokens(1024, 768) == 256 and reply_tokens(1280, 768) == 512 and reply_tokens(2048, 768) == 768
+    assert reply_tokens(40960, 768) == 768 and reply_tokens(40960, 2000) == 2000 and reply_tokens(1024, 100) == 100
     assert context_problem(1024) is None
-    assert "load a model with a longer context" in context_problem(512)
+    assert "load a model with a longer context" in context_problem(1023)
 
 
 @pytest.fixture(scope="module")
@@ -185,5 +185,5 @@ async def test_a_model_too_small_for_a_cell_is_refused_once_in_the_matrixs_words
 
     desk = _desk(tmp_path, SimpleNamespace(entry=object(), ready=True, max_model_len=512))
     with pytest.raises(BadInput, match=r"the loaded model reads 512 tokens at a time; a Matrix cell needs at least "
-                                       r"768 .*: load a model with a longer context"):
+                                       r"1,024 .*: load a model with a longer context"):
         [r async for r in desk.fill([_upload(tmp_path, "nflx-10-k-2025-01-27.html")], "income-statement")]

@@ -26,15 +26,16 @@ SCALES = {"units": 1, "thousands": 10**3, "millions": 10**6, "billions": 10**9}
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
 MAX_NUMBER = 1e15  # past a quadrillion a figure is no filing's
-REPLY_SHARE = 4  # a cell's reply takes at most a quarter of the model's context: the rest holds the document
-MIN_REPLY_TOKENS = 128
-MIN_CONTEXT_TOKENS = 768  # below this the rules, the field and a reply leave no room for the document
+DOCUMENT_ROOM_TOKENS = 768  # kept from a cell's reply for the rules, the field and the document's passages
+MIN_REPLY_TOKENS = 256  # a quote of 200 characters and its value
+MIN_CONTEXT_TOKENS = DOCUMENT_ROOM_TOKENS + MIN_REPLY_TOKENS  # 1,024: demo's
 
 
 def reply_tokens(max_model_len: int, configured: int) -> int:
     """A cell's reply bound on a model of ``max_model_len`` tokens: the configured bound
-    (FINSPACE_MATRIX_REPLY_TOKENS), at most a quarter of the context; 256 on ``demo``'s 1,024."""
-    return max(min(MIN_REPLY_TOKENS, configured), min(configured, max_model_len // REPLY_SHARE))
+    (FINSPACE_MATRIX_REPLY_TOKENS, 768), less what the context needs for the document (DOCUMENT_ROOM_TOKENS):
+    256 on ``demo``'s 1,024, 768 from 1,536 up."""
+    return min(configured, max(MIN_REPLY_TOKENS, max_model_len - DOCUMENT_ROOM_TOKENS))
 
 
 def context_problem(max_model_len: int) -> str | None:
