@@ -30,13 +30,14 @@ from __future__ import annotations
 import csv
 import io
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from finspace.documents.limits import DocumentLimits
 from finspace.documents.tables import markdown_table
 from finspace.documents.text import check_cells, read_text, short_name, tidy
 from finspace.errors import BadInput
+from finspace.xbrl.facts import Facts
 
 __all__ = ["KINDS", "Document", "Page", "check_type", "convert", "kind_of", "markdown_table", "short_name"]
 
@@ -56,6 +57,7 @@ class Document:
     kind: str
     pages: tuple[Page, ...]
     notes: tuple[str, ...] = field(default=())  # what was left out (scripts removed, ...)
+    facts: Facts = field(default_factory=Facts)  # an inline-XBRL filing's tagged figures (finspace.xbrl)
 
     @property
     def text(self) -> str:
@@ -67,11 +69,12 @@ class Document:
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "notes": list(self.notes),
-                "pages": [[p.label, p.text] for p in self.pages]}
+                "pages": [[p.label, p.text] for p in self.pages], "facts": self.facts.to_json()}
 
     @classmethod
     def from_json(cls, d: dict) -> Document:
-        return cls(d["name"], d["kind"], tuple(Page(str(a), str(b)) for a, b in d["pages"]), tuple(d["notes"]))
+        return cls(d["name"], d["kind"], tuple(Page(str(a), str(b)) for a, b in d["pages"]), tuple(d["notes"]),
+                   Facts.from_json(d.get("facts")))
 
 
 def kind_of(name: str) -> str:
@@ -117,6 +120,8 @@ def convert(path: str | Path, name: str, limits: DocumentLimits) -> Document:
     if doc.chars > limits.max_chars:
         raise BadInput(f"{short_name(name)} holds {doc.chars:,} characters of text; the limit is "
                        f"{limits.max_chars:,}")
+    if kind == "html":  # the filer's inline-XBRL figures, with their pages (finspace.xbrl)
+        doc = replace(doc, facts=_facts(path))
     return doc
 
 
@@ -211,6 +216,12 @@ def _plain(path: Path, name: str, limits: DocumentLimits) -> Document:
 
 
 # ------------------------------------------------------------------ helpers
+def _facts(path: Path) -> Facts:
+    from finspace.xbrl.reader import read_file
+
+    return read_file(path)
+
+
 def _trim(rows: list[list[str]]) -> list[list[str]]:
     """Empty trailing columns dropped (spreadsheets pad rows to their widest)."""
     width = max((max((i + 1 for i, c in enumerate(r) if c.strip()), default=0) for r in rows), default=0)

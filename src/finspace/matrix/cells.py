@@ -26,6 +26,25 @@ SCALES = {"units": 1, "thousands": 10**3, "millions": 10**6, "billions": 10**9}
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
 MAX_NUMBER = 1e15  # past a quadrillion a figure is no filing's
+DOCUMENT_ROOM_TOKENS = 768  # kept from a cell's reply for the rules, the field and the document's passages
+MIN_REPLY_TOKENS = 256  # a quote of 200 characters and its value
+MIN_CONTEXT_TOKENS = DOCUMENT_ROOM_TOKENS + MIN_REPLY_TOKENS  # 1,024: demo's
+
+
+def reply_tokens(max_model_len: int, configured: int) -> int:
+    """A cell's reply bound on a model of ``max_model_len`` tokens: the configured bound
+    (FINSPACE_MATRIX_REPLY_TOKENS, 768), less what the context needs for the document (DOCUMENT_ROOM_TOKENS):
+    256 on ``demo``'s 1,024, 768 from 1,536 up."""
+    return min(configured, max(MIN_REPLY_TOKENS, max_model_len - DOCUMENT_ROOM_TOKENS))
+
+
+def context_problem(max_model_len: int) -> str | None:
+    """The Matrix's refusal for a model whose context is too small for a cell, naming the fix; else None."""
+    if max_model_len >= MIN_CONTEXT_TOKENS:
+        return None
+    return (f"the loaded model reads {max_model_len:,} tokens at a time; a Matrix cell needs at least "
+            f"{MIN_CONTEXT_TOKENS:,} (its rules, the field, the document's passages and the reply): load a model "
+            "with a longer context, then fill the matrix")
 
 
 def _value_schema(type_: str) -> dict:

@@ -19,6 +19,8 @@ from finspace.documents.convert import Document, short_name
 from finspace.documents.upload import convert_upload
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.matrix import run
+from finspace.matrix.cells import context_problem, reply_tokens
+from finspace.matrix.filer import filer_values
 from finspace.documents.upload import remove_upload
 from finspace.matrix.fields import FILENAME, FieldPresets, MatrixField, load_field_presets, parse_fields
 from finspace.matrix.limits import MatrixLimits
@@ -88,7 +90,10 @@ class MatrixDesk:
             self.check(files, fields)
             engine = self.svc.engine
             if engine.entry is None or not engine.ready:
-                raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
+                if not any(f.concepts for f in fields):  # XBRL fields fill from the filings alone
+                    raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
+            elif problem := context_problem(engine.max_model_len):
+                raise BadInput(problem)
             return fields
         except FinspaceError:
             for path, _name in files:
@@ -108,12 +113,19 @@ class MatrixDesk:
             finally:  # a matrix cancelled while converting leaves none of its uploads behind
                 for path, _name in files:
                     remove_upload(path, upload_folder(self.svc.settings))
-            rows = tuple(Row(short_name(n), len(d.pages)) if isinstance(d, Document) else Row(short_name(n), error=d)
+            rows = tuple(Row(short_name(n), len(d.pages), facts=len(d.facts)) if isinstance(d, Document)
+                         else Row(short_name(n), error=d)
                          for (_p, n), d in zip(files, converted, strict=True))
             prov = dict(provenance or {}, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             result = MatrixResult(fields, rows, provenance=prov)
             docs = [d if isinstance(d, Document) else None for d in converted]
-            async with contextlib.aclosing(run.fill(engine, result, docs,
-                                                    reply_tokens=self.limits.reply_tokens)) as cells:
+            result.filer = filer_values(fields, [d.facts if d else None for d in docs])  # the filer's, at once
+            if engine.entry is None or not engine.ready:  # no model: the filer's XBRL values only
+                result.model, result.state = False, "done"
+            yield result  # the filer's values show before any model answers
+            if not result.model:
+                return
+            async with contextlib.aclosing(run.fill(engine, result, docs, reply_tokens=reply_tokens(
+                    engine.max_model_len, self.limits.reply_tokens))) as cells:
                 async for r in cells:
                     yield r

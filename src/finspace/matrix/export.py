@@ -4,6 +4,10 @@ The CSV is the page's grid. The XLSX has the grid as its first sheet ("Matrix") 
 second ("Provenance"): the model (key, repo, revision, quantization, the load ledger's id), the time, the
 field definitions, and one line per cell with its page, quote and check. Values leave as text, exactly as the
 page shows them: a spreadsheet formula in a quote (``=cmd|...``) is written as text, never as a formula.
+
+A field that names XBRL concepts carries the filer's value beside the model's: the grid's "<field> (XBRL)"
+column, and in the CSV and the Matrix sheet one more column, "<field> (XBRL concept)", naming the concept the
+value was tagged with; the Provenance sheet's cell lines and the JSON carry value, concept, page and agreement.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import io
 import json
 from pathlib import Path
 
-from finspace.matrix.table import DETAIL_HEADERS, MatrixResult, details, grid, to_json
+from finspace.matrix.table import MatrixResult, detail_headers, details, grid, to_json
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -25,8 +29,18 @@ def _safe(value: object) -> object:
     return value
 
 
-def to_csv(result: MatrixResult) -> str:
+def export_grid(result: MatrixResult) -> tuple[list[str], list[list[str]]]:
+    """The page's grid, and for each field naming XBRL concepts the concept of each row's filer value."""
     headers, rows = grid(result)
+    xbrl_fields = [c for c, f in enumerate(result.fields) if f.concepts]
+    headers = headers + [f"{result.fields[c].name} (XBRL concept)" for c in xbrl_fields]
+    rows = [row + [fv.concept if (fv := result.filer.get((r, c))) else "" for c in xbrl_fields]
+            for r, row in enumerate(rows)]
+    return headers, rows
+
+
+def to_csv(result: MatrixResult) -> str:
+    headers, rows = export_grid(result)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(headers)
@@ -40,9 +54,11 @@ def provenance_lines(result: MatrixResult) -> list[list[object]]:
     for key in ("model_key", "repo", "revision", "quantization", "dtype", "max_model_len", "load_id", "created_at",
                 "state"):
         lines.append([key, str(p.get(key, result.state if key == "state" else ""))])
-    lines += [[], ["Field", "Type", "Instruction"]]
-    lines += [[f.name, f.type, f.instruction] for f in result.fields]
-    lines += [[], DETAIL_HEADERS]
+    concepts = ["XBRL concepts"] if any(f.concepts for f in result.fields) else []
+    lines += [[], ["Field", "Type", "Instruction", *concepts]]
+    lines += [[f.name, f.type, f.instruction, *([" ".join(f.concepts)] if f.concepts else [])]
+              for f in result.fields]
+    lines += [[], detail_headers(result)]
     lines += details(result)
     return lines
 
@@ -58,7 +74,7 @@ def xlsx_bytes(result: MatrixResult) -> bytes:
     wb = Workbook()
     sheet = wb.active
     sheet.title = "Matrix"
-    headers, rows = grid(result)
+    headers, rows = export_grid(result)
     sheet.append(headers)
     for row in rows:
         sheet.append([_safe(v) for v in row])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from finspace.catalog import REPO_ROOT, read_validated
 from finspace.errors import BadInput, CatalogError
@@ -24,6 +24,8 @@ FieldType = Literal["number", "percent", "money", "date", "text", "list", "yesno
 MAX_FIELDS = 12
 MAX_NAME_CHARS = 60
 MAX_INSTRUCTION_CHARS = 600
+MAX_CONCEPTS = 8  # XBRL concepts a field names, most preferred first (finspace.xbrl.concepts)
+Concept = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][\w.-]{0,30}:[A-Za-z_][\w.-]{0,150}$")]
 TYPE_HELP = {
     "number": "a plain number as printed (no unit)",
     "percent": "a percentage, as its number: 12.5 for 12.5%",
@@ -40,6 +42,7 @@ class _FieldSpec(BaseModel):
     name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     type: FieldType
     instruction: str = Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)
+    concepts: list[Concept] = Field(default_factory=list, max_length=MAX_CONCEPTS)
 
 
 class _Preset(BaseModel):
@@ -58,6 +61,12 @@ class MatrixField:
     name: str
     type: str
     instruction: str
+    concepts: tuple[str, ...] = ()  # the filer's XBRL concepts for this field (us-gaap:Revenues, ...)
+
+    def to_json(self) -> dict:
+        """As a caller writes it; ``concepts`` only when the field names some."""
+        out = {"name": self.name, "type": self.type, "instruction": self.instruction}
+        return {**out, "concepts": list(self.concepts)} if self.concepts else out
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,8 @@ def _check_names(fields: tuple[MatrixField, ...], where: str, error: type) -> tu
 
 
 def _field(spec: _FieldSpec) -> MatrixField:
-    return MatrixField(name=spec.name.strip(), type=spec.type, instruction=spec.instruction.strip())
+    return MatrixField(name=spec.name.strip(), type=spec.type, instruction=spec.instruction.strip(),
+                       concepts=tuple(dict.fromkeys(spec.concepts)))
 
 
 def load_field_presets(path: str | Path = DEFAULT_MATRIX_PRESETS) -> FieldPresets:
@@ -111,7 +121,7 @@ def load_field_presets(path: str | Path = DEFAULT_MATRIX_PRESETS) -> FieldPreset
 
 
 def parse_fields(raw: object) -> tuple[MatrixField, ...]:
-    """A caller's fields: a JSON list of {name, type, instruction}, at most MAX_FIELDS."""
+    """A caller's fields: a JSON list of {name, type, instruction[, concepts]}, at most MAX_FIELDS."""
     if not isinstance(raw, list) or not raw:
         raise BadInput('fields must be a JSON list of {"name", "type", "instruction"} objects, or a preset name')
     if len(raw) > MAX_FIELDS:

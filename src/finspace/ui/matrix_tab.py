@@ -4,7 +4,9 @@ Documents are uploaded together (one row each), the fields come from a preset (m
 JSON, and "Fill" sends every cell to the engine at once: the progress bar counts cells done, cells appear as
 they finish, and Cancel stops the rest (their vLLM requests are aborted). Each cell shows its check as a
 colour *and* a text marker (✓ verified, ✗ quote not on that page, ≠ value not in the quote, — not found,
-✂ cut at max_tokens). The finished matrix downloads as CSV, XLSX (with a Provenance sheet) and JSON, kept as
+✂ cut at max_tokens). A field that names XBRL concepts has a second column with the filer's own value (shown
+as soon as the filings are read, with no model too), and the model's cell says whether it agrees with it.
+The finished matrix downloads as CSV, XLSX (with a Provenance sheet) and JSON, kept as
 the chat's exports are (finspace.ui.exports: a few per client, removed after 10 minutes and when the app stops).
 """
 
@@ -22,7 +24,8 @@ from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError
 from finspace.matrix import export
-from finspace.matrix.table import DETAIL_HEADERS, MatrixResult, details, grid, mark_keys
+from finspace.matrix.table import (DETAIL_HEADERS, MatrixResult, detail_headers, details, grid, mark_keys,
+                                   xbrl_marks)
 from finspace.matrix.verify import MARKS
 from finspace.service import Service
 from finspace.ui.documents import takes_document
@@ -30,7 +33,11 @@ from finspace.ui.exports import Exports
 from finspace.ui.saved import Provenance
 
 COLOURS = {"verified": "#d9f2d9", "not_on_page": "#f8d7d7", "value_not_in_quote": "#fde8c8", "not_found": "#ececec",
-           "cut": "#e6dcf5", "invalid": "#f8d7d7", "pending": "transparent", "error": "#ececec"}
+           "cut": "#e6dcf5", "invalid": "#f8d7d7", "pending": "transparent", "error": "#ececec",
+           "xbrl": "#dbe9f7", "xbrl_none": "#f3f3f3"}
+XBRL_LEGEND = {"xbrl": "the filer's XBRL value", "agrees": "agrees with the filer's XBRL",
+               "differs": "differs from the filer's XBRL", "missed": "not found, the filer's XBRL has it"}
+AGREEMENT_BORDER = {"agrees": "4px solid #2e7d32", "differs": "4px solid #c62828", "missed": "4px dashed #c62828"}
 CSS = """
 #matrix-grid table {border-collapse: collapse; font-size: 0.92em;}
 #matrix-grid th, #matrix-grid td {border: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;}
@@ -39,8 +46,13 @@ CSS = """
 
 
 def legend() -> str:
-    return " · ".join(f"<span style='background:{COLOURS[m.key]};color:#1f1f1f;padding:1px 6px;border-radius:4px'>"
-                      f"{m.symbol} {html.escape(m.label)}</span>" for m in MARKS)
+    marks = [f"<span style='background:{COLOURS[m.key]};color:#1f1f1f;padding:1px 6px;border-radius:4px'>"
+             f"{m.symbol} {html.escape(m.label)}</span>" for m in MARKS]
+    marks.append(f"<span style='background:{COLOURS['xbrl']};color:#1f1f1f;padding:1px 6px;border-radius:4px'>"
+                 f"{XBRL_LEGEND['xbrl']}</span>")
+    marks += [f"<span style='border-left:{AGREEMENT_BORDER[k]};color:inherit;padding:1px 6px'>"
+              f"{html.escape(XBRL_LEGEND[k])}</span>" for k in ("agrees", "differs", "missed")]
+    return " · ".join(marks)
 
 
 def grid_html(result: MatrixResult | None) -> str:
@@ -48,16 +60,17 @@ def grid_html(result: MatrixResult | None) -> str:
     if result is None:
         return ""
     headers, rows = grid(result)
-    keys = mark_keys(result)
+    keys, agreement = mark_keys(result), xbrl_marks(result)
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
     for r, row in enumerate(rows):
         cells = [f"<td>{html.escape(row[0])}</td>"]
         for c, text in enumerate(row[1:]):
-            key = keys[r][c]
-            label = next((m.label for m in MARKS if m.key == key), key)
-            cells.append(f"<td data-check='{key}' title='{html.escape(label)}' "
-                         f"style='background:{COLOURS.get(key, 'transparent')}'>{html.escape(text)}</td>")
+            key, agrees = keys[r][c], agreement[r][c]
+            label = next((m.label for m in MARKS if m.key == key), XBRL_LEGEND.get(key, key))
+            border = f";border-left:{AGREEMENT_BORDER[agrees]}" if agrees else ""
+            cells.append(f"<td data-check='{key}' data-xbrl='{agrees}' title='{html.escape(label)}' "
+                         f"style='background:{COLOURS.get(key, 'transparent')}{border}'>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -68,14 +81,28 @@ def progress_html(result: MatrixResult | None) -> str:
     counts = result.counts()
     summary = ", ".join(f"{n} {m.label}" for m in MARKS if (n := counts.get(m.key)))
     state = {"running": "filling", "done": "done", "cancelled": "cancelled"}[result.state]
+    flat = [k for row in xbrl_marks(result) for k in row if k]
+    xbrl = f"{len(result.filer)} filer's XBRL values"
+    if flat:
+        xbrl += (f" (the model agrees with {flat.count('agrees')}, differs from {flat.count('differs')}, "
+                 f"missed {flat.count('missed')})")
+    if not result.model:
+        return (f"<div id='matrix-count'>no model loaded: the filer's XBRL values only · {xbrl}</div>")
     return (f"<progress value='{result.done}' max='{max(1, result.total)}' style='width:100%'></progress>"
             f"<div id='matrix-count'>{result.done} of {result.total} cells · {state}"
-            f"{' · ' + html.escape(summary) if summary else ''}</div>")
+            f"{' · ' + html.escape(summary) if summary else ''}{' · ' + xbrl if result.filer else ''}</div>")
+
+
+def details_frame(result: MatrixResult):
+    """The details as a table with its own headers (XBRL columns when a field names concepts)."""
+    import pandas as pd
+
+    return pd.DataFrame(details(result), columns=detail_headers(result))
 
 
 def fields_json(svc: Service, preset: str) -> str:
     fields = svc.matrix.presets.get(preset).fields
-    return json.dumps([{"name": f.name, "type": f.type, "instruction": f.instruction} for f in fields], indent=1)
+    return json.dumps([f.to_json() for f in fields], indent=1)
 
 
 class MatrixHandlers:
@@ -99,11 +126,12 @@ class MatrixHandlers:
         result, client = None, self.svc.client_of(request)
         try:
             async for result in self.svc.matrix.fill(paths, fields, client, self.provenance()):
-                yield progress_html(result), grid_html(result), details(result), gr.update()
+                yield progress_html(result), grid_html(result), details_frame(result), gr.update()
             if result is not None:
                 written = await asyncio.to_thread(self.exports.write_files, client, export.files(result),
                                                   "use fewer documents or fields")
-                yield progress_html(result), grid_html(result), details(result), gr.update(value=written, visible=True)
+                yield (progress_html(result), grid_html(result), details_frame(result),
+                       gr.update(value=written, visible=True))
         except FinspaceError as exc:
             raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
 
@@ -113,7 +141,9 @@ def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
     h = MatrixHandlers(svc)
     labels = [p.label for p in svc.matrix.presets.entries]
     gr.Markdown("Pull the same fields from several filings at once. Each value comes with the page and the quote it "
-                "was read from, and is checked against that page. " + legend())
+                "was read from, and is checked against that page. A field with XBRL concepts also shows the filer's "
+                "own tagged value for the filing's period, before any model answers, and the model's value is marked "
+                "against it. " + legend())
     with gr.Row():
         with gr.Column(scale=2):
             files = gr.File(label=f"Filings (up to {svc.matrix.limits.max_documents})", file_count="multiple",
