@@ -93,6 +93,15 @@ class Server(ServerProcess):
                 raise TimeoutError(f"model {key} not ready in {timeout:.0f} s: {body}\n{self.log_tail()}")
             time.sleep(0.3)
 
+    def ensure_model(self, key: str = "a", timeout: float = 400.0) -> dict:
+        """``key`` loaded and ready, switching to it if another model is (a shared server, handed from one module
+        to the next, starts each module in the state the module expects). Returns /health's body."""
+        self.wait(ready=True, timeout=timeout)
+        if self.health()["model"] != key:
+            r = httpx.post(self.url + "/load-model", json={"model": key}, headers=self.auth(), timeout=30)
+            assert r.status_code == 202, r.text
+        return self.wait_model(key, timeout)
+
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM, then SIGKILL to the server's process group (its engine core included), by id."""
         super().stop(grace=timeout)
