@@ -68,7 +68,7 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             now = time.monotonic()
-            offset, news = self._log_news(offset)
+            offset, news = self.log_news(offset)
             if news:
                 progress = now
             if now - progress > timeout or now - t0 > 3 * timeout:
@@ -76,8 +76,9 @@ class ServerProcess:
                                    f"without a line in its log):\n{self.log_tail()}")
             time.sleep(0.5)
 
-    def _log_news(self, offset: int) -> tuple[int, bool]:
-        """(the log's new end, whether it grew since ``offset`` by a line other than this wait's own polls)."""
+    def log_news(self, offset: int) -> tuple[int, bool]:
+        """(the log's new end, whether it grew since ``offset`` by a line other than /health-style polls of
+        ``ready_path``): a server still writing is still working."""
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(offset)
