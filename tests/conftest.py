@@ -4,11 +4,36 @@ import os
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from support.shared import Lifetimes  # noqa: E402
+
+# The session fixtures below that start an app server shared between modules (support.shared)
+SHARED_SERVERS = ("shared_tiny_server", "shared_documents_server", "shared_smollm_server")
+LIFETIMES = pytest.StashKey[Lifetimes]()
+
+
+def pytest_configure(config):
+    config.stash[LIFETIMES] = Lifetimes(SHARED_SERVERS)
+
+
+def pytest_collection_modifyitems(config, items):
+    config.stash[LIFETIMES].plan(items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    item.config.stash[LIFETIMES].done(item)
+
+
+def pytest_unconfigure(config):
+    if LIFETIMES in config.stash:
+        config.stash[LIFETIMES].stop_all()
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +55,69 @@ def smollm_models() -> Path:
 
     converted(MODELS)
     return MODELS
+
+
+@pytest.fixture(scope="session")
+def shared_tiny_server(request, tmp_path_factory, model_dir):
+    """`python app.py` with server_utils.make_catalog (tiny "a" loaded, "b", "big" refused; max_tokens 32), the
+    admin token, the tests' default environment: shared by the modules that need nothing else (test_server,
+    test_api_bad_input, test_browser_chat). ``early_health``/``early_page``: what /health and the page answered while the first model
+    was loading. A module leaves model "a" ready (``Server.ensure_model``)."""
+    from server_utils import Server, make_catalog
+
+    root = tmp_path_factory.mktemp("shared-tiny")
+    srv = Server(root, make_catalog(root / "catalog", model_dir, max_tokens=32))
+    request.config.stash[LIFETIMES].started("shared_tiny_server", srv)
+    try:
+        srv.wait(ready=False)
+        # The page and /health answer while the first model is still loading.
+        srv.early_health = httpx.get(srv.url + "/health", timeout=10)
+        srv.early_page = httpx.get(srv.url + "/", timeout=30)
+        srv.startup_s = srv.wait(ready=True)
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_documents_server(request, tmp_path_factory, model_dir):
+    """`python app.py` for documents (test_documents_app, test_browser_documents): "a" (loaded) the tiny llama with
+    a 1,024-token context, "mid" (4,096) and "long" (16,384) the same weights with longer planned contexts, so a
+    40-page PDF (about 10,000 tokens) fits only "long"; documents of 1 MiB and 50 pages at most, 2 per upload; the
+    prompts the engine receives in ``prompts``, Gradio's folder (uploads) in ``uploads``."""
+    from server_utils import Server
+    from support.catalog import demo_entry, long_context_copy, write_catalog
+
+    root = tmp_path_factory.mktemp("shared-documents")
+    long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-16k", 16384)
+    models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=8),
+              "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
+              "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384)}
+    srv = Server(root, write_catalog(root / "catalog", models, default="a"),
+                 env={"FINSPACE_CPU_KV_CACHE_MIB": "40", "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
+                      "GRADIO_TEMP_DIR": str(root / "gradio"), "FINSPACE_DOCUMENT_MAX_MIB": "1",
+                      "FINSPACE_DOCUMENT_MAX_PAGES": "50", "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"})
+    srv.root, srv.prompts, srv.uploads = root, root / "prompts.jsonl", root / "gradio"
+    request.config.stash[LIFETIMES].started("shared_documents_server", srv)
+    try:
+        srv.wait(ready=True)
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_smollm_server(request, tmp_path_factory, smollm_models):
+    """`python app.py` serving smollm2-135m (support.smollm.app_server), greedy (temperature 0), its own Gradio
+    folder (``gradio``): shared by test_browser_smollm, test_smollm and test_smollm_matrix."""
+    from support.smollm import app_server
+
+    root = tmp_path_factory.mktemp("shared-smollm")
+    srv = app_server(root, smollm_models, env={"GRADIO_TEMP_DIR": str(root / "gradio")}, temperature=0.0)
+    srv.gradio = root / "gradio"
+    request.config.stash[LIFETIMES].started("shared_smollm_server", srv)
+    try:
+        srv.wait(ready=True)
+        yield srv
+    finally:
+        srv.stop()

@@ -83,15 +83,31 @@ class Server(ServerProcess):
         return httpx.get(self.url + "/health", timeout=10).json()
 
     def wait_model(self, key: str, timeout: float = 400.0) -> dict:
-        t0 = time.monotonic()
+        """Wait until ``key`` is loaded and ready; raises after ``timeout`` seconds without a new line in the
+        server's log (a load still writing is still going, however busy the machine), at most 3 x ``timeout``."""
+        t0 = progress = time.monotonic()
+        offset = 0
         while True:
             r = httpx.get(self.url + "/health", timeout=10)
             body = r.json()
             if r.status_code == 200 and body["model"] == key:
                 return body
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"model {key} not ready in {timeout:.0f} s: {body}\n{self.log_tail()}")
+            now = time.monotonic()
+            offset, news = self.log_news(offset)
+            if news:
+                progress = now
+            if now - progress > timeout or now - t0 > 3 * timeout:
+                raise TimeoutError(f"model {key} not ready after {now - t0:.0f} s: {body}\n{self.log_tail()}")
             time.sleep(0.3)
+
+    def ensure_model(self, key: str = "a", timeout: float = 400.0) -> dict:
+        """``key`` loaded and ready, switching to it if another model is (a shared server, handed from one module
+        to the next, starts each module in the state the module expects). Returns /health's body."""
+        self.wait(ready=True, timeout=timeout)
+        if self.health()["model"] != key:
+            r = httpx.post(self.url + "/load-model", json={"model": key}, headers=self.auth(), timeout=30)
+            assert r.status_code == 202, r.text
+        return self.wait_model(key, timeout)
 
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM, then SIGKILL to the server's process group (its engine core included), by id."""

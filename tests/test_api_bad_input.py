@@ -1,6 +1,6 @@
 """Careless and hostile input through the Gradio API and REST: each gets a clear error, the app stays up.
 
-A real server (`python app.py`, tiny models, vLLM on CPU). After every case the
+A real server (`python app.py`, tiny models, vLLM on CPU: conftest's ``shared_tiny_server``). After every case the
 app must still answer /health 200 with the same model, and no response may be
 a 500 or carry a traceback.
 """
@@ -12,7 +12,7 @@ import pytest
 from gradio_client import Client
 
 from finspace.settings import Limits
-from server_utils import ADMIN_TOKEN, Server, make_catalog
+from server_utils import ADMIN_TOKEN, Server
 
 REST_BODY_LIMIT = Limits.rest_body_bytes
 
@@ -24,15 +24,12 @@ PATH_LIKE = ["../x", "/etc/passwd", "org/repo", "..", "a/../b", "~/.ssh/id_rsa",
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_dir):
-    root = tmp_path_factory.mktemp("bad-input")
-    srv = Server(root, make_catalog(root / "catalog", model_dir))
-    try:
-        srv.wait(ready=True)
-        srv.pid_before = srv.health()["loaded_since"]
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_tiny_server):
+    """conftest's shared server (make_catalog; shared with test_server), model "a" ready; this module switches
+    nothing, so the load it found is the one it must leave."""
+    srv = shared_tiny_server
+    srv.pid_before = srv.ensure_model("a")["loaded_since"]
+    return srv
 
 
 def still_up(server: Server) -> None:

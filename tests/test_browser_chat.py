@@ -15,28 +15,20 @@ import time
 
 import pytest
 
-from helpers import demo_entry, write_catalog
-from server_utils import Server
 from test_browser import SHOTS, chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(900)]
 
-MAX_TOKENS = 24
+MAX_TOKENS = 32  # model "a"'s max_tokens in server_utils.make_catalog (the shared server's catalogue)
 QUESTION = "What is EBITDA?"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_dir):
-    root = tmp_path_factory.mktemp("browser-chat")
-    catalog = write_catalog(root / "catalog", {
-        "a": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_tokens=MAX_TOKENS)},
-        default="a")
-    srv = Server(root, catalog)
-    try:
-        srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_tiny_server):
+    """conftest's shared server (server_utils.make_catalog: "a" with max_tokens MAX_TOKENS; shared with test_server
+    and test_api_bad_input), model "a" ready."""
+    shared_tiny_server.ensure_model("a")
+    return shared_tiny_server
 
 
 @pytest.fixture(scope="module")

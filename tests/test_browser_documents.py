@@ -8,9 +8,6 @@ from __future__ import annotations
 import pytest
 
 import documents_gen as gen
-from helpers import demo_entry, write_catalog
-from server_utils import Server
-from support.catalog import long_context_copy
 from test_browser import bot_texts, chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(600)]
@@ -19,19 +16,10 @@ FACT = "The net interest margin of the bank was 3.1 percent."
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_dir):
-    root = tmp_path_factory.mktemp("browser-docs")
-    long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-16k", 16384)
-    models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=24),
-              "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
-              "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384)}
-    srv = Server(root, write_catalog(root / "catalog", models, default="a"),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "40", "GRADIO_TEMP_DIR": str(root / "gradio")})
-    try:
-        srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_documents_server):
+    """conftest's shared documents server (test_documents_app's catalogue: "a" 1k, "mid" 4k, "long" 16k)."""
+    shared_documents_server.ensure_model("a")
+    return shared_documents_server
 
 
 def test_a_pdf_in_the_chat_box_shows_the_fit_table_then_an_answer_from_its_pages(server, tmp_path):

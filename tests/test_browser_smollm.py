@@ -1,14 +1,14 @@
 """The page with the real small model (smollm2-135m, the default without a GPU) in a real browser: a finance
 question gets a real English answer that ends on its own (the usage line appears). Takes the README's main
-screenshot, docs/finspace-page.png, with FINSPACE_UPDATE_SCREENSHOTS=1. One server start (~1 min here);
-the rest of the browser suite keeps the tiny random models.
+screenshot, docs/finspace-page.png, with FINSPACE_UPDATE_SCREENSHOTS=1. One server start (~1 min here), shared with
+test_smollm and test_smollm_matrix (conftest's ``shared_smollm_server``); the rest of the browser suite keeps the tiny random models.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from support.smollm import app_server, english_problem
+from support.smollm import KEY, english_problem
 from test_browser import chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(900)]
@@ -17,13 +17,10 @@ QUESTION = "What is free cash flow? Answer in two sentences."
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, smollm_models):
-    srv = app_server(tmp_path_factory.mktemp("browser-smollm"), smollm_models, temperature=0.0)
-    try:
-        srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_smollm_server):
+    """conftest's shared SmolLM2 server (greedy; shared with test_smollm and test_smollm_matrix)."""
+    shared_smollm_server.ensure_model(KEY)
+    return shared_smollm_server
 
 
 def test_the_page_shows_a_real_english_answer(server):

@@ -1,7 +1,7 @@
 """Documents through the real app (vLLM on CPU): /chat with gradio_client's handle_file, the chat box's submit event
 over Gradio's queue, /v1 file parts; the prompt the engine receives is read from FINSPACE_TEST_PROMPT_LOG.
 
-Catalogue: "a" (loaded) is the tiny llama with a 1,024-token context; "mid" (4,096) and "long" (16,384) are the
+The server is conftest's ``shared_documents_server``. Catalogue: "a" (loaded) is the tiny llama with a 1,024-token context; "mid" (4,096) and "long" (16,384) are the
 same weights with longer planned contexts, so a 40-page PDF (about 10,000 tokens) fits only "long".
 """
 
@@ -16,9 +16,6 @@ import httpx
 import pytest
 
 import documents_gen as gen
-from helpers import demo_entry, write_catalog
-from server_utils import Server
-from support.catalog import long_context_copy
 from support.sse import sse_lines
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -28,22 +25,10 @@ QUESTION = "What was the net interest margin of the bank?"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_dir):
-    root = tmp_path_factory.mktemp("documents")
-    long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-16k", 16384)
-    models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=8),
-              "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
-              "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384)}
-    srv = Server(root, write_catalog(root / "catalog", models, default="a"),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "40", "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
-                      "GRADIO_TEMP_DIR": str(root / "gradio"), "FINSPACE_DOCUMENT_MAX_MIB": "1",
-                      "FINSPACE_DOCUMENT_MAX_PAGES": "50", "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"})
-    srv.root, srv.prompts, srv.uploads = root, root / "prompts.jsonl", root / "gradio"
-    try:
-        srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_documents_server):
+    """conftest's shared documents server (the catalogue above; shared with test_browser_documents), "a" ready."""
+    shared_documents_server.ensure_model("a")
+    return shared_documents_server
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The app end to end over HTTP: `python app.py` on 127.0.0.1 with tiny generated models, real vLLM (CPU).
 
-One server for the whole module (each engine load costs ~20 s here). Tests run
-in file order and each leaves model "a" ready for the next.
+One server (conftest's ``shared_tiny_server``, shared with test_api_bad_input: each engine start costs ~20 s
+here, more on a busy machine). Tests run in file order and each leaves model "a" ready for the next.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gradio_client.exceptions import AppError
 
 from finspace.priority import nice_of
 from helpers import REPO
-from server_utils import ADMIN_TOKEN, Server, make_catalog
+from server_utils import ADMIN_TOKEN, Server
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -26,18 +26,10 @@ QUESTION = "What is free cash flow?"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_dir):
-    root = tmp_path_factory.mktemp("server")
-    srv = Server(root, make_catalog(root / "catalog", model_dir, max_tokens=32))
-    try:
-        srv.wait(ready=False)
-        # The page and /health answer while the first model is still loading.
-        srv.early_health = httpx.get(srv.url + "/health", timeout=10)
-        srv.early_page = httpx.get(srv.url + "/", timeout=30)
-        srv.startup_s = srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_tiny_server):
+    """conftest's shared server (make_catalog, max_tokens 32; shared with test_api_bad_input), model "a" ready."""
+    shared_tiny_server.ensure_model("a")
+    return shared_tiny_server
 
 
 def gclient(server: Server) -> Client:
@@ -52,12 +44,7 @@ def client(server):
 
 
 def ensure_a(server: Server) -> None:
-    if server.health()["model"] != "a" or server.health()["status"] != "ready":
-        server.wait(ready=True)
-        if server.health()["model"] != "a":
-            r = httpx.post(server.url + "/load-model", json={"model": "a"}, headers=server.auth(), timeout=30)
-            assert r.status_code == 202, r.text
-        server.wait_model("a")
+    server.ensure_model("a")
 
 
 # ------------------------------------------------------------------ start-up
@@ -179,12 +166,15 @@ def test_switch_202_then_409_and_health_503_until_ready(server):
     assert again.status_code == 409, again.text
     assert "in progress" in again.json()["error"]
     codes = set()
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
+    progress, offset = time.monotonic(), 0
+    while time.monotonic() - progress < 400:  # 400 s without a line in the server's log: stuck, however busy
         h = httpx.get(server.url + "/health", timeout=10)
         codes.add((h.status_code, h.json()["status"]))
         if h.status_code == 200:
             break
+        offset, news = server.log_news(offset)
+        if news:
+            progress = time.monotonic()
         time.sleep(0.2)
     assert (503, "switching") in codes, codes
     assert h.status_code == 200 and h.json()["model"] == "b", h.text  # the next test switches back

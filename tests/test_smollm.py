@@ -17,7 +17,7 @@ from finspace.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.gpu import MemoryMonitor
 from support.catalog import demo_entry, write_catalog
-from support.smollm import (KEY, app_server, catalog_entry, chatml_problem, english_problem, eos_problem,
+from support.smollm import (KEY, catalog_entry, chatml_problem, english_problem, eos_problem,
                             figure_problem)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -123,18 +123,16 @@ async def test_every_check_fails_for_the_random_weight_demo(engine):
 
 
 # ------------------------------------------------------------------ the real app over HTTP
-def test_the_app_serves_a_real_english_answer_over_http(tmp_path, smollm_models):
-    """`python app.py` with smollm2-135m as its default: /v1/chat/completions answers in English and stops."""
-    srv = app_server(tmp_path, smollm_models)
-    try:
-        srv.wait(ready=True)
-        r = httpx.post(srv.url + "/v1/chat/completions", timeout=120, headers=srv.auth(), json={
-            "model": KEY, "messages": [{"role": "user", "content": QUESTIONS[0]}], "temperature": 0,
-            "max_tokens": MAX_TOKENS})
-        assert r.status_code == 200, r.text
-        choice = r.json()["choices"][0]
-        text = choice["message"]["content"]
-        assert english_problem(text) is None, f"{english_problem(text)}; the model said: {text!r}"
-        assert choice["finish_reason"] == "stop", f"finish_reason {choice['finish_reason']}; said: {text!r}"
-    finally:
-        srv.stop()
+def test_the_app_serves_a_real_english_answer_over_http(shared_smollm_server):
+    """`python app.py` with smollm2-135m as its default (conftest's shared server): /v1/chat/completions answers
+    in English and stops."""
+    srv = shared_smollm_server
+    srv.ensure_model(KEY)
+    r = httpx.post(srv.url + "/v1/chat/completions", timeout=120, headers=srv.auth(), json={
+        "model": KEY, "messages": [{"role": "user", "content": QUESTIONS[0]}], "temperature": 0,
+        "max_tokens": MAX_TOKENS})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    text = choice["message"]["content"]
+    assert english_problem(text) is None, f"{english_problem(text)}; the model said: {text!r}"
+    assert choice["finish_reason"] == "stop", f"finish_reason {choice['finish_reason']}; said: {text!r}"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import documents_gen as gen
-from support.smollm import KEY, app_server
+from support.smollm import KEY
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -61,15 +61,13 @@ def filings(folder: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, smollm_models):
-    root = tmp_path_factory.mktemp("smollm-matrix")
-    srv = app_server(root, smollm_models, env={"GRADIO_TEMP_DIR": str(root / "gradio")}, temperature=0.0)
-    srv.files = filings(root)
-    try:
-        srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+def server(shared_smollm_server, tmp_path_factory):
+    """conftest's shared SmolLM2 server (greedy, its own Gradio folder; shared with test_browser_smollm and
+    test_smollm), with this module's filings."""
+    srv = shared_smollm_server
+    srv.ensure_model(KEY)
+    srv.files = filings(tmp_path_factory.mktemp("smollm-matrix"))
+    return srv
 
 
 def accuracy(rows: list[dict]) -> tuple[int, int, list[str]]:

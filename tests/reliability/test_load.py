@@ -7,11 +7,15 @@ queue protocol (join, then the SSE stream) from one asyncio loop, so the client
 side costs little next to the server on a 2-core machine.
 
 Bounded: the warm-up lasts WARMUP_S, the run RUN_S (FINSPACE_LOAD_SECONDS); a request that gets no
-answer within REQUEST_TIMEOUT_S counts as lost. Memory, with the run in two halves:
-the server process plus its engine processes may grow by at most
-RSS_HALF_BOUND_MIB over the second half (a leak keeps growing; vLLM's worker
-reaches the high-water mark of its batch shapes and stays there) and
-RSS_BOUND_MIB over the whole run, and the app process by at most APP_BOUND_MIB.
+answer within REQUEST_TIMEOUT_S counts as lost. Memory, per process, with the run in two halves (a longer run's
+figures in tests/reliability/README.md, "The suite on a busy machine"):
+- the app process (finspace, Gradio) and vLLM's EngineCore (the requests' state): where a leak of finspace's
+  would show. Each may grow by at most APP_HALF_BOUND_MIB / ENGINE_CORE_HALF_BOUND_MIB over the second half (a
+  leak keeps growing), and the app by APP_BOUND_MIB over the whole run;
+- vLLM's Worker grows in steps to the high-water mark of the batch shapes it has run (allocator growth: flat
+  when idle, the steps follow throughput, not time or requests). On a busy machine whose throughput changes
+  mid-run a step can fall in the second half (+175 MiB once), so it is bounded over the whole run
+  (WORKER_BOUND_MIB), not by halves; the server and its engine together by RSS_BOUND_MIB.
 """
 
 from __future__ import annotations
@@ -39,10 +43,13 @@ MAX_TOKENS = 16
 # high-water mark (buffers for the largest batch shapes) the warm-up had reached: it ended at 923-1087 MiB
 # whatever the warm-up left (834-1013), with the app at normal priority or lowered (FINSPACE_FRONT_NICE).
 # The app process grew 9-10 MiB (Gradio keeps per-event records, capped at 10,000 events).
-RSS_HALF_BOUND_MIB = 150  # server + engine, over the run's second half (one run: +67 MiB)
-RSS_BOUND_MIB = 300  # server + engine, over the whole run
+# Over 180 s on a busy machine (load 20-37, 1,400 requests): the Worker +214 MiB (765 -> 979, in steps, +81 MiB
+# in the 30 s whose throughput doubled), the EngineCore flat (624), the app +97 MiB (about 17 MiB per 30 s).
+RSS_BOUND_MIB = 400  # server + engine, over the whole run
+WORKER_BOUND_MIB = 300  # vLLM's Worker, over the whole run (its high-water mark)
+ENGINE_CORE_HALF_BOUND_MIB = 40  # vLLM's EngineCore, over the run's second half
+APP_HALF_BOUND_MIB = 40  # the app process, over the run's second half
 APP_BOUND_MIB = 60  # the app process, over the whole run
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
@@ -168,31 +175,40 @@ def test_64_sessions_for_60_seconds(server):
     rss_warm, by_warm = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
 
     stats, elapsed1 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2))
-    rss_mid = tree_rss(server.proc.pid)
+    by_mid = rss_by_process(server.proc.pid)
     stats, elapsed2 = asyncio.run(run_sessions(server.url, fn, RUN_S / 2, stats))  # the second half counts on
     rss_end, by_end = tree_rss(server.proc.pid), rss_by_process(server.proc.pid)
     elapsed = elapsed1 + elapsed2
     TALLY.add(load_requests=stats.served, errors=stats.errors, lost=stats.lost)
     status, h = health(server)
     growth = (rss_end - rss_warm) / MIB
-    second_half = (rss_end - rss_mid) / MIB
-    app_growth = by_end.get("app", 0) - by_warm.get("app", 0)
+
+    def grew(name: str, since: dict) -> int:
+        return by_end.get(name, 0) - since.get(name, 0)
+
     print(f"\nload: {SESSIONS} sessions x {RUN_S:.0f} s ({elapsed:.1f} s with the last replies): "
           f"requests served={stats.served} ({stats.served / elapsed:.1f}/s) errors={stats.errors} lost={stats.lost} "
           f"p50 TTFT={pct(stats.ttfts, 50) * 1000:.0f} ms p99 TTFT={pct(stats.ttfts, 99) * 1000:.0f} ms; "
           f"RSS server+engine {rss_warm / MIB:.0f} MiB after warm-up ({warm.served} requests) -> "
-          f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB, second half {second_half:+.0f} MiB, bound "
-          f"+{RSS_HALF_BOUND_MIB} MiB; by process "
-          + ", ".join(f"{k} {by_warm.get(k, 0)}->{v}" for k, v in by_end.items()) + ")")
+          f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB; MiB by process after warm-up -> half-way -> end: "
+          + ", ".join(f"{k} {by_warm.get(k, 0)}->{by_mid.get(k, 0)}->{v}" for k, v in by_end.items()) + ")")
     assert stats.errors == 0, stats.samples
     assert stats.lost == 0
     assert stats.served >= SESSIONS, "fewer requests than sessions: the run did not really run"
     assert status == 200 and h["engine"]["running_requests"] == 0, h
-    assert second_half <= RSS_HALF_BOUND_MIB, (
-        f"server + engine RSS grew by {second_half:.0f} MiB over the second {RUN_S / 2:.0f} s of load "
-        f"(bound {RSS_HALF_BOUND_MIB} MiB): still growing, a leak")
+    half = f"over the second {RUN_S / 2:.0f} s of load"
+    assert grew("app", by_mid) <= APP_HALF_BOUND_MIB, (
+        f"the app process grew by {grew('app', by_mid)} MiB {half} (bound {APP_HALF_BOUND_MIB} MiB): still growing, "
+        "a leak")
+    assert grew("VLLM::EngineCore", by_mid) <= ENGINE_CORE_HALF_BOUND_MIB, (
+        f"vLLM's EngineCore grew by {grew('VLLM::EngineCore', by_mid)} MiB {half} (bound "
+        f"{ENGINE_CORE_HALF_BOUND_MIB} MiB): still growing, requests' state kept")
+    assert grew("VLLM::Worker", by_warm) <= WORKER_BOUND_MIB, (
+        f"vLLM's Worker grew by {grew('VLLM::Worker', by_warm)} MiB under load (bound {WORKER_BOUND_MIB} MiB, past "
+        "its high-water mark)")
     assert growth <= RSS_BOUND_MIB, f"server + engine RSS grew by {growth:.0f} MiB under load (bound {RSS_BOUND_MIB})"
-    assert app_growth <= APP_BOUND_MIB, f"the app process grew by {app_growth} MiB under load (bound {APP_BOUND_MIB})"
+    assert grew("app", by_warm) <= APP_BOUND_MIB, (
+        f"the app process grew by {grew('app', by_warm)} MiB under load (bound {APP_BOUND_MIB})")
 
 
 def test_event_stream_lines_split_at_line_feeds_only():

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import httpx
@@ -43,7 +45,7 @@ from gradio_client.exceptions import AppError
 from helpers import REPO
 from rel_utils import (SURFACE_ADMIN, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S, SURFACE_HF_TOKEN,
                        SURFACE_STREAM_OPEN_S, TALLY, GradioRaw, assert_clean, baseline, engine_pids, gclient,
-                       gradio_config, health, listing, running_requests, unchanged, wait_until)
+                       gradio_config, health, listing, running_requests, unchanged)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -142,39 +144,107 @@ def test_dev_zero_as_file_data_answers_at_once(server):
 
 
 # ------------------------------------------------------------------ 3: the unread flood
+FLOOD_THREADS = 8  # joins at once: a busy machine's slow joins still fill the bound before the sweep frees it
+
+
+def held_for_certain(joins: list[tuple[float, float, int]], i: int) -> int:
+    """How many of the flood's events were certainly held when join ``i`` was decided: admitted (200), answered
+    before ``i`` was sent, and joined less than SURFACE_STREAM_OPEN_S before ``i`` was answered (the sweep
+    cancels an event no sooner than that after its join). Times are the client's own: ``(sent, answered, status)``."""
+    sent_i, answered_i, _ = joins[i]
+    return sum(1 for sent, answered, status in joins
+               if status == 200 and answered <= sent_i and sent + SURFACE_STREAM_OPEN_S > answered_i)
+
+
+def admitted_before(joins: list[tuple[float, float, int]], i: int) -> int:
+    """How many of the flood's events could have been held when join ``i`` was decided (admitted, sent before it
+    was answered): a refusal needs the bound's number of them."""
+    return sum(1 for j, (sent, _, status) in enumerate(joins) if j != i and status == 200 and sent < joins[i][1])
+
+
 def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
-    """Finding 3: 330 chat events joined from one address and never read filled Gradio's queue for everyone."""
+    """Finding 3: 330 chat events joined from one address and never read filled Gradio's queue for everyone.
+
+    Timing is judged by what the flood itself measured, not by the machine's speed: each join is checked against
+    the events certainly held when it was decided (``held_for_certain``), so on a busy machine, where the sweep
+    may free places during the flood, the bound is still held exactly; the joins go FLOOD_THREADS at a time."""
     assert running_requests(server) == 0
+    # what another user's chat takes here, now: the flood's "answered at once" is relative to it
+    with GradioRaw(server.url, timeout=60) as g:
+        quiet = g.call(server.fns["chat"], ["What is a bond?", [], None, 0.0, 8])
+    assert quiet.success, quiet.text
     TALLY.add(faults=1)
-    flood = httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+    flood = httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+                         limits=httpx.Limits(max_connections=FLOOD_THREADS))
     data = ["Explain duration and convexity at length.", [], None, 1.0, 8000]
-    statuses = []
+    joins: list[tuple[float, float, int]] = []
+    lock = threading.Lock()
+    problems: list[str] = []
+    todo = iter(range(330))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if next(todo, None) is None:
+                    return
+            sent = time.monotonic()
+            r = join(flood, server, server.fns["chat"], data)
+            answered = time.monotonic()
+            TALLY.response(r.status_code, r.text)
+            if r.status_code == 429 and not (r.headers.get("retry-after")
+                                             and "FINSPACE_MAX_EVENTS_PER_CLIENT" in r.json()["error"]):
+                problems.append(r.text[:300])
+            with lock:
+                joins.append((sent, answered, r.status_code))
+
     t0 = time.monotonic()
-    for _ in range(330):
-        r = join(flood, server, server.fns["chat"], data)
-        statuses.append(r.status_code)
-        TALLY.response(r.status_code, r.text)
-        if r.status_code == 429:
-            assert r.headers.get("retry-after") and "FINSPACE_MAX_EVENTS_PER_CLIENT" in r.json()["error"], r.text
-        if len(statuses) == SURFACE_EVENTS_PER_CLIENT + 1:
-            first_burst_s = time.monotonic() - t0
+    threads = [threading.Thread(target=worker) for _ in range(FLOOD_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     TALLY.add(inputs=330)
     flood_s = time.monotonic() - t0
+    joins.sort()
+    statuses = [status for _, _, status in joins]
     admitted = statuses.count(200)
-    assert set(statuses) == {200, 429}, statuses
-    # the bound holds at once: the first 16 in, the 17th refused (joined well inside the stream deadline) ...
-    assert first_burst_s < SURFACE_STREAM_OPEN_S, f"the first joins took {first_burst_s:.1f} s: too slow to test"
-    assert statuses[:SURFACE_EVENTS_PER_CLIENT + 1] == [200] * SURFACE_EVENTS_PER_CLIENT + [429], statuses[:20]
+    assert not problems, problems[:3]
+    assert len(joins) == 330 and set(statuses) <= {200, 429}, statuses
+    # the bound holds: nothing refused before the bound's number were admitted, and every join decided while the
+    # bound's number were certainly held refused (on a quiet machine the 17th and the joins after it until the
+    # sweep frees places)
+    early = [i for i in range(len(joins))
+             if statuses[i] == 429 and admitted_before(joins, i) < SURFACE_EVENTS_PER_CLIENT]
+    assert not early, f"refused before {SURFACE_EVENTS_PER_CLIENT} were admitted: {early[:10]}"
+    full = [i for i in range(len(joins)) if held_for_certain(joins, i) >= SURFACE_EVENTS_PER_CLIENT]
+    wrong = [(i, statuses[i]) for i in full if statuses[i] != 429]
+    assert not wrong, f"joins admitted with {SURFACE_EVENTS_PER_CLIENT} events certainly held: {wrong[:10]}"
+    if not full:  # every join slower than the sweep: the bound could not be filled here (no failure of the app)
+        warnings.warn(f"the flood's joins were too slow to fill the bound before the sweep ({flood_s:.1f} s for "
+                      f"330); the bound itself is held by test_surface_wall's simultaneous joins")
     # ... and over the whole flood: each held event frees its place only when cancelled, STREAM_OPEN_S later
     most = SURFACE_EVENTS_PER_CLIENT * (1 + int(flood_s / SURFACE_STREAM_OPEN_S) + 1)
     assert admitted <= most, f"{admitted} of 330 admitted in {flood_s:.1f} s (at most {most})"
     # another user still gets in and gets an answer at once, while the flood's events are held (before: 503 "Queue
-    # is full"); here that answer is the engine's own "busy" (FINSPACE_MAX_IN_FLIGHT=2 are the flood's)
-    with GradioRaw(server.url, timeout=30) as g:
+    # is full"); here that answer is the engine's own "busy" (FINSPACE_MAX_IN_FLIGHT=2 are the flood's): "at once"
+    # by this machine's own measure, a whole chat before the flood or a join during it
+    with GradioRaw(server.url, timeout=60) as g:
         other = g.call(server.fns["chat"], ["What is a bond?", [], None, 0.0, 8])
-    assert other.join_status == 200 and other.success is not None and other.seconds < 5, other.text
+    join_s = statistics.median(answered - sent for sent, answered, _ in joins)
+    at_once = max(5.0, 3 * quiet.seconds, 10 * join_s)
+    assert other.join_status == 200 and other.success is not None and other.seconds < at_once, (other.seconds,
+                                                                                              other.text)
     # the admitted events are cancelled once their stream is overdue, and their engine requests aborted
-    wait_until(lambda: running_requests(server) == 0, SURFACE_STREAM_OPEN_S + 10, 0.2, "the flood's requests to end")
+    # (given up only when the number still running has not fallen for that long: a busy machine aborts slowly)
+    patience = SURFACE_STREAM_OPEN_S + 10 + flood_s
+    running, since = running_requests(server), time.monotonic()
+    while running:
+        assert time.monotonic() - since < patience, f"{running} of the flood's requests still running"
+        time.sleep(0.2)
+        now = running_requests(server)
+        if now < running:
+            since = time.monotonic()
+        running = now
     took = time.monotonic() - t0
     assert any("result stream was never opened" in line and "127.0.0.2" in line for line in log_lines(server))
     reply = gclient(server).predict("What is a bond?", [], None, 0.0, 8, api_name="/chat")
@@ -187,7 +257,9 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
     assert out.success, out.text
     flood.close()
     TALLY.add(survived=1)
-    print(f"flood: {admitted} admitted, {330 - admitted} refused (429), engine free after {took:.1f} s")
+    print(f"flood: {admitted} admitted, {330 - admitted} refused (429) in {flood_s:.1f} s (a join: {join_s:.2f} s), "
+          f"{len(full)} joins decided with the bound certainly full, another user answered in {other.seconds:.1f} s "
+          f"(a chat before the flood: {quiet.seconds:.1f} s), engine free after {took:.1f} s")
     unchanged(server)
 
 

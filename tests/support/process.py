@@ -53,8 +53,12 @@ class ServerProcess:
             return "(no log)"
 
     def wait_ready(self, timeout: float = 240.0, statuses: tuple[int, ...] = (200,)) -> float:
-        """Poll ``ready_path`` until it answers one of ``statuses``; seconds waited. Raises if the server exits."""
+        """Poll ``ready_path`` until it answers one of ``statuses``; seconds waited. Raises if the server exits, or
+        after ``timeout`` seconds in which its log did not grow (a server still writing is starting, however busy
+        the machine: a start here took 3.5 to over 7 minutes with 8 test runs beside it), at the latest after
+        3 x ``timeout``."""
         t0 = time.monotonic()
+        progress, offset = t0, 0
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
@@ -63,9 +67,26 @@ class ServerProcess:
                     return time.monotonic() - t0
             except httpx.HTTPError:
                 pass
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"{self.name} was not ready in {timeout:.0f} s:\n{self.log_tail()}")
+            now = time.monotonic()
+            offset, news = self.log_news(offset)
+            if news:
+                progress = now
+            if now - progress > timeout or now - t0 > 3 * timeout:
+                raise TimeoutError(f"{self.name} was not ready after {now - t0:.0f} s ({now - progress:.0f} s "
+                                   f"without a line in its log):\n{self.log_tail()}")
             time.sleep(0.5)
+
+    def log_news(self, offset: int) -> tuple[int, bool]:
+        """(the log's new end, whether it grew since ``offset`` by a line other than /health-style polls of
+        ``ready_path``): a server still writing is still working."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+        except OSError:
+            return offset, False
+        poll = f"GET {self.ready_path} ".encode()
+        return offset + len(chunk), any(line.strip() and poll not in line for line in chunk.splitlines())
 
     def pids(self) -> list[int]:
         """The server and its descendants (vLLM's engine core), for CPU accounting and profiling."""
