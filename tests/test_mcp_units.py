@@ -140,7 +140,7 @@ def test_a_document_is_written_only_inside_the_upload_folder(tmp_path):
     outside = tmp_path / "secret.txt"
     outside.write_text("s")
     for doc in ({"upload": str(outside)}, {"upload": str(upload / ".." / "secret.txt")}, {"upload": "/etc/passwd"}):
-        with pytest.raises(BadInput, match="POST /gradio_api/upload"):
+        with pytest.raises(BadInput, match="upload route"):
             asyncio.run(arguments.document_file(doc, str(upload), 1 << 20))
     with pytest.raises(BadInput, match="needs its filename"):
         asyncio.run(arguments.document_file({"data": "aGk="}, str(upload), 1 << 20))

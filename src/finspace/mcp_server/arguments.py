@@ -92,8 +92,9 @@ async def document_file(doc: dict, upload_dir: str, max_bytes: int, *, allow_loo
     if "upload" in doc:
         path = doc["upload"]
         if "\x00" in path or not inside(path, upload_dir) or not os.path.isfile(path):
-            raise BadInput("upload must be a path that this app's POST /gradio_api/upload returned (uploads are "
-                           "deleted once read: upload again); no other file on the server is read")
+            raise BadInput("upload must be a path that this app's upload route returned (POST gradio_api/upload, one "
+                           "file each; uploads are deleted once read: upload again); no other file on the server is "
+                           "read")
         name = name or Path(path).name
         kind_of(name)
         return os.path.realpath(path), name

@@ -3,7 +3,9 @@
 Why the SDK and not Gradio's built-in MCP server (``mcp_server=True``): vLLM 0.32 requires ``mcp>=2,<3``, and
 gradio 6.31's MCP server is written for ``mcp<2`` (it registers its handlers with the 1.x decorators
 ``@server.list_tools()`` / ``@server.call_tool()``, which 2.x removed), so the two cannot run in one
-environment. The SDK also lets finspace decide what Gradio would infer: each tool's description and schema is
+environment; ``pip install gradio[mcp]`` (which a Space builder may run after requirements.txt) would put mcp 1.x
+back, so the server here runs on either SDK major (2.x by constructor, 1.x by decorator: ``_manager``), and an SDK
+it cannot use turns MCP off with a 503 naming why, never the app. The SDK also lets finspace decide what Gradio would infer: each tool's description and schema is
 written for a model (``tools``), ``load_model`` exists only for a caller with the admin token, and every tool
 calls the app's ``Service`` in-process. Gradio's server on a mounted app calls queued endpoints back over HTTP
 through the public URL; here there is no such loop, so each call passes the guard once and counts its client once.
@@ -31,7 +33,10 @@ from finspace.mcp_server.tools import tool_specs
 log = logging.getLogger("finspace.mcp")
 
 MCP_PATH = "/gradio_api/mcp"  # where a Gradio Space serves MCP; "/gradio_api/mcp/" too
-SDK_MAJOR = "2"
+SDK_MAJORS = ("1", "2")
+INSTRUCTIONS = ("Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract fields from filings "
+                "with page-cited quotes (extract_matrix), ask one filing a question (ask_document); models, health "
+                "and scores describe the app.")
 
 
 def sdk_problem() -> str | None:
@@ -40,9 +45,8 @@ def sdk_problem() -> str | None:
         got = version("mcp")
     except PackageNotFoundError:
         return "the mcp package is not installed (requirements.txt pins mcp==2.3.0)"
-    if got.split(".")[0] != SDK_MAJOR:
-        return (f"this build has mcp {got}; finspace's MCP server needs mcp>=2,<3 (requirements.txt pins 2.3.0; "
-                "a builder that installs gradio[mcp] replaces it)")
+    if got.split(".")[0] not in SDK_MAJORS:
+        return f"this build has mcp {got}; finspace's MCP server takes mcp 1.x or 2.x (requirements.txt pins 2.3.0)"
     return None
 
 
@@ -55,22 +59,39 @@ class McpEndpoint:
         self.problem = sdk_problem()
         self.manager = None
         if self.problem is None:
-            self.manager = self._manager(max_body_bytes)
-        else:
+            try:
+                self.manager = self._manager(max_body_bytes)
+            except Exception as exc:  # noqa: BLE001 - an SDK that changed: MCP is off, the app serves the rest
+                self.problem = f"the mcp SDK {version('mcp')} could not be set up ({type(exc).__name__})"
+        if self.problem is not None:
             log.warning("MCP is off: %s", self.problem)
 
     # ------------------------------------------------------------------ the SDK's server
     def _manager(self, max_body_bytes: int):
+        """The SDK's stateless JSON transport over a low-level server with finspace's two handlers. mcp 2.x takes
+        the handlers in the constructor; 1.x (what a builder's gradio[mcp] installs) by decorator: both served."""
+        import inspect
+
         from mcp.server.lowlevel import Server
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-        server = Server("finspace", version=self.svc.versions.get("finspace") or "0",
-                        instructions=("Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract "
-                                      "fields from filings with page-cited quotes (extract_matrix), ask one filing a "
-                                      "question (ask_document); models, health and scores describe the app."),
-                        on_list_tools=self._list_tools, on_call_tool=self._call_tool)
-        return StreamableHTTPSessionManager(server, json_response=True, stateless=True,
-                                            max_request_body_size=max_body_bytes)
+        info = {"version": self.svc.versions.get("finspace") or "0", "instructions": INSTRUCTIONS}
+        if "on_call_tool" in inspect.signature(Server.__init__).parameters:  # mcp 2.x
+            server = Server("finspace", **info, on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        else:  # mcp 1.x
+            server = Server("finspace", **info)
+
+            @server.list_tools()
+            async def _tools():
+                return (await self._list_tools(server.request_context, None)).tools
+
+            @server.call_tool(validate_input=False)  # finspace's own check names the argument and the fix
+            async def _call(name, arguments):
+                return await self._call_tool(server.request_context, _Params(name, arguments))
+
+        extra = {"max_request_body_size": max_body_bytes} \
+            if "max_request_body_size" in inspect.signature(StreamableHTTPSessionManager.__init__).parameters else {}
+        return StreamableHTTPSessionManager(server, json_response=True, stateless=True, **extra)
 
     def run(self):
         """The SDK's task group, for the app's lifespan."""
@@ -114,13 +135,13 @@ class McpEndpoint:
 
     # ------------------------------------------------------------------ handlers
     async def _list_tools(self, ctx: Any, params: Any):
-        import mcp_types as types
+        from mcp import types
 
         admin = self._is_admin(self._caller(ctx))
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in self.specs(admin)])
 
     async def _call_tool(self, ctx: Any, params: Any):
-        import mcp_types as types
+        from mcp import types
 
         caller = self._caller(ctx)
         name = params.name if isinstance(params.name, str) else ""
@@ -132,10 +153,10 @@ class McpEndpoint:
             log.error("unexpected %s in the MCP tool %s", type(exc).__name__, name[:40], exc_info=exc)
             return _error(types, f"unexpected server error ({type(exc).__name__}) in {name[:40]}; the app is still "
                                  "running: try again, or report it")
-        structured = value if isinstance(value, dict) else {"result": value}
-        text = self.svc.redact(json.dumps(structured, ensure_ascii=False, default=str))
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=json.loads(text))
+        structured = value if isinstance(value, dict) else {"result": value}  # the views are redacted already
+        text = json.dumps(structured, ensure_ascii=False, default=str)
+        return types.CallToolResult.model_validate({"content": [{"type": "text", "text": text}],
+                                                    "structuredContent": json.loads(text)})
 
     async def call(self, name: str, args: Any, caller: Caller) -> Any:
         """Run tool ``name`` with ``args`` for ``caller``: FinspaceError (BadInput...) naming the fix otherwise."""
@@ -151,9 +172,16 @@ class McpEndpoint:
         return await getattr(self.calls, name)(args, caller)
 
 
+class _Params:
+    """mcp 1.x hands the call's name and arguments; 2.x its params object: the handler reads this shape."""
+
+    def __init__(self, name: Any, arguments: Any):
+        self.name, self.arguments = name, arguments
+
+
 class _Refused(FinspaceError):
     http_status = 404
 
 
 def _error(types: Any, message: str):
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    return types.CallToolResult.model_validate({"content": [{"type": "text", "text": message}], "isError": True})
