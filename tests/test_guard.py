@@ -347,3 +347,68 @@ def test_the_routes_behind_read_the_address_the_guard_took():
     assert request_client(Request(scope)) == request_client(gr.Request(Request(scope))) == "7.7.7.7"
     assert request_client(Request({**scope, "state": {}})) == "9.9.9.9"
     assert request_client(None) is None
+
+
+# ------------------------------------------------------------------ issue 34: MCP (POST /gradio_api/mcp/)
+def make_mcp(**limits):
+    """A guard in front of a stand-in MCP transport that holds each call until ``release`` is set."""
+    state = {"running": 0, "peak": 0, "release": None}
+
+    async def transport(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        state["running"] += 1
+        state["peak"] = max(state["peak"], state["running"])
+        try:
+            await state["release"].wait()
+        finally:
+            state["running"] -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"jsonrpc": "2.0", "id": 1, "result": {}}'})
+
+    lim = Limits(**limits)
+    tracker = EventTracker(lim)
+    guard = Guard(transport, limits=lim, public_api=("chat",), events=lambda: EVENTS, tracker=tracker,
+                  mcp_bytes=1 << 20)
+    return guard, state, tracker
+
+
+MCP_CALL = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "health", "arguments": {}}}).encode()
+
+
+def test_mcp_calls_hold_the_clients_places_while_they_run():
+    guard, state, tracker = make_mcp(events_per_client=3)
+
+    async def go():
+        state["release"] = asyncio.Event()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://t") as c:
+            calls = [asyncio.create_task(c.post("/gradio_api/mcp/", content=MCP_CALL)) for _ in range(5)]
+            await asyncio.sleep(0.2)
+            refused = [t for t in calls if t.done()]
+            assert tracker.in_flight("127.0.0.1") == 3 and state["running"] == 3
+            state["release"].set()
+            answers = [await t for t in calls]
+            return refused, answers
+
+    refused, answers = asyncio.run(go())
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [200, 200, 200, 429, 429] and len(refused) == 2, codes
+    assert "FINSPACE_MAX_EVENTS_PER_CLIENT" in next(r for r in answers if r.status_code == 429).json()["error"]
+    assert tracker.in_flight("127.0.0.1") == 0 and state["peak"] == 3  # every place given back
+
+
+@pytest.mark.parametrize("method, content, status, phrase", [
+    ("POST", b"{" + b" " * (1 << 20), 413, "send documents by url, or fewer at a time"),
+    ("POST", b'{"jsonrpc": "2.0", "id": NaN}', 400, "finite numbers only"),
+    ("POST", b"\xff\xfe", 400, "not valid JSON"),
+    ("POST", b"[" * 100_000 + b"]" * 100_000, 400, "not valid JSON"),
+    ("GET", b"", 405, "GET is not accepted on /gradio_api/mcp/"),
+    ("DELETE", b"", 405, "is not accepted"),
+])
+def test_mcp_bodies_are_bounded_and_strict_before_the_sdk_reads_them(method, content, status, phrase):
+    guard, state, tracker = make_mcp()
+    state["release"] = None  # nothing may reach the transport
+    r = call(guard, method, "/gradio_api/mcp/", content)
+    assert r.status_code == status and phrase in r.json()["error"], r.text
+    assert state["peak"] == 0 and tracker.in_flight("127.0.0.1") == 0

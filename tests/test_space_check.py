@@ -135,3 +135,15 @@ def test_verdict_lets_off_path_conflicts_pass_and_fails_on_a_replaced_pin():
 def test_off_path_dependencies_are_not_imported_by_finspace():
     dists = {sc.canonical(MODULE_DIST.get(m, m)) for m in _third_party_imports()}
     assert set(sc.OFF_FINSPACE_PATH) & dists == set()
+
+
+def test_mcp_replaced_by_gradio_mcp_passes_because_finspace_runs_on_either_major():
+    d1 = sc.dists_from_report({"install": [item("vllm", "0.32.0", "mcp>=2.0.0,<3.0.0"), item("mcp", "2.3.0")]})
+    d2 = sc.dists_from_report({"install": [item("mcp", "1.30.0")]})
+    lines, failed = sc.verdict(d1, d2, MARKERS, {"vllm": "0.32.0", "mcp": "2.3.0"})
+    assert not failed, lines
+    assert any(x.startswith("  replaced: mcp 2.3.0 -> 1.30.0   (pinned in requirements.txt); finspace takes either")
+               for x in lines), lines
+    other = sc.dists_from_report({"install": [item("jsonschema", "4.0.0")]})
+    d1 = sc.dists_from_report({"install": [item("jsonschema", "4.26.0")]})
+    assert sc.verdict(d1, other, MARKERS, {"jsonschema": "4.26.0"})[1]  # any other pin replaced still fails

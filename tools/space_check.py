@@ -70,6 +70,7 @@ IMPORTED_DISTS = frozenset({
     "gguf", "accelerate", "filelock",  # finspace.convert (the CPU default's checkpoint)
     "python-multipart",  # finspace.uploads (the parse Gradio's upload route makes)
     "httpx", "openai", "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)
+    "mcp", "jsonschema", "httpcore",  # finspace.mcp_server (MCP over streamable HTTP)
 })
 
 
@@ -78,9 +79,14 @@ IMPORTED_DISTS = frozenset({
 STEP2_EXTRAS = ("oauth", "oauth,mcp")
 
 # Dependencies whose conflicts do not reach finspace, with the reason (checked in vLLM 0.32's source).
-OFF_FINSPACE_PATH = {
-    "mcp": "vLLM imports it only in its OpenAI server's MCP tool server and Responses API "
-           "(vllm/entrypoints/mcp, vllm/entrypoints/openai/responses); finspace runs AsyncLLM",
+OFF_FINSPACE_PATH: dict[str, str] = {}
+
+# Dependencies finspace imports that it runs on at either version a variant leaves: their conflicts and their
+# replacement by step 2 do not fail the replay, with the reason. gradio[mcp] puts mcp 1.x back over the pinned 2.3.0.
+EITHER_VERSION = {
+    "mcp": "finspace.mcp_server runs on mcp 1.x and 2.x (tests/test_mcp_sdk.py); vLLM imports it only in its "
+           "OpenAI server's MCP tool server and Responses API (vllm/entrypoints/mcp, vllm/entrypoints/openai/"
+           "responses), and finspace runs AsyncLLM",
 }
 
 
@@ -246,13 +252,15 @@ def verdict(d1: dict[str, Dist], d2: dict[str, Dist], markers: dict[str, str], p
     if added:
         lines.append(f"  added: {', '.join(added)}")
     lines += [f"  replaced: {n} {old} -> {new}" + ("   (pinned in requirements.txt)" if n in pins else "")
+              + (f"; finspace takes either ({EITHER_VERSION[n]})" if n in EITHER_VERSION else "")
               for n, old, new in moved]
-    bad = [c for c in found if c.touches(IMPORTED_DISTS) and c.dep not in OFF_FINSPACE_PATH]
+    exempt = {**OFF_FINSPACE_PATH, **EITHER_VERSION}
+    bad = [c for c in found if c.touches(IMPORTED_DISTS) and c.dep not in exempt]
     for c in found:
-        why = ("CONFLICT " if c in bad else f"conflict, off finspace's path ({OFF_FINSPACE_PATH[c.dep]}): "
-               if c.dep in OFF_FINSPACE_PATH else "conflict, not imported by finspace: ")
+        why = ("CONFLICT " if c in bad else f"conflict, off finspace's path ({exempt[c.dep]}): "
+               if c.dep in exempt else "conflict, not imported by finspace: ")
         lines.append("  " + why + c.line)
-    repinned = [m for m in moved if m[0] in pins]
+    repinned = [m for m in moved if m[0] in pins and m[0] not in EITHER_VERSION]
     if bad or repinned:
         lines.append(f"  FAIL: {len(bad)} conflict(s) touching what finspace imports, "
                      f"{len(repinned)} pinned package(s) replaced by step 2")

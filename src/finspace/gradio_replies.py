@@ -87,11 +87,12 @@ def _kept_headers(start: dict) -> dict[str, str]:
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in start.get("headers", ()) if k.lower() not in drop}
 
 
-async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, stream: bool = False):
+async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, stream: bool = False,
+                     keep_4xx: bool = False):
     """Call the app. On Gradio's routes a bare 500 becomes a 400 with a message and no traceback, any other 4xx
     becomes finspace's ``{"error": message}`` (Gradio answers ``{"detail": ...}`` or plain text), error texts lose
     their server paths (in a result ``stream``, its error events'), and a response the app abandons half-way is ended
-    cleanly."""
+    cleanly. ``keep_4xx``: a 4xx passes as the app wrote it (MCP's JSON-RPC errors, which its clients parse)."""
     started, swallowed, ended = [False], [False], [False]
     held: list = []  # a Gradio 4xx: its start message, then its body chunks
     gradio = path.startswith("/gradio_api/") or path in ("/config", "/info")
@@ -107,7 +108,7 @@ async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, 
                 return
             started[0] = True
             encoded = any(k.lower() == b"content-encoding" for k, _ in message.get("headers", ()))
-            if gradio and 400 <= status < 500 and not encoded:
+            if gradio and not keep_4xx and 400 <= status < 500 and not encoded:
                 held.append(message)
                 return
         elif swallowed[0]:

@@ -32,6 +32,9 @@ mounted Gradio UI). In order, it:
   place in the same step, so simultaneous joins see each other);
 - answers a result stream opened for a session Gradio no longer holds (its events
   swept or done) with a 404 naming FINSPACE_STREAM_OPEN_S;
+- bounds MCP requests (``POST /gradio_api/mcp/``, finspace.mcp_server) as it does Gradio events: the body
+  (the Matrix's filings as base64 at most), strict JSON, and a place among the client's events for as long as
+  the call runs (429 past the bound, the same count as its Gradio events);
 - turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
   400 with finspace's ``{"error": ...}``, logged in one line without a traceback, and
   takes server paths out of Gradio's error texts (``finspace.gradio_replies``).
@@ -69,6 +72,7 @@ _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
 UPLOAD = "/gradio_api/upload"
 _MAX_DEPTH = 64
 V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
+MCP_PATHS = ("/gradio_api/mcp", "/gradio_api/mcp/")  # MCP over streamable HTTP (finspace.mcp_server)
 
 
 # ------------------------------------------------------------------ payload checks
@@ -200,7 +204,7 @@ class Guard:
                  events: Callable[[], Mapping[int, tuple]],
                  tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
                  upload_bytes: int = 0, upload_files: int = 1, upload_file_bytes: int | None = None,
-                 document_events: Callable[[], Collection[int]] = frozenset,
+                 document_events: Callable[[], Collection[int]] = frozenset, mcp_bytes: int = 0,
                  upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
@@ -216,6 +220,7 @@ class Guard:
         self.upload_files = upload_files
         self.upload_file_bytes = upload_file_bytes
         self.upload_types = upload_types
+        self.mcp_bytes = mcp_bytes or limits.event_body_bytes
         self.scrub = PathScrubber()
 
     async def __call__(self, scope, receive, send):
@@ -256,6 +261,16 @@ class Guard:
                         raise Refusal(429, refusal, {"Retry-After": "2"})
                 elif find_file_reference(value) is not None:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
+            elif path in MCP_PATHS:
+                strict_json(body)  # no NaN, no binary, no nesting past the parser's depth: 400 before the SDK
+                refusal = self.tracker.admit(client)  # the call holds one of the client's places while it runs
+                if refusal:
+                    raise Refusal(429, refusal, {"Retry-After": "2"})
+                try:
+                    return await downstream(self.app, scope, _replay(body, receive), send, path, self.scrub,
+                                            keep_4xx=True)
+                finally:
+                    self.tracker.settle(client)
             elif path == UPLOAD:
                 try:
                     uploads.check(body, headers.get("content-type", ""), self.upload_types, self.upload_files,
@@ -301,10 +316,14 @@ class Guard:
             return self.limits.event_body_bytes
         if path == V1_CHAT:
             return self.limits.event_body_bytes
+        if path in MCP_PATHS:
+            return self.mcp_bytes
         return self.limits.rest_body_bytes
 
     async def _read_body(self, receive, headers: Mapping[str, str], limit: int, path: str) -> bytes:
-        what = ("a chat message's limit is 64,000 characters, a conversation's 256,000"
+        what = ("an MCP call carries at most the Matrix's filings as base64: send documents by url, or fewer at a "
+                "time" if path in MCP_PATHS else
+                "a chat message's limit is 64,000 characters, a conversation's 256,000"
                 if limit == self.limits.event_body_bytes else
                 f"a document may be {((self.upload_file_bytes or limit) >> 20)} MiB at most (FINSPACE_DOCUMENT_MAX_MIB), "
                 f"and one upload holds at most {self.upload_files}" if path == UPLOAD else

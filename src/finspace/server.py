@@ -13,6 +13,8 @@ the engine on shutdown. REST:
     GET  /scores            the Scoreboard's stored results; POST /scores/run {"set", "limit"} and /scores/cancel
                             with the admin token (finspace.evals.rest)
     POST /v1/chat/completions, GET /v1/models: OpenAI-compatible (finspace.openai_api; errors in OpenAI's shape)
+    POST /gradio_api/mcp/   MCP over streamable HTTP (finspace.mcp_server: will_it_fit, extract_matrix, ask_document,
+                            models, health, scores; load_model with the admin token)
 
 Errors are ``{"error": message}`` with the domain error's status; never a
 traceback, never a token. The Gradio Blocks are mounted at "/".
@@ -41,6 +43,7 @@ from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
 from finspace.clients import request_client
 from finspace.guard import EventTracker, Guard
+from finspace.mcp_server.endpoint import MCP_PATH, McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
@@ -108,6 +111,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
     svc.blocking, svc.storage_note = blocking, storage_note  # finspace.doctor's findings at start
     tracker = EventTracker(settings.limits)
+    mcp = McpEndpoint(svc, max_body_bytes=mcp_body_bound(settings), allow_loopback=settings.test_mcp_fetch_loopback)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -118,7 +122,8 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
         elif default_model:
             svc.start_default_load(default_model)
         try:
-            yield
+            async with mcp.run():  # the MCP SDK's task group (finspace.mcp_server)
+                yield
         finally:
             sweeper.cancel()
             log.info("shutting down: stopping the engine")
@@ -144,6 +149,8 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     _add_rest_routes(app, svc, require_admin)
     add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
+    for path in (MCP_PATH, MCP_PATH + "/"):  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
+        app.router.add_route(path, mcp, methods=["POST"], include_in_schema=False)
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
     tracker.attach(demo._queue)
@@ -221,6 +228,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
     # until they are (gradio 6.31 processing_utils._check_allowed): mark them, so Gradio's own wall stands too.
     demo.has_launched = True
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
+                       mcp_bytes=mcp_body_bound(settings),
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
                        upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
                        upload_file_bytes=settings.documents.max_bytes,
@@ -235,6 +243,12 @@ def upload_body_bound(settings: Settings) -> int:
     together (each within the document limit), and never over FINSPACE_MATRIX_UPLOAD_MIB past one document."""
     one, most = settings.documents.upload_body_bytes, settings.matrix.max_documents
     return max(one, min(settings.matrix.upload_bytes, most * one))
+
+
+def mcp_body_bound(settings: Settings) -> int:
+    """An MCP request's body bound: the Matrix's filings together as base64 (each within the document limit), and
+    room for the JSON-RPC envelope; the same bound as the upload route's, in base64."""
+    return upload_body_bound(settings) * 4 // 3 + (64 << 10)
 
 
 def _event_shape(fn) -> tuple[str | None, int, int]:

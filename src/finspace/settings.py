@@ -222,6 +222,7 @@ class Settings:
     evalsets_dir: str | None = None  # FINSPACE_EVALSETS_DIR: placed eval-set files, <set>/<published name>
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
+    test_mcp_fetch_loopback: bool = False  # TEST-ONLY: MCP tools may fetch a URL on 127.0.0.1 (a test's server)
     documents: DocumentLimits = DocumentLimits()
     matrix: MatrixLimits = MatrixLimits()
     evals: EvalLimits = EvalLimits()
@@ -272,6 +273,7 @@ class Settings:
             evalsets_dir=(env.get("FINSPACE_EVALSETS_DIR") or "").strip() or None,
             test_replay=(env.get("FINSPACE_TEST_REPLAY") or "").strip() or None,
             test_prompt_log=(env.get("FINSPACE_TEST_PROMPT_LOG") or "").strip() or None,
+            test_mcp_fetch_loopback=_bool(env, "FINSPACE_TEST_MCP_FETCH_LOOPBACK"),
             documents=DocumentLimits(
                 max_bytes=_int(env, "FINSPACE_DOCUMENT_MAX_MIB", DocumentLimits.max_bytes >> 20, 1, 1024) << 20,
                 max_pages=_int(env, "FINSPACE_DOCUMENT_MAX_PAGES", DocumentLimits.max_pages, 1, 100_000),

@@ -36,6 +36,8 @@ _ROUTES: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = tuple((m, re.compi
     # finspace's REST routes and the OpenAI-compatible API
     (_READ, r"/health|/models|/loads|/scores|/v1/models"),
     (_WRITE, r"/load-model|/scores/run|/scores/cancel|/v1/chat/completions"),
+    # MCP over streamable HTTP (finspace.mcp_server): stateless, one POST per JSON-RPC exchange
+    (_WRITE, r"/gradio_api/mcp/?"),
 ))
 _DOCS = (_READ, re.compile(r"/docs|/docs/oauth2-redirect|/openapi\.json"))
 
@@ -61,4 +63,4 @@ def refusal(method: str, path: str, api_docs: bool = False) -> tuple[int, str] |
                      "reading and POST for sending, as /gradio_api/info lists")
     return 404, (f"{path[:60]} is not a route this app offers: the page is at /, the API is the named endpoints "
                  "of /gradio_api/info (with gradio_client, or POST /gradio_api/call/<name>), and the REST routes "
-                 "are /health, /models, /loads, /load-model, /scores and /v1")
+                 "are /health, /models, /loads, /load-model, /scores and /v1; MCP is POST /gradio_api/mcp/")

@@ -102,7 +102,11 @@ UNUSED = [("POST", "/gradio_api/stream/{eid}/close", {}), ("GET", "/gradio_api/s
           ("GET", "/gradio_api/run-history/buckets", None), ("GET", "/gradio_api/runs", None),
           ("GET", "/gradio_api/deep_link", None), ("GET", "/gradio_api/dev/reload", None),
           ("GET", "/gradio_api/custom_component/1/client/x/y.js", None),
-          ("PUT", "/gradio_api/queue/join", {}), ("DELETE", "/health", None), ("PATCH", "/load-model", {})]
+          ("PUT", "/gradio_api/queue/join", {}), ("DELETE", "/health", None), ("PATCH", "/load-model", {}),
+          # issue 34: MCP is POST /gradio_api/mcp/ only (stateless); Gradio's own MCP routes are not offered
+          ("GET", "/gradio_api/mcp/sse", None), ("POST", "/gradio_api/mcp/messages/", {}),
+          ("GET", "/gradio_api/mcp/schema", None), ("DELETE", "/gradio_api/mcp/", None),
+          ("PUT", "/gradio_api/mcp/", {})]
 
 
 def test_the_stream_route_and_every_unused_gradio_route_are_refused(server):
@@ -124,6 +128,9 @@ def test_the_stream_route_and_every_unused_gradio_route_are_refused(server):
         for path in ("/", "/config", "/gradio_api/info", "/theme.css"):
             r = http.get(server.url + path, timeout=30)
             assert r.status_code == 200, (path, r.status_code, r.text[:200])
+        r = http.post(server.url + "/gradio_api/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                      headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 200 and r.json()["result"]["tools"], r.text[:200]
     unchanged(server)
 
 

@@ -1,0 +1,4 @@
+"""finspace as an MCP server (streamable HTTP at /gradio_api/mcp/, the official ``mcp`` SDK): see ``endpoint``.
+
+Not named ``mcp``: that would shadow the SDK.
+"""

@@ -1,0 +1,125 @@
+"""What each MCP tool does, over the app's one ``Service``: the same paths as the page and the Gradio API.
+
+``will_it_fit`` is the Will-it-fit tab's check (``Service.fits``: per-client and time bounds); ``extract_matrix``
+the Filing Matrix (``Service.matrix``, a MatrixDesk: its bounds, one matrix per client), returned in the Matrix's
+own JSON export shape (``finspace.matrix.table.to_json``); ``ask_document`` the documents chat (convert, fit
+the context, answer with page citations); ``models``, ``health`` and ``scores`` the REST views; ``load_model``
+the admin switch. Every argument was checked against the tool's schema first (``arguments.check``); domain
+errors pass through to the endpoint, which answers them as tool errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from finspace.documents import chat as docs
+from finspace.documents.convert import short_name
+from finspace.documents.upload import remove_upload
+from finspace.engine.prompt import ChatSettings
+from finspace.engine.records import ChatInfo
+from finspace.errors import BadInput, NotReady
+from finspace.matrix.table import to_json
+from finspace.mcp_server.arguments import document_file
+from finspace.ui.saved import Provenance
+
+_PAGE = re.compile(r"\bp(?:age|\.)?\s*(\d{1,5})\b", re.IGNORECASE)
+FIT_SETTINGS = ("max_model_len", "dtype", "quantization", "gpu_memory_utilization")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the client's address (for the per-client bounds) and the bearer token it sent, if any."""
+
+    client: str | None
+    token: str | None = None
+
+
+class ToolCalls:
+    def __init__(self, svc: Any, *, allow_loopback: bool = False, fetch_timeout_s: float = 30.0):
+        self.svc = svc
+        self.allow_loopback = allow_loopback
+        self.fetch_timeout_s = fetch_timeout_s
+        self.provenance = Provenance(svc)
+
+    @property
+    def upload_dir(self) -> str:
+        return docs.upload_folder(self.svc.settings)
+
+    async def _files(self, documents: list[dict]) -> list[tuple[str, str]]:
+        """Each document as a file in the upload folder; on any refusal the ones already written are removed."""
+        files: list[tuple[str, str]] = []
+        try:
+            for i, doc in enumerate(documents):
+                try:
+                    files.append(await document_file(doc, self.upload_dir, self.svc.settings.documents.max_bytes,
+                                                     allow_loopback=self.allow_loopback,
+                                                     fetch_timeout_s=self.fetch_timeout_s))
+                except BadInput as exc:
+                    if len(documents) > 1:
+                        raise BadInput(f"documents[{i}]: {exc}") from None
+                    raise
+        except BaseException:
+            for path, _name in files:
+                remove_upload(path, self.upload_dir)
+            raise
+        return files
+
+    # ------------------------------------------------------------------ tools
+    async def will_it_fit(self, args: dict, caller: Caller) -> dict:
+        settings = {k: args[k] for k in FIT_SETTINGS if k in args}
+        return await self.svc.fits.run(caller.client, args.get("config_json"), args.get("repo"), args.get("gpu"),
+                                       args.get("gpus"), **settings)
+
+    async def extract_matrix(self, args: dict, caller: Caller) -> dict:
+        engine = self.svc.engine
+        if engine.entry is None or not engine.ready:
+            raise NotReady("no model is loaded yet; call health until ready is true, then extract again")
+        files = await self._files(args["documents"])
+        result = None
+        async with contextlib.aclosing(self.svc.matrix.fill(files, args.get("fields", "income-statement"),
+                                                            caller.client, self.provenance())) as updates:
+            async for result in updates:
+                pass
+        return to_json(result)
+
+    async def ask_document(self, args: dict, caller: Caller) -> dict:
+        if not self.svc.engine.ready:
+            raise NotReady("no model is loaded yet; call health until ready is true, then ask again")
+        [(path, name)] = await self._files([args["document"]])
+        try:
+            att = await docs.attach(self.svc, path, name, caller.client)
+        finally:
+            remove_upload(path, self.upload_dir)
+        messages = [{"role": "user", "content": args["question"]}]
+        settings, summary = await docs.with_document(self.svc, att, messages,
+                                                     ChatSettings(max_tokens=args.get("max_tokens")))
+        info = ChatInfo()
+        answer = []
+        async with contextlib.aclosing(self.svc.engine.chat_parts(messages, settings, info)) as parts:
+            async for _thinking, delta in parts:
+                answer.append(delta)
+        text = "".join(answer).strip()
+        pages = len(att.doc.pages)
+        cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
+        return {"answer": text, "citations": cited, "document": summary, "name": short_name(name), "pages": pages,
+                "model": info.model_key or getattr(self.svc.engine.entry, "key", None),
+                "finish_reason": info.finish_reason, "output_tokens": info.output_tokens}
+
+    async def models(self, args: dict, caller: Caller) -> list:
+        return self.svc.models()
+
+    async def health(self, args: dict, caller: Caller) -> dict:
+        return self.svc.health()[0]
+
+    async def scores(self, args: dict, caller: Caller) -> dict:
+        body = await asyncio.to_thread(self.svc.scores.board)  # file I/O off the serving loop
+        return {**body, "sets": self.svc.scores.sets()}
+
+    async def load_model(self, args: dict, caller: Caller) -> dict:
+        self.svc.authorize(caller.token, client=caller.client)
+        await self.svc.load(args["model"])
+        return self.svc.health()[0]
