@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import gradio_client.utils
 
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
@@ -108,6 +109,21 @@ class MatrixHandlers:
             raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
 
 
+class FilingsFile(gr.File):
+    """gr.File that hands the event the uploaded paths as they are. gr.File's own (gradio 6.31,
+    components/file.py ``_process_single_file``) makes an empty NamedTemporaryFile in the upload folder for each
+    file and never removes it: a Matrix of 20 filings left 20 empty ``tmp*`` files behind."""
+
+    is_template = True  # the page draws it as a gr.File
+
+    def _process_single_file(self, f: Any) -> Any:
+        from gradio.utils import NamedString
+
+        if self.file_types and not gradio_client.utils.is_valid_file(f.path, self.file_types):
+            raise gr.Error(f"upload one of {', '.join(self.file_types)}", print_exception=False)
+        return NamedString(f.path)
+
+
 def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
     """The tab's components and events (call inside ``with gr.Tab(...)``)."""
     h = MatrixHandlers(svc)
@@ -116,7 +132,7 @@ def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
                 "was read from, and is checked against that page. " + legend())
     with gr.Row():
         with gr.Column(scale=2):
-            files = gr.File(label=f"Filings (up to {svc.matrix.limits.max_documents})", file_count="multiple",
+            files = FilingsFile(label=f"Filings (up to {svc.matrix.limits.max_documents})", file_count="multiple",
                             file_types=sorted(KINDS), elem_id="matrix-files")
         with gr.Column(scale=3):
             preset = gr.Dropdown(labels, value=labels[0], label="Fields preset", elem_id="matrix-preset")
