@@ -1,0 +1,252 @@
+"""Issue 33, finding 4 and the Matrix desk's items of finding 5, through a real `python app.py`.
+
+Each test fails on the code before the fix and passes after:
+
+4. Two clients' matrices of slow PDFs (220 pages sharing one content stream: tens of seconds of text extraction
+   each) held both conversion slots; a third client's /v1 chat with a small text file waited for one. Now the
+   matrices convert within a share of the slots and a chat's document has its own: the chat answers in less
+   than half the time one slow PDF takes to convert here, measured in the same test.
+5. - /matrix fields nested 3,000 or 100,000 deep: "unexpected server error (RecursionError)", the upload kept.
+   - A matrix refused as busy ("a matrix of yours is already filling", "2 matrices are filling") kept its upload.
+   - Uploads per client: 180 MiB stored in 2.2 s; now bounded in number and bytes (429 naming the setting).
+   - Each Matrix-tab document left an empty ``tmp*`` file in the upload folder.
+
+Clients are told apart by X-Forwarded-For: the server trusts 127.0.0.1 as its proxy (FINSPACE_TRUSTED_PROXIES).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from helpers import demo_entry
+from rel_utils import TALLY, start_server
+from support.catalog import long_context_copy
+
+pytestmark = pytest.mark.timeout(900)
+
+MIB = 1 << 20
+FIELD = [{"name": "Revenue", "type": "number", "instruction": "Total revenue"}]
+NOTE = b"EBITDA rose 4% in fiscal 2024."
+
+
+def slow_pdf(path: Path, pages: int = 220, operators: int = 800) -> Path:
+    """A small PDF whose pages all draw one content stream of ``operators`` text operators: pypdf extracts the
+    stream's text again for each page (tens of seconds in all here), from a file of about 45 KB."""
+    ops = [f"BT /F1 9 Tf {36 + (i % 5) * 100} {760 - (i // 5) * 14 % 720} Td (Net sales {i:04d} 1,234) Tj ET"
+           for i in range(operators // 4)]
+    stream = "\n".join(ops).encode()
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [" + b" ".join(f"{5 + k} 0 R".encode() for k in range(pages))
+            + f"] /Count {pages} >>".encode(),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"]
+    objs += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+             b"/Contents 4 0 R >>"] * pages
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for n, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += f"{n} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    path.write_bytes(bytes(out))
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model_dir):
+    root = tmp_path_factory.mktemp("rel-matrix")
+    model = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
+    uploads = root / "gradio"
+    uploads.mkdir()
+    env = {"GRADIO_TEMP_DIR": str(uploads), "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
+           "FINSPACE_CPU_KV_CACHE_MIB": "64", "FINSPACE_MATRIX_REPLY_TOKENS": "64",
+           "FINSPACE_UPLOAD_CLIENT_FILES": "6", "FINSPACE_UPLOAD_CLIENT_MIB": "4"}
+    srv = start_server(root, {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=8)},
+                       env=env)
+    srv.uploads = uploads
+    srv.slow = [slow_pdf(root / f"slow-{i}.pdf") for i in range(4)]
+    srv.note = root / "note.txt"
+    srv.note.write_bytes(NOTE)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def client(ip: str) -> dict:
+    return {"X-Forwarded-For": ip}
+
+
+def upload(server, ip: str, files: list[tuple[str, bytes]]) -> httpx.Response:
+    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", f) for f in files], headers=client(ip),
+                   timeout=120)
+    TALLY.response(r.status_code, r.text)
+    return r
+
+
+def refs(server, ip: str, paths: list[Path]) -> list[dict]:
+    r = upload(server, ip, [(p.name, p.read_bytes()) for p in paths])
+    assert r.status_code == 200, r.text
+    return [{"path": s, "url": None, "orig_name": p.name, "meta": {"_type": "gradio.FileData"}}
+            for s, p in zip(r.json(), paths, strict=True)]
+
+
+class Matrix:
+    """A /matrix event over Gradio's queue, from client ``ip``, read in a thread; ``cancel`` ends it."""
+
+    def __init__(self, server, ip: str, documents: list[dict], fields=FIELD):
+        self.server, self.ip, self.session = server, ip, uuid.uuid4().hex[:11]
+        self.fn = server.fns["matrix"]
+        self.updates: list = []
+        self.error: str | None = None
+        self.done = threading.Event()
+        self.first = threading.Event()  # the first update: every filing converted, the first cells sent
+        body = {"data": [documents, json.dumps(fields)], "fn_index": self.fn, "session_hash": self.session,
+                "trigger_id": None, "event_data": None}
+        r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip), timeout=60)
+        assert r.status_code == 200, r.text
+        self.event_id = r.json()["event_id"]
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            with httpx.stream("GET", self.server.url + "/gradio_api/queue/data", params={
+                    "session_hash": self.session}, headers=client(self.ip), timeout=600) as s:
+                for line in s.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    msg = json.loads(line[5:])
+                    if msg.get("msg") == "process_generating":
+                        self.updates.append(msg)
+                        self.first.set()
+                    elif msg.get("msg") == "process_completed":
+                        if not msg.get("success"):
+                            self.error = str((msg.get("output") or {}).get("error"))
+                        break
+        except httpx.HTTPError as exc:
+            self.error = self.error or type(exc).__name__
+        finally:
+            self.done.set()
+
+    def cancel(self) -> None:
+        httpx.post(self.server.url + "/gradio_api/cancel", json={
+            "session_hash": self.session, "fn_index": self.fn, "event_id": self.event_id}, headers=client(self.ip),
+            timeout=30)
+        self.done.wait(60)
+
+
+def v1_chat_with(server, ip: str, name: str, data: bytes) -> tuple[float, httpx.Response]:
+    part = {"type": "file", "file": {"file_data": "data:application/octet-stream;base64,"
+                                     + base64.b64encode(data).decode(), "filename": name}}
+    body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What rose?"}, part]}]}
+    t0 = time.monotonic()
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, headers=client(ip), timeout=300)
+    TALLY.response(r.status_code, r.text)
+    return time.monotonic() - t0, r
+
+
+def stored(server) -> list[Path]:
+    return [p for p in server.uploads.rglob("*") if p.is_file()]
+
+
+# ------------------------------------------------------------------ 5: deep JSON
+@pytest.mark.parametrize("depth", [3_000, 100_000])
+def test_deeply_nested_fields_are_refused_naming_the_fix_and_the_upload_goes(server, depth):
+    body = {"data": [refs(server, "10.0.5.1", [server.note]), "[" * depth + "]" * depth],
+            "fn_index": server.fns["matrix"], "session_hash": uuid.uuid4().hex[:11]}
+    ref = body["data"][0][0]["path"]
+    out = _run(server, "10.0.5.1", body)
+    assert out["success"] is False, out
+    assert "nested too deeply" in out["error"] and "RecursionError" not in out["error"], out
+    assert not Path(ref).exists(), "the refused matrix's upload stayed on the server"
+
+
+def _run(server, ip: str, body: dict) -> dict:
+    """One event over the queue: {"success", "error"} as the client sees it."""
+    r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip), timeout=60)
+    assert r.status_code == 200, r.text
+    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": body["session_hash"]},
+                      headers=client(ip), timeout=300) as s:
+        for line in s.iter_lines():
+            if line.startswith("data:"):
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "process_completed":
+                    out = msg.get("output") or {}
+                    return {"success": bool(msg.get("success")), "error": str(out.get("error"))}
+    return {"success": None, "error": "no process_completed"}
+
+
+# ------------------------------------------------------------------ 5: uploads per client
+def test_uploads_a_client_holds_are_bounded_in_number_and_bytes(server):
+    """This server: 6 files or 4 MiB per client at once (FINSPACE_UPLOAD_CLIENT_FILES / _MIB)."""
+    big = [(f"big-{i}.txt", b"x" * (3 * MIB // 2)) for i in range(3)]
+    assert upload(server, "10.0.6.1", big[:2]).status_code == 200
+    r = upload(server, "10.0.6.1", big[2:])
+    assert r.status_code == 429 and "FINSPACE_UPLOAD_CLIENT_MIB" in r.json()["error"], r.text
+    for i in range(6):
+        assert upload(server, "10.0.6.2", [(f"n{i}.txt", NOTE)]).status_code == 200
+    r = upload(server, "10.0.6.2", [("n7.txt", NOTE)])
+    assert r.status_code == 429 and "FINSPACE_UPLOAD_CLIENT_FILES" in r.json()["error"], r.text
+    assert upload(server, "10.0.6.3", big[:2]).status_code == 200  # another client: its own bound
+    # a client whose uploads were read (a chat deletes its document once converted) may upload again
+    _, r = v1_chat_with(server, "10.0.6.4", "note.txt", NOTE)
+    assert r.status_code == 200, r.text
+
+
+# ------------------------------------------------------------------ 5: the Matrix tab's temporary files
+def test_the_matrix_tab_leaves_no_temporary_file(server):
+    config = httpx.get(server.url + "/config", timeout=30).json()
+    fill_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "matrix-fill")
+    fn = next(i for i, d in enumerate(config["dependencies"]) if [fill_id, "click"] in d["targets"])
+    before = {p.name for p in stored(server)}
+    docs = refs(server, "10.0.7.1", [server.note, server.note])
+    out = _run(server, "10.0.7.1", {"data": [docs, json.dumps(FIELD)], "fn_index": fn,
+                                    "session_hash": uuid.uuid4().hex[:11], "trigger_id": None, "event_data": None})
+    assert out["success"], out
+    left = [p for p in stored(server) if p.name not in before and p.name.startswith("tmp")]
+    assert left == [], f"the Matrix tab left {len(left)} temporary file(s): {[str(p) for p in left]}"
+    assert not any(Path(d["path"]).exists() for d in docs)
+
+
+# ------------------------------------------------------------------ 4 and 5: slow matrices
+def test_matrices_of_slow_pdfs_leave_a_chat_its_slot_and_busy_refusals_keep_no_upload(server):
+    # baselines, measured here: a chat's small text file, and one slow PDF's conversion (a chat with it)
+    v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)  # warm-up
+    t_note, r = v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)
+    assert r.status_code == 200, r.text
+    t_slow, r = v1_chat_with(server, "10.0.4.9", "slow.pdf", server.slow[0].read_bytes())
+    assert r.status_code == 200, r.text
+    assert t_slow > 4 * t_note, f"a slow PDF took {t_slow:.1f} s, a text file {t_note:.1f} s: not slow enough to test"
+
+    a = Matrix(server, "10.0.4.1", refs(server, "10.0.4.1", server.slow[:2]))
+    b = Matrix(server, "10.0.4.2", refs(server, "10.0.4.2", server.slow[2:]))
+    try:
+        time.sleep(min(2.0, t_slow / 8))  # both matrices are converting their first filing
+        t_chat, r = v1_chat_with(server, "10.0.4.3", "note.txt", NOTE)
+        assert r.status_code == 200, r.text
+        assert t_chat < t_slow / 2, (f"a chat's text file took {t_chat:.1f} s while two matrices converted "
+                                     f"(alone {t_note:.1f} s; one slow PDF {t_slow:.1f} s)")
+        # a matrix refused as busy keeps none of its uploads
+        for ip, why in (("10.0.4.1", "a matrix of yours is already filling"), ("10.0.4.3", "matrices are filling")):
+            docs = refs(server, ip, [server.note])
+            out = _run(server, ip, {"data": [docs, json.dumps(FIELD)], "fn_index": server.fns["matrix"],
+                                    "session_hash": uuid.uuid4().hex[:11], "trigger_id": None, "event_data": None})
+            assert out["success"] is False and why in out["error"], out
+            assert not Path(docs[0]["path"]).exists(), f"a matrix refused ({why}) left its upload on the server"
+        assert not a.done.is_set() and not b.done.is_set(), (a.error, b.error)
+    finally:
+        a.cancel()
+        b.cancel()
+    TALLY.add(inputs=4)
