@@ -29,37 +29,13 @@ import pytest
 from helpers import demo_entry
 from rel_utils import TALLY, start_server
 from support.catalog import long_context_copy
+from support.slow_pdf import slow_pdf
 
 pytestmark = pytest.mark.timeout(900)
 
 MIB = 1 << 20
 FIELD = [{"name": "Revenue", "type": "number", "instruction": "Total revenue"}]
 NOTE = b"EBITDA rose 4% in fiscal 2024."
-
-
-def slow_pdf(path: Path, pages: int = 220, operators: int = 800) -> Path:
-    """A small PDF whose pages all draw one content stream of ``operators`` text operators: pypdf extracts the
-    stream's text again for each page (tens of seconds in all here), from a file of about 45 KB."""
-    ops = [f"BT /F1 9 Tf {36 + (i % 5) * 100} {760 - (i // 5) * 14 % 720} Td (Net sales {i:04d} 1,234) Tj ET"
-           for i in range(operators // 4)]
-    stream = "\n".join(ops).encode()
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [" + b" ".join(f"{5 + k} 0 R".encode() for k in range(pages))
-            + f"] /Count {pages} >>".encode(),
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"]
-    objs += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
-             b"/Contents 4 0 R >>"] * pages
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for n, body in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += f"{n} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -221,14 +197,20 @@ def test_the_matrix_tab_leaves_no_temporary_file(server):
 
 
 # ------------------------------------------------------------------ 4 and 5: slow matrices
-def test_matrices_of_slow_pdfs_leave_a_chat_its_slot_and_busy_refusals_keep_no_upload(server):
-    # baselines, measured here: a chat's small text file, and one slow PDF's conversion (a chat with it)
+@pytest.fixture(scope="module")
+def timings(server) -> tuple[float, float]:
+    """Baselines measured on this machine now: a /v1 chat with a small text file, and with one slow PDF."""
     v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)  # warm-up
     t_note, r = v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)
     assert r.status_code == 200, r.text
     t_slow, r = v1_chat_with(server, "10.0.4.9", "slow.pdf", server.slow[0].read_bytes())
     assert r.status_code == 200, r.text
     assert t_slow > 4 * t_note, f"a slow PDF took {t_slow:.1f} s, a text file {t_note:.1f} s: not slow enough to test"
+    return t_note, t_slow
+
+
+def test_matrices_of_slow_pdfs_leave_a_chat_its_slot_and_busy_refusals_keep_no_upload(server, timings):
+    t_note, t_slow = timings
 
     a = Matrix(server, "10.0.4.1", refs(server, "10.0.4.1", server.slow[:2]))
     b = Matrix(server, "10.0.4.2", refs(server, "10.0.4.2", server.slow[2:]))
@@ -250,3 +232,37 @@ def test_matrices_of_slow_pdfs_leave_a_chat_its_slot_and_busy_refusals_keep_no_u
         a.cancel()
         b.cancel()
     TALLY.add(inputs=4)
+
+
+# ------------------------------------------------------------------ 5: a client killed mid-matrix
+def test_a_client_killed_mid_matrix_gives_its_slot_back_promptly(server, timings):
+    """The client's result stream is dropped while its matrix converts two slow PDFs: its slot was held until the
+    matrix's next update (every filing converted); now the event is cancelled when its reader goes away."""
+    ip = "10.0.8.1"
+    docs = refs(server, ip, server.slow[:2])
+    session = uuid.uuid4().hex[:11]
+    body = {"data": [docs, json.dumps(FIELD)], "fn_index": server.fns["matrix"], "session_hash": session,
+            "trigger_id": None, "event_data": None}
+    assert httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip),
+                      timeout=60).status_code == 200
+    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
+                      headers=client(ip), timeout=60) as s:
+        for line in s.iter_lines():
+            if "process_starts" in line:
+                break
+    time.sleep(1.0)  # converting the first slow PDF
+    killed = time.monotonic()
+    t0, last = time.monotonic(), None
+    while True:
+        out = _run(server, ip, {"data": [refs(server, ip, [server.note]), json.dumps(FIELD)],
+                                "fn_index": server.fns["matrix"], "session_hash": uuid.uuid4().hex[:11],
+                                "trigger_id": None, "event_data": None})
+        last = out
+        if out["success"]:
+            break
+        assert "already filling" in out["error"], out
+        assert time.monotonic() - t0 < timings[1] / 2, (f"the killed client's matrix still held its slot {time.monotonic() - killed:.0f} s "
+                                            f"after its stream was dropped; one slow PDF converts in {timings[1]:.0f} s")
+        time.sleep(0.5)
+    assert last["success"]
+    assert not any(Path(d["path"]).exists() for d in docs), "the killed matrix's uploads stayed on the server"

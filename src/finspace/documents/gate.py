@@ -15,7 +15,9 @@ the slots' queue.
 A chat's document has its own share: the Matrix converts its filings one after another (``bulk=True``), and
 all matrices together hold at most ``total - 1`` slots, so one slot is always left to the chats (with the
 default 2: matrices convert one filing at a time in all, a chat's document never waits behind them). Two
-matrices of slow PDFs held both slots and a 22-byte text file waited 40 s (issue 33, finding 4).
+matrices of slow PDFs held both slots and a 22-byte text file waited 40 s (issue 33, finding 4). A matrix's
+filing waits for the share up to ``BULK_WAITS`` x ``wait_s``: the share goes round the matrices filing by
+filing, so it waits for one conversion of each other matrix (each within its time bound), never the whole set.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import AsyncIterator
 
 from finspace.documents.limits import DocumentLimits
 from finspace.errors import Busy
+
+BULK_WAITS = 3  # a matrix's filing waits up to this many conversion bounds for the matrices' share
 
 
 class ConversionGate:
@@ -55,13 +59,14 @@ class ConversionGate:
         try:
             async with contextlib.AsyncExitStack() as held:
                 loop = asyncio.get_running_loop()
-                deadline = loop.time() + self.wait_s
+                wait_s = self.wait_s * (BULK_WAITS if bulk else 1)
+                deadline = loop.time() + wait_s
                 for sem in ((self._bulk, self._slots) if bulk else (self._slots,)):
                     try:
                         await asyncio.wait_for(sem.acquire(), max(0.0, deadline - loop.time()))
                     except (asyncio.TimeoutError, TimeoutError):
                         raise Busy(f"the server is converting {self.total} documents, its limit at once "
-                                   f"(FINSPACE_MAX_CONVERSIONS), and none finished within {self.wait_s:g} s; "
+                                   f"(FINSPACE_MAX_CONVERSIONS), and none finished within {wait_s:g} s; "
                                    "send the document again shortly", retry_after_s=10) from None
                     held.callback(sem.release)
                 yield
