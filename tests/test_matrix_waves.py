@@ -178,3 +178,50 @@ def test_the_chats_keep_a_conversion_slot_while_matrices_hold_theirs():
             pass
 
     asyncio.run(main())
+
+
+def test_a_document_is_counted_only_until_it_cannot_fit():
+    calls = []
+
+    def count(text):
+        calls.append(len(text))
+        return len(text.split())
+
+    text = " ".join(["word"] * 100_000)  # 500,000 characters
+    assert run.count_upto(count, text, limit=10**9, piece_chars=20_000) >= 100_000  # all of it: exact plus slack
+    assert run.count_upto(count, text, limit=10**9, piece_chars=20_000) <= 100_000 + len(text) // 19_000
+    calls.clear()
+    assert run.count_upto(count, text, limit=1_000, piece_chars=20_000) > 1_000
+    assert len(calls) == 1  # one piece told it: the rest is never counted
+    assert run.count_upto(count, "short text", limit=1_000) == 2
+
+
+def test_a_preparation_past_its_time_bound_stops_too():
+    """The tokenizer lane answers BadInput after its bound while its thread goes on: that thread must stop."""
+    counted, released = [], threading.Event()
+
+    class Bounded(FakeEngine):
+        async def measure(self, fn, *, size=None):
+            def count(text):
+                counted.append(text)
+                released.wait(5) if len(counted) == 2 else None
+                return len(text.split())
+
+            job = asyncio.ensure_future(asyncio.to_thread(fn, count))
+            try:
+                return await asyncio.wait_for(asyncio.shield(job), 0.3)
+            except asyncio.TimeoutError:
+                self.job = job
+                raise BadInput("templating and tokenizing this request took over 0.3 s") from None
+
+    async def main():
+        engine = Bounded(None)
+        result, _ = await fill(engine, [doc("d0", 10)])
+        released.set()
+        with contextlib.suppress(Exception):
+            await engine.job
+        return result, engine.job
+
+    result, job = asyncio.run(main())
+    assert "took over 0.3 s" in result.rows[0].error
+    assert isinstance(job.exception(), run.Stopped) and len(counted) == 2

@@ -10,6 +10,10 @@ Each test fails on the code before the fix and passes after:
    - A matrix refused as busy ("a matrix of yours is already filling", "2 matrices are filling") kept its upload.
    - Uploads per client: 180 MiB stored in 2.2 s; now bounded in number and bytes (429 naming the setting).
    - Each Matrix-tab document left an empty ``tmp*`` file in the upload folder.
+   - Big documents: 2 of 3.9 M characters x 12 fields; after the Cancel their preparation (counting, BM25 passages)
+     went on for a minute. Now it stops at its next count: the server's CPU after the Cancel is measured against
+     its CPU while the matrix prepared.
+   - A client killed mid-matrix kept its Matrix slot until the matrix's next update; now it is released at once.
 
 Clients are told apart by X-Forwarded-For: the server trusts 127.0.0.1 as its proxy (FINSPACE_TRUSTED_PROXIES).
 """
@@ -24,6 +28,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from helpers import demo_entry
@@ -46,9 +51,9 @@ def server(tmp_path_factory, model_dir):
     uploads.mkdir()
     env = {"GRADIO_TEMP_DIR": str(uploads), "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
            "FINSPACE_CPU_KV_CACHE_MIB": "64", "FINSPACE_MATRIX_REPLY_TOKENS": "64",
-           "FINSPACE_UPLOAD_CLIENT_FILES": "6", "FINSPACE_UPLOAD_CLIENT_MIB": "4"}
+           "FINSPACE_UPLOAD_CLIENT_FILES": "6", "FINSPACE_UPLOAD_CLIENT_MIB": "8"}
     srv = start_server(root, {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=8)},
-                       env=env)
+                       env=env, timeout=900)  # this machine is shared: the engine's start may be slow
     srv.uploads = uploads
     srv.slow = [slow_pdf(root / f"slow-{i}.pdf") for i in range(4)]
     srv.note = root / "note.txt"
@@ -166,8 +171,8 @@ def _run(server, ip: str, body: dict) -> dict:
 
 # ------------------------------------------------------------------ 5: uploads per client
 def test_uploads_a_client_holds_are_bounded_in_number_and_bytes(server):
-    """This server: 6 files or 4 MiB per client at once (FINSPACE_UPLOAD_CLIENT_FILES / _MIB)."""
-    big = [(f"big-{i}.txt", b"x" * (3 * MIB // 2)) for i in range(3)]
+    """This server: 6 files or 8 MiB per client at once (FINSPACE_UPLOAD_CLIENT_FILES / _MIB)."""
+    big = [(f"big-{i}.txt", b"x" * (3 * MIB)) for i in range(3)]
     assert upload(server, "10.0.6.1", big[:2]).status_code == 200
     r = upload(server, "10.0.6.1", big[2:])
     assert r.status_code == 429 and "FINSPACE_UPLOAD_CLIENT_MIB" in r.json()["error"], r.text
@@ -266,3 +271,40 @@ def test_a_client_killed_mid_matrix_gives_its_slot_back_promptly(server, timings
         time.sleep(0.5)
     assert last["success"]
     assert not any(Path(d["path"]).exists() for d in docs), "the killed matrix's uploads stayed on the server"
+
+
+# ------------------------------------------------------------------ 5: big documents, cancelled
+def _cpu(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def test_a_cancelled_matrix_of_big_documents_stops_its_preparation(server, timings):
+    """2 documents of 3.9 M characters x 12 fields: the cells' preparation (token counts, BM25 passages for each
+    field) runs in the server's tokenizer threads. After the Cancel it must stop, not run on for a minute."""
+    ip = "10.0.9.1"
+    words = ("Revenue rose in fiscal 2024 while operating costs fell and the auditor signed the report. " * 43_000)
+    texts = [words[:3_900_000], words[7:3_900_007]]
+    r = upload(server, ip, [(f"big-{i}.txt", t.encode()) for i, t in enumerate(texts)])
+    assert r.status_code == 200, r.text
+    docs = [{"path": p, "url": None, "orig_name": f"big-{i}.txt", "meta": {"_type": "gradio.FileData"}}
+            for i, p in enumerate(r.json())]
+    fields = [{"name": f"Field {i}", "type": "text", "instruction": f"The {i}th fact about revenue"} for i in range(12)]
+    pid = server.proc.pid
+    m = Matrix(server, ip, docs, fields=fields)
+    try:
+        time.sleep(3 * timings[0] + 2.0)  # the two text files converted: the preparation is under way
+        window = max(5.0, 2 * timings[0])
+        c0 = _cpu(pid)
+        time.sleep(window)
+        during = _cpu(pid) - c0
+        assert not m.first.is_set() and not m.done.is_set(), "the big documents' preparation was already over"
+    finally:
+        m.cancel()
+    time.sleep(window)  # what was running when cancelled finishes (one count, one field's passages)
+    c0 = _cpu(pid)
+    time.sleep(window)
+    after = _cpu(pid) - c0
+    assert during > 0.3 * window, f"the server used {during:.1f} CPU s in {window:.0f} s while preparing: not busy"
+    assert after < during / 4, (f"after the Cancel the server still used {after:.1f} CPU s in {window:.0f} s "
+                                f"({during:.1f} s while the matrix prepared)")

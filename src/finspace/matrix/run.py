@@ -36,6 +36,9 @@ from finspace.matrix.verify import verify
 from finspace.matrix.waves import Waves, cost
 
 
+COUNT_PIECE_CHARS = 20_000
+
+
 class Stopped(Exception):
     """The matrix ended while a document was being prepared: its preparation stops at the next count."""
 
@@ -48,20 +51,35 @@ class Prepared:
     kv_tokens: int  # what its cells hold in the KV cache together (waves.cost)
 
 
+def count_upto(count: Any, text: str, limit: int, piece_chars: int = COUNT_PIECE_CHARS) -> int:
+    """``text``'s tokens, counted a piece at a time (cut at whitespace, a token of slack each) and only until they
+    pass ``limit``: a 3.9 M-character document is one uninterruptible 30-s call otherwise, though a few thousand
+    characters already tell that it does not fit whole."""
+    total, start = 0, 0
+    while start < len(text) and total <= limit:
+        end = len(text) if len(text) - start <= piece_chars else text.rfind(" ", start + 1, start + piece_chars) + 1
+        end = end if end > start else start + piece_chars
+        total += count(text[start:end]) + (1 if end < len(text) else 0)
+        start = end
+    return total
+
+
 async def _prepare(engine: Any, row: int, doc: Document, fields: Sequence[MatrixField], reply_tokens: int,
                    stop: threading.Event) -> Prepared:
     """Each field's prompt for ``doc`` and their KV tokens, in the tokenizer's thread (one call per document).
-    ``stop`` set: the work ends at its next count (Stopped), so a cancelled matrix leaves no tokenizing behind."""
+    ``stop`` set, or this preparation given up (its time bound, a cancel): the work ends at its next count
+    (Stopped), so a cancelled or failed matrix leaves no tokenizing behind."""
     budget = prompt.budget(engine.max_model_len, reply_tokens)
     room = prompt.TEMPLATE_ROOM_TOKENS
+    given_up = threading.Event()
 
     def build(count: Any) -> Prepared:
         def counted(text: str) -> int:
-            if stop.is_set():
+            if stop.is_set() or given_up.is_set():
                 raise Stopped
             return count(text)
 
-        rules, block = counted(prompt.RULES), counted(prompt.document_block(doc))
+        rules, block = counted(prompt.RULES), count_upto(counted, prompt.document_block(doc), budget)
         asks = [counted(prompt.field_message(f)) for f in fields]
         prompts = [prompt.cell_prompt(doc, f, budget, counted, whole_tokens=block + max(asks)) for f in fields]
         if all(cp.whole for cp in prompts):  # one prefix, shared by the document's cells
@@ -70,7 +88,10 @@ async def _prepare(engine: Any, row: int, doc: Document, fields: Sequence[Matrix
             kv = cost(0, [rules + counted(cp.document) + a + reply_tokens + room for cp, a in zip(prompts, asks)])
         return Prepared(row, doc, prompts, kv)
 
-    return await engine.measure(build, size=len(prompt.document_block(doc)))
+    try:
+        return await engine.measure(build, size=len(prompt.document_block(doc)))
+    finally:
+        given_up.set()
 
 
 async def _cell(engine: Any, doc: Document, field: MatrixField, cp: prompt.CellPrompt,
