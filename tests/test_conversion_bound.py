@@ -24,20 +24,22 @@ def test_the_bound_grows_with_the_pages_up_to_the_whole_files():
 
 
 def test_a_short_pdf_that_spins_is_stopped_by_its_pages_bound(tmp_path):
-    lim = replace(DocumentLimits(), convert_timeout_s=120.0, convert_base_s=0.5, convert_page_s=0.5)
+    lim = replace(DocumentLimits(), convert_timeout_s=240.0)
     folder = tmp_path / "uploads"
     folder.mkdir()
-    # a quick one first: the child's start-up on this machine, the baseline
+    # a quick one first, under the whole-file bound: what a 2-page PDF takes on this machine now, the baseline
     t0 = time.monotonic()
     doc = asyncio.run(convert_upload(str(slow_pdf(folder / "quick.pdf", pages=2, operators=40)), "quick.pdf", lim,
                                      str(folder)))
     quick = time.monotonic() - t0
     assert len(doc.pages) == 2
-    # 2 pages, each drawing 400,000 operators: minutes of extraction, bounded at 0.5 + 2 x 0.5 s
+    # 2 pages, each drawing 400,000 operators: minutes of extraction, bounded by its pages at a few times the
+    # quick one's whole time
+    lim = replace(lim, convert_base_s=2 * quick, convert_page_s=quick)
     spin = slow_pdf(folder / "spin.pdf", pages=2, operators=400_000)
     t0 = time.monotonic()
-    with pytest.raises(BadInput, match=r"took longer than 1\.5 s, the limit for its 2 pages \(FINSPACE_DOCUMENT_PAGE_S\)"):
+    with pytest.raises(BadInput, match=r"took longer than [0-9.]+ s, the limit for its 2 pages \(FINSPACE_DOCUMENT_PAGE_S\)"):
         asyncio.run(convert_upload(str(spin), "spin.pdf", lim, str(folder)))
     took = time.monotonic() - t0
-    assert took < quick + lim.convert_timeout_s / 4, f"stopped after {took:.1f} s (a quick PDF: {quick:.1f} s)"
+    assert took < 6 * quick + lim.convert_timeout_s / 4, f"stopped after {took:.1f} s (a quick PDF: {quick:.1f} s)"
     assert not spin.exists()

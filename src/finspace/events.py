@@ -147,8 +147,12 @@ class EventTracker:
     @staticmethod
     def _has_task(ev: _Event) -> bool:
         """Whether the event is running now (Gradio names its task after the event id)."""
+        try:
+            tasks = asyncio.all_tasks()
+        except RuntimeError:  # no serving loop: nothing runs
+            return False
         suffix = f"<gradio-sep>{ev.event_id}"
-        return any(t.get_name().endswith(suffix) and not t.done() for t in asyncio.all_tasks())
+        return any(t.get_name().endswith(suffix) and not t.done() for t in tasks)
 
     async def _cancel(self, ev: _Event) -> None:
         self._events.pop(ev.event_id, None)
