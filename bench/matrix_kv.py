@@ -58,27 +58,29 @@ class _Unknown:
         return getattr(self._engine, name)
 
 
-def _prefix_counters() -> tuple[float, float]:
+def _counters() -> tuple[float, float, float]:
+    """vLLM's own counters: prefix-cache queries and hits (tokens), and preemptions (requests)."""
     from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
 
     got = {m.name: m.value for m in get_metrics_snapshot() if isinstance(m, Counter)}
-    return got.get("vllm:prefix_cache_queries", 0.0), got.get("vllm:prefix_cache_hits", 0.0)
+    return (got.get("vllm:prefix_cache_queries", 0.0), got.get("vllm:prefix_cache_hits", 0.0),
+            got.get("vllm:num_preemptions", 0.0))
 
 
-async def _fill(engine, docs, fields, tokens: int) -> tuple[float, float, int]:
-    """(seconds, prompt tokens computed, cells done) for one matrix."""
+async def _fill(engine, docs, fields, tokens: int) -> tuple[float, float, float, int]:
+    """(seconds, prompt tokens computed, preemptions, cells done) for one matrix."""
     from finspace.matrix import run
     from finspace.matrix.table import MatrixResult, Row
 
     result = MatrixResult(fields, tuple(Row(d.name, len(d.pages)) for d in docs))
-    q0, h0 = _prefix_counters()
+    q0, h0, p0 = _counters()
     t0 = time.perf_counter()
     async with contextlib.aclosing(run.fill(engine, result, docs, reply_tokens=tokens)) as cells:
         async for _ in cells:
             pass
     seconds = time.perf_counter() - t0
-    q1, h1 = _prefix_counters()
-    return seconds, (q1 - q0) - (h1 - h0), result.done
+    q1, h1, p1 = _counters()
+    return seconds, (q1 - q0) - (h1 - h0), p1 - p0, result.done
 
 
 def main(args, model_path: Path, catalog: Path, model_key: str, context: int, field_specs: list[dict]) -> int:
@@ -104,7 +106,7 @@ def main(args, model_path: Path, catalog: Path, model_key: str, context: int, fi
 
     engine = Engine(load_catalog(catalog), MemoryMonitor(nvml=None), cpu_kv_cache_bytes=pool_tokens * per_token)
     modes = {"at once": lambda e: _Unknown(e), "waves": lambda e: e}
-    got: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    got: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
 
     async def go() -> None:
         await engine.load(model_key)
@@ -114,12 +116,12 @@ def main(args, model_path: Path, catalog: Path, model_key: str, context: int, fi
                 order = list(modes) if r % 2 else list(reversed(modes))
                 for m in order:
                     docs = [document(f"r{r}-{m[0]}-{i}", sentences) for i in range(args.docs)]
-                    seconds, computed, done = await _fill(modes[m](engine), docs, fields, args.tokens)
+                    seconds, computed, preempted, done = await _fill(modes[m](engine), docs, fields, args.tokens)
                     assert done == len(docs) * len(fields), (m, done)
                     print(f"round {r}{' (warm-up)' if not r else ''} {m:8} {seconds:7.2f} s, "
-                          f"prompt tokens computed {computed:,.0f}")
+                          f"prompt tokens computed {computed:,.0f}, preemptions {preempted:.0f}")
                     if r:
-                        got[m].append((seconds, computed))
+                        got[m].append((seconds, computed, preempted))
         finally:
             await engine.close()
 
@@ -128,8 +130,8 @@ def main(args, model_path: Path, catalog: Path, model_key: str, context: int, fi
     prefill = [a[1] / max(1.0, w[1]) for a, w in zip(got["at once"], got["waves"])]
     print(f"{args.docs} documents x {len(fields)} fields, max_tokens {args.tokens}, KV pool for {args.kv_docs}:")
     for m in modes:
-        print(f"  {m:8} {statistics.median(s for s, _ in got[m]):8.2f} s   prompt tokens computed "
-              f"{statistics.median(c for _, c in got[m]):10,.0f}   rounds: "
-              f"{', '.join(f'{s:.2f}' for s, _ in got[m])}")
+        print(f"  {m:8} {statistics.median(s for s, _, _ in got[m]):8.2f} s   prompt tokens computed "
+              f"{statistics.median(c for _, c, _ in got[m]):10,.0f}   preemptions "
+              f"{statistics.median(p for _, _, p in got[m]):5.0f}   rounds: {', '.join(f'{s:.2f}' for s, _, _ in got[m])}")
     print(f"waves_speedup={statistics.median(speed):.2f} prefill_at_once_over_waves={statistics.median(prefill):.2f}")
     return 0

@@ -109,19 +109,20 @@ class MatrixHandlers:
             raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
 
 
-class FilingsFile(gr.File):
-    """gr.File that hands the event the uploaded paths as they are. gr.File's own (gradio 6.31,
-    components/file.py ``_process_single_file``) makes an empty NamedTemporaryFile in the upload folder for each
-    file and never removes it: a Matrix of 20 filings left 20 empty ``tmp*`` files behind."""
+def hand_over_paths(component: gr.File):
+    """``component`` (a gr.File) hands the event the uploaded paths as they are. gr.File's own preprocessing
+    (gradio 6.31, components/file.py ``_process_single_file``) makes an empty NamedTemporaryFile in the upload
+    folder for each file and never removes it: a Matrix of 20 filings left 20 empty ``tmp*`` files behind. Set on
+    the instance: a subclass of a Gradio component makes Gradio write a .pyi file beside this module."""
+    from gradio.utils import NamedString
 
-    is_template = True  # the page draws it as a gr.File
-
-    def _process_single_file(self, f: Any) -> Any:
-        from gradio.utils import NamedString
-
-        if self.file_types and not gradio_client.utils.is_valid_file(f.path, self.file_types):
-            raise gr.Error(f"upload one of {', '.join(self.file_types)}", print_exception=False)
+    def as_given(f: Any) -> Any:
+        if component.file_types and not gradio_client.utils.is_valid_file(f.path, component.file_types):
+            raise gr.Error(f"upload one of {', '.join(component.file_types)}", print_exception=False)
         return NamedString(f.path)
+
+    component._process_single_file = as_given
+    return component
 
 
 def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
@@ -132,8 +133,8 @@ def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
                 "was read from, and is checked against that page. " + legend())
     with gr.Row():
         with gr.Column(scale=2):
-            files = FilingsFile(label=f"Filings (up to {svc.matrix.limits.max_documents})", file_count="multiple",
-                            file_types=sorted(KINDS), elem_id="matrix-files")
+            files = hand_over_paths(gr.File(label=f"Filings (up to {svc.matrix.limits.max_documents})",
+                                            file_count="multiple", file_types=sorted(KINDS), elem_id="matrix-files"))
         with gr.Column(scale=3):
             preset = gr.Dropdown(labels, value=labels[0], label="Fields preset", elem_id="matrix-preset")
             fields = gr.Code(fields_json(svc, labels[0]), language="json", label="Fields (name, type, instruction)",
