@@ -2,6 +2,10 @@
 (a) sent one at a time, and (b) sent concurrently to vLLM's own server with response_format.
 
     .venv/bin/python bench/matrix.py [--docs 8] [--tokens 64] [--rounds 2]
+    .venv/bin/python bench/matrix.py --kv-docs 2 [--docs 6] [--doc-sentences 24]   (bench/matrix_kv.py)
+
+With --kv-docs N it compares instead, in one process on finspace's Engine, the Matrix's cells sent by document in
+waves that fit the KV cache against every cell at once, on a KV pool that holds N documents (bench/matrix_kv.py).
 
 The model is the catalogue's `demo` (bench-llama, random weights; --model-dir for another checkpoint), served
 with max_model_len 4,096, float32, enforce_eager and the same KV pool everywhere. Each document is a 3-page PDF
@@ -137,11 +141,17 @@ def main() -> int:
     ap.add_argument("--kv-mib", type=int, default=512)
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--model-dir", type=Path, help="a checkpoint to use instead of the generated demo")
+    ap.add_argument("--kv-docs", type=int, help="waves against all at once, on a KV pool for this many documents")
+    ap.add_argument("--doc-sentences", type=int, default=24, help="--kv-docs: each document's sentences")
     args = ap.parse_args()
     install_cleanup()
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="finspace-bench-matrix-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     model_path, catalog = prepare(workdir, args.model_dir)
+    if args.kv_docs:
+        import matrix_kv
+
+        return matrix_kv.main(args, model_path, catalog, MODEL_KEY, CONTEXT, FIELDS)
     rounds = [make_documents(workdir / "docs", args.docs, r) for r in range(args.rounds + 1)]  # 0: warm-up
     times: dict[str, list[float]] = {"matrix": [], "cells": [], "serial": [], "vllm": []}
     tokens: dict[str, int] = {}

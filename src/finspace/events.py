@@ -46,6 +46,7 @@ class EventTracker:
         self._open: dict[str, int] = {}  # session -> result streams open now
         self._admitting: dict[str, int] = {}  # client -> joins admitted and not yet answered by Gradio
         self.cancelled = 0
+        self._cancelling: set[asyncio.Task] = set()  # cancels of events whose reader went away, under way
 
     def attach(self, queue: Any) -> None:
         self.queue = queue
@@ -104,15 +105,21 @@ class EventTracker:
 
     def stream_closed(self, session: str) -> None:
         """The session's last result stream ended: its events no longer count. Delivered ones are done; Gradio
-        cleans up what a closed stream leaves (and cancels its running events), but keeps their ids, so they
-        would count against the client forever: a page reloaded a few times would be refused."""
+        cleans up what a closed stream leaves, but keeps their ids, so they would count against the client
+        forever: a page reloaded a few times would be refused. An event still running has lost its reader (the
+        client was killed, the page closed): it is cancelled now. Gradio only marks it, and stops it at its next
+        update, which for a Matrix converting its filings came minutes later, its slot held all that while."""
         n = self._open.get(session, 0) - 1
         if n > 0:
             self._open[session] = n
             return
         self._open.pop(session, None)
         for eid in [eid for eid, ev in self._events.items() if ev.session == session and ev.streamed]:
-            del self._events[eid]
+            ev = self._events.pop(eid)
+            if self._alive(ev) and self._has_task(ev):
+                task = asyncio.get_running_loop().create_task(self._cancel(ev))
+                self._cancelling.add(task)
+                task.add_done_callback(self._cancelling.discard)
 
     def has_session(self, session: str) -> bool:
         """Whether Gradio's queue holds messages for ``session`` (True before the queue is attached): a stream
@@ -136,6 +143,16 @@ class EventTracker:
         for ev in late:
             await self._cancel(ev)
         return len(late)
+
+    @staticmethod
+    def _has_task(ev: _Event) -> bool:
+        """Whether the event is running now (Gradio names its task after the event id)."""
+        try:
+            tasks = asyncio.all_tasks()
+        except RuntimeError:  # no serving loop: nothing runs
+            return False
+        suffix = f"<gradio-sep>{ev.event_id}"
+        return any(t.get_name().endswith(suffix) and not t.done() for t in tasks)
 
     async def _cancel(self, ev: _Event) -> None:
         self._events.pop(ev.event_id, None)

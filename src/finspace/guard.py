@@ -205,6 +205,7 @@ class Guard:
                  tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
                  upload_bytes: int = 0, upload_files: int = 1, upload_file_bytes: int | None = None,
                  document_events: Callable[[], Collection[int]] = frozenset, mcp_bytes: int = 0,
+                 held: uploads.Held | None = None,
                  upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
@@ -221,6 +222,7 @@ class Guard:
         self.upload_file_bytes = upload_file_bytes
         self.upload_types = upload_types
         self.mcp_bytes = mcp_bytes or limits.event_body_bytes
+        self.held = held  # uploaded files per client, bounded (None: unbounded)
         self.scrub = PathScrubber()
 
     async def __call__(self, scope, receive, send):
@@ -273,10 +275,15 @@ class Guard:
                     self.tracker.settle(client)
             elif path == UPLOAD:
                 try:
-                    uploads.check(body, headers.get("content-type", ""), self.upload_types, self.upload_files,
-                                  self.upload_file_bytes)
+                    stored = uploads.check_parts(body, headers.get("content-type", ""), self.upload_types,
+                                                 self.upload_files, self.upload_file_bytes)
                 except uploads.BadUpload as exc:
                     raise Refusal(413 if isinstance(exc, uploads.TooLarge) else 400, str(exc)) from None
+                if self.held is not None:
+                    reservation, refusal = self.held.admit(client, [size for _name, size in stored])
+                    if refusal:
+                        raise Refusal(429, refusal, {"Retry-After": "10"})
+                    return await self._upload(scope, _replay(body, receive), send, client, reservation)
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)
@@ -369,6 +376,25 @@ class Guard:
                     event_id = None
         finally:
             self.tracker.settle(client, event_id if isinstance(event_id, str) else None, session)
+
+    async def _upload(self, scope, receive, send, client: str, reservation: list) -> None:
+        """Gradio's upload route, its answer (the stored paths) held against the client's bound."""
+        captured: list[bytes] = []
+        status = [0]
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body" and status[0] == 200:
+                captured.append(message.get("body", b""))
+            await send(message)
+
+        answer = None
+        try:
+            await downstream(self.app, scope, receive, capture, scope["path"], self.scrub)
+            answer = b"".join(captured) if status[0] == 200 else None
+        finally:
+            self.held.settle(client, reservation, answer)
 
     async def _stream(self, scope, receive, send, session: str):
         if not self.tracker.has_session(session):

@@ -42,6 +42,7 @@ from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
 from finspace.clients import request_client
+from finspace import uploads
 from finspace.guard import EventTracker, Guard
 from finspace.mcp_server.endpoint import MCP_PATH, McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
@@ -234,6 +235,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
                        upload_file_bytes=settings.documents.max_bytes,
                        upload_bytes=upload_body_bound(settings),
                        upload_types=tuple(sorted(KINDS)),
+                       held=uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes),
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
 

@@ -134,6 +134,9 @@ class Limits:
     token_window_s: float = 60.0  # ...within this window, then 429 until it has passed
     # peers whose X-Forwarded-For names the client (addresses, CIDR blocks, or "*" for any: a Space's proxy)
     trusted_proxies: tuple[str, ...] = ()
+    # uploaded documents a client holds on the server at once, not yet read by a chat or a matrix (finspace.uploads)
+    upload_client_files: int = 40  # FINSPACE_UPLOAD_CLIENT_FILES: two full matrices' filings
+    upload_client_bytes: int = 128 << 20  # FINSPACE_UPLOAD_CLIENT_MIB: two of the Matrix tab's largest uploads
 
     @property
     def trust_proxy(self) -> bool:
@@ -242,6 +245,9 @@ class Settings:
             max_connections=_int(env, "FINSPACE_MAX_CONNECTIONS", Limits.max_connections, 8, 1_000_000),
             token_failures=_int(env, "FINSPACE_TOKEN_FAILURES", Limits.token_failures, 1, 1_000_000),
             trusted_proxies=_trusted_proxies(env, space_id),
+            upload_client_files=_int(env, "FINSPACE_UPLOAD_CLIENT_FILES", Limits.upload_client_files, 1, 100_000),
+            upload_client_bytes=_int(env, "FINSPACE_UPLOAD_CLIENT_MIB", Limits.upload_client_bytes >> 20, 1,
+                                     1 << 20) << 20,
         )
         return cls(
             host=(env.get("FINSPACE_HOST") or "0.0.0.0").strip(),
@@ -279,6 +285,7 @@ class Settings:
                 max_pages=_int(env, "FINSPACE_DOCUMENT_MAX_PAGES", DocumentLimits.max_pages, 1, 100_000),
                 convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s,
                                          1, 3600),
+                convert_page_s=_float(env, "FINSPACE_DOCUMENT_PAGE_S", DocumentLimits.convert_page_s, 0.01, 600),
                 max_conversions=_int(env, "FINSPACE_MAX_CONVERSIONS", DocumentLimits.max_conversions, 1, 64),
                 max_conversions_per_client=_int(env, "FINSPACE_MAX_CONVERSIONS_PER_CLIENT",
                                                 DocumentLimits.max_conversions_per_client, 1, 64)),

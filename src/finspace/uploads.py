@@ -10,10 +10,17 @@ guard's checks (how many files, a document's extension, few parts) hold for exac
 Gradio would store: ``filename ="x"``, a repeated ``filename``, an RFC 2231/5987
 ``filename*=`` (which python-multipart ignores) or a hundred parts are judged as the
 parser sees them, never by a pattern over the raw bytes.
+
+``Held`` bounds what each client keeps stored: uploaded documents not yet read (a chat or a matrix deletes its
+upload once converted), in number and bytes (FINSPACE_UPLOAD_CLIENT_FILES, FINSPACE_UPLOAD_CLIENT_MIB). One
+client stored 180 MiB in 2.2 s, three uploads of 20 x 3 MiB that only Gradio's 10-minute sweep removed.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +110,13 @@ def stored_name(filename: str) -> str:
 
 def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1,
           max_file_bytes: int | None = None) -> list[str]:
-    """The documents' stored names, or BadUpload naming the fix: 1 to ``max_files`` file parts (the chat takes
+    """The documents' stored names (``check_parts``)."""
+    return [name for name, _size in check_parts(body, content_type, types, max_files, max_file_bytes)]
+
+
+def check_parts(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1,
+                max_file_bytes: int | None = None) -> list[tuple[str, int]]:
+    """The documents' (stored name, bytes), or BadUpload naming the fix: 1 to ``max_files`` file parts (the chat takes
     one document; the Matrix tab sends its filings in one upload), each with a document's extension and at most
     ``max_file_bytes`` (TooLarge), and at most MAX_FIELDS other parts."""
     files = [p for p in parts(body, content_type, max_files + MAX_FIELDS) if p.filename is not None]
@@ -120,4 +133,58 @@ def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int
         if max_file_bytes is not None and f.size > max_file_bytes:
             raise TooLarge(f"{name[-60:]!r} is {f.size / (1 << 20):.1f} MiB: a document may be "
                            f"{max_file_bytes >> 20} MiB at most (FINSPACE_DOCUMENT_MAX_MIB)")
-    return names
+    return [(name, f.size) for name, f in zip(names, files, strict=True)]
+
+
+class Held:
+    """Uploaded files each client holds in the upload folder, bounded in number and bytes. ``admit`` reserves
+    an upload's place before Gradio stores it (so simultaneous uploads see each other), ``settle`` swaps the
+    reservation for the paths Gradio answered with; a path that is gone (read and deleted, or swept) no longer
+    counts."""
+
+    def __init__(self, max_files: int, max_bytes: int):
+        self.max_files, self.max_bytes = max_files, max_bytes
+        self._held: dict[str, dict[object, tuple[str | None, int]]] = {}  # client -> key -> (path, bytes)
+        self._keys = itertools.count()
+
+    def _live(self, client: str) -> dict[object, tuple[str | None, int]]:
+        held = self._held.get(client, {})
+        for key, (path, _size) in list(held.items()):
+            if path is not None and not os.path.exists(path):
+                del held[key]
+        if not held:
+            self._held.pop(client, None)
+        return held
+
+    def admit(self, client: str, sizes: list[int]) -> tuple[list[object], str | None]:
+        """(a reservation, None), or (None, the refusal naming the bound) when these files would pass it."""
+        held = self._live(client)
+        files, size = len(held) + len(sizes), sum(s for _p, s in held.values()) + sum(sizes)
+        if files > self.max_files:
+            return [], (f"you hold {len(held)} uploaded document(s) not yet used; a client may hold "
+                          f"{self.max_files} (FINSPACE_UPLOAD_CLIENT_FILES): use them in a chat or a matrix, or "
+                          "wait for them to be removed")
+        if size > self.max_bytes:
+            return [], (f"your uploaded documents not yet used would take {size / (1 << 20):.1f} MiB; a client may "
+                          f"hold {self.max_bytes >> 20} MiB (FINSPACE_UPLOAD_CLIENT_MIB): use them in a chat or a "
+                          "matrix first, or upload fewer")
+        keys = [next(self._keys) for _ in sizes]
+        self._held.setdefault(client, {}).update({k: (None, s) for k, s in zip(keys, sizes)})
+        return keys, None
+
+    def settle(self, client: str, reservation: list[object], answer: bytes | None) -> None:
+        """Replace the reservation by the stored paths Gradio answered (``answer`` None: it failed)."""
+        held = self._held.get(client, {})
+        sizes = [held.pop(k, (None, 0))[1] for k in reservation]
+        try:
+            paths = json.loads(answer) if answer else []
+        except ValueError:
+            paths = []
+        if isinstance(paths, list):
+            for path, size in zip(paths, sizes):
+                if isinstance(path, str):
+                    held[next(self._keys)] = (path, size)
+        if held:
+            self._held[client] = held
+        else:
+            self._held.pop(client, None)

@@ -11,6 +11,13 @@ take the machine's memory. The gate, on every way in (the page's chat box, /chat
 
 So the children's peak stays under ``total`` x the child's cap, and one client holds at most ``per_client`` of
 the slots' queue.
+
+A chat's document has its own share: the Matrix converts its filings one after another (``bulk=True``), and
+all matrices together hold at most ``total - 1`` slots, so one slot is always left to the chats (with the
+default 2: matrices convert one filing at a time in all, a chat's document never waits behind them). Two
+matrices of slow PDFs held both slots and a 22-byte text file waited 40 s (issue 33, finding 4). A matrix's
+filing waits for the share up to ``BULK_WAITS`` x ``wait_s``: the share goes round the matrices filing by
+filing, so it waits for one conversion of each other matrix (each within its time bound), never the whole set.
 """
 
 from __future__ import annotations
@@ -23,11 +30,14 @@ from typing import AsyncIterator
 from finspace.documents.limits import DocumentLimits
 from finspace.errors import Busy
 
+BULK_WAITS = 3  # a matrix's filing waits up to this many conversion bounds for the matrices' share
+
 
 class ConversionGate:
     def __init__(self, total: int, per_client: int, wait_s: float):
         self.total, self.per_client, self.wait_s = total, per_client, wait_s
         self._slots: asyncio.Semaphore | None = None  # made in the serving loop, on first use
+        self._bulk: asyncio.Semaphore | None = None  # the matrices' share of the slots: total - 1 (at least 1)
         self._held: Counter[str] = Counter()  # running or waiting, per client
 
     @classmethod
@@ -35,26 +45,31 @@ class ConversionGate:
         return cls(limits.max_conversions, limits.max_conversions_per_client, limits.convert_timeout_s)
 
     @contextlib.asynccontextmanager
-    async def slot(self, client: str | None) -> AsyncIterator[None]:
-        """Hold one conversion slot for ``client`` (Busy when its bound or the wait is past)."""
+    async def slot(self, client: str | None, bulk: bool = False) -> AsyncIterator[None]:
+        """Hold one conversion slot for ``client`` (Busy when its bound or the wait is past); ``bulk``: a matrix's
+        filing, which takes a slot only within the matrices' share."""
         key = client or "local"
         if self._held[key] >= self.per_client:
             raise Busy(f"you already have {self._held[key]} document(s) converting; the limit is {self.per_client} "
                        "per client at a time (FINSPACE_MAX_CONVERSIONS_PER_CLIENT): wait for them to finish")
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.total)
+            self._bulk = asyncio.Semaphore(max(1, self.total - 1))
         self._held[key] += 1
         try:
-            try:
-                await asyncio.wait_for(self._slots.acquire(), self.wait_s)
-            except (asyncio.TimeoutError, TimeoutError):
-                raise Busy(f"the server is converting {self.total} documents, its limit at once "
-                           f"(FINSPACE_MAX_CONVERSIONS), and none finished within {self.wait_s:g} s; "
-                           "send the document again shortly", retry_after_s=10) from None
-            try:
+            async with contextlib.AsyncExitStack() as held:
+                loop = asyncio.get_running_loop()
+                wait_s = self.wait_s * (BULK_WAITS if bulk else 1)
+                deadline = loop.time() + wait_s
+                for sem in ((self._bulk, self._slots) if bulk else (self._slots,)):
+                    try:
+                        await asyncio.wait_for(sem.acquire(), max(0.0, deadline - loop.time()))
+                    except (asyncio.TimeoutError, TimeoutError):
+                        raise Busy(f"the server is converting {self.total} documents, its limit at once "
+                                   f"(FINSPACE_MAX_CONVERSIONS), and none finished within {wait_s:g} s; "
+                                   "send the document again shortly", retry_after_s=10) from None
+                    held.callback(sem.release)
                 yield
-            finally:
-                self._slots.release()
         finally:
             self._held[key] -= 1
             if self._held[key] <= 0:

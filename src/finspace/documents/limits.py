@@ -20,11 +20,21 @@ class DocumentLimits:
     max_unpacked_bytes: int = 200 * MIB  # a DOCX/XLSX (a zip) unpacked: a zip bomb stops here
     max_chars: int = 4_000_000  # text after conversion (a 10-K is about 600,000 characters)
     convert_timeout_s: float = 60.0  # the converter process is killed after this (FINSPACE_DOCUMENT_TIMEOUT_S)
+    # ...and a PDF's sooner, by its pages: convert_base_s + convert_page_s per page (FINSPACE_DOCUMENT_PAGE_S), so a
+    # file of a few pages that makes the parser spin is stopped in seconds, not after the whole-file bound
+    convert_base_s: float = 10.0
+    convert_page_s: float = 0.5
     # converter processes at once (FINSPACE_MAX_CONVERSIONS): each may take 4 GiB of address space, so 2 keep the
     # children's peak under 8 GiB beside the app (a 62 GB Space, a 24 GB machine); a conversion past it waits
     # up to convert_timeout_s for a slot, then gets 429
     max_conversions: int = 2
     max_conversions_per_client: int = 1  # running or waiting, per client address; past it 429 at once
+
+    def convert_bound_s(self, pages: int | None) -> float:
+        """The conversion's time bound: by its pages when they are known (a PDF's), never past the whole file's."""
+        if pages is None:
+            return self.convert_timeout_s
+        return min(self.convert_timeout_s, self.convert_base_s + self.convert_page_s * max(0, pages))
 
     @property
     def upload_body_bytes(self) -> int:

@@ -4,8 +4,9 @@
 real path: no link or ``..`` leads out), runs finspace.documents.convert in a
 child process of this one (``python -m finspace.documents.upload``; same process
 group, no new session) that may use at most ``CHILD_MEMORY_BYTES`` of address
-space and is killed after ``limits.convert_timeout_s``: a PDF that makes a parser
-spin or balloon costs that child, never the server. The uploaded file is deleted
+space and is killed after ``limits.convert_timeout_s``, or for a PDF after its pages' bound
+(``limits.convert_bound_s``: the child says how many pages it has before it reads them): a PDF that makes a
+parser spin or balloon costs that child, never the server, and a short one is stopped in seconds. The uploaded file is deleted
 afterwards, whatever happened; the child writes nothing (its answer is JSON on
 stdout).
 """
@@ -64,16 +65,30 @@ async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "finspace.documents.upload", path, name, json.dumps(dataclasses.asdict(limits)),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    loop = asyncio.get_running_loop()
+    bound, pages = limits.convert_timeout_s, None
+    deadline = loop.time() + bound
+    errors = asyncio.ensure_future(proc.stderr.read())
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), limits.convert_timeout_s)
+        head = await asyncio.wait_for(proc.stdout.readline(), bound)  # {"pages": N or null}, a short line
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            pages = int(json.loads(head)["pages"])
+            if limits.convert_bound_s(pages) < deadline - loop.time():  # a PDF: bounded by its pages from here
+                bound = limits.convert_bound_s(pages)
+                deadline = loop.time() + bound
+        out = await asyncio.wait_for(proc.stdout.read(), max(0.0, deadline - loop.time()))
+        err = await asyncio.wait_for(errors, max(0.1, deadline - loop.time()))
     except (asyncio.TimeoutError, TimeoutError):
-        raise BadInput(f"converting {short_name(name)} took longer than {limits.convert_timeout_s:g} s, the limit; "
+        why = f"the limit for its {pages} pages (FINSPACE_DOCUMENT_PAGE_S)" if pages is not None and \
+            bound < limits.convert_timeout_s else "the limit"
+        raise BadInput(f"converting {short_name(name)} took longer than {bound:g} s, {why}; "
                        "upload a smaller document or the part you need") from None
     finally:
+        errors.cancel()
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await proc.wait()
+        await proc.wait()
     try:
         answer = json.loads(out.decode("utf-8"))
     except ValueError:
@@ -87,7 +102,8 @@ async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
 
 
 def _child(argv: list[str]) -> int:
-    """The converter process: convert one file, print {"document": ...} or {"error": message} as JSON."""
+    """The converter process: print {"pages": N or null} on a line, then convert the file and print
+    {"document": ...} or {"error": message} as JSON."""
     import resource
 
     from finspace.documents.convert import convert
@@ -95,6 +111,8 @@ def _child(argv: list[str]) -> int:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
     path, name, limits = argv[0], argv[1], DocumentLimits(**json.loads(argv[2]))
+    sys.stdout.write(json.dumps({"pages": _pdf_pages(path, name)}) + "\n")  # first: the parent's bound by pages
+    sys.stdout.flush()
     try:
         answer = {"document": convert(path, name, limits).to_json()}
     except BadInput as exc:
@@ -105,6 +123,18 @@ def _child(argv: list[str]) -> int:
         answer = {"error": f"{short_name(name)} could not be converted ({type(exc).__name__}); check the file"}
     sys.stdout.write(json.dumps(answer))
     return 0
+
+
+def _pdf_pages(path: str, name: str) -> int | None:
+    """A PDF's page count (its page tree only, nothing read), or None: not a PDF, or not readable so far."""
+    if not name.lower().endswith(".pdf"):
+        return None
+    try:
+        from pypdf import PdfReader
+
+        return len(PdfReader(path).pages)
+    except Exception:  # noqa: BLE001 - the conversion itself says what is wrong with the file
+        return None
 
 
 if __name__ == "__main__":

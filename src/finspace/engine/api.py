@@ -45,6 +45,9 @@ class EngineAPI(Protocol):
     def max_model_len(self) -> int: ...
 
     @property
+    def kv_cache_tokens(self) -> int | None: ...  # the KV cache's capacity in tokens; None when not known (remote)
+
+    @property
     def ready(self) -> bool: ...  # a model answers now (chat, token counts)
 
     def where(self) -> str: ...  # what serves, for the page: "this machine" or "remote endpoint HOST"

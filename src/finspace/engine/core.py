@@ -139,6 +139,13 @@ class Engine(ChatStreams):
     def max_model_len(self) -> int:
         return self._max_model_len
 
+    @property
+    def kv_cache_tokens(self) -> int | None:
+        """The running engine's KV cache in tokens (vLLM's num_gpu_blocks x block_size); None with none loaded."""
+        cache = getattr(getattr(self._llm, "vllm_config", None), "cache_config", None)
+        blocks = getattr(cache, "num_gpu_blocks", None)
+        return int(blocks) * int(cache.block_size) if blocks else None
+
     def engine_pids(self) -> tuple[int, ...]:
         return self._engine_pids
 

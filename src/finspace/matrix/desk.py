@@ -40,13 +40,17 @@ class MatrixDesk:
         """A preset's key or label, or the fields as JSON text or a list."""
         if isinstance(spec, str) and spec.strip() and not spec.lstrip().startswith("["):
             return self.presets.get(spec.strip()).fields
-        if isinstance(spec, str):
-            try:
-                spec = json.loads(spec)
-            except ValueError as exc:
-                raise BadInput(f"fields: not valid JSON ({exc.msg} at character {exc.pos}); send a list of "
-                               '{"name", "type", "instruction"} objects or a preset name') from None
-        return parse_fields(spec)
+        try:
+            if isinstance(spec, str):
+                try:
+                    spec = json.loads(spec)
+                except ValueError as exc:
+                    raise BadInput(f"fields: not valid JSON ({exc.msg} at character {exc.pos}); send a list of "
+                                   '{"name", "type", "instruction"} objects or a preset name') from None
+            return parse_fields(spec)
+        except RecursionError:  # JSON nested thousands deep: Python's parser gives up
+            raise BadInput('fields: nested too deeply; send a flat list of {"name", "type", "instruction"} '
+                           "objects or a preset name") from None
 
     def check(self, files: Sequence[Any], fields: Sequence[MatrixField]) -> None:
         lim = self.limits
@@ -76,56 +80,56 @@ class MatrixDesk:
 
     async def _convert(self, path: str, name: str, client: str | None) -> Document | str:
         """One filing converted as the chat's are, through the same gate on conversions at once (one after another
-        for a client: Service.conversions); a refusal or a failed conversion is the row's reason."""
+        for a client, within the matrices' share: Service.conversions); a refusal or a failed conversion is the
+        row's reason."""
         try:
-            async with self.svc.conversions.slot(client):
+            async with self.svc.conversions.slot(client, bulk=True):
                 return await convert_upload(path, name, self.svc.settings.documents, upload_folder(self.svc.settings))
         except FinspaceError as exc:
             return str(exc)
 
-    def _refuse(self, files: Sequence[tuple[str, str]], spec: Any) -> tuple[MatrixField, ...]:
-        """The fields, when the matrix may start; else the uploads are deleted and the refusal raised."""
-        try:
-            fields = self.fields(spec)
-            self.check(files, fields)
-            engine = self.svc.engine
-            if engine.entry is None or not engine.ready:
-                if not any(f.concepts for f in fields):  # XBRL fields fill from the filings alone
-                    raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
-            elif problem := context_problem(engine.max_model_len):
-                raise BadInput(problem)
-            return fields
-        except FinspaceError:
-            for path, _name in files:
-                remove_upload(path, upload_folder(self.svc.settings))
-            raise
+    def _ready(self, files: Sequence[tuple[str, str]], spec: Any) -> tuple[MatrixField, ...]:
+        """The fields, when the matrix may start (else the refusal, naming the fix)."""
+        fields = self.fields(spec)
+        self.check(files, fields)
+        engine = self.svc.engine
+        if engine.entry is None or not engine.ready:
+            if not any(f.concepts for f in fields):  # XBRL fields fill from the filings alone
+                raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
+        elif problem := context_problem(engine.max_model_len):
+            raise BadInput(problem)
+        return fields
 
     async def fill(self, files: Sequence[tuple[str, str]], spec: Any, client: str | None = None,
                    provenance: dict | None = None) -> AsyncGenerator[MatrixResult, None]:
         """Fill a matrix of ``files`` ((path in the upload folder, name)) x the fields ``spec`` names, yielding the
         result as cells finish. Closing it cancels the unfinished cells (their vLLM requests are aborted).
         ``provenance``: the loaded model's (key, repo, revision, quantization, load id), kept with the result."""
-        fields = self._refuse(files, spec)
+        folder = upload_folder(self.svc.settings)
         engine = self.svc.engine
-        with self._slot(client):
-            try:
-                converted = [await self._convert(p, n, client) for p, n in files]
-            finally:  # a matrix cancelled while converting leaves none of its uploads behind
-                for path, _name in files:
-                    remove_upload(path, upload_folder(self.svc.settings))
-            rows = tuple(Row(short_name(n), len(d.pages), facts=len(d.facts)) if isinstance(d, Document)
-                         else Row(short_name(n), error=d)
-                         for (_p, n), d in zip(files, converted, strict=True))
-            prov = dict(provenance or {}, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-            result = MatrixResult(fields, rows, provenance=prov)
-            docs = [d if isinstance(d, Document) else None for d in converted]
-            result.filer = filer_values(fields, [d.facts if d else None for d in docs])  # the filer's, at once
-            if engine.entry is None or not engine.ready:  # no model: the filer's XBRL values only
-                result.model, result.state = False, "done"
-            yield result  # the filer's values show before any model answers
-            if not result.model:
-                return
-            async with contextlib.aclosing(run.fill(engine, result, docs, reply_tokens=reply_tokens(
-                    engine.max_model_len, self.limits.reply_tokens))) as cells:
-                async for r in cells:
-                    yield r
+        try:  # whatever ends the matrix (a refusal, busy, a failure, a cancel), none of its uploads stay behind
+            fields = self._ready(files, spec)
+            with self._slot(client):
+                try:
+                    converted = [await self._convert(p, n, client) for p, n in files]
+                finally:  # the filings are read: their uploads go now, not when the cells are done
+                    for path, _name in files:
+                        remove_upload(path, folder)
+                rows = tuple(Row(short_name(n), len(d.pages), facts=len(d.facts)) if isinstance(d, Document)
+                             else Row(short_name(n), error=d) for (_p, n), d in zip(files, converted, strict=True))
+                prov = dict(provenance or {}, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                result = MatrixResult(fields, rows, provenance=prov)
+                docs = [d if isinstance(d, Document) else None for d in converted]
+                result.filer = filer_values(fields, [d.facts if d else None for d in docs])  # the filer's, at once
+                if engine.entry is None or not engine.ready:  # no model: the filer's XBRL values only
+                    result.model, result.state = False, "done"
+                yield result  # the filer's values show before any model answers
+                if not result.model:
+                    return
+                async with contextlib.aclosing(run.fill(engine, result, docs, reply_tokens=reply_tokens(
+                        engine.max_model_len, self.limits.reply_tokens))) as cells:
+                    async for r in cells:
+                        yield r
+        finally:
+            for path, _name in files:
+                remove_upload(path, folder)

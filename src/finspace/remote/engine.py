@@ -109,6 +109,11 @@ class RemoteEngine:
         return self._lens.get(self._selected or "", 0)
 
     @property
+    def kv_cache_tokens(self) -> int | None:
+        """Not known: an OpenAI-compatible endpoint does not report its KV cache (the Matrix sends all at once)."""
+        return None
+
+    @property
     def ready(self) -> bool:
         return self._state == "ready" and self.entry is not None
 

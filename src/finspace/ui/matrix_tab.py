@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import gradio_client.utils
 
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
@@ -136,6 +137,22 @@ class MatrixHandlers:
             raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
 
 
+def hand_over_paths(component: gr.File):
+    """``component`` (a gr.File) hands the event the uploaded paths as they are. gr.File's own preprocessing
+    (gradio 6.31, components/file.py ``_process_single_file``) makes an empty NamedTemporaryFile in the upload
+    folder for each file and never removes it: a Matrix of 20 filings left 20 empty ``tmp*`` files behind. Set on
+    the instance: a subclass of a Gradio component makes Gradio write a .pyi file beside this module."""
+    from gradio.utils import NamedString
+
+    def as_given(f: Any) -> Any:
+        if component.file_types and not gradio_client.utils.is_valid_file(f.path, component.file_types):
+            raise gr.Error(f"upload one of {', '.join(component.file_types)}", print_exception=False)
+        return NamedString(f.path)
+
+    component._process_single_file = as_given
+    return component
+
+
 def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
     """The tab's components and events (call inside ``with gr.Tab(...)``)."""
     h = MatrixHandlers(svc)
@@ -146,8 +163,8 @@ def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
                 "against it. " + legend())
     with gr.Row():
         with gr.Column(scale=2):
-            files = gr.File(label=f"Filings (up to {svc.matrix.limits.max_documents})", file_count="multiple",
-                            file_types=sorted(KINDS), elem_id="matrix-files")
+            files = hand_over_paths(gr.File(label=f"Filings (up to {svc.matrix.limits.max_documents})",
+                                            file_count="multiple", file_types=sorted(KINDS), elem_id="matrix-files"))
         with gr.Column(scale=3):
             preset = gr.Dropdown(labels, value=labels[0], label="Fields preset", elem_id="matrix-preset")
             fields = gr.Code(fields_json(svc, labels[0]), language="json", label="Fields (name, type, instruction)",
