@@ -156,6 +156,10 @@ def test_the_cost_is_the_whole_schemas_not_each_pieces():
                               for i in range(64)]}
     with pytest.raises(BadInput, match=r"to compile into a grammar"):
         check_schema(alternatives)
+    for ambiguous in (r"^((([a-zA-Z0-9 ]){1,16}){1,2}){8}$", r"^([a-z]{1,16}){8}$", r"^(((.){1,16}){3}){2}"):
+        with pytest.raises(BadInput, match=r"to compile into a grammar"):  # 750 s, 15 s, ~90 s to compile here
+            check_schema({"type": "string", "pattern": ambiguous})
+    assert check_schema({"type": "string", "pattern": r"^[a-z]{128}$"})  # the same length, unambiguous: 0.3 s
     with pytest.raises(BadInput, match=r"to compile into a grammar"):  # one long bounded string
         check_schema({"type": "string", "maxLength": 5000})
     refs = {"$defs": {"big": {"type": "string", "maxLength": 100}}, "type": "object",

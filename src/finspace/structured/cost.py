@@ -11,6 +11,8 @@ So the figure is that sum, in units of about 0.1 ms of compile on the developmen
   letters with a space, a negated class) ``WIDE``;
 - a counted repetition multiplies its body by its count (``(((a{8}){8}){8}){4}`` is 2,048 literals), and a wide
   body grows faster than its count (each position keeps its own remaining length): ``k * body * (1 + k / 800)``;
+  a repeated body that can match several lengths (``([a-z]{1,16}){8}``, ``(\\w+ ?)+``) is ambiguous, and is
+  multiplied again by how many lengths it can match (at most 64): the product of nested repetition counts;
 - a string with ``maxLength`` (or only ``minLength``) is that many wide positions; a ``format`` its measured cost;
 - objects add their property names and values, ``anyOf``/``oneOf``/``allOf`` every alternative (the nesting is
   counted as the alternatives inside alternatives), an array its item schemas once, a ``$ref`` its definition
@@ -36,6 +38,7 @@ ANY_VALUE = 500  # a schema with no type: any JSON value
 FORMAT_COST = {"email": 1_500, "uri": 900, "hostname": 500}  # measured; the other formats ~100 (date, uuid...)
 FORMAT_DEFAULT = 200
 _SUPERLINEAR = 800
+_MAX_SPREAD = 64
 
 
 def schema_cost(schema: Any, limit: int = MAX_GRAMMAR_COST) -> int:
@@ -149,8 +152,8 @@ def _regex(items: Any, depth: int) -> int:
     for op, arg in items:
         if op in (re_constants.MAX_REPEAT, re_constants.MIN_REPEAT, re_constants.POSSESSIVE_REPEAT):
             low, high, body = arg
-            count = high if high != re_constants.MAXREPEAT else low + 1
-            total += _repeat(max(1, count), _regex(body, depth + 1))
+            count = max(1, high if high != re_constants.MAXREPEAT else max(low + 1, 2))
+            total += _repeat(count, _regex(body, depth + 1) * _spread(body, count))
         elif op == re_constants.SUBPATTERN:
             total += _regex(arg[-1], depth + 1)
         elif op == re_constants.BRANCH:
@@ -168,6 +171,20 @@ def _regex(items: Any, depth: int) -> int:
         if total > MAX_GRAMMAR_COST:
             return total
     return total
+
+
+def _spread(body: Any, count: int) -> int:
+    """How many lengths a repeated body can match (1 for a fixed length): a repetition of a body of varying
+    length is ambiguous, and xgrammar's cost grows with the ways to split the text. ``([a-z]{1,16}){8}`` took 15 s
+    and ``((([a-zA-Z0-9 ]){1,16}){1,2}){8}`` 750 s to compile here (found by the fuzzing), against 0.3 s for
+    ``[a-z]{128}``."""
+    if count <= 1:
+        return 1
+    try:
+        low, high = body.getwidth()
+    except (AttributeError, OverflowError):  # pragma: no cover - a parsed pattern always has a width
+        return _MAX_SPREAD
+    return 1 if low == high else min(high, _MAX_SPREAD) - min(low, _MAX_SPREAD) + 1
 
 
 _CATEGORY_CHARS = {re_constants.CATEGORY_DIGIT: b"0123456789", re_constants.CATEGORY_SPACE: b" \t\n\r\f\v"}
