@@ -107,6 +107,33 @@ def check_regex_features(pattern: str, tree: Any, where: str) -> None:
     if _OPEN_COUNT.search(pattern):
         raise BadInput(f"{where}: a repetition with no lower count ({{,n}}) is not supported; write {{0,n}}")
     _walk(tree, where, 0)
+    _nested_repeats(tree, where, 1, False, 0)
+
+
+MAX_NESTED_VARYING = 16  # repetitions inside one another, one of them of varying count: the counts' product
+
+
+def _nested_repeats(items: Any, where: str, product: int, varying: bool, depth: int) -> None:
+    """Refuse repetitions nested inside one another when one of them has a varying count and their counts multiply
+    past MAX_NESTED_VARYING: the grammar holds every way to split the text (found by the fuzzing: ``((([a-zA-Z0-9
+    ]){1,16}){1,2}){8}`` took xgrammar 750 s to compile, ``([a-z]{1,16}){8}`` 15 s). ``*`` and ``+`` count 2."""
+    if depth > 60:
+        return
+    for op, arg in items:
+        if op in (re_constants.MAX_REPEAT, re_constants.MIN_REPEAT, re_constants.POSSESSIVE_REPEAT):
+            low, high, body = arg
+            count = high if high != re_constants.MAXREPEAT else 2
+            inner_product, inner_varying = product * max(1, count), varying or low != high
+            if product > 1 and inner_varying and inner_product > MAX_NESTED_VARYING:
+                raise BadInput(f"{where}: repetitions nested inside one another, one with a varying count ({{m,n}}, *, "
+                               f"+), multiply to {inner_product} (the limit is {MAX_NESTED_VARYING}): the grammar "
+                               f"would hold every way to split the text; use one repetition, e.g. [a-z]{{1,64}}")
+            _nested_repeats(body, where, inner_product, inner_varying, depth + 1)
+        elif op == re_constants.SUBPATTERN:
+            _nested_repeats(arg[-1], where, product, varying, depth + 1)
+        elif op == re_constants.BRANCH:
+            for branch in arg[1]:
+                _nested_repeats(branch, where, product, varying, depth + 1)
 
 
 _FEATURES = {
