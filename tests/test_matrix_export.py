@@ -89,3 +89,47 @@ def test_values_are_shown_as_analysts_write_them():
     assert show_value(["a", "b"], "list") == "a; b"
     assert show_value(False, "yesno") == "no"
     assert show_value({"amount": 420, "currency": "EUR", "scale": "millions"}, "money") == "EUR 420 million"
+
+
+def formula_result() -> MatrixResult:
+    """Headers and cells that begin as formulas do (OWASP's list), and a negative number."""
+    fields = (MatrixField("=HYPERLINK(\"http://evil.example/\",\"open\")", "number", "x"),
+              MatrixField("+SUM(1,1)", "text", "x"), MatrixField("-2+3", "number", "x"), MatrixField("@SUM(1,1)", "text", "x"),
+              MatrixField("\tTab", "text", "x"), MatrixField("\rCR", "text", "x"))
+    r = MatrixResult(fields, (Row("=cmd|' /C calc'!A0.pdf", 3), Row("-2+3.pdf", 1)))
+    r.cells[(0, 0)] = CellResult(Cell("ok", True, -1234.5, 2, "-1,234.5"), VERIFIED, True)
+    r.cells[(0, 1)] = CellResult(Cell("ok", True, "@SUM(1,1)", 2, "+SUM(1,1)"), NOT_ON_PAGE, True)
+    r.state = "done"
+    return r
+
+
+def test_every_exported_header_and_cell_that_begins_as_a_formula_is_neutralised(tmp_path):
+    from openpyxl import load_workbook
+
+    m = formula_result()
+    starts = ("=", "+", "-", "@", "\t", "\r")
+    rows = list(csv.reader(io.StringIO(export.to_csv(m), newline="")))
+    cells = [v for row in rows for v in row]
+    assert not [v for v in cells if v.startswith(starts)], rows
+    assert rows[0][1] == "'=HYPERLINK(\"http://evil.example/\",\"open\")" and rows[0][3] == "'-2+3"
+    assert rows[0][5] == "'\tTab" and rows[1][0] == "'=cmd|' /C calc'!A0.pdf" and rows[2][0] == "'-2+3.pdf"
+    wb = load_workbook(export.to_xlsx(m, tmp_path / "m.xlsx"))
+    for ws in wb.worksheets:
+        for line in ws.iter_rows():
+            for cell in line:
+                assert cell.data_type != "f", (ws.title, cell.coordinate, cell.value)
+                assert not (isinstance(cell.value, str) and cell.value.startswith(starts)), (ws.title, cell.value)
+    assert wb["Matrix"]["B1"].value.startswith("'=") and wb["Matrix"]["A2"].value.startswith("'=")
+    # the quote "+SUM(1,1)" is text with its apostrophe; the negative value a number, a numeric cell
+    lines = [r for r in wb["Provenance"].iter_rows() if r[0].value == "=cmd|' /C calc'!A0.pdf" or
+             (isinstance(r[0].value, str) and r[0].value.startswith("'=cmd"))]
+    value, quote = lines[0][3], lines[0][5]
+    assert value.value == -1234.5 and value.data_type == "n", (value.value, value.data_type)
+    assert quote.value == "-1,234.5" or quote.value == -1234.5  # a plain number, not a formula
+
+
+def test_plain_numbers_stay_numbers_and_formula_lookalikes_do_not():
+    assert export._safe("-12.5") == "-12.5" and export._safe("-1,234") == "-1,234"
+    assert export._safe("-2+3") == "'-2+3" and export._safe("-1e3") == "'-1e3" and export._safe("-") == "'-"
+    assert export._xlsx_cell("-1,234") == -1234 and export._xlsx_cell("-12.5") == -12.5
+    assert export._xlsx_cell("=1") == "'=1" and export._xlsx_cell(7) == 7

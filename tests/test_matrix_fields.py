@@ -73,3 +73,12 @@ def test_a_cells_page_mark_keeps_the_printed_number(index, label, mark):
     from finspace.matrix.prompt import page_mark
 
     assert page_mark(index, Page(label, "")) == mark
+
+
+@pytest.mark.parametrize("name", ['=HYPERLINK("http://evil.example/","open")', "+SUM(1,1)", "-2+3", "@SUM(1,1)",
+                                  "  =1+1"])
+def test_a_field_name_a_spreadsheet_would_run_is_refused_naming_the_rule(name):
+    with pytest.raises(BadInput, match=r"field name .* begins with .* a field name cannot begin with =, \+, -, @, a "
+                                       r"tab or a carriage return"):
+        parse_fields([{"name": name, "type": "number", "instruction": "Total revenue"}])
+    assert parse_fields([{"name": "Revenue (-2+3)", "type": "number", "instruction": "x"}])  # inside: fine

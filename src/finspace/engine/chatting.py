@@ -17,7 +17,8 @@ from finspace.engine import process, stream
 from finspace.engine.prompt import (ChatSettings, build_prompt, check_template_kwargs, normalize_messages,
                                     sampling_for, source_chars)
 from finspace.engine.records import ChatInfo
-from finspace.errors import Busy, EngineFailed, ModelSwitching, NotReady
+from finspace.errors import BadInput, Busy, EngineFailed, ModelSwitching, NotReady
+from finspace.structured import refusals
 
 RESTARTING = "the engine stopped unexpectedly and is restarting; send your message again in a few seconds"
 
@@ -95,7 +96,7 @@ class ChatStreams:
                 raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
             raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
         # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
-        engine_dead = process.engine_dead_error()
+        engine_dead, refused = process.engine_dead_error(), process.client_error()
         if len(self._active) >= self.max_in_flight:
             raise Busy(f"the server is busy ({len(self._active)} requests running); retry in 5 s", retry_after_s=5)
         msgs = normalize_messages(messages, continue_final=settings.continue_final_message)
@@ -142,6 +143,9 @@ class ChatStreams:
             finished = True
             reason = self._abort_reasons.pop(rid, None)
             raise reason or EngineFailed(RESTARTING) from None
+        except refused as exc:  # vLLM refused the request (a schema xgrammar cannot build): the caller's to fix
+            finished = True
+            raise BadInput(refusals.explain(exc)) from None
         finally:
             self._active.discard(rid)
             self._abort_reasons.pop(rid, None)

@@ -176,6 +176,13 @@ def delta_sampling(sp: dict, stop: tuple[str, ...] = (), json_schema: dict | Non
                           structured_outputs=structured)
 
 
+def client_error() -> type[BaseException]:
+    """What vLLM raises for a request it refuses (VLLMValidationError and the other VLLMClientErrors)."""
+    from vllm.exceptions import VLLMClientError
+
+    return VLLMClientError
+
+
 def engine_dead_error() -> type[BaseException]:
     """The exception a stream raises when its engine died."""
     from vllm.v1.engine.exceptions import EngineDeadError

@@ -3,7 +3,9 @@
 The CSV is the page's grid. The XLSX has the grid as its first sheet ("Matrix") and the provenance as its
 second ("Provenance"): the model (key, repo, revision, quantization, the load ledger's id), the time, the
 field definitions, and one line per cell with its page, quote and check. Values leave as text, exactly as the
-page shows them: a spreadsheet formula in a quote (``=cmd|...``) is written as text, never as a formula.
+page shows them: a spreadsheet formula in a quote (``=cmd|...``) is written as text, never as a formula, and every
+cell and header beginning with =, +, -, @, a tab or a carriage return gets a leading apostrophe (``_safe``); a
+plain number (a negative one too) stays a number, a numeric cell in the XLSX.
 
 A field that names XBRL concepts carries the filer's value beside the model's: the grid's "<field> (XBRL)"
 column, and in the CSV and the Matrix sheet one more column, "<field> (XBRL concept)", naming the concept the
@@ -15,18 +17,30 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
+from finspace.matrix.fields import FORMULA_START
 from finspace.matrix.table import MatrixResult, detail_headers, details, grid, to_json
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # a plain number as the page shows it: -1,234.5
 
 
 def _safe(value: object) -> object:
-    """Text a spreadsheet would run as a formula gets a leading apostrophe (OWASP's CSV-injection advice)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    """Every exported cell and header: text a spreadsheet would run as a formula (it begins with =, +, -, @, a tab
+    or a carriage return) gets a leading apostrophe, as OWASP's CSV-injection guidance says. A plain negative
+    number (-1,234.5) is no formula and stays as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_START) and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
+
+
+def _xlsx_cell(value: object) -> object:
+    """An XLSX cell: a plain number as a number (a negative one too: a numeric cell, not text), else ``_safe``."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        number = float(value.replace(",", ""))
+        return int(number) if number.is_integer() and "." not in value else number
+    return _safe(value)
 
 
 def export_grid(result: MatrixResult) -> tuple[list[str], list[list[str]]]:
@@ -43,7 +57,7 @@ def to_csv(result: MatrixResult) -> str:
     headers, rows = export_grid(result)
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(headers)
+    writer.writerow([_safe(v) for v in headers])
     writer.writerows([[_safe(v) for v in row] for row in rows])
     return out.getvalue()
 
@@ -75,12 +89,12 @@ def xlsx_bytes(result: MatrixResult) -> bytes:
     sheet = wb.active
     sheet.title = "Matrix"
     headers, rows = export_grid(result)
-    sheet.append(headers)
+    sheet.append([_safe(v) for v in headers])
     for row in rows:
-        sheet.append([_safe(v) for v in row])
+        sheet.append([_xlsx_cell(v) for v in row])
     prov = wb.create_sheet("Provenance")
     for line in provenance_lines(result):
-        prov.append([_safe(v) for v in line])
+        prov.append([_xlsx_cell(v) for v in line])
     for ws in (sheet, prov):  # every cell is data: nothing in a quote runs as a formula
         for cells in ws.iter_rows():
             for cell in cells:

@@ -26,6 +26,8 @@ MAX_NAME_CHARS = 60
 MAX_INSTRUCTION_CHARS = 600
 MAX_CONCEPTS = 8  # XBRL concepts a field names, most preferred first (finspace.xbrl.concepts)
 Concept = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][\w.-]{0,30}:[A-Za-z_][\w.-]{0,150}$")]
+# what a spreadsheet runs as a formula when a cell begins with it (OWASP, CSV injection): no field name begins so
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 TYPE_HELP = {
     "number": "a plain number as printed (no unit)",
     "percent": "a percentage, as its number: 12.5 for 12.5%",
@@ -95,6 +97,10 @@ def _check_names(fields: tuple[MatrixField, ...], where: str, error: type) -> tu
     for f in fields:
         if not f.name.strip() or not f.name.isprintable():
             raise error(f"{where}: field name {f.name[:MAX_NAME_CHARS]!r}: use printable characters, not only spaces")
+        if f.name.lstrip(" ").startswith(FORMULA_START):
+            raise error(f"{where}: field name {f.name[:MAX_NAME_CHARS]!r} begins with {f.name.lstrip(' ')[0]!r}: a "
+                        f"spreadsheet would run it as a formula in the CSV/XLSX export; a field name cannot begin "
+                        f"with =, +, -, @, a tab or a carriage return: start it with a letter or a digit")
         folded = f.name.strip().casefold()
         if folded in seen:
             raise error(f"{where}: field name {f.name!r} is used twice; each column needs its own name")

@@ -38,6 +38,7 @@ from finspace.documents import chat as docs
 from finspace.clients import request_client
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
+from finspace.structured.compiles import CompileGate
 
 log = logging.getLogger("finspace.openai")
 
@@ -113,6 +114,7 @@ class _ClosingStream(StreamingResponse):
 
 def add_openai_routes(app: FastAPI, svc) -> None:
     """Register /v1/chat/completions and /v1/models on ``app`` (before the Gradio mount at "/")."""
+    compiles = CompileGate()  # a client's new response_format schemas compiling at once (finspace.structured)
 
     @app.get("/v1/models", summary="OpenAI-compatible: the loaded model")
     async def list_models(request: Request):
@@ -141,7 +143,8 @@ def add_openai_routes(app: FastAPI, svc) -> None:
                 att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
                 settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
                 req = dataclasses.replace(req, settings=settings, file=None)
-            return await _until_disconnect(request, _start(svc, req, key))
+            hold = compiles.hold(svc.client_of(request), req.settings.json_schema)
+            return await _until_disconnect(request, _start(svc, req, key, hold))
         except Exception as exc:  # noqa: BLE001 - the boundary: OpenAI's error object, never a traceback
             return error_response(api_error(svc, exc))
 
@@ -186,19 +189,23 @@ async def _openai_deltas(parts) -> AsyncIterator[dict]:
                 yield {"content": answer}
 
 
-async def _start(svc, req: ChatRequest, key: str):
+async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager):
+    """The reply (or its stream) once its first delta is there; ``hold``: the request's compile slot, held until
+    then (its schema is compiled once the first token comes)."""
     info = ChatInfo()
     entry = svc.engine.entry
     reasoning_model = bool(entry is not None and getattr(entry, "reasoning", None))
     # the thinking is split off by the engine with vLLM's reasoning parser (engine/reasoning.py)
-    deltas = _openai_deltas(svc.engine.chat_parts(req.messages, req.settings, info))
-    try:
-        first = await anext(deltas)  # refusals (busy, bad settings) come before any byte is sent
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await deltas.aclose()
-        raise
+    with hold as compile_slot:
+        deltas = _openai_deltas(svc.engine.chat_parts(req.messages, req.settings, info))
+        try:
+            first = await anext(deltas)  # refusals (busy, bad settings) come before any byte is sent
+        except StopAsyncIteration:
+            first = None
+        except BaseException:
+            await deltas.aclose()
+            raise
+        compile_slot.compiled()
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": key}
     if req.stream:
         body = _sse(svc, deltas, first, info, meta, req.include_usage)

@@ -12,6 +12,7 @@ is set, as switching does; reading results is public (/scores). The API:
 
 import asyncio
 import html
+import math
 from typing import Any
 
 import gradio as gr
@@ -29,6 +30,26 @@ ABOUT = ("Each row is one run of a public finance answer key on a model **as thi
          "set's own scorer marked correct (FinQA: the final number within its tolerance; TAT-QA: exact match, "
          "with scale). A score compares models on these items under this prompt format; it is not a measure of "
          "a model's finance skill in general. A partial row is a cancelled run.")
+
+
+def limit_box(maximum: int) -> gr.Number:
+    """The run form's limit: a number (the page's Number box), or a message saying what a limit is. Gradio's own
+    Number compares the payload with its bounds first, and a text ``"5"`` or a list ``[1]`` from a crafted event
+    showed its raw "'<' not supported between instances" instead. (Its preprocess is wrapped on the instance: a
+    subclass of a Gradio component writes a .pyi stub beside this file when it is defined.)"""
+    box = gr.Number(20, precision=0, minimum=1, maximum=maximum, label="Items (limit)", elem_id="scores-limit")
+    gradios = box.preprocess
+
+    def preprocess(payload: Any) -> float | int | None:
+        if payload is not None and (isinstance(payload, bool) or not isinstance(payload, int | float)
+                                    or not math.isfinite(payload)):
+            shown = html.escape(str(payload)[:40])
+            raise gr.Error(f"limit must be a whole number of items in [1, {maximum}] (FINSPACE_EVAL_MAX_ITEMS), "
+                           f"got {shown}: send a number such as 20", print_exception=False)
+        return gradios(payload)
+
+    box.preprocess = preprocess
+    return box
 
 
 def _pct(v: Any) -> Any:
@@ -168,8 +189,7 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
     gr.Markdown(ABOUT)
     with gr.Row():
         set_name = gr.Dropdown(sets, value=first, label="Set", elem_id="scores-set")
-        limit = gr.Number(20, precision=0, minimum=1, maximum=svc.scores.limits.max_items, label="Items (limit)",
-                          elem_id="scores-limit")
+        limit = limit_box(svc.scores.limits.max_items)
         token = gr.Textbox(label="Admin token", type="password", visible=svc.locked, elem_id="scores-token",
                            placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run")
     with gr.Row():

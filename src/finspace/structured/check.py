@@ -22,6 +22,7 @@ from re import _parser as re_parser  # noqa: PLC2701
 from typing import Any
 
 from finspace.errors import BadInput
+from finspace.structured import cost, rules
 
 SUPPORTED = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
@@ -59,8 +60,10 @@ def check_schema(schema: Any, where: str = "response_format.json_schema.schema")
                        f"{MAX_DEPTH} levels and finite numbers") from None
     if size > MAX_SCHEMA_BYTES:
         raise BadInput(f"{where} is {size:,} bytes as JSON; the limit is {MAX_SCHEMA_BYTES:,}: simplify it")
+    rules.check_nesting(schema, where)
     nodes = [0]
-    _check(schema, where, 0, nodes)
+    _check(schema, where, 0, nodes, schema)
+    _check_cost(schema, where)
     if _vllm_refuses(schema):  # vLLM's own list of what xgrammar cannot enforce, as a last check
         raise BadInput(f"{where} combines keywords that structured outputs cannot enforce here; simplify it")
     return schema
@@ -74,7 +77,19 @@ def _vllm_refuses(schema: dict) -> bool:
     return has_xgrammar_unsupported_json_features(schema)
 
 
-def _check(node: Any, where: str, depth: int, nodes: list[int]) -> None:
+def _check_cost(schema: dict, where: str) -> None:
+    """The whole schema's grammar cost (finspace.structured.cost) within MAX_GRAMMAR_COST."""
+    figure = cost.schema_cost(schema)
+    if figure <= cost.MAX_GRAMMAR_COST:
+        return
+    heaviest = cost.heaviest(schema, where)
+    raise BadInput(f"{where}: this schema would cost the engine about {figure:,} units to compile into a grammar "
+                   f"(the limit is {cost.MAX_GRAMMAR_COST:,}, about 10 s; most of it at {heaviest}); every "
+                   f"bounded string position, pattern repetition and alternative counts: use fewer or shorter "
+                   f"maxLength, patterns and anyOf branches")
+
+
+def _check(node: Any, where: str, depth: int, nodes: list[int], root: dict) -> None:
     if isinstance(node, bool):  # true / false are schemas too
         return
     if not isinstance(node, dict):
@@ -91,22 +106,27 @@ def _check(node: Any, where: str, depth: int, nodes: list[int]) -> None:
                        f"outputs here; remove {'it' if len(unknown) == 1 else 'them'} (supported: "
                        f"{', '.join(sorted(SUPPORTED - {'$schema', '$id', '$comment'}))})")
     _check_values(node, where)
+    rules.check_ranges(node, where)
+    if isinstance(node.get("$ref"), str):
+        rules.check_ref(root, node["$ref"], where)
     for key in _SUBSCHEMA_MAPS:
         if key in node:
             sub = node[key]
             if not isinstance(sub, dict) or (key == "properties" and len(sub) > MAX_PROPERTIES):
                 raise BadInput(f"{where}.{key} must be an object of at most {MAX_PROPERTIES} schemas")
             for name, child in sub.items():
-                _check(child, f"{where}.{key}.{str(name)[:40]}", depth + 1, nodes)
+                rules.check_false(child, key, f"{where}.{key}.{str(name)[:40]}")
+                _check(child, f"{where}.{key}.{str(name)[:40]}", depth + 1, nodes, root)
     for key in _SUBSCHEMA_LISTS:
         if key in node:
             if not isinstance(node[key], list) or not node[key]:
                 raise BadInput(f"{where}.{key} must be a non-empty list of schemas")
             for i, child in enumerate(node[key]):
-                _check(child, f"{where}.{key}.{i}", depth + 1, nodes)
+                rules.check_false(child, key, f"{where}.{key}.{i}")
+                _check(child, f"{where}.{key}.{i}", depth + 1, nodes, root)
     for key in ("items", "additionalProperties"):
         if key in node:
-            _check(node[key], f"{where}.{key}", depth + 1, nodes)
+            _check(node[key], f"{where}.{key}", depth + 1, nodes, root)
 
 
 def _check_values(node: dict, where: str) -> None:
@@ -156,6 +176,7 @@ def _check_pattern(pattern: Any, where: str) -> None:
         tree = re_parser.parse(pattern)
     except (re.error, RecursionError, OverflowError):
         raise BadInput(f"{where} is not a valid regular expression") from None
+    rules.check_regex_features(pattern, tree, where)
     if _expanded(tree) > MAX_EXPANDED:
         raise BadInput(f"{where}: its counted repetitions multiply out to more than {MAX_EXPANDED:,} pieces (a "
                        f"grammar is built from every one); nest fewer {{n}} repetitions or use maxLength")
