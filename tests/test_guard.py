@@ -1,4 +1,4 @@
-"""finspace.guard on a stand-in app (no Gradio, no engine): what reaches the app, and how refusals read.
+"""finspace.wall.guard on a stand-in app (no Gradio, no engine): what reaches the app, and how refusals read.
 
 The real app and every route are tested in tests/reliability/test_surface_attacks.py; these are the
 guard's own rules, fast: body bounds before reading, strict JSON, file references, fn_index and arity,
@@ -13,7 +13,7 @@ import json
 import httpx
 import pytest
 
-from finspace.guard import EventTracker, Guard, client_address, find_file_reference
+from finspace.wall.guard import EventTracker, Guard, client_address, find_file_reference
 from finspace.settings import Limits
 
 EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
@@ -302,7 +302,7 @@ def test_the_page_and_api_routes_pass():
 
 
 def test_server_paths_are_scrubbed_from_gradio_error_texts():
-    from finspace.gradio_replies import PathScrubber
+    from finspace.wall.gradio_replies import PathScrubber
 
     scrub = PathScrubber(["etc", "proc", "work", "tmp"])
     leak = ('data: {"msg":"process_completed","success":false,"output":{"error":"Cannot move /etc/passwd to the gradio '
@@ -340,7 +340,7 @@ def test_the_routes_behind_read_the_address_the_guard_took():
     import gradio as gr
     from starlette.requests import Request
 
-    from finspace.clients import request_client
+    from finspace.wall.clients import request_client
 
     scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "client": ("9.9.9.9", 1),
              "headers": [(b"x-forwarded-for", b"1.1.1.1")], "state": {"finspace_client": "7.7.7.7"}}

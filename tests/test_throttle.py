@@ -1,4 +1,4 @@
-"""Wrong secrets per address (finspace.throttle): the bound, the window, other addresses, internal calls."""
+"""Wrong secrets per address (finspace.wall.throttle): the bound, the window, other addresses, internal calls."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from finspace.errors import Busy
 from finspace.settings import Limits
-from finspace.throttle import Throttle
+from finspace.wall.throttle import Throttle
 
 
 def test_the_bound_holds_per_address_for_the_window_then_lifts():

@@ -1,11 +1,11 @@
-"""Uploaded documents a client holds on the server at once (finspace.uploads.Held): bounded in number and bytes,
+"""Uploaded documents a client holds on the server at once (finspace.wall.uploads.Held): bounded in number and bytes,
 reserved before Gradio stores them, and no longer counted once read and deleted."""
 
 from __future__ import annotations
 
 import json
 
-from finspace.uploads import Held
+from finspace.wall.uploads import Held
 
 MIB = 1 << 20
 

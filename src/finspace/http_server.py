@@ -8,7 +8,7 @@ that declares 1,000 bytes and sends one every 5 s was still open at 47 s.
 finish each request's headers within ``header_timeout_s`` of opening (or of the
 request's first byte), and its body within ``body_timeout_s`` of its headers, or
 it is closed (a 408 naming the setting first, when no answer has started).
-uvicorn's proxy-header handling is off: finspace.clients takes the client's
+uvicorn's proxy-header handling is off: finspace.wall.clients takes the client's
 address, from the proxies FINSPACE_TRUSTED_PROXIES names.
 """
 
@@ -106,4 +106,4 @@ def uvicorn_config(app, host: str, port: int, limits: Limits):
     return uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
                           http=protocol_for(limits), timeout_keep_alive=int(limits.keep_alive_s),
                           limit_concurrency=limits.max_connections, server_header=False,
-                          proxy_headers=False)  # finspace.clients reads X-Forwarded-For, from trusted proxies only
+                          proxy_headers=False)  # finspace.wall.clients reads X-Forwarded-For, from trusted proxies only

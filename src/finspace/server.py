@@ -41,9 +41,9 @@ from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
-from finspace.clients import request_client
-from finspace import uploads
-from finspace.guard import EventTracker, Guard
+from finspace.wall.clients import request_client
+from finspace.wall import uploads
+from finspace.wall.guard import EventTracker, Guard
 from finspace.mcp_server.endpoint import MCP_PATH, McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
@@ -102,7 +102,7 @@ def blocked_paths(settings: Settings, catalog=None) -> list[str]:
 def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
               default_model: str | None = None, settings: Settings | None = None,
               blocking: str | None = None, storage_note: str | None = None) -> FastAPI:
-    """The whole app: REST routes + the Gradio UI at "/", behind finspace.guard. Run it with uvicorn in one process."""
+    """The whole app: REST routes + the Gradio UI at "/", behind finspace.wall.guard. Run it with uvicorn in one process."""
     from finspace.ui import build_ui
 
     _skip_absent_matplotlib()
@@ -218,7 +218,7 @@ def _add_rest_routes(app: FastAPI, svc: Service, require_admin) -> None:
 
 
 def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker) -> None:
-    """The Gradio UI at "/", Gradio's own file checks on, and finspace.guard in front of every route."""
+    """The Gradio UI at "/", Gradio's own file checks on, and finspace.wall.guard in front of every route."""
     import gradio as gr
 
     gr.mount_gradio_app(app, demo, path="/", css=_ui_css(), show_error=True, ssr_mode=False,

@@ -33,11 +33,11 @@ from finspace.evals.desk import ScoreDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
-from finspace.clients import request_client
+from finspace.wall.clients import request_client
 from finspace.fit_runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
-from finspace.throttle import Throttle
+from finspace.wall.throttle import Throttle
 from finspace.versions import versions
 
 log = logging.getLogger("finspace.service")

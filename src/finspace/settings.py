@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from finspace.clients import parse_trusted
+from finspace.wall.clients import parse_trusted
 from finspace.documents.limits import DocumentLimits
 from finspace.evals.limits import EvalLimits
 from finspace.matrix.limits import MatrixLimits
@@ -118,7 +118,7 @@ def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Limits:
-    """What one client, one request and one connection may take (finspace.guard enforces them)."""
+    """What one client, one request and one connection may take (finspace.wall.guard enforces them)."""
 
     events_per_client: int = 16  # Gradio events queued or running per client address
     stream_open_s: float = 5.0  # an event whose result stream is not opened by then is cancelled
@@ -134,7 +134,7 @@ class Limits:
     token_window_s: float = 60.0  # ...within this window, then 429 until it has passed
     # peers whose X-Forwarded-For names the client (addresses, CIDR blocks, or "*" for any: a Space's proxy)
     trusted_proxies: tuple[str, ...] = ()
-    # uploaded documents a client holds on the server at once, not yet read by a chat or a matrix (finspace.uploads)
+    # uploaded documents a client holds on the server at once, not yet read by a chat or a matrix (finspace.wall.uploads)
     upload_client_files: int = 40  # FINSPACE_UPLOAD_CLIENT_FILES: two full matrices' filings
     upload_client_bytes: int = 128 << 20  # FINSPACE_UPLOAD_CLIENT_MIB: two of the Matrix tab's largest uploads
 

@@ -24,7 +24,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from finspace.clients import request_client
+from finspace.wall.clients import request_client
 from finspace.errors import FinspaceError
 from finspace.mcp_server import arguments
 from finspace.mcp_server.calls import Caller, ToolCalls

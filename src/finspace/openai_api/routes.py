@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from finspace.engine import ChatInfo
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.documents import chat as docs
-from finspace.clients import request_client
+from finspace.wall.clients import request_client
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 from finspace.structured.compiles import CompileGate

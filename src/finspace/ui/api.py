@@ -153,7 +153,7 @@ class Endpoints:
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise user_error(self.svc, exc) from None
 
-    chat.finspace_optional_inputs = 1  # the document: callers of the five-input /chat keep working (finspace.guard)
+    chat.finspace_optional_inputs = 1  # the document: callers of the five-input /chat keep working (finspace.wall.guard)
 
     async def chat_with_thinking(self, message: str, history: list[dict] | None = None,
                                  system_prompt: str | None = None, temperature: float | None = None,

@@ -148,7 +148,7 @@ class ChatHandlers:
     """The chat column's event handlers over one Service. Each reply streams through ``stream_into``, which
     yields the four outputs (chatbot, conversation, message box, Continue); a handler that refuses (a bad
     setting, nothing to regenerate) warns and yields ``skip4``. Each takes the conversation's document state as
-    its last input (optional: finspace.guard pads it for callers of the earlier inputs)."""
+    its last input (optional: finspace.wall.guard pads it for callers of the earlier inputs)."""
 
     def __init__(self, svc: Service):
         self.svc, self.engine = svc, svc.engine
@@ -288,7 +288,7 @@ class ChatHandlers:
             return gr.skip()
 
     for _fn in (respond, regenerate, continue_reply):  # the document state, last: callers of the earlier
-        _fn.finspace_optional_inputs = 1                # inputs keep working (finspace.guard pads it with null)
+        _fn.finspace_optional_inputs = 1                # inputs keep working (finspace.wall.guard pads it with null)
     del _fn
 
 

@@ -27,7 +27,7 @@ FILE_TYPES = sorted(KINDS)  # the multimodal textbox offers these extensions
 
 
 def takes_document(fn):
-    """Mark an event function whose input may carry an uploaded file (finspace.guard lets a FileData inside
+    """Mark an event function whose input may carry an uploaded file (finspace.wall.guard lets a FileData inside
     Gradio's upload folder through to these events only)."""
     fn.finspace_takes_document = True
     return fn

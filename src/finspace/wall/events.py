@@ -1,4 +1,4 @@
-"""Gradio events per client: bounded, and cancelled when nobody opens their result stream (finspace.guard uses it).
+"""Gradio events per client: bounded, and cancelled when nobody opens their result stream (finspace.wall.guard uses it).
 
 ``EventTracker.refusal`` says why a client may not join (the guard answers 429); the guard records each join and
 each result stream opened and closed; ``run`` sweeps once a second from the app's lifespan.
@@ -15,7 +15,7 @@ from typing import Any
 
 from finspace.settings import Limits
 
-log = logging.getLogger("finspace.guard")
+log = logging.getLogger("finspace.wall.guard")
 
 
 @dataclass

@@ -9,11 +9,11 @@ mounted Gradio UI). In order, it:
   (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
   queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
   then lets through only the routes and methods the page and the public API use
-  (``finspace.surface``: 404, or 405 for a wrong method), so no other Gradio route
+  (``finspace.wall.surface``: 404, or 405 for a wrong method), so no other Gradio route
   (the streaming-input route ``/gradio_api/stream/<event_id>`` among them) ever
   receives event data;
 - takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
-  request, named with a document's extension, as python-multipart parses the body (``finspace.uploads``),
+  request, named with a document's extension, as python-multipart parses the body (``finspace.wall.uploads``),
   the body bounded by the document size limit; refuses them otherwise;
 - bounds every body before it is read: Content-Length first, then the bytes as
   they arrive (413 with the limit), so a 100 MB body costs nothing, with or
@@ -37,10 +37,10 @@ mounted Gradio UI). In order, it:
   the call runs (429 past the bound, the same count as its Gradio events);
 - turns a bare 500 from Gradio's routes (a payload its parser chokes on) into a
   400 with finspace's ``{"error": ...}``, logged in one line without a traceback, and
-  takes server paths out of Gradio's error texts (``finspace.gradio_replies``).
+  takes server paths out of Gradio's error texts (``finspace.wall.gradio_replies``).
 
 The client is the TCP peer, or behind a proxy named in FINSPACE_TRUSTED_PROXIES the address it forwards
-(``finspace.clients``); the guard takes it once and puts it in the request's state for the routes behind.
+(``finspace.wall.clients``); the guard takes it once and puts it in the request's state for the routes behind.
 
 Every refusal is ``{"error": message}`` naming the fix; under /v1/ (the OpenAI-compatible API) it is
 OpenAI's error object, ``{"error": {"message", "type", "param", "code"}}``, and a chat-completions body may
@@ -57,13 +57,15 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from finspace import surface, uploads
-from finspace.clients import STATE_KEY, client_address  # noqa: F401 - client_address: the one place, re-exported
-from finspace.events import EventTracker  # noqa: F401 - the app builds it beside the guard
-from finspace.gradio_replies import PathScrubber, downstream, json_response
+from finspace.wall import surface
+
+from finspace.wall import uploads
+from finspace.wall.clients import STATE_KEY, client_address  # noqa: F401 - client_address: the one place, re-exported
+from finspace.wall.events import EventTracker  # noqa: F401 - the app builds it beside the guard
+from finspace.wall.gradio_replies import PathScrubber, downstream, json_response
 from finspace.settings import Limits
 
-log = logging.getLogger("finspace.guard")
+log = logging.getLogger("finspace.wall.guard")
 
 FILE_MARKER = "gradio.FileData"
 _DIRECT = re.compile(r"^/(gradio_api/)?(run|api)(/|$)")

@@ -18,7 +18,7 @@ import os
 import re
 from typing import Any
 
-log = logging.getLogger("finspace.guard")
+log = logging.getLogger("finspace.wall.guard")
 
 FILE_REFUSED = ("a file reference was refused: finspace takes no files here, and a document only as an upload "
                 "to the chat")
