@@ -1,6 +1,6 @@
 """The Hugging Face Space's entry point (app_file in README_HF_SPACE.md): `python app.py`.
 
-Reads the environment, builds the app (finspace.server.build_app: REST routes
+Reads the environment, builds the app (finspace.web.server.build_app: REST routes
 beside the Gradio UI) and serves it with uvicorn on 0.0.0.0:$PORT (7860).
 
     FINSPACE_MODEL       catalogue key to load at start (default: the catalogue's
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))  # a Space runs
 
 def main() -> int:
     from finspace.errors import FinspaceError
-    from finspace.server import run
+    from finspace.web.server import run
     from finspace.settings import Settings
 
     try:

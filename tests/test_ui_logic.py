@@ -285,7 +285,7 @@ def test_history_rows_show_planned_vs_actual():
 def test_rest_codes_that_need_no_engine_load(catalog):
     from fastapi.testclient import TestClient
 
-    from finspace.server import build_app
+    from finspace.web.server import build_app
 
     monitor = MemoryMonitor(nvml=FakeNvml())
     app = build_app(Engine(catalog, monitor), catalog, monitor, admin_token="s3cret-token", default_model=None)

@@ -81,7 +81,7 @@ def _secret_operand(node: ast.AST) -> bool:
 
 def test_tokens_are_compared_in_constant_time(monkeypatch):
     """No ==/!= on a token anywhere in the app; authorize uses hmac.compare_digest (source and a spy)."""
-    from finspace import server as server_mod
+    from finspace.web import server as server_mod
     from finspace.errors import Unauthorized
     from finspace import service as service_mod
 

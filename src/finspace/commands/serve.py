@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from finspace.errors import FinspaceError
-    from finspace.server import run as serve
+    from finspace.web.server import run as serve
     from finspace.settings import Settings
 
     try:

@@ -6,7 +6,7 @@ trusts (FINSPACE_TRUSTED_PROXIES: addresses or CIDR blocks; ``*`` trusts whateve
 peer connects, as on a Space, where the Space's proxy is the only way in). Behind a
 trusted proxy it is the right-most X-Forwarded-For hop that is not itself a trusted
 proxy: a client can write anything at the left of that header, nothing at the
-right. uvicorn's own proxy-header handling is off (finspace.http_server): it trusted
+right. uvicorn's own proxy-header handling is off (finspace.web.http_server): it trusted
 127.0.0.1 by default, so from loopback a new X-Forwarded-For each time was a new client.
 """
 

@@ -49,7 +49,7 @@ from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
 
-log = logging.getLogger("finspace.server")
+log = logging.getLogger("finspace.web.server")
 
 
 class LoadRequest(BaseModel):
@@ -89,7 +89,7 @@ PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "l
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
     """Folders Gradio must never serve or copy from, whatever a payload names (its blocked_paths): the app's
     code and catalogue, the data folder, the Hub cache, the system's secrets and devices."""
-    here = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve().parents[3]
     out = [str(here), str(Path.cwd()), "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/var", "/run"]
     for extra in (settings.data_dir, settings.catalog_path and str(Path(settings.catalog_path).parent),
                   settings.hf_home):
@@ -312,7 +312,7 @@ def run(settings: Settings) -> int:
     from finspace.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.gpu import MemoryMonitor
-    from finspace.http_server import uvicorn_config
+    from finspace.web.http_server import uvicorn_config
 
     try:
         catalog = load_catalog(settings.catalog_path)
