@@ -1,4 +1,4 @@
-"""`python -m finspace doctor` and its checks (finspace.doctor) on CPU: the GPU lines through the project's NVML
+"""`python -m finspace doctor` and its checks (finspace.fit.doctor) on CPU: the GPU lines through the project's NVML
 stand-in, torch's CUDA build against the driver, the vLLM build against the hardware (also with no vLLM at all),
 the Hub offline, the data directory's persistence, and the app's start-up sentence."""
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-from finspace import doctor
+from finspace.fit import doctor
 from finspace.catalog import load_catalog
 from test_ui_logic import FakeNvml  # the project's pynvml stand-in: one L40S
 

@@ -1,4 +1,4 @@
-"""FitRunner: Will-it-fit checks bounded per client address and in time (finspace.fit_runner)."""
+"""FitRunner: Will-it-fit checks bounded per client address and in time (finspace.fit.runner)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from finspace.errors import Busy
-from finspace.fit_runner import FitRunner, FitTimeout
+from finspace.fit.runner import FitRunner, FitTimeout
 
 
 def slow(release: threading.Event, ran: list):

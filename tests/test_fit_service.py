@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from finspace.errors import BadInput, FinspaceError
-from finspace.fit_service import check_fit
+from finspace.fit.service import check_fit
 from finspace.ui.fit_tab import layout_lines, plan_bars, verdict_markdown
 from helpers import REPO
 
@@ -96,7 +96,8 @@ def test_a_layout_bigger_than_the_cluster_is_a_4xx_naming_the_fix():
 
 
 def test_the_tab_says_when_the_sampler_warm_up_does_not_fit():
-    from finspace import planner, render
+    from finspace import planner
+    from finspace.fit import render
     from finspace.hardware import KNOWN_GPUS
 
     oss = json.loads((REPO / "tests" / "data" / "configs" / "openai__gpt-oss-20b.json").read_text())

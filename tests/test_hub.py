@@ -1,4 +1,4 @@
-"""`fit --model OWNER/NAME` and finspace.fitcheck: config.json and total_size through huggingface_hub.
+"""`fit --model OWNER/NAME` and finspace.fit.check: config.json and total_size through huggingface_hub.
 
 The Hub is unreachable here: the success path reads a hub cache this test fills in the hub's
 own layout (models--OWNER--NAME/refs/main + snapshots/<commit>/...) with HF_HUB_OFFLINE=1, and
@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from finspace import fitcheck, hub
+from finspace.fit import check as fitcheck
+
+from finspace.fit import hub
 from finspace.errors import BadInput, ConfigError
-from finspace.hub import HubError, read_repo
+from finspace.fit.hub import HubError, read_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN3_MOE = ROOT / "tests" / "data" / "configs" / "Qwen__Qwen3-30B-A3B.json"

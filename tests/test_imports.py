@@ -106,7 +106,7 @@ def import_cycles(g: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _planner_or_render(cycle: list[str]) -> bool:
-    return any(m == "finspace.render" or m.startswith("finspace.planner") for m in cycle)
+    return any(m == "finspace.fit.render" or m.startswith("finspace.planner") for m in cycle)
 
 
 def test_planner_and_render_are_in_no_import_cycle():

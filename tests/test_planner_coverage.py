@@ -18,7 +18,7 @@ from finspace.planner import Settings, activation_bytes, model_shape, plan
 from finspace.planner.defaults import TRANSFORMERS_DEFAULTS, with_defaults
 from finspace.planner.memory import weights
 from finspace.planner.shape import inventory, pp_partition, stage
-from finspace.render import plan_json
+from finspace.fit.render import plan_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "data" / "configs"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from finspace.hardware import GIB, custom_gpu
 from finspace.planner import Settings, plan
-from finspace.render import plan_json
+from finspace.fit.render import plan_json
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

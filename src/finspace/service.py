@@ -27,14 +27,14 @@ from finspace.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
-from finspace.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
+from finspace.fit.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
 from finspace.evals.desk import ScoreDesk
 from finspace.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
 from finspace.wall.clients import request_client
-from finspace.fit_runner import FitRunner
+from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.wall.throttle import Throttle
@@ -65,7 +65,7 @@ class Service:
         self._secrets = self.settings.secrets
         self.throttle = Throttle(self.settings.limits)  # wrong admin tokens and API keys per address
         self.fits = FitRunner(self.check_fit, self.settings.fits_per_client, self.settings.fit_timeout_s)
-        self.blocking: str | None = None  # what keeps this machine from serving (finspace.doctor), set at start
+        self.blocking: str | None = None  # what keeps this machine from serving (finspace.fit.doctor), set at start
         self.storage_note: str | None = None  # why the load ledger will not survive a restart, if it won't
         self.started_at = time.time()
         self.versions = versions()
@@ -395,8 +395,8 @@ class Service:
         return [jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
 
     def check_fit(self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, **settings: Any) -> dict:
-        """Will it fit? for any model (finspace.fit_service); reads the Hub for a repo id: call from a thread."""
-        from finspace.fit_service import check_fit
+        """Will it fit? for any model (finspace.fit.service); reads the Hub for a repo id: call from a thread."""
+        from finspace.fit.service import check_fit
 
         default = self.engine.gpu.key if self.engine.gpu is not None else "l40s"
         return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=self.settings.hf_token,

@@ -3,7 +3,7 @@
 One line per check (GPUs, driver, torch's CUDA build, the vLLM build, HF_TOKEN, the
 Hub, the data directory, the default model), then the catalogue's fit table.
 Exit 0 when the default model can start, 1 otherwise. The checks live in
-finspace.doctor; this only prints them.
+finspace.fit.doctor; this only prints them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from finspace import doctor, version
+    from finspace import version
+    from finspace.fit import doctor
 
     report = doctor.diagnose()
     print(f"finspace {version()}")

@@ -2,7 +2,7 @@
 
 Without MODEL: every catalogue model as a table. With MODEL (a catalogue key),
 ``--config PATH`` (any config.json) or ``--model OWNER/NAME`` (a Hub repo, read
-through ``finspace.hub``): one model's breakdown with the arithmetic; with ``--gpus N`` > 1, sized as a
+through ``finspace.fit.hub``): one model's breakdown with the arithmetic; with ``--gpus N`` > 1, sized as a
 cluster (``planner.cluster``): TP x PP x DP, KV capacity and concurrent sequences per replica and in total. ``--json`` prints the planner's figures as one JSON object.
 """
 
@@ -15,7 +15,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from finspace import planner, render
+from finspace import planner
+
+from finspace.fit import render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
 from finspace.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
@@ -193,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     gpu, machine_gpus = _target(args)
 
     if args.repo is not None:
-        from finspace.hub import read_repo
+        from finspace.fit.hub import read_repo
 
         repo = read_repo(args.repo, revision=args.revision, token=os.environ.get("HF_TOKEN") or None)
         settings = _overrides(args, planner.Settings())

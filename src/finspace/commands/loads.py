@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from finspace import render
+from finspace.fit import render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
 from finspace.units import fmt_size

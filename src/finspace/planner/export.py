@@ -1,7 +1,7 @@
 """The stable JSON of a plan: ``plan_json`` (the ``fit --json`` object, the ledger's and the API's).
 
-It lives in the planner so that ``finspace.planner.plan_json`` needs no import of ``finspace.render``
-(which imports the planner): the dependency points one way. ``finspace.render`` re-exports both names.
+It lives in the planner so that ``finspace.planner.plan_json`` needs no import of ``finspace.fit.render``
+(which imports the planner): the dependency points one way. ``finspace.fit.render`` re-exports both names.
 """
 
 from __future__ import annotations

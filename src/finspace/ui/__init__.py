@@ -2,7 +2,7 @@
 
 Modules: chat (conversation state, coalesced streaming), views (text and plot
 data), api (the named Gradio endpoints), blocks (the page). The UI imports
-finspace.service and finspace.render, never the engine's internals. Nothing runs
+finspace.service and finspace.fit.render, never the engine's internals. Nothing runs
 on import.
 """
 

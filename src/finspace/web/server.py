@@ -110,7 +110,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     if admin_token and not settings.admin_token:
         settings = replace(settings, admin_token=admin_token)
     svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
-    svc.blocking, svc.storage_note = blocking, storage_note  # finspace.doctor's findings at start
+    svc.blocking, svc.storage_note = blocking, storage_note  # finspace.fit.doctor's findings at start
     tracker = EventTracker(settings.limits)
     mcp = McpEndpoint(svc, max_body_bytes=mcp_body_bound(settings), allow_loopback=settings.test_mcp_fetch_loopback)
 
@@ -290,7 +290,7 @@ def _make_ledger(settings: Settings):
 def _host_problems(monitor, ledger, settings: Settings) -> tuple[str | None, str | None]:
     """finspace doctor's start-up checks: what stops this machine from serving (a CUDA vLLM without a GPU, a
     driver too old for torch's CUDA), and whether the ledger's folder survives a restart. Fast and offline."""
-    from finspace.doctor import WARN, blocking_problem, check_data_dir
+    from finspace.fit.doctor import WARN, blocking_problem, check_data_dir
 
     env = {"SPACE_ID": settings.space_id or "", "FINSPACE_DATA_DIR": settings.data_dir or ""}  # what they read
     blocking = blocking_problem(env, nvml=monitor.nvml)

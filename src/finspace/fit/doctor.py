@@ -327,7 +327,7 @@ def check_default_model(catalog: Any, key: str, monitor: Any) -> Check:
 
 def fit_table(catalog: Any, monitor: Any) -> str:
     """The catalogue's fit table for this machine's GPU, or for the Space's GPU on a machine without one."""
-    from finspace import render
+    from finspace.fit import render
     from finspace.commands.fit import DEFAULT_GPU, plan_rows
     from finspace.hardware import KNOWN_GPUS
 

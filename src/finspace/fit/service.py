@@ -2,9 +2,9 @@
 
 ``check_fit`` validates what a visitor sends (one source, a JSON object of bounded
 size, a known GPU, settings the planner accepts), plans it with
-``finspace.fitcheck`` and returns the answer as plain JSON: the verdict, the
+``finspace.fit.check`` and returns the answer as plain JSON: the verdict, the
 step-by-step breakdown, the ranked fixes and the plan's stable JSON. A repo id is
-read through ``finspace.hub`` (the network; HF_TOKEN for gated repos), so callers
+read through ``finspace.fit.hub`` (the network; HF_TOKEN for gated repos), so callers
 run this in a worker thread. Every refusal is a domain error with its fix.
 """
 
@@ -14,7 +14,9 @@ import json
 import math
 from typing import Any
 
-from finspace import fitcheck, render
+from finspace.fit import check as fitcheck
+
+from finspace.fit import render
 from finspace.errors import BadInput
 from finspace.hardware import KNOWN_GPUS
 from finspace.planner.bounds import MAX_POSITIONS, check_config

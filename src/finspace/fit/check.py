@@ -3,7 +3,7 @@
 ``plan_for_config(config, "l40s")`` returns ``(Plan, breakdown)``: the planner's
 plan and the same step-by-step breakdown ``python -m finspace fit --config``
 prints. ``plan_for_repo("OWNER/NAME", "l40s")`` first reads the repo's
-config.json and exact weight bytes through ``finspace.hub`` (HubError when the
+config.json and exact weight bytes through ``finspace.fit.hub`` (HubError when the
 Hub and its cache cannot give them). Errors are finspace's domain errors
 (ConfigError, BadInput, HubError), each with a message to show as is.
 """
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from finspace import planner, render
+from finspace import planner
+
+from finspace.fit import render
 from finspace.errors import BadInput
 from finspace.hardware import KNOWN_GPUS, GPUSpec
 from finspace.planner.cluster import ClusterPlan, size_cluster
@@ -65,7 +67,7 @@ def plan_cluster(config: dict, gpu: str | GPUSpec = "l40s", gpus: int | None = N
 def plan_for_repo(repo_id: str, gpu: str | GPUSpec = "l40s", gpus: int | None = None,
                   settings: planner.Settings | None = None, *, token: str | None = None,
                   **overrides) -> tuple[planner.Plan, str]:
-    """``plan_for_config`` for a Hub repo: its config.json and safetensors total_size via finspace.hub."""
+    """``plan_for_config`` for a Hub repo: its config.json and safetensors total_size via finspace.fit.hub."""
     p, text, _ = plan_repo_cluster(repo_id, gpu, gpus, settings, token=token, **overrides)
     return p, text
 
@@ -73,8 +75,8 @@ def plan_for_repo(repo_id: str, gpu: str | GPUSpec = "l40s", gpus: int | None = 
 def plan_repo_cluster(repo_id: str, gpu: str | GPUSpec = "l40s", gpus: int | None = None,
                       settings: planner.Settings | None = None, *, token: str | None = None,
                       **overrides) -> tuple[planner.Plan, str, ClusterPlan | None]:
-    """``plan_cluster`` for a Hub repo: its config.json and safetensors total_size via finspace.hub."""
-    from finspace.hub import read_repo
+    """``plan_cluster`` for a Hub repo: its config.json and safetensors total_size via finspace.fit.hub."""
+    from finspace.fit.hub import read_repo
 
     repo = read_repo(repo_id, token=token)
     return plan_cluster(repo.config, gpu, gpus, settings, total_size_bytes=repo.total_size_bytes,
