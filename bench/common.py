@@ -55,7 +55,7 @@ def prepare_model(workdir: Path, model_dir: Path | None = None) -> tuple[Path, P
     Returns (model path, catalogue path, entry).
     """
     sys.path.insert(0, str(ROOT / "src"))
-    from finspace.demo import ensure_demo_model
+    from finspace.models.demo import ensure_demo_model
 
     entry = demo_catalog_entry()
     model_path = Path(model_dir or workdir / "models" / MODEL_KEY).resolve()

@@ -55,8 +55,8 @@ async def main() -> None:
     from vllm.sampling_params import RequestOutputKind
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from finspace.catalog import load_catalog
-    from finspace.demo import ensure_demo_model
+    from finspace.models.catalog import load_catalog
+    from finspace.models.demo import ensure_demo_model
     from finspace.engine import ChatSettings, Engine
     from finspace.gpu import MemoryMonitor
     from finspace.settings import Settings

@@ -70,7 +70,7 @@ async def serial(svc, job_result: dict, path: Path | None, n: int) -> tuple[floa
 async def bench(args, workdir: Path) -> None:
     from dataclasses import replace
 
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.evals.limits import EvalLimits
     from finspace.gpu import MemoryMonitor

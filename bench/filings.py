@@ -66,7 +66,7 @@ def token_counter():
 
         tok = Tokenizer.from_file(str(found[0]))
         return (lambda text: len(tok.encode(text, add_special_tokens=False).ids)), f"SmolLM2 ({found[0].parent.name})"
-    from finspace.demo import _train_tokenizer
+    from finspace.models.demo import _train_tokenizer
 
     fast = _train_tokenizer()
     return (lambda text: len(fast(text, add_special_tokens=False)["input_ids"])), "demo (bench-llama's BPE)"

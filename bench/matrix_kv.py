@@ -84,7 +84,7 @@ async def _fill(engine, docs, fields, tokens: int) -> tuple[float, float, float,
 
 
 def main(args, model_path: Path, catalog: Path, model_key: str, context: int, field_specs: list[dict]) -> int:
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.gpu import MemoryMonitor
     from finspace.matrix import run

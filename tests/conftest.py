@@ -39,7 +39,7 @@ def pytest_unconfigure(config):
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory) -> Path:
     """Tiny random-weight checkpoints for the catalogue's architectures, made once per session."""
-    from finspace.demo import write_demo_model
+    from finspace.models.demo import write_demo_model
 
     root = tmp_path_factory.mktemp("models")
     for preset in ("tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-gpt-neox"):

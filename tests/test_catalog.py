@@ -7,7 +7,7 @@ import typing
 import pytest
 
 from finspace import planner
-from finspace.catalog import Serving, _Entry, load_catalog
+from finspace.models.catalog import Serving, _Entry, load_catalog
 from finspace.errors import CatalogError
 from finspace.planner.shape import DTYPE_ALIASES
 from helpers import write_catalog

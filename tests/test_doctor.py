@@ -16,7 +16,7 @@ import pytest
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
 from finspace.fit import doctor
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from test_ui_logic import FakeNvml  # the project's pynvml stand-in: one L40S
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 import documents_gen as gen
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.documents import fit, passages, prompt
 from finspace.documents.convert import Document, Page, convert, markdown_table
 from finspace.documents.limits import DocumentLimits

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.errors import BadInput, DoesNotFit, EngineFailed, LoadFailed, SwitchInProgress, UnknownModel
 from finspace.gpu import MemoryMonitor
@@ -439,7 +439,7 @@ def test_a_chat_with_no_model_loaded_answers_without_importing_vllm():
 
     code = (
         "import asyncio, sys\n"
-        "from finspace.catalog import load_catalog\n"
+        "from finspace.models.catalog import load_catalog\n"
         "from finspace.engine import Engine\n"
         "from finspace.gpu import MemoryMonitor\n"
         "catalog = load_catalog()\n"

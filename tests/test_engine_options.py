@@ -77,7 +77,7 @@ def test_ray_where_it_cannot_run_falls_back_to_mp_with_a_note(requested, tp, on_
 
 def _tp2_args(**kw):
     from finspace import planner
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
     from finspace.engine import process
     from finspace.hardware import KNOWN_GPUS
     from helpers import demo_entry, write_catalog

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.engine import Engine
 from finspace.engine.records import Health
 from finspace.errors import BadInput, EvalRunning, SwitchInProgress, Unauthorized

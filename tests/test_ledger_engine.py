@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.engine import STAGES, Engine
 from finspace.errors import LoadFailed
 from finspace.gpu import MemoryMonitor

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.documents.convert import Document, Page
 from finspace.engine import Engine
 from finspace.gpu import MemoryMonitor

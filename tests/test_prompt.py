@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from finspace.catalog import load_catalog
-from finspace.demo import CHAT_TEMPLATE, CORPUS, SPECIAL_TOKENS
+from finspace.models.catalog import load_catalog
+from finspace.models.demo import CHAT_TEMPLATE, CORPUS, SPECIAL_TOKENS
 from finspace.engine import MAX_MESSAGES, ChatSettings, normalize_messages
 from finspace.engine.prompt import (build_prompt, check_template_kwargs, encode, rendered_limit, sampling_for,
                                    with_system)

@@ -72,7 +72,7 @@ def test_enable_thinking_reaches_the_chat_template(tok):
 
 
 def test_the_catalogue_marks_its_qwen3_reasoning_models():
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
 
     marked = {e.key: e.reasoning for e in load_catalog().entries if getattr(e, "reasoning", None)}
     assert marked and set(marked.values()) == {"qwen3"} and "qwen-3-8b-fin" in marked, marked

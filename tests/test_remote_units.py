@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from finspace.catalog import Sampling, Serving, ModelEntry
+from finspace.models.catalog import Sampling, Serving, ModelEntry
 from finspace.engine.prompt import ChatSettings
 from finspace.errors import BadInput, EngineFailed
 from finspace.engine.records import ChatInfo

@@ -13,7 +13,7 @@ import uuid
 import httpx
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.gpu import MemoryMonitor
 from support.catalog import demo_entry, write_catalog

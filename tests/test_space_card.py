@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 

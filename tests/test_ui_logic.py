@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from finspace.catalog import load_catalog
+from finspace.models.catalog import load_catalog
 from finspace.engine import Engine
 from finspace.errors import DoesNotFit, SwitchInProgress, Unauthorized, UnknownModel
 from finspace.gpu import MemoryMonitor

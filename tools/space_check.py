@@ -67,7 +67,7 @@ IMPORTED_DISTS = frozenset({
     "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
     "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
     "pypdf", "beautifulsoup4", "lxml", "python-docx", "openpyxl", "bm25s",  # finspace.documents
-    "gguf", "accelerate", "filelock",  # finspace.convert (the CPU default's checkpoint)
+    "gguf", "accelerate", "filelock",  # finspace.models.gguf (the CPU default's checkpoint)
     "python-multipart",  # finspace.wall.uploads (the parse Gradio's upload route makes)
     "httpx", "openai", "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)
     "mcp", "jsonschema", "httpcore",  # finspace.mcp_server (MCP over streamable HTTP)

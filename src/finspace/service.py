@@ -23,14 +23,14 @@ from typing import Any
 import psutil
 
 from finspace import planner
-from finspace.catalog import Catalog, ModelEntry
+from finspace.models.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
 from finspace.fit.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
 from finspace.evals.desk import ScoreDesk
-from finspace.presets import Presets, load_presets, presets_path
+from finspace.models.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized)
 from finspace.wall.clients import request_client

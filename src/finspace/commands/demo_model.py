@@ -8,7 +8,7 @@ from finspace.errors import FinspaceError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from finspace.demo import PRESETS
+    from finspace.models.demo import PRESETS
 
     p = sub.add_parser("demo-model", help="write a tiny random-weight checkpoint (offline demo and tests)")
     p.add_argument("path", help="folder to write (replaced if it exists)")
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from finspace.demo import write_demo_model
+    from finspace.models.demo import write_demo_model
 
     try:
         path = write_demo_model(args.path, args.preset, seed=args.seed)

@@ -63,7 +63,7 @@ def summary(r: dict) -> str:
 
 
 async def _run(settings, args: argparse.Namespace) -> dict:
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.gpu import MemoryMonitor
     from finspace.errors import FinspaceError

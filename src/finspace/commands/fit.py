@@ -184,7 +184,7 @@ def _entry_settings(entry, args) -> planner.Settings:
 
 
 def _load_catalog():
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
 
     return load_catalog()
 

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from finspace.catalog import ModelEntry
+from finspace.models.catalog import ModelEntry
 from finspace.engine.prompt import short
 from finspace.errors import LoadFailed
 
@@ -28,7 +28,7 @@ async def fetch(entry: ModelEntry, *, hf_token: str | None = None, models_dir: P
         path = str(await asyncio.to_thread(_converted, entry, models_dir, _threadsafe(progress)))
     elif entry.local_path is not None:
         if entry.generate:
-            from finspace import demo
+            from finspace.models import demo
 
             await asyncio.to_thread(demo.ensure_demo_model, entry.local_path, entry.generate)
         elif not (entry.local_path / "config.json").is_file():
@@ -41,7 +41,7 @@ async def fetch(entry: ModelEntry, *, hf_token: str | None = None, models_dir: P
 
 
 def _converted(entry: ModelEntry, models_dir: Path | None, progress) -> Path:
-    from finspace import convert
+    from finspace.models import gguf as convert
 
     if models_dir is None:
         raise LoadFailed(f"{entry.label} is converted on first use into the data folder, and none was given")

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from finspace import planner, priority
-from finspace.catalog import Catalog, ModelEntry
+from finspace.models.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, process, ranks
 from finspace.engine.render import Renderer
 from finspace.engine.chatting import RESTARTING, ChatStreams
@@ -48,7 +48,7 @@ class Engine(ChatStreams):
     engine on Ray always gets vLLM's own shutdown. ``distributed_backend``: "ray" for multi-node tensor parallel
     (where Ray cannot run, the engine runs on mp: engine.ranks).
     ``hf_token``: for gated repos; ``secrets``: never shown in a load error. ``models_dir``: where a catalogue
-    entry made from a packaged GGUF file is converted on first use (finspace.convert). ``freeze_heap`` (server.run):
+    entry made from a packaged GGUF file is converted on first use (finspace.models.gguf). ``freeze_heap`` (server.run):
     gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
     0.4-0.5 s of the serving loop every few benchmark runs; off for test processes that load many engines.
     ``front_nice`` (server.run): the serving threads run this many nice steps below the engine's processes,

@@ -26,7 +26,7 @@ import psutil
 from finspace.engine import ranks
 
 if TYPE_CHECKING:
-    from finspace.catalog import ModelEntry
+    from finspace.models.catalog import ModelEntry
     from finspace.gpu import MemoryMonitor
     from finspace.planner import Plan
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from finspace.catalog import ModelEntry
+from finspace.models.catalog import ModelEntry
 from finspace.errors import BadInput
 
 MAX_MESSAGES = 512

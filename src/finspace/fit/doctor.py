@@ -309,7 +309,7 @@ def check_default_model(catalog: Any, key: str, monitor: Any) -> Check:
     entry = catalog.get(key)
     where = f"{monitor.gpu_count} x {monitor.gpu_spec().name}" if monitor.has_gpu else "this CPU machine"
     if entry.convert is not None:  # made on first use from a packaged GGUF file: the package must be there
-        from finspace import convert
+        from finspace.models import gguf as convert
 
         try:
             convert.locate(entry.convert)
@@ -354,7 +354,7 @@ def diagnose(env: Mapping[str, str] | None = None, nvml: Any = "auto",
              version_of: Callable[[str], str] | None = None, torch_build: TorchBuild | None | str = "auto",
              api: Any = None, catalog: Any = None, ismount: Callable[[str], bool] = os.path.ismount) -> Report:
     """Every check, in the order printed. ``catalog``: a Catalog (default: load_catalog())."""
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
     from finspace.gpu import MemoryMonitor
     from finspace.ledger import default_data_dir
 

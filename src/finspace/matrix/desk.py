@@ -25,7 +25,7 @@ from finspace.documents.upload import remove_upload
 from finspace.matrix.fields import FILENAME, FieldPresets, MatrixField, load_field_presets, parse_fields
 from finspace.matrix.limits import MatrixLimits
 from finspace.matrix.table import MatrixResult, Row
-from finspace.presets import presets_path
+from finspace.models.presets import presets_path
 
 
 class MatrixDesk:

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from finspace.catalog import REPO_ROOT, read_validated
+from finspace.models.catalog import REPO_ROOT, read_validated
 from finspace.errors import BadInput, CatalogError
 
 FILENAME = "matrix.yaml"

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from finspace.catalog import ModelEntry, Sampling, Serving
+from finspace.models.catalog import ModelEntry, Sampling, Serving
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo, Health
 from finspace.errors import Busy, EngineFailed, NotReady, UnknownModel
@@ -37,7 +37,7 @@ DOWN_PROBE_S = 2.0  # the probe's interval while the endpoint is down (or the co
 
 
 class RemoteCatalog:
-    """The endpoint's served models, with the surface of finspace.catalog.Catalog (always current)."""
+    """The endpoint's served models, with the surface of finspace.models.catalog.Catalog (always current)."""
 
     path = None
 

@@ -22,7 +22,7 @@ import gradio as gr
 
 from finspace.documents import chat as docs
 from finspace.engine.prompt import allowed_template_kwargs
-from finspace.catalog import Sampling
+from finspace.models.catalog import Sampling
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo

@@ -309,7 +309,7 @@ def run(settings: Settings) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from finspace.catalog import load_catalog
+    from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.gpu import MemoryMonitor
     from finspace.web.http_server import uvicorn_config

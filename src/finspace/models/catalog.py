@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from finspace import planner
 from finspace.errors import BadInput, CatalogError, UnknownModel
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_CATALOG = REPO_ROOT / "models.yaml"
 
 
@@ -102,7 +102,7 @@ class Sampling(_Strict):
 
 class Convert(_Strict):
     """A checkpoint made on first use from a GGUF file shipped inside an installed Python package
-    (finspace.convert): ``package`` and ``version`` as pip names them, ``file`` relative to site-packages."""
+    (finspace.models.gguf): ``package`` and ``version`` as pip names them, ``file`` relative to site-packages."""
 
     package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     version: str = Field(pattern=r"^[0-9][A-Za-z0-9.+!-]*$")
@@ -205,7 +205,7 @@ class ModelEntry:
         if cfg.is_file():
             return json.loads(cfg.read_text())
         if self.generate:
-            from finspace import demo  # pure preset table, no torch
+            from finspace.models import demo  # pure preset table, no torch
 
             return demo.preset_config(self.generate)
         raise CatalogError(
@@ -332,7 +332,7 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
         if local is not None and not e.generate and config_path is None and not (local / "config.json").is_file():
             raise CatalogError(f"{path.name}: model {key!r} field 'path': no config.json in {e.path}")
         if e.generate is not None:
-            from finspace import demo
+            from finspace.models import demo
 
             if e.generate not in demo.PRESETS:
                 raise CatalogError(f"{path.name}: model {key!r} field 'generate': unknown preset {e.generate!r}; use one of {', '.join(demo.PRESETS)}")

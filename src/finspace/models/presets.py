@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from finspace.catalog import REPO_ROOT, read_validated
+from finspace.models.catalog import REPO_ROOT, read_validated
 from finspace.errors import BadInput, CatalogError
 
 FILENAME = "presets.yaml"

