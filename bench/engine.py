@@ -58,7 +58,7 @@ async def main() -> None:
     from finspace.models.catalog import load_catalog
     from finspace.models.demo import ensure_demo_model
     from finspace.engine import ChatSettings, Engine
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.settings import Settings
 
     catalog = load_catalog(ROOT / "models.yaml")

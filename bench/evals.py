@@ -73,7 +73,7 @@ async def bench(args, workdir: Path) -> None:
     from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
     from finspace.evals.limits import EvalLimits
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.service import Service
     from finspace.settings import Settings
     from support.catalog import write_catalog

@@ -86,7 +86,7 @@ async def _fill(engine, docs, fields, tokens: int) -> tuple[float, float, float,
 def main(args, model_path: Path, catalog: Path, model_key: str, context: int, field_specs: list[dict]) -> int:
     from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.matrix import run
     from finspace.matrix.fields import parse_fields
 

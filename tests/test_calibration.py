@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from finspace import planner
-from finspace.hardware import GIB, KNOWN_GPUS
+from finspace.host.hardware import GIB, KNOWN_GPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -77,7 +77,7 @@ def test_quantization_and_prequantized_exclude_each_other(tmp_path):
 def test_a_prequantized_entry_is_planned_from_its_scheme_and_vllm_gets_no_quantization(tmp_path, scheme, method,
                                                                                        bits):
     from finspace.engine import process
-    from finspace.hardware import KNOWN_GPUS
+    from finspace.host.hardware import KNOWN_GPUS
 
     entry = load_catalog(write_catalog(tmp_path, {"m": _fp8_entry(prequantized=scheme)})).get("m")
     config = entry.config()

@@ -22,7 +22,7 @@ from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.engine import stream
 from finspace.engine.prompt import encode
 from finspace.errors import BadInput, CatalogError
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from finspace.models.presets import DEFAULT_PRESETS, load_presets
 from finspace.ui import chat as convo
 from finspace.ui.chat_panel import LATEX_DELIMITERS, parse_seed

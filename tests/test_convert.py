@@ -198,7 +198,7 @@ async def test_the_engines_load_shows_the_conversion_and_its_error(tmp_path):
     """A load of a convert entry reports the conversion's steps in the fetch stage's progress; a wrong package
     version fails there with the fix (before vLLM is touched), and nothing is written."""
     from finspace.engine import Engine
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
 
     entry = catalog_entry()
     entry["convert"] = {**entry["convert"], "version": "0.0.9"}

@@ -12,7 +12,7 @@ import pytest
 from finspace import planner
 from finspace.models.demo import preset_config
 from finspace.planner import cpu as cpu_pool
-from finspace.hardware import custom_gpu
+from finspace.host.hardware import custom_gpu
 
 MIB, GIB = 2**20, 2**30
 CONFIG = preset_config("tiny-llama")

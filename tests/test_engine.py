@@ -22,7 +22,7 @@ import pytest
 from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.errors import BadInput, DoesNotFit, EngineFailed, LoadFailed, SwitchInProgress, UnknownModel
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from helpers import corrupt_copy, demo_entry, mismatched_copy, write_catalog
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -441,7 +441,7 @@ def test_a_chat_with_no_model_loaded_answers_without_importing_vllm():
         "import asyncio, sys\n"
         "from finspace.models.catalog import load_catalog\n"
         "from finspace.engine import Engine\n"
-        "from finspace.gpu import MemoryMonitor\n"
+        "from finspace.host.gpu import MemoryMonitor\n"
         "catalog = load_catalog()\n"
         "engine = Engine(catalog, MemoryMonitor(nvml=None))\n"
         "async def main():\n"

@@ -79,7 +79,7 @@ def _tp2_args(**kw):
     from finspace import planner
     from finspace.models.catalog import load_catalog
     from finspace.engine import process
-    from finspace.hardware import KNOWN_GPUS
+    from finspace.host.hardware import KNOWN_GPUS
     from helpers import demo_entry, write_catalog
     import tempfile
     from pathlib import Path

@@ -15,7 +15,7 @@ from finspace.models.catalog import load_catalog
 from finspace.engine import Engine
 from finspace.engine.records import Health
 from finspace.errors import BadInput, EvalRunning, SwitchInProgress, Unauthorized
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from finspace.service import Service
 from finspace.settings import Settings
 from support.evalsets import place_in

@@ -98,7 +98,7 @@ def test_a_layout_bigger_than_the_cluster_is_a_4xx_naming_the_fix():
 def test_the_tab_says_when_the_sampler_warm_up_does_not_fit():
     from finspace import planner
     from finspace.fit import render
-    from finspace.hardware import KNOWN_GPUS
+    from finspace.host.hardware import KNOWN_GPUS
 
     oss = json.loads((REPO / "tests" / "data" / "configs" / "openai__gpt-oss-20b.json").read_text())
     p = planner.plan(oss, KNOWN_GPUS["h100"], planner.Settings(

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from finspace.engine.records import LoadRecord, note_engine
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from finspace.ledger import normalize
 
 GIB = 1 << 30
@@ -94,7 +94,7 @@ def test_the_memory_panel_labels_a_share_found_by_its_load(monkeypatch):
     ("VLLM::WorkerPool", None),
 ])
 def test_a_worker_is_named_by_its_title(title, name):
-    from finspace.gpu import rank_name
+    from finspace.host.gpu import rank_name
 
     assert rank_name(title) == name
 

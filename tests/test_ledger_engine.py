@@ -17,7 +17,7 @@ import pytest
 from finspace.models.catalog import load_catalog
 from finspace.engine import STAGES, Engine
 from finspace.errors import LoadFailed
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from finspace.ledger import Ledger
 from helpers import demo_entry, mismatched_copy, write_catalog
 

@@ -14,7 +14,7 @@ import pytest
 from finspace.models.catalog import load_catalog
 from finspace.documents.convert import Document, Page
 from finspace.engine import Engine
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from finspace.matrix import run
 from finspace.matrix.fields import parse_fields
 from finspace.matrix.table import MatrixResult, Row

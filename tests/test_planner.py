@@ -11,7 +11,7 @@ import pytest
 
 from finspace import planner
 from finspace.errors import BadInput, ConfigError
-from finspace.hardware import GIB, KNOWN_GPUS, custom_gpu
+from finspace.host.hardware import GIB, KNOWN_GPUS, custom_gpu
 from finspace.planner import Settings, model_shape, plan
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from finspace.errors import BadInput
-from finspace.hardware import KNOWN_GPUS
+from finspace.host.hardware import KNOWN_GPUS
 from finspace.planner import Settings, model_shape, plan
 from finspace.planner.cluster import MIN_CONCURRENCY, layouts, size_cluster
 from finspace.planner.memory import NON_TORCH_PP_STAGE_BYTES, NON_TORCH_TP1_BYTES, NON_TORCH_TP_BYTES

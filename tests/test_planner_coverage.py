@@ -13,7 +13,7 @@ import yaml
 
 from finspace.cli import main
 from finspace.errors import ConfigError
-from finspace.hardware import GIB, KNOWN_GPUS
+from finspace.host.hardware import GIB, KNOWN_GPUS
 from finspace.planner import Settings, activation_bytes, model_shape, plan
 from finspace.planner.defaults import TRANSFORMERS_DEFAULTS, with_defaults
 from finspace.planner.memory import weights

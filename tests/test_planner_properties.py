@@ -7,7 +7,7 @@ from dataclasses import fields, replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from finspace.hardware import GIB, custom_gpu
+from finspace.host.hardware import GIB, custom_gpu
 from finspace.planner import Settings, plan
 from finspace.fit.render import plan_json
 

@@ -1,4 +1,4 @@
-"""finspace.priority: the serving process's threads lowered below the engine's processes (no vLLM needed).
+"""finspace.host.priority: the serving process's threads lowered below the engine's processes (no vLLM needed).
 
 The lowering is irreversible for a process, so it runs in a child python, never in the test process.
 """
@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from finspace.errors import BadInput
-from finspace.priority import Launcher, parse_nice
+from finspace.host.priority import Launcher, parse_nice
 from helpers import REPO
 
 
@@ -43,7 +43,7 @@ def test_zero_steps_changes_nothing_and_makes_no_thread():
 
 CHILD = r"""
 import json, os, subprocess, sys, threading
-from finspace.priority import Launcher, nice_of
+from finspace.host.priority import Launcher, nice_of
 base = nice_of(0)
 launcher = Launcher(4)
 pool = launcher.pool()                       # the launcher thread: made before the lowering

@@ -16,7 +16,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from finspace.priority import nice_of
+from finspace.host.priority import nice_of
 from helpers import REPO
 from server_utils import ADMIN_TOKEN, Server
 

@@ -15,7 +15,7 @@ import pytest
 
 from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from support.catalog import demo_entry, write_catalog
 from support.smollm import (KEY, catalog_entry, chatml_problem, english_problem, eos_problem,
                             figure_problem)

@@ -17,7 +17,7 @@ import pytest
 from finspace.models.catalog import load_catalog
 from finspace.engine import Engine
 from finspace.errors import DoesNotFit, SwitchInProgress, Unauthorized, UnknownModel
-from finspace.gpu import MemoryMonitor
+from finspace.host.gpu import MemoryMonitor
 from finspace.ui import chat as convo
 from finspace.ui import views
 from finspace.service import Service

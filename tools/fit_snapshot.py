@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from finspace.cli import main
-from finspace.hardware import KNOWN_GPUS
+from finspace.host.hardware import KNOWN_GPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -38,7 +38,7 @@ from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.wall.throttle import Throttle
-from finspace.versions import versions
+from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
 

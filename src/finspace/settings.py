@@ -20,7 +20,7 @@ from finspace.documents.limits import DocumentLimits
 from finspace.evals.limits import EvalLimits
 from finspace.matrix.limits import MatrixLimits
 from finspace.errors import BadInput
-from finspace.priority import parse_nice
+from finspace.host.priority import parse_nice
 
 ADMIN_TOKEN_MIN_CHARS = 16
 ADMIN_TOKEN_MAX_CHARS = 256

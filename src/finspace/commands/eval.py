@@ -65,7 +65,7 @@ def summary(r: dict) -> str:
 async def _run(settings, args: argparse.Namespace) -> dict:
     from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.errors import FinspaceError
     from finspace.ledger import FILENAME, Ledger, default_data_dir
     from finspace.service import Service

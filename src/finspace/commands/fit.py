@@ -20,7 +20,7 @@ from finspace import planner
 from finspace.fit import render
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
-from finspace.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
+from finspace.host.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
 from finspace.planner.cluster import size_cluster
 from finspace.units import GIB, in_gib
 
@@ -131,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _detect() -> tuple[GPUSpec | None, int]:
     try:
-        from finspace.gpu import MemoryMonitor
+        from finspace.host.gpu import MemoryMonitor
 
         mon = MemoryMonitor()
         if mon.has_gpu:

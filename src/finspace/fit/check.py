@@ -16,7 +16,7 @@ from finspace import planner
 
 from finspace.fit import render
 from finspace.errors import BadInput
-from finspace.hardware import KNOWN_GPUS, GPUSpec
+from finspace.host.hardware import KNOWN_GPUS, GPUSpec
 from finspace.planner.cluster import ClusterPlan, size_cluster
 
 _SETTING_NAMES = tuple(f.name for f in fields(planner.Settings))

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from finspace.hardware import GIB
+from finspace.host.hardware import GIB
 
 OK, INFO, WARN, FAIL = "ok", "info", "warn", "FAIL"
 HUB_TIMEOUT_S = 5.0
@@ -329,7 +329,7 @@ def fit_table(catalog: Any, monitor: Any) -> str:
     """The catalogue's fit table for this machine's GPU, or for the Space's GPU on a machine without one."""
     from finspace.fit import render
     from finspace.commands.fit import DEFAULT_GPU, plan_rows
-    from finspace.hardware import KNOWN_GPUS
+    from finspace.host.hardware import KNOWN_GPUS
 
     if monitor.has_gpu:
         gpu, count, note = monitor.gpu_spec(), monitor.gpu_count, ""
@@ -355,7 +355,7 @@ def diagnose(env: Mapping[str, str] | None = None, nvml: Any = "auto",
              api: Any = None, catalog: Any = None, ismount: Callable[[str], bool] = os.path.ismount) -> Report:
     """Every check, in the order printed. ``catalog``: a Catalog (default: load_catalog())."""
     from finspace.models.catalog import load_catalog
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.ledger import default_data_dir
 
     env = os.environ if env is None else env

@@ -6,7 +6,7 @@ Numbers come from finspace.planner; this module only formats them.
 
 from __future__ import annotations
 
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 from finspace.planner import Plan
 from finspace.planner.cluster import MIN_CONCURRENCY, ClusterPlan
 from finspace.planner.export import cluster_json, plan_json, settings_json, warmup_json

@@ -18,7 +18,7 @@ from finspace.fit import check as fitcheck
 
 from finspace.fit import render
 from finspace.errors import BadInput
-from finspace.hardware import KNOWN_GPUS
+from finspace.host.hardware import KNOWN_GPUS
 from finspace.planner.bounds import MAX_POSITIONS, check_config
 
 MAX_CONFIG_CHARS = 200_000  # the largest published config.json files are a few tens of KB

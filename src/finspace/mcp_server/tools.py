@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from finspace.hardware import KNOWN_GPUS
+from finspace.host.hardware import KNOWN_GPUS
 from finspace.matrix.fields import FIELD_TYPES, MAX_FIELDS, MAX_INSTRUCTION_CHARS, MAX_NAME_CHARS
 
 MAX_QUESTION_CHARS = 4000

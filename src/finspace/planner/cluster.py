@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 
 from finspace.errors import BadInput
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 from finspace.planner.plan import plan, replan
 from finspace.planner.result import Plan
 from finspace.planner.settings import Settings, validate

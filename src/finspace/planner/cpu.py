@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from finspace.hardware import GPUSpec, custom_gpu
+from finspace.host.hardware import GPUSpec, custom_gpu
 from finspace.planner.memory import KvCapacity, kv_capacity
 from finspace.planner.plan import Plan, plan
 from finspace.planner.settings import Settings

@@ -35,7 +35,7 @@ import math
 from dataclasses import replace
 
 from finspace.errors import BadInput
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 from finspace.planner import warmup
 from finspace.planner.memory import (
     activation_bytes, cudagraph_bytes, init_non_torch_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead,

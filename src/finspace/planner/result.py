@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 from finspace.planner.settings import Settings
 
 

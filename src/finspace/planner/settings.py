@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from finspace.errors import BadInput, ConfigError
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 from finspace.planner.shape import DTYPE_ALIASES, ModelShape, QuantScheme
 from finspace.units import GIB
 

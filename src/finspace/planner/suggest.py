@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from finspace.errors import BadInput, ConfigError
-from finspace.hardware import GPUSpec
+from finspace.host.hardware import GPUSpec
 from finspace.planner.result import Plan, Suggestion
 from finspace.planner.settings import Settings
 from finspace.planner.shape import ModelShape, model_shape, tp_on_machine, tp_splits

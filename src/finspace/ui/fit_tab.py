@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from finspace.errors import FinspaceError
-from finspace.hardware import KNOWN_GPUS
+from finspace.host.hardware import KNOWN_GPUS
 from finspace.service import Service
 from finspace.ui import views
 from finspace.ui.api import user_error

@@ -311,7 +311,7 @@ def run(settings: Settings) -> int:
 
     from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
-    from finspace.gpu import MemoryMonitor
+    from finspace.host.gpu import MemoryMonitor
     from finspace.web.http_server import uvicorn_config
 
     try:

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import psutil
 
-from finspace.hardware import GPUSpec, match_nvml_name
+from finspace.host.hardware import GPUSpec, match_nvml_name
 
 MIB = 1 << 20
 # vLLM's worker title: "Worker", then _DP<n>, _PP<n>, _PCP<n>, _TP<n>, ... for each parallel size over 1

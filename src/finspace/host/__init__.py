@@ -1,0 +1,1 @@
+"""The host: GPU readings (NVML), the known GPUs and this machine, thread priority, installed versions."""
