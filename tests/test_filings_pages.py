@@ -1,6 +1,6 @@
 """The converter's pages and the XBRL reader's pages are the same pages: every tagged figure of a real filing
 stands, as the filer printed it, on the page the reader gives it (two readers of one file, one page-break rule:
-documents/pagebreaks.py)."""
+xbrl/pagebreaks.py)."""
 
 from __future__ import annotations
 

@@ -53,6 +53,7 @@ def test_the_measure_finds_what_is_too_long(tmp_path, source, expected):
 
 ROOT = SRC.parents[1]
 MAX_README_LINES = 200
+MAX_ROOT_MODULES = 10
 _LINK = __import__("re").compile(r"\]\(((?:\.\./)?[\w./-]+)(?:#[\w-]+)?\)")
 
 
@@ -78,3 +79,10 @@ def test_a_broken_link_is_found(tmp_path):
     page = tmp_path / "README.md"
     page.write_text("[a](docs/here.md) [b](docs/gone.md) ![c](docs/gone.png) [d](https://example.org/x)")
     assert broken_links(page) == ["docs/gone.md", "docs/gone.png"]
+
+
+def test_the_package_root_holds_only_the_spine():
+    # issue 35: the concerns are packages (wall/, web/, fit/, models/, host/ ...); the root keeps settings, service,
+    # errors, units, ledger and cli
+    root = sorted(p.stem for p in SRC.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(root) <= MAX_ROOT_MODULES, root

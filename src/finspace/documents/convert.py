@@ -10,7 +10,7 @@ would not use, and hides page boundaries):
   in plain mode. It reads the text layer only: a scanned PDF has none, and OCR is
   not supported. Pages past the conversion's time budget are left out with a note.
 - HTML (finspace.documents.html, SEC filings): **lxml**'s HTML parser, walked
-  without recursion. Pages end at CSS page breaks (finspace.documents.pagebreaks);
+  without recursion. Pages end at CSS page breaks (finspace.xbrl.pagebreaks);
   scripts, styles, iframes, objects and hidden elements are removed, never
   executed; the document says how many scripts were removed. Tables become
   Markdown tables, cleaned (finspace.documents.tables) and with their caption.

@@ -5,7 +5,7 @@ walked once, in document order, without recursion (``iterwalk``), so nesting dep
 
 - scripts, styles, iframes, objects and elements hidden with ``display:none`` (the inline-XBRL header, with
   its thousand contexts) are left out; scripts are counted for the document's note, never run;
-- pages end at CSS page breaks, by ``finspace.documents.pagebreaks.breaks`` (the rule the XBRL reader uses
+- pages end at CSS page breaks, by ``finspace.xbrl.pagebreaks.breaks`` (the rule the XBRL reader uses
   too: page N is everything after the (N-1)th break). A file without CSS breaks that marks its pages with
   ``<!-- PAGEBREAK -->`` comments (EDGAR's older HTML) is split there; a file with neither is one page
   without a label. Empty pages at the end are dropped;
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from finspace.documents import tables
 from finspace.documents.limits import DocumentLimits
-from finspace.documents.pagebreaks import breaks
+from finspace.xbrl.pagebreaks import breaks
 from finspace.documents.printed import label
 from finspace.documents.text import check_cells, fix_figures, short_name, tidy
 from finspace.errors import BadInput

@@ -31,7 +31,7 @@ class Context:
 class Fact:
     concept: str  # prefixed, as written: us-gaap:Revenues, dei:DocumentPeriodEndDate
     context: str  # its context's id
-    page: int  # 1-based: the page (CSS page breaks, documents.pagebreaks) the tag is on
+    page: int  # 1-based: the page (CSS page breaks, xbrl.pagebreaks) the tag is on
     value: Decimal | None = None  # a number's value: the displayed number x 10^scale, negated by sign="-"
     text: str | None = None  # a text fact (ix:nonNumeric, continuations joined), at most MAX_TEXT_CHARS
     unit: str | None = None  # the unit's measure: iso4217:USD, xbrli:shares, iso4217:USD/xbrli:shares

@@ -1,6 +1,6 @@
 """The inline-XBRL facts of an HTML filing, read with lxml (a small reader, not ixbrlparse: see notes/xbrl.md).
 
-One pass over the parsed tree in document order counts CSS page breaks (``documents.pagebreaks``, the rule the
+One pass over the parsed tree in document order counts CSS page breaks (``xbrl.pagebreaks``, the rule the
 HTML converter splits pages by) and collects the ``ix:header`` contexts and units, the ``ix:nonFraction`` and
 ``ix:nonNumeric`` tags with the page each is on, and the ``ix:continuation`` parts; then each fact is read:
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from finspace.documents.pagebreaks import breaks
+from finspace.xbrl.pagebreaks import breaks
 from finspace.xbrl.facts import Context, Fact, Facts
 
 

@@ -1,4 +1,5 @@
-"""Where an HTML filing's pages end: the one rule that the HTML converter and the XBRL reader share.
+"""Where an HTML filing's pages end: the one rule that the XBRL reader and the HTML converter
+(``documents/html.py``) share, here below both so that each imports it downward.
 
 EDGAR filings mark their printed pages with CSS page breaks on an element, most often
 ``<hr style="page-break-after:always"/>`` (Apple, NVIDIA, Wells Fargo ... all 7 inline-XBRL filings in
