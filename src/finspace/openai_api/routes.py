@@ -37,6 +37,9 @@ from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.documents import chat as docs
 from finspace.clients import request_client
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
+from finspace.openai_api.toolcalls import joined, tool_deltas
+from finspace.tools.calls import CallReader, forced_schema
+from finspace.tools.spec import check_rounds
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 
 log = logging.getLogger("finspace.openai")
@@ -137,6 +140,7 @@ def add_openai_routes(app: FastAPI, svc) -> None:
                                code="invalid_json") from None
             req = parse_chat(body)
             key = check_model(svc, req.model)
+            req = with_tools(svc, req)
             if req.file is not None:  # a document: converted like the page's, placed before the conversation
                 att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
                 settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
@@ -149,6 +153,33 @@ def add_openai_routes(app: FastAPI, svc) -> None:
     async def not_offered(rest: str):
         return error_response(ApiError(404, f"/v1/{rest[:60]} is not offered here; finspace serves POST "
                                             "/v1/chat/completions and GET /v1/models", code="unknown_url"))
+
+
+def with_tools(svc, req: ChatRequest) -> ChatRequest:
+    """The request with its tools in the settings (and, for a forced choice, the schema of the call): 400 for a
+    model without a tool parser, naming the ones that have one, and for too many tool rounds in a row."""
+    check_rounds(req.messages)
+    if req.tools is None:
+        return req
+    entry = svc.engine.entry
+    if entry is None or not getattr(entry, "tool_parser", None):
+        having = [e.key for e in svc.catalog.entries if e.tool_parser]
+        raise ApiError(400, f"tools: the model {getattr(entry, 'key', req.model)!r} has no tool parser (the "
+                            f"catalogue's tool_parser field), so its calls could not be read; models that call "
+                            f"tools: {', '.join(having)}", param="tools", code="tools_not_supported")
+    if req.tools.choice == "none":  # the functions are not offered: a plain reply
+        return dataclasses.replace(req, tools=None)
+    schema = req.settings.json_schema
+    if req.tools.forced:
+        if schema is not None:
+            raise ApiError(400, "response_format: a forced tool_choice (required or a named function) already "
+                                "decides the reply's JSON; send one of them", param="response_format")
+        try:
+            schema = forced_schema(req.tools)
+        except BadInput as exc:
+            raise ApiError(400, str(exc), param="tools", code="invalid_value") from None
+    settings = dataclasses.replace(req.settings, tools=req.tools.specs, json_schema=schema)
+    return dataclasses.replace(req, settings=settings)
 
 
 async def _until_disconnect(request: Request, work):
@@ -191,7 +222,13 @@ async def _start(svc, req: ChatRequest, key: str):
     entry = svc.engine.entry
     reasoning_model = bool(entry is not None and getattr(entry, "reasoning", None))
     # the thinking is split off by the engine with vLLM's reasoning parser (engine/reasoning.py)
-    deltas = _openai_deltas(svc.engine.chat_parts(req.messages, req.settings, info))
+    parts = svc.engine.chat_parts(req.messages, req.settings, info)
+    reader = None
+    if req.settings.tools:  # the calls are read from the answer by vLLM's tool parser (tools/calls.py)
+        reader = CallReader(entry.tool_parser, getattr(svc.engine, "tokenizer", None), req.tools)
+        deltas = tool_deltas(parts, reader)
+    else:
+        deltas = _openai_deltas(parts)
     try:
         first = await anext(deltas)  # refusals (busy, bad settings) come before any byte is sent
     except StopAsyncIteration:
@@ -201,18 +238,22 @@ async def _start(svc, req: ChatRequest, key: str):
         raise
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": key}
     if req.stream:
-        body = _sse(svc, deltas, first, info, meta, req.include_usage)
+        body = _sse(svc, deltas, first, info, meta, req.include_usage, reader)
         return _ClosingStream(body, media_type="text/event-stream", headers=SSE_HEADERS)
     async with contextlib.aclosing(deltas):
         pieces = [first] if first else []
         pieces += [d async for d in deltas]
-    content = "".join(d.get("content", "") for d in pieces)
-    message = {"role": "assistant", "content": content}
-    if reasoning_model:
-        message["reasoning_content"] = "".join(d.get("reasoning_content", "") for d in pieces) or None
+    message = joined(pieces)
+    if not reasoning_model:
+        message.pop("reasoning_content")
     return {"object": "chat.completion", **meta, "choices": [
-        {"index": 0, "message": message, "logprobs": None, "finish_reason": info.finish_reason or "stop"}],
+        {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(info, reader)}],
         "usage": _usage(info)}
+
+
+def _finish(info: ChatInfo, reader: CallReader | None) -> str:
+    """OpenAI's finish reason: tool_calls when the reply is calls, else the engine's."""
+    return "tool_calls" if reader is not None and reader.calls else info.finish_reason or "stop"
 
 
 def _usage(info: ChatInfo) -> dict:
@@ -225,7 +266,7 @@ def _event(obj: dict) -> bytes:
 
 
 async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
-               include_usage: bool) -> AsyncIterator[bytes]:
+               include_usage: bool, reader: CallReader | None = None) -> AsyncIterator[bytes]:
     """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
     reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""
     extra = {"usage": None} if include_usage else {}
@@ -242,7 +283,7 @@ async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatI
             while delta is not None:
                 yield chunk(delta)
                 delta = await anext(deltas, None)
-        yield chunk({}, info.finish_reason or "stop")
+        yield chunk({}, _finish(info, reader))
         if include_usage:
             yield _event({"object": "chat.completion.chunk", **meta, "choices": [], "usage": _usage(info)})
     except Exception as exc:  # noqa: BLE001 - after the stream began: one error event, as vLLM's server sends it

@@ -64,6 +64,24 @@ def call(name: str, arguments: Any, call_id: str | None = None) -> dict:
             "function": {"name": name, "arguments": text}}
 
 
+class _Markers:
+    """A vocabulary of the parsers' marker tokens, for a parser made without the model's tokenizer (a remote
+    endpoint's reply) or with one that lacks them: the parsers read text, the tokenizer only finds markers."""
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"<|python_tag|>": 0, "<tool_call>": 1, "</tool_call>": 2}
+
+
+def _parser(name: str, tokenizer: Any, tools: list) -> Any:
+    from vllm.tool_parsers import ToolParserManager
+
+    cls = ToolParserManager.get_tool_parser(name)
+    try:
+        return cls(tokenizer if tokenizer is not None else _Markers(), tools)
+    except (RuntimeError, ValueError, AttributeError):
+        return cls(_Markers(), tools)
+
+
 class CallReader:
     """One reply's answer text in, shown text and tool calls out (see the module's docstring)."""
 
@@ -133,10 +151,9 @@ class CallReader:
 
     def _auto(self) -> tuple[str, list[dict]]:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-        from vllm.tool_parsers import ToolParserManager
 
         tools = _vllm_tools(self.req)
-        parser = ToolParserManager.get_tool_parser(self.parser_name)(self._tokenizer, tools)
+        parser = _parser(self.parser_name, self._tokenizer, tools)
         request = ChatCompletionRequest(model="finspace", messages=[{"role": "user", "content": "-"}],
                                         tools=tools, tool_choice="auto")
         info = parser.extract_tool_calls(self._text, request)

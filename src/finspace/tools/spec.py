@@ -116,6 +116,8 @@ def parse_tools(tools: Any, tool_choice: Any = None, parallel_tool_calls: Any = 
 
 
 def _arguments(where: str, value: Any) -> dict:
+    if isinstance(value, dict):  # already parsed (a conversation checked once at the boundary)
+        value = json.dumps(value, ensure_ascii=False)
     if not isinstance(value, str) or len(value) > MAX_ARGUMENTS_CHARS:
         raise BadInput(f"{where}.function.arguments must be JSON text of at most {MAX_ARGUMENTS_CHARS:,} characters")
     try:
