@@ -23,7 +23,7 @@ CALCULATE_SPEC: dict = {"type": "function", "function": {
                     "(power), % (percent: 5% is 0.05), parentheses, abs, round(x, digits), min, max, sqrt. "
                     "Example: {\"expression\": \"(391035 - 383285) / 383285 * 100\"}."),
     "parameters": {"type": "object", "properties": {"expression": {
-        "type": "string", "description": "the arithmetic to evaluate, at most 500 characters"}},
+        "type": "string", "maxLength": 200, "description": "the arithmetic to evaluate, at most 200 characters"}},
         "required": ["expression"]},
 }}
 
