@@ -154,3 +154,59 @@ def test_history_calls_are_checked_and_rounds_are_bounded():
     check_rounds([{"role": "user", "content": "q"}] + turn * 16)
     with pytest.raises(BadInput, match="17 tool-call rounds in a row"):
         check_rounds([{"role": "user", "content": "q"}] + turn * 17)
+
+
+def test_a_model_without_a_tool_parser_answers_tools_with_a_400_naming_the_ones_that_have_one():
+    from types import SimpleNamespace
+
+    from finspace.openai_api.request import ApiError, parse_chat
+    from finspace.openai_api.routes import with_tools
+
+    entries = [SimpleNamespace(key="fin-pythia-1.4b", tool_parser=None),
+               SimpleNamespace(key="qwen-3-8b-fin", tool_parser="hermes")]
+    svc = SimpleNamespace(engine=SimpleNamespace(entry=entries[0]), catalog=SimpleNamespace(entries=entries))
+    req = parse_chat({"model": "fin-pythia-1.4b", "messages": [{"role": "user", "content": "q"}], "tools": TOOLS})
+    with pytest.raises(ApiError) as err:
+        with_tools(svc, req)
+    assert err.value.status == 400 and err.value.param == "tools"
+    assert "tool_parser" in err.value.message and "qwen-3-8b-fin" in err.value.message
+    svc.engine.entry = entries[1]
+    assert with_tools(svc, req).settings.tools == req.tools.specs
+    forced = parse_chat({"model": "m", "messages": [{"role": "user", "content": "q"}], "tools": TOOLS,
+                         "tool_choice": "required", "response_format": {"type": "json_object"}})
+    with pytest.raises(ApiError, match="send one of them"):
+        with_tools(svc, forced)
+    none = parse_chat({"model": "m", "messages": [{"role": "user", "content": "q"}], "tools": TOOLS,
+                       "tool_choice": "none"})
+    assert with_tools(svc, none).settings.tools is None
+
+
+def test_remote_mode_passes_tools_through_and_reads_the_endpoints_calls_back(tok):
+    """The endpoint's request carries the tools and past calls (arguments as JSON text, as the API takes them);
+    its streamed delta.tool_calls come back as hermes text that the same reader turns into the same calls."""
+    from types import SimpleNamespace
+
+    from finspace.engine.records import ChatInfo
+    from finspace.remote import chat as remote_chat
+
+    entry = SimpleNamespace(key="m", system_prompt="", reasoning=None,
+                            sampling=SimpleNamespace(temperature=0.0, top_p=1.0, max_tokens=32))
+    history = [{"role": "user", "content": "q"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                   "name": "calculate", "arguments": '{"expression": "1+1"}'}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "2"}]
+    req = remote_chat.request_for("m", entry, 4096, history, ChatSettings(tools=tuple(TOOLS)))
+    assert req["tools"] == TOOLS
+    assert req["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"expression": "1+1"}'
+    assert req["messages"][2] == {"role": "tool", "content": "2", "tool_call_id": "c1"}
+    calls: dict = {}
+    for piece in ({"index": 0, "id": "x", "function": {"name": "get_filing", "arguments": ""}},
+                  {"index": 0, "function": {"arguments": '{"ticker": "AAPL", '}},
+                  {"index": 0, "function": {"arguments": '"form": "10-K", "year": 2024}'}}):
+        remote_chat._read({"choices": [{"delta": {"tool_calls": [piece]}}]}, ChatInfo(), calls)
+    text = remote_chat.tool_prompt.written_calls("hermes", [calls[0]])
+    reader = CallReader("hermes", None, parse_tools(TOOLS))
+    reader.feed(text)
+    _, found = reader.finish()
+    assert found[0]["function"]["name"] == "get_filing"
+    assert json.loads(found[0]["function"]["arguments"]) == {"ticker": "AAPL", "form": "10-K", "year": 2024}

@@ -129,7 +129,7 @@ class Service:
         """The engine's reply as (thinking, answer) deltas; with ``calculator`` "auto" (the model may call it) or
         "always" (its first round is a call), models with a tool parser get the built-in calculator
         (finspace.tools.loop: its calls and results land in ``info.tool_steps``)."""
-        if calculator in ("auto", "always") and tool_loop.offered(self.engine.entry):
+        if calculator in ("auto", "always") and tool_loop.offered(self.engine):
             return tool_loop.calculator_rounds(self.engine, messages, settings, info, force=calculator == "always")
         return self.engine.chat_parts(messages, settings, info)
 

@@ -38,7 +38,7 @@ from finspace.documents import chat as docs
 from finspace.clients import request_client
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.openai_api.toolcalls import joined, tool_deltas
-from finspace.tools.calls import CallReader, forced_schema
+from finspace.tools.calls import CallReader, forced_schema, reading_parser
 from finspace.tools.spec import check_rounds
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 
@@ -162,7 +162,7 @@ def with_tools(svc, req: ChatRequest) -> ChatRequest:
     if req.tools is None:
         return req
     entry = svc.engine.entry
-    if entry is None or not getattr(entry, "tool_parser", None):
+    if reading_parser(svc.engine) is None:
         having = [e.key for e in svc.catalog.entries if e.tool_parser]
         raise ApiError(400, f"tools: the model {getattr(entry, 'key', req.model)!r} has no tool parser (the "
                             f"catalogue's tool_parser field), so its calls could not be read; models that call "
@@ -225,7 +225,7 @@ async def _start(svc, req: ChatRequest, key: str):
     parts = svc.engine.chat_parts(req.messages, req.settings, info)
     reader = None
     if req.settings.tools:  # the calls are read from the answer by vLLM's tool parser (tools/calls.py)
-        reader = CallReader(entry.tool_parser, getattr(svc.engine, "tokenizer", None), req.tools)
+        reader = CallReader(reading_parser(svc.engine), getattr(svc.engine, "tokenizer", None), req.tools)
         deltas = tool_deltas(parts, reader)
     else:
         deltas = _openai_deltas(parts)

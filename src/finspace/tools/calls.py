@@ -57,6 +57,13 @@ def forced_schema(req: ToolRequest) -> dict:
     return check_schema(schema, "tools (as the schema of a forced call)")
 
 
+def reading_parser(engine: Any) -> str | None:
+    """The parser that reads the engine's calls: the catalogue's; for a remote endpoint (which parses its
+    model's calls itself, finspace.remote.chat writes them back as hermes text) hermes when none is given."""
+    parser = getattr(getattr(engine, "entry", None), "tool_parser", None)
+    return parser or ("hermes" if getattr(engine, "kind", "local") == "remote" else None)
+
+
 def call(name: str, arguments: Any, call_id: str | None = None) -> dict:
     """One call as OpenAI writes it: the arguments as JSON text."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

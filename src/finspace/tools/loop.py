@@ -18,15 +18,15 @@ from typing import Any
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.tools import registry
-from finspace.tools.calls import CallReader, forced_schema
+from finspace.tools.calls import CallReader, forced_schema, reading_parser
 from finspace.tools.spec import ToolRequest
 
 MAX_ROUNDS = 4  # calculator calls in one reply; then the model answers without the tool
 
 
-def offered(entry: Any) -> bool:
-    """Whether the chat offers the calculator to this model: it has a tool parser to read its calls."""
-    return bool(getattr(entry, "tool_parser", None))
+def offered(engine: Any) -> bool:
+    """Whether the chat offers the calculator to the engine's model: a tool parser reads its calls."""
+    return reading_parser(engine) is not None
 
 
 def _round_request(round_no: int, force: bool) -> ToolRequest:
@@ -49,7 +49,7 @@ def _merge(total: ChatInfo, part: ChatInfo) -> None:
 async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSettings, info: ChatInfo,
                             *, force: bool = False) -> AsyncIterator[tuple[str, str]]:
     """The reply, with calculator calls run between rounds (see the module's docstring)."""
-    entry = engine.entry
+    parser = reading_parser(engine)
     msgs = list(messages)
     for round_no in range(MAX_ROUNDS + 1):
         last = round_no == MAX_ROUNDS
@@ -59,7 +59,7 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
         else:
             schema = forced_schema(req) if req.forced else settings.json_schema
             round_settings = dataclasses.replace(settings, tools=req.specs, json_schema=schema)
-        reader = CallReader(entry.tool_parser, getattr(engine, "tokenizer", None), req) if not last else None
+        reader = CallReader(parser, getattr(engine, "tokenizer", None), req) if not last else None
         part = ChatInfo()
         try:
             async with contextlib.aclosing(engine.chat_parts(msgs, round_settings, part)) as parts:

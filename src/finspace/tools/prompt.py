@@ -36,7 +36,17 @@ def takes_tools(tok: Any) -> bool:
 
 def _args(call: dict) -> dict:
     args = call["function"].get("arguments", {})
-    return json.loads(args) if isinstance(args, str) else args
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return {}
+    return args if isinstance(args, dict) else {}
+
+
+def written_calls(parser: str | None, calls: list[dict]) -> str:
+    """Calls (OpenAI's {"function": {"name", "arguments"}}) as the text the parser reads."""
+    return _written(parser or "hermes", calls)
 
 
 def _written(parser: str, calls: list[dict]) -> str:
