@@ -87,3 +87,30 @@ def test_steps_are_shown_collapsed_above_the_answer_counted_and_exported():
     assert doc["messages"][1]["tools"] == steps
     assert "Tool: calculate" in saved.export_markdown(doc) and "**360**" in saved.export_markdown(doc)
     assert json.dumps(doc)
+
+
+def test_the_scoreboards_calc_format_lets_the_model_call_the_calculator_and_counts_the_calls():
+    import pytest
+
+    from finspace.errors import BadInput
+    from finspace.evals import prompt as eval_prompt
+    from finspace.evals import score as eval_score
+    from finspace.evals.formats import EvalItem
+    from finspace.evals.run import item_settings, run_item
+
+    item = EvalItem(id="q1", question="What is 15% of 2,400?", context="| a | 2,400 |", gold=360.0, meta={})
+    plain = eval_prompt.messages("finqa", item)
+    calc = eval_prompt.messages("finqa", item, prompt_format=eval_prompt.PROMPT_FORMAT_CALC)
+    assert "calculate tool" in calc[0]["content"] and "calculate" not in plain[0]["content"]
+    assert calc[1] == plain[1]
+    with pytest.raises(BadInput, match=r"finspace-eval-v1\+calc"):
+        eval_prompt.check_format("v2")
+    engine = Scripted(CALL, "It is 360.\nAnswer: 360")
+    result = asyncio.run(run_item(engine, "finqa", item, item_settings(engine.entry, 64), context_chars=3000,
+                                  prompt_mod=eval_prompt, score_mod=eval_score,
+                                  prompt_format=eval_prompt.PROMPT_FORMAT_CALC))
+    assert result.tool_calls == 1 and result.correct and result.answer == "It is 360.\nAnswer: 360"
+    engine = Scripted("Answer: 350")
+    result = asyncio.run(run_item(engine, "finqa", item, item_settings(engine.entry, 64), context_chars=3000,
+                                  prompt_mod=eval_prompt, score_mod=eval_score))
+    assert result.tool_calls == 0 and not result.correct and engine.sent[0][1].tools is None

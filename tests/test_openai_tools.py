@@ -106,7 +106,7 @@ def test_streaming_sends_delta_tool_calls(server):
 def test_required_with_parallel_calls_off_returns_one_call(server):
     on(server, "demo")
     r = client(server).chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING],
-                                               tool_choice="required", parallel_tool_calls=False, max_tokens=64)
+                                               tool_choice="required", parallel_tool_calls=False, max_tokens=256)
     calls = r.choices[0].message.tool_calls
     assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1
     assert set(json.loads(calls[0].function.arguments)) == {"ticker", "form", "year"}
