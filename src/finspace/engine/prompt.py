@@ -173,7 +173,8 @@ def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[d
         role = m.get("role")
         if role not in ROLES and role != TOOL_ROLE:
             raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join(ROLES)}")
-        calls = checked_calls(i, m["tool_calls"]) if role == "assistant" and m.get("tool_calls") is not None else None
+        has_calls = role == "assistant" and m.get("tool_calls") is not None
+        calls = checked_calls(i, m["tool_calls"]) if has_calls else None
         text = "" if calls and m.get("content") is None else _text_of(i, m.get("content"))
         if len(text) > MAX_MESSAGE_CHARS:
             raise BadInput(f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it")

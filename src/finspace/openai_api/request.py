@@ -26,7 +26,8 @@ MAX_TEMPLATE_KWARGS = 16
 # Fields accepted only with the value that means "the default": anything else is a feature finspace lacks.
 _DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
     "n": (None, 1), "logprobs": (None, False), "top_logprobs": (None, 0),
-    "functions": (None, []), "function_call": (None, "none"), "frequency_penalty": (None, 0, 0.0), "presence_penalty": (None, 0, 0.0),
+    "functions": (None, []), "function_call": (None, "none"), "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
     "logit_bias": (None, {}), "store": (None, False), "modalities": (None, ["text"]), "prediction": (None,),
     "audio": (None,), "web_search_options": (None,), "service_tier": (None, "auto", "default"),
     "reasoning_effort": (None,), "metadata": (None, {}),
