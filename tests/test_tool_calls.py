@@ -210,3 +210,25 @@ def test_remote_mode_passes_tools_through_and_reads_the_endpoints_calls_back(tok
     _, found = reader.finish()
     assert found[0]["function"]["name"] == "get_filing"
     assert json.loads(found[0]["function"]["arguments"]) == {"ticker": "AAPL", "form": "10-K", "year": 2024}
+
+
+def test_templates_without_tools_get_them_written_in_the_parsers_format():
+    from types import SimpleNamespace
+
+    from finspace.tools.prompt import for_template
+
+    msgs = [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {
+                "name": "calculate", "arguments": {"expression": "1+1"}}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "2"}, {"role": "tool", "content": "3"}]
+    native = SimpleNamespace(chat_template="{% for t in tools %}{{ t }}{% endfor %}")
+    assert for_template(native, msgs, TOOLS, "hermes") == (msgs, TOOLS)
+    plain = SimpleNamespace(chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
+    out, tools = for_template(plain, msgs, TOOLS, "pythonic")
+    assert tools is None and [m["role"] for m in out] == ["system", "user", "assistant", "user"]
+    assert out[0]["content"].startswith("Be exact.") and '"get_filing"' in out[0]["content"]
+    assert out[2]["content"] == '[calculate(expression="1+1")]'
+    assert out[3]["content"] == "Tool result: 2\nTool result: 3"  # consecutive results: one turn
+    out, _ = for_template(plain, msgs, TOOLS, "llama3_json")
+    assert json.loads(out[2]["content"]) == {"name": "calculate", "parameters": {"expression": "1+1"}}
+    assert for_template(plain, msgs[:2], None, "hermes") == (msgs[:2], None)  # nothing about tools: unchanged

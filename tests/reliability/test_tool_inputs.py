@@ -38,7 +38,8 @@ def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("rel-tools")
     models = {"t": {**tiny(model_dir, "tiny-llama", label="Tiny tools", max_model_len=2048, max_tokens=16),
                     "tool_parser": "hermes"}}
-    srv = start_server(root, models, default="t", admin_token=ADMIN, timeout=1500)
+    srv = start_server(root, models, default="t", admin_token=ADMIN, timeout=1500,
+                       env={"FINSPACE_CPU_KV_CACHE_MIB": "16"})  # 2,048 tokens of the tiny llama: 4 MiB
     try:
         yield srv
     finally:

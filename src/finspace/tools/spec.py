@@ -25,7 +25,6 @@ MAX_ARGUMENTS_CHARS = 16_000
 MAX_TOOL_ROUNDS = 16  # assistant tool-call turns in a row since the last user message
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CHOICES = ("none", "auto", "required")
-_EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
 
 @dataclass(frozen=True)
@@ -46,12 +45,6 @@ class ToolRequest:
     def forced(self) -> bool:
         """The reply must be a call (through structured outputs): ``required`` or a named function."""
         return self.choice in ("required", "named")
-
-    def parameters(self, name: str) -> dict:
-        for s in self.specs:
-            if s["function"]["name"] == name:
-                return s["function"].get("parameters") or _EMPTY_PARAMETERS
-        raise BadInput(f"tool_choice: {name[:64]!r} is not one of the tools sent ({', '.join(self.names)})")
 
 
 def _function(i: int, tool: Any) -> dict:
