@@ -158,7 +158,10 @@ def add_openai_routes(app: FastAPI, svc) -> None:
 def with_tools(svc, req: ChatRequest) -> ChatRequest:
     """The request with its tools in the settings (and, for a forced choice, the schema of the call): 400 for a
     model without a tool parser, naming the ones that have one, and for too many tool rounds in a row."""
-    check_rounds(req.messages)
+    try:
+        check_rounds(req.messages)
+    except BadInput as exc:
+        raise ApiError(400, str(exc), param="messages", code="invalid_value") from None
     if req.tools is None:
         return req
     entry = svc.engine.entry
