@@ -14,6 +14,11 @@ A document comes as an OpenAI file part in a user message, ``{"type": "file", "f
 decoded into Gradio's upload folder, converted like the page's upload (finspace.documents) and placed before the
 conversation, whole or as its most relevant passages. The body bound is the chat's (6 MiB), so a document sent
 this way is at most about 4.5 MB; larger ones go through the page or /chat (gradio_client's handle_file).
+
+Tools (``tools``, ``tool_choice``, ``parallel_tool_calls``; finspace.tools): checked with the request, offered
+to models whose catalogue entry has a ``tool_parser`` (400 naming those that do, otherwise), a forced choice
+made a JSON schema for structured outputs; the reply's calls are read by vLLM's parser (openai_api.toolcalls)
+and sent as ``message.tool_calls`` / ``delta.tool_calls`` with ``finish_reason: "tool_calls"``.
 """
 
 from __future__ import annotations
