@@ -56,6 +56,7 @@ def test_a_forced_call_is_a_step_above_the_answer_its_result_goes_back_and_the_e
     assert "🧮 calculate" in text and text.index("🧮 calculate") < text.index(line.split(" · ")[0])
     shot(page, "chat-8-calculator")
 
+    page.click("#conversations button, #conversations .label-wrap")  # the export is in Conversations
     page.click("#export")
     link = page.locator('#export-files tr:has-text(".json") a').first
     link.wait_for(timeout=60_000)
