@@ -99,3 +99,21 @@ def test_the_catalogue_fp8_checkpoints_are_prequantized():
     for entry in catalog.entries:
         if entry.repo and entry.repo.upper().endswith("-FP8"):
             assert entry.serving.prequantized and entry.serving.quantization is None, entry.key
+
+
+# ---------------------------------------------------------------- tool parsers (issue 34)
+def test_a_tool_parser_is_one_of_vllms_and_a_typo_names_the_entry_and_field(tmp_path):
+    entry = {"label": "L", "description": "d", "repo": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama",
+             "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json", "tool_parser": "llama3-json",
+             "serving": {"max_model_len": 2048}}
+    with pytest.raises(CatalogError, match=r"model 'm' field 'tool_parser'.*'hermes', 'llama3_json' or 'pythonic'"):
+        load_catalog(write_catalog(tmp_path, {"m": entry}))
+    entry["tool_parser"] = "llama3_json"
+    assert load_catalog(write_catalog(tmp_path, {"m": entry})).get("m").tool_parser == "llama3_json"
+
+
+def test_the_catalogue_chooses_each_familys_parser():
+    parsers = {e.key: e.tool_parser for e in load_catalog().entries}
+    assert parsers["qwen-3-8b-fin"] == "hermes" and parsers["llama-3.1-8b-fin"] == "llama3_json"
+    assert parsers["gemma-3-12b-fin"] == "pythonic" and parsers["fin-pythia-1.4b"] is None
+    assert parsers["demo"] == parsers["smollm2-135m"] == "hermes"

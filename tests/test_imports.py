@@ -147,8 +147,8 @@ def test_the_check_finds_a_cycle(tmp_path, files, expected):
 #: The root's modules and packages, bottom to top: each imports only what stands below it, but for the
 #: KNOWN_UPWARD imports. A new package or root module must be placed here (the test names it).
 LAYERS = [
-    "errors", "units", "host", "planner", "models", "ledger", "structured", "engine", "xbrl", "documents", "matrix",
-    "evals", "tools", "settings", "wall", "remote", "fit", "service", "openai_api", "ui", "mcp_server", "web",
+    "errors", "units", "host", "planner", "models", "ledger", "structured", "tools", "engine", "xbrl", "documents",
+    "matrix", "evals", "settings", "wall", "remote", "fit", "service", "openai_api", "ui", "mcp_server", "web",
     "commands", "cli", "__main__",
 ]
 #: Imports that run back up, each named: settings reads FINSPACE_TRUSTED_PROXIES with the wall's own parser

@@ -40,8 +40,12 @@ def test_text_parts_and_the_developer_role_are_accepted():
 
 
 @pytest.mark.parametrize("extra, param, match", [
-    ({"tools": [{"type": "function"}]}, "tools", "does not call tools"),
-    ({"tool_choice": "auto"}, "tool_choice", "does not call tools"),
+    ({"tools": [{"type": "function"}]}, "tools", "function tools only"),
+    ({"tool_choice": "auto"}, "tool_choice", "tool_choice needs tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": "yes"},
+     "parallel_tool_calls", "true or false"),
+    ({"functions": [{"name": "f"}]}, "functions", "send the same functions as \"tools\""),
+    ({"messages": [{"role": "user", "content": "q", "tool_calls": []}]}, "messages", "belong to an assistant"),
     ({"n": 3}, "n", "one choice per request"),
     ({"logprobs": True}, "logprobs", "log probabilities"),
     ({"top_logprobs": 2}, "top_logprobs", "log probabilities"),

@@ -38,6 +38,7 @@ from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.wall.throttle import Throttle
+from finspace.engine import tool_loop
 from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
@@ -123,6 +124,14 @@ class Service:
 
     def note_failure(self, client: str | None) -> None:
         self.throttle.failed(client)
+
+    def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off"):
+        """The engine's reply as (thinking, answer) deltas; with ``calculator`` "auto" (the model may call it) or
+        "always" (its first round is a call), models with a tool parser get the built-in calculator
+        (finspace.engine.tool_loop: its calls and results land in ``info.tool_steps``)."""
+        if calculator in ("auto", "always") and tool_loop.offered(self.engine):
+            return tool_loop.calculator_rounds(self.engine, messages, settings, info, force=calculator == "always")
+        return self.engine.chat_parts(messages, settings, info)
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)

@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", default=None, metavar="PATH",
                    help="the set's data file in its published format (default: the vendored subset)")
     p.add_argument("--json", action="store_true", help="print the stored result as JSON")
+    p.add_argument("--calc", action="store_true",
+                   help="prompt format finspace-eval-v1+calc: the model may call the calculator (a tool parser needed)")
     p.set_defaults(func=run)
 
 
@@ -82,7 +84,8 @@ async def _run(settings, args: argparse.Namespace) -> dict:
         svc.scores._check_args(args.set, args.limit)  # an unknown set is refused before the model loads
         print(f"loading {key}…", file=sys.stderr)
         await svc.load(key)
-        job = await svc.scores.start(args.set, args.limit, internal=True, path=args.file)
+        fmt = "finspace-eval-v1+calc" if getattr(args, "calc", False) else None
+        job = await svc.scores.start(args.set, args.limit, internal=True, path=args.file, prompt_format=fmt)
         while job.running:
             p = job.progress()
             print(f"\r{p['done']} of {p['total']} items", end="", file=sys.stderr, flush=True)

@@ -14,6 +14,8 @@ from typing import Any
 
 from finspace.models.catalog import ModelEntry
 from finspace.errors import BadInput
+from finspace.tools import prompt as tool_prompt
+from finspace.tools.spec import tool_calls as checked_calls
 
 MAX_MESSAGES = 512
 MAX_MESSAGE_CHARS = 64_000
@@ -21,6 +23,7 @@ MAX_TOTAL_CHARS = 256_000
 MAX_TOKENS_CAP = 8192
 
 ROLES = ("system", "user", "assistant")
+TOOL_ROLE = "tool"  # a tool's result, after the assistant's tool_calls (the OpenAI API's tool calling)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class ChatSettings:
     document: str | None = None
     # a JSON schema the answer must follow (vLLM's structured outputs; checked by finspace.structured first)
     json_schema: dict | None = None
+    # the functions the model may call (OpenAI "tools", checked by finspace.tools.spec), rendered by the chat
+    # template or written into the prompt in the catalogue's tool_parser format (finspace.tools.prompt)
+    tools: tuple[dict, ...] | None = None
 
     @property
     def enable_thinking(self) -> bool:
@@ -144,7 +150,8 @@ def source_chars(msgs: list[dict], entry: Any, settings: ChatSettings) -> int:
 def rendered_limit(msgs: list[dict]) -> int:
     """The most characters a chat template may turn ``msgs`` into: the text twice over, plus room for the
     template's own tokens per turn and a fixed preamble. A template cannot amplify a caller's text past it."""
-    return 2 * sum(len(m["content"]) for m in msgs) + 256 * len(msgs) + 65_536
+    calls = sum(len(str(m["tool_calls"])) for m in msgs if m.get("tool_calls"))
+    return 2 * (sum(len(m["content"]) for m in msgs) + calls) + 256 * len(msgs) + 65_536
 
 
 def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[dict]:
@@ -164,24 +171,37 @@ def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[d
         if not isinstance(m, dict):
             raise BadInput(f"message {i} must be an object with 'role' and 'content', got {type(m).__name__}")
         role = m.get("role")
-        if role not in ROLES:
+        if role not in ROLES and role != TOOL_ROLE:
             raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join(ROLES)}")
-        text = _text_of(i, m.get("content"))
+        has_calls = role == "assistant" and m.get("tool_calls") is not None
+        calls = checked_calls(i, m["tool_calls"]) if has_calls else None
+        text = "" if calls and m.get("content") is None else _text_of(i, m.get("content"))
         if len(text) > MAX_MESSAGE_CHARS:
             raise BadInput(f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it")
-        total += len(text)
-        out.append({"role": role, "content": text})
+        total += len(text) + (len(str(calls)) if calls else 0)
+        out.append({"role": role, "content": text, **_tool_keys(m, calls)})
     if total > MAX_TOTAL_CHARS:
         raise BadInput(f"the conversation is {total:,} characters; the limit is {MAX_TOTAL_CHARS:,}. Clear older turns")
     if continue_final:
         if out[-1]["role"] != "assistant" or not out[-1]["content"]:
             raise BadInput("to continue a reply, the last message must be the assistant's unfinished reply")
         return out
+    if out[-1]["role"] == TOOL_ROLE:  # the model answers from a tool's result
+        return out
     if out[-1]["role"] != "user":
-        raise BadInput("the last message must be from the user")
+        raise BadInput("the last message must be from the user (or a tool's result)")
     if not out[-1]["content"].strip():
         raise BadInput("the message is empty; type a question first")
     return out
+
+
+def _tool_keys(m: dict, calls: list[dict] | None) -> dict:
+    if calls:
+        return {"tool_calls": calls}
+    call_id = m.get("tool_call_id")
+    if m.get("role") == TOOL_ROLE and isinstance(call_id, str) and call_id:
+        return {"tool_call_id": call_id[:128]}
+    return {}
 
 
 def sampling_for(entry: ModelEntry, settings: ChatSettings, max_model_len: int) -> dict:
@@ -216,7 +236,7 @@ def with_system(msgs: list[dict], entry: ModelEntry, settings: ChatSettings) -> 
     return ([{"role": "system", "content": system}] if system.strip() else []) + msgs
 
 
-def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None) -> list[int]:
+def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None, tools: list | None = None) -> list[int]:
     """Token ids of ``msgs`` through the tokenizer's chat template, with the generation prompt (or, to continue
     the final assistant message, without one) and the settings' template variables."""
     settings = settings or ChatSettings()
@@ -224,7 +244,7 @@ def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None) -> 
     try:
         # rendered first, bounded, then tokenized: what apply_chat_template(tokenize=True) does, with a bound
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=not cont,
-                                       continue_final_message=cont,
+                                       continue_final_message=cont, **({"tools": tools} if tools else {}),
                                        **template_kwargs(settings.chat_template_kwargs))
         if not isinstance(text, str):
             raise BadInput("the model's chat template did not render text; it cannot be used for chat")
@@ -238,7 +258,7 @@ def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None) -> 
         if msgs and msgs[0]["role"] == "system" and "system" in str(exc).lower():
             # templates without a system role: fold it into the first user turn
             merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
-            return encode(tok, merged, settings)
+            return encode(tok, merged, settings, tools)
         raise BadInput(f"the conversation does not fit the model's chat template: {short(str(exc), 200)}; "
                        f"alternate user and assistant turns") from None
     if isinstance(ids, dict) or hasattr(ids, "keys"):
@@ -256,9 +276,10 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     where the cut falls; then only the tails either side of the cut are templated, two when the estimate
     is right (a wrong one costs a few more, never a different answer).
     """
-    msgs = with_system(msgs, entry, settings)
+    msgs, tools = tool_prompt.for_template(tok, with_system(msgs, entry, settings), settings.tools,
+                                           getattr(entry, "tool_parser", None))
     budget = max_model_len - max_tokens
-    ids = encode(tok, msgs, settings)
+    ids = encode(tok, msgs, settings, tools)
     if len(ids) <= budget:
         return ids, 0
     head = msgs[:1] if msgs[0]["role"] == "system" else []
@@ -267,7 +288,7 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     tails: dict[int, list[int]] = {}
 
     def fits(k: int) -> bool:
-        tails[k] = encode(tok, head + body[starts[k]:], settings)
+        tails[k] = encode(tok, head + body[starts[k]:], settings, tools)
         return len(tails[k]) <= budget
 
     guess = _cut_guess(tok, msgs, len(ids), len(head), [i + len(head) for i in starts], budget)

@@ -36,6 +36,7 @@ class ChatInfo:
     finish_reason: str | None = None
     first_token_at: float | None = None
     text: str = ""  # the raw reply, thinking tags included (what a Continue resumes from)
+    tool_steps: list = field(default_factory=list)  # the chat's calculator calls and results (finspace.tools)
 
 
 @dataclass(frozen=True)

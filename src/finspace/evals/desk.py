@@ -27,8 +27,9 @@ log = logging.getLogger("finspace.evals")
 class Job:
     """One run: its set, the model it runs on, its progress, and (when it ends) the stored result."""
 
-    def __init__(self, eval_set: Any, provenance: dict, context_chars: int, reply_tokens: int):
-        self.eval_set, self.provenance = eval_set, provenance
+    def __init__(self, eval_set: Any, provenance: dict, context_chars: int, reply_tokens: int,
+                 prompt_format: str | None = None):
+        self.eval_set, self.provenance, self.prompt_format = eval_set, provenance, prompt_format
         self.context_chars, self.reply_tokens = context_chars, reply_tokens
         self.run = EvalRun(eval_set.name, len(eval_set.items))
         self.at = time.time()
@@ -109,7 +110,7 @@ class ScoreDesk:
 
     # ------------------------------------------------------------------ runs
     async def start(self, set_name: Any, limit: Any = None, *, token: Any = None, client: str | None = None,
-                    internal: bool = False, path: str | None = None) -> Job:
+                    internal: bool = False, path: str | None = None, prompt_format: Any = None) -> Job:
         """Check everything, load the set (off the serving loop), start the run in the background.
 
         Raises at once: Unauthorized/Forbidden (the admin token, as for a switch), BadInput (unknown set, bad
@@ -119,6 +120,7 @@ class ScoreDesk:
         if not internal:
             self.svc.authorize(token, client=client, action="a Scoreboard run")
         n = self._check_args(set_name, limit)
+        fmt = self._check_format(prompt_format)
         self._check_free()
         self._starting = True  # a switch asked for while the set loads is refused too
         try:
@@ -131,7 +133,7 @@ class ScoreDesk:
             if engine.entry is None or engine.health().state != "ready":
                 raise NotReady("the model stopped being ready while the set loaded; try again when it is")
             job = Job(eval_set, results.provenance(engine, self.svc.ledger), self._context_chars(engine),
-                      self.limits.reply_tokens)
+                      self.limits.reply_tokens, fmt)
             job.answer_chars = self.limits.answer_chars
             job.task = asyncio.get_running_loop().create_task(self._work(job), name=f"finspace-eval-{set_name}")
             job.task.add_done_callback(_retrieve)
@@ -140,6 +142,18 @@ class ScoreDesk:
             self._starting = False
         log.info("scoreboard run: %s, %d items on %s", set_name, len(eval_set.items), job.provenance["model_key"])
         return job
+
+    def _check_format(self, value: Any) -> str:
+        """The run's prompt format; the calculator's needs a model whose calls finspace can read."""
+        from finspace.evals.prompt import PROMPT_FORMAT_CALC, check_format
+        from finspace.engine.tool_loop import offered
+
+        fmt = check_format(value)
+        if fmt == PROMPT_FORMAT_CALC and not offered(self.svc.engine):
+            key = getattr(self.svc.engine.entry, "key", None)
+            raise BadInput(f"{fmt} lets the model call the calculator, and {key!r} has no tool parser (the "
+                           "catalogue's tool_parser); run finspace-eval-v1, or load a model that has one")
+        return fmt
 
     def _placed(self, set_name: str) -> str | None:
         """FINSPACE_FINANCEBENCH_FILE: the user's own copy of FinanceBench (never vendored, else fetched)."""
@@ -153,7 +167,8 @@ class ScoreDesk:
 
     async def _work(self, job: Job) -> None:
         runs = run_items(self.svc.engine, job.eval_set.name, job.eval_set.items,
-                         reply_tokens=job.reply_tokens, context_chars=job.context_chars)
+                         reply_tokens=job.reply_tokens, context_chars=job.context_chars,
+                         prompt_format=job.prompt_format)
         try:
             async with contextlib.aclosing(runs) as stream:
                 async for run in stream:

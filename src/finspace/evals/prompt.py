@@ -12,6 +12,11 @@ from finspace.errors import BadInput
 from finspace.evals.formats import EvalItem
 
 PROMPT_FORMAT = "finspace-eval-v1"
+# The same prompt, and the model may call the built-in calculator (finspace.engine.tool_loop) before it answers:
+# stored and shown as its own rows, so the calculator's effect is measured per model.
+PROMPT_FORMAT_CALC = "finspace-eval-v1+calc"
+FORMATS = (PROMPT_FORMAT, PROMPT_FORMAT_CALC)
+CALC_NOTE = " For any arithmetic, call the calculate tool and use its result."
 DEFAULT_CONTEXT_CHARS = 3000
 MIN_CONTEXT_CHARS = 200
 
@@ -40,9 +45,19 @@ def trim_context(text: str, max_chars: int) -> str:
     return head.rstrip() + note
 
 
-def messages(evalset_name: str, item: EvalItem, *, max_context_chars: int = DEFAULT_CONTEXT_CHARS) -> list[dict]:
+def check_format(value: object) -> str:
+    """A prompt format id (None: the plain one); BadInput naming the ones there are."""
+    if value is None:
+        return PROMPT_FORMAT
+    if value not in FORMATS:
+        raise BadInput(f"prompt format {str(value)[:60]!r} is not one of {', '.join(FORMATS)}")
+    return str(value)
+
+
+def messages(evalset_name: str, item: EvalItem, *, max_context_chars: int = DEFAULT_CONTEXT_CHARS,
+             prompt_format: str = PROMPT_FORMAT) -> list[dict]:
     """System and user messages for one item: the context (cut to ``max_context_chars``), the question, and
-    the instruction to end with a line ``Answer: <value>``."""
+    the instruction to end with a line ``Answer: <value>`` (with the calculator format, to use the tool)."""
     hint = HINTS.get(evalset_name)
     if hint is None:
         raise BadInput(f"unknown eval set {str(evalset_name)[:60]!r}: choose one of {', '.join(HINTS)}")
@@ -51,4 +66,5 @@ def messages(evalset_name: str, item: EvalItem, *, max_context_chars: int = DEFA
         raise BadInput(f"max_context_chars must be a whole number of at least {MIN_CONTEXT_CHARS}")
     context = trim_context(item.context, max_context_chars)
     user = f"Context:\n{context}\n\nQuestion: {item.question}\n\n{hint}\nEnd with the line: Answer: <value>"
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    system = SYSTEM + (CALC_NOTE if prompt_format == PROMPT_FORMAT_CALC else "")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -71,11 +71,12 @@ def build(job: Any) -> dict:
     items = [{"id": r.id, "answer": r.answer if len(r.answer) <= cut else r.answer[:cut] + "…[cut]",
               "extracted": jsonable(r.extracted), "correct": r.correct, "f1": r.f1, "refused": r.refused,
               "error": r.error, "output_tokens": r.output_tokens, "finish_reason": r.finish_reason,
-              "context_chars": r.context_chars} for r in done]
+              "context_chars": r.context_chars, "tool_calls": r.tool_calls} for r in done]
     return {
         "v": SCHEMA, "at": job.at, "date": _iso(job.at), **prov,
         "set": s.name, "set_version": jsonable(s.version), "set_source": jsonable(s.source),
-        "set_license": jsonable(s.license), "prompt_format": jsonable(getattr(prompt_mod, "PROMPT_FORMAT", None)),
+        "set_license": jsonable(s.license), "prompt_format": jsonable(getattr(job, "prompt_format", None)
+                                                                  or getattr(prompt_mod, "PROMPT_FORMAT", None)),
         "temperature": 0.0, "reply_tokens": job.reply_tokens, "context_chars": job.context_chars,
         "n": n, "total": run.total, "partial": run.state != "done", "state": run.state,
         "score": round(correct / n, 4) if n else 0.0, "correct": correct,

@@ -43,6 +43,7 @@ class ItemResult:
     output_tokens: int = 0
     finish_reason: str | None = None
     context_chars: int | None = None  # the item's context, at most, in characters (less after a retry)
+    tool_calls: int = 0  # calculator calls made for it (the +calc prompt format)
 
 
 @dataclass
@@ -88,17 +89,22 @@ def short_error(exc: BaseException) -> str:
     return f"the request failed ({type(exc).__name__})"
 
 
-async def _ask(engine: Any, messages: list[dict], settings: ChatSettings) -> tuple[str, ChatInfo]:
+async def _ask(engine: Any, messages: list[dict], settings: ChatSettings,
+               calculator: bool = False) -> tuple[str, ChatInfo]:
+    from finspace.engine.tool_loop import calculator_rounds
+
     info = ChatInfo()
     parts: list[str] = []
-    async with contextlib.aclosing(engine.chat_parts(messages, settings, info)) as stream:
+    replies = calculator_rounds(engine, messages, settings, info) if calculator else \
+        engine.chat_parts(messages, settings, info)
+    async with contextlib.aclosing(replies) as stream:
         async for _thinking, answer in stream:
             parts.append(answer)
     return "".join(parts), info
 
 
 async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings, *, context_chars: int,
-                   prompt_mod: Any, score_mod: Any) -> ItemResult:
+                   prompt_mod: Any, score_mod: Any, prompt_format: str | None = None) -> ItemResult:
     """One item: asked, scored; a failure is the item's error. The context budget is a guess at the tokenizer's
     characters per token (the engine's tokenizer is not ours to call: it may be remote): when the engine says the
     prompt is too long (BadInput, before anything is generated), the item is asked again with half the context,
@@ -106,8 +112,10 @@ async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings
     budget = context_chars
     for attempt in range(RETRIES + 1):
         try:
-            messages = prompt_mod.messages(set_name, item, max_context_chars=budget)
-            reply, info = await _ask(engine, messages, settings)
+            fmt = {"prompt_format": prompt_format} if prompt_format else {}
+            messages = prompt_mod.messages(set_name, item, max_context_chars=budget, **fmt)
+            reply, info = await _ask(engine, messages, settings, calculator=bool(prompt_format and "+calc"
+                                                                                    in prompt_format))
             break
         except asyncio.CancelledError:
             raise
@@ -122,11 +130,13 @@ async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings
     s = score_mod.score(set_name, item, reply)
     return ItemResult(id=str(item.id), answer=reply, extracted=s.extracted, correct=bool(s.correct),
                       f1=None if s.f1 is None else float(s.f1), refused=bool(s.refused),
-                      output_tokens=int(info.output_tokens), finish_reason=info.finish_reason, context_chars=budget)
+                      output_tokens=int(info.output_tokens), finish_reason=info.finish_reason, context_chars=budget,
+                      tool_calls=len(info.tool_steps))
 
 
 async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: int, context_chars: int,
-                    prompt_mod: Any = None, score_mod: Any = None) -> AsyncGenerator[EvalRun, None]:
+                    prompt_mod: Any = None, score_mod: Any = None,
+                    prompt_format: str | None = None) -> AsyncGenerator[EvalRun, None]:
     """Ask every item at once; yield the run after each finished item (the last yield has state done; closed
     early, the run is cancelled with the items that had finished)."""
     if prompt_mod is None or score_mod is None:  # the sets' own prompt and scorer (tests may pass others)
@@ -137,7 +147,7 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
     settings = item_settings(engine.entry, reply_tokens)
     tasks: dict[asyncio.Task, int] = {
         asyncio.create_task(run_item(engine, set_name, item, settings, context_chars=context_chars,
-                                     prompt_mod=prompt_mod, score_mod=score_mod)): i
+                                     prompt_mod=prompt_mod, score_mod=score_mod, prompt_format=prompt_format)): i
         for i, item in enumerate(items)}
     try:
         yield run

@@ -134,6 +134,9 @@ class _Entry(_Strict):
     system_prompt: str = ""
     # the model thinks before answering, in tags vLLM's reasoning parser of this name splits off (Qwen 3)
     reasoning: Literal["qwen3"] | None = None
+    # the vLLM tool parser that reads the model's tool calls (finspace.tools.calls): hermes for Qwen 3 and
+    # ChatML-style models, llama3_json for Llama 3.1, pythonic for Gemma 3; without one, /v1 refuses tools
+    tool_parser: Literal["hermes", "llama3_json", "pythonic"] | None = None
     serving: Serving
     sampling: Sampling = Sampling()
 
@@ -177,6 +180,7 @@ class ModelEntry:
     sampling: Sampling
     reasoning: str | None = None
     convert: Convert | None = None
+    tool_parser: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -342,7 +346,7 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
                 repo=e.repo, revision=e.revision, local_path=local, generate=e.generate,
                 config_path=config_path, total_size_bytes=e.total_size_bytes,
                 system_prompt=e.system_prompt, serving=e.serving, sampling=e.sampling, reasoning=e.reasoning,
-                convert=e.convert,
+                convert=e.convert, tool_parser=e.tool_parser,
             )
         )
     for which in ("gpu", "cpu"):

@@ -3,7 +3,8 @@
 Pure: a JSON object in, a ``ChatRequest`` out (or ``ApiError``). The messages and
 sampling bounds are the engine's own (``finspace.engine.prompt``), the same ones
 Gradio's /chat goes through; nothing a client sends is silently ignored: a field
-finspace does not implement (tools, n > 1, logprobs, images...) is refused by name.
+finspace does not implement (n > 1, logprobs, images...) is refused by name. Tools are checked by
+``finspace.tools.spec``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from finspace.engine.prompt import SERVER_SET, ChatSettings, normalize_messages
 from finspace.errors import BadInput
 from finspace.structured import response_format_schema
+from finspace.tools.spec import ToolRequest, parse_tools
 
 MAX_STOP = 4  # OpenAI's bound on "stop" sequences
 MAX_STOP_CHARS = 200
@@ -23,22 +25,23 @@ MAX_TEMPLATE_KWARGS = 16
 
 # Fields accepted only with the value that means "the default": anything else is a feature finspace lacks.
 _DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
-    "n": (None, 1), "logprobs": (None, False), "top_logprobs": (None, 0), "tools": (None, []),
-    "tool_choice": (None, "none"), "functions": (None, []), "function_call": (None, "none"),
-    "parallel_tool_calls": (None, False, True), "frequency_penalty": (None, 0, 0.0), "presence_penalty": (None, 0, 0.0),
+    "n": (None, 1), "logprobs": (None, False), "top_logprobs": (None, 0),
+    "functions": (None, []), "function_call": (None, "none"), "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
     "logit_bias": (None, {}), "store": (None, False), "modalities": (None, ["text"]), "prediction": (None,),
     "audio": (None,), "web_search_options": (None,), "service_tier": (None, "auto", "default"),
     "reasoning_effort": (None,), "metadata": (None, {}),
 }
 _WHY = {
     "n": "finspace returns one choice per request; send n=1 or leave it out",
-    "tools": "finspace does not call tools", "tool_choice": "finspace does not call tools",
-    "functions": "finspace does not call functions", "function_call": "finspace does not call functions",
+    "functions": "the legacy functions field is not supported; send the same functions as \"tools\"",
+    "function_call": "the legacy function_call field is not supported; use \"tool_choice\"",
     "logprobs": "finspace does not return log probabilities", "top_logprobs": "finspace does not return log probabilities",
 }
 _KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
-          "stream", "stream_options", "chat_template_kwargs", "user", "response_format", *_DEFAULT_ONLY}
-_MESSAGE_KEYS = {"role", "content", "name"}
+          "stream", "stream_options", "chat_template_kwargs", "user", "response_format", "tools", "tool_choice",
+          "parallel_tool_calls", *_DEFAULT_ONLY}
+_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 
 
 class ApiError(Exception):
@@ -69,6 +72,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     file: tuple[str, bytes] | None = None  # a document sent as a file part: (filename, bytes)
+    tools: ToolRequest | None = None  # the functions the model may call (finspace.tools.spec)
 
 
 def bad(param: str, message: str) -> ApiError:
@@ -152,8 +156,11 @@ def _messages(value: Any) -> tuple[list[dict], tuple[str, bytes] | None]:
         if isinstance(m, dict):
             extra = sorted(set(m) - _MESSAGE_KEYS)
             if extra:
-                raise bad("messages", f"message {i} has {extra[0][:40]!r}; finspace takes role, content (text) "
-                                      "and name only (no tool calls, audio or refusals)")
+                raise bad("messages", f"message {i} has {extra[0][:40]!r}; finspace takes role, content (text), "
+                                      "name, tool_calls and tool_call_id (no audio or refusals)")
+            if "tool_calls" in m and m.get("role") != "assistant" or "tool_call_id" in m and m.get("role") != "tool":
+                raise bad("messages", f"message {i}: tool_calls belong to an assistant message and tool_call_id "
+                                      "to a role \"tool\" message")
             if m.get("role") == "developer":  # OpenAI's newer name for the system role
                 m = {**m, "role": "system"}
             m = {k: v for k, v in m.items() if k != "name"}
@@ -213,5 +220,15 @@ def parse_chat(body: Any) -> ChatRequest:
                             json_schema=json_schema)
     messages, file = _messages(body.get("messages"))
     return ChatRequest(model=model, messages=messages, settings=settings, stream=stream,
-                       include_usage=_stream_options(body.get("stream_options"), stream), file=file)
+                       include_usage=_stream_options(body.get("stream_options"), stream), file=file,
+                       tools=_tools(body))
+
+
+def _tools(body: dict) -> ToolRequest | None:
+    try:
+        return parse_tools(body.get("tools"), body.get("tool_choice"), body.get("parallel_tool_calls"))
+    except BadInput as exc:
+        msg = str(exc)
+        param = next((p for p in ("tool_choice", "parallel_tool_calls") if msg.startswith(p)), "tools")
+        raise ApiError(400, msg, param=param, code="invalid_value") from None
 

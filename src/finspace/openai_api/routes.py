@@ -14,6 +14,11 @@ A document comes as an OpenAI file part in a user message, ``{"type": "file", "f
 decoded into Gradio's upload folder, converted like the page's upload (finspace.documents) and placed before the
 conversation, whole or as its most relevant passages. The body bound is the chat's (6 MiB), so a document sent
 this way is at most about 4.5 MB; larger ones go through the page or /chat (gradio_client's handle_file).
+
+Tools (``tools``, ``tool_choice``, ``parallel_tool_calls``; finspace.tools): checked with the request, offered
+to models whose catalogue entry has a ``tool_parser`` (400 naming those that do, otherwise), a forced choice
+made a JSON schema for structured outputs; the reply's calls are read by vLLM's parser (openai_api.toolcalls)
+and sent as ``message.tool_calls`` / ``delta.tool_calls`` with ``finish_reason: "tool_calls"``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.documents import chat as docs
 from finspace.wall.clients import request_client
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
+from finspace.openai_api.toolcalls import joined, tool_deltas
+from finspace.tools.calls import CallReader, forced_schema, reading_parser
+from finspace.tools.spec import check_rounds
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 from finspace.structured.compiles import CompileGate
 
@@ -139,6 +147,7 @@ def add_openai_routes(app: FastAPI, svc) -> None:
                                code="invalid_json") from None
             req = parse_chat(body)
             key = check_model(svc, req.model)
+            req = with_tools(svc, req)
             if req.file is not None:  # a document: converted like the page's, placed before the conversation
                 att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
                 settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
@@ -152,6 +161,36 @@ def add_openai_routes(app: FastAPI, svc) -> None:
     async def not_offered(rest: str):
         return error_response(ApiError(404, f"/v1/{rest[:60]} is not offered here; finspace serves POST "
                                             "/v1/chat/completions and GET /v1/models", code="unknown_url"))
+
+
+def with_tools(svc, req: ChatRequest) -> ChatRequest:
+    """The request with its tools in the settings (and, for a forced choice, the schema of the call): 400 for a
+    model without a tool parser, naming the ones that have one, and for too many tool rounds in a row."""
+    try:
+        check_rounds(req.messages)
+    except BadInput as exc:
+        raise ApiError(400, str(exc), param="messages", code="invalid_value") from None
+    if req.tools is None:
+        return req
+    entry = svc.engine.entry
+    if reading_parser(svc.engine) is None:
+        having = [e.key for e in svc.catalog.entries if e.tool_parser]
+        raise ApiError(400, f"tools: the model {getattr(entry, 'key', req.model)!r} has no tool parser (the "
+                            f"catalogue's tool_parser field), so its calls could not be read; models that call "
+                            f"tools: {', '.join(having)}", param="tools", code="tools_not_supported")
+    if req.tools.choice == "none":  # the functions are not offered: a plain reply
+        return dataclasses.replace(req, tools=None)
+    schema = req.settings.json_schema
+    if req.tools.forced:
+        if schema is not None:
+            raise ApiError(400, "response_format: a forced tool_choice (required or a named function) already "
+                                "decides the reply's JSON; send one of them", param="response_format")
+        try:
+            schema = forced_schema(req.tools)
+        except BadInput as exc:
+            raise ApiError(400, str(exc), param="tools", code="invalid_value") from None
+    settings = dataclasses.replace(req.settings, tools=req.tools.specs, json_schema=schema)
+    return dataclasses.replace(req, settings=settings)
 
 
 async def _until_disconnect(request: Request, work):
@@ -197,7 +236,13 @@ async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractConte
     reasoning_model = bool(entry is not None and getattr(entry, "reasoning", None))
     # the thinking is split off by the engine with vLLM's reasoning parser (engine/reasoning.py)
     with hold as compile_slot:
-        deltas = _openai_deltas(svc.engine.chat_parts(req.messages, req.settings, info))
+        parts = svc.engine.chat_parts(req.messages, req.settings, info)
+        reader = None
+        if req.settings.tools:  # the calls are read from the answer by vLLM's tool parser (tools/calls.py)
+            reader = CallReader(reading_parser(svc.engine), getattr(svc.engine, "tokenizer", None), req.tools)
+            deltas = tool_deltas(parts, reader)
+        else:
+            deltas = _openai_deltas(parts)
         try:
             first = await anext(deltas)  # refusals (busy, bad settings) come before any byte is sent
         except StopAsyncIteration:
@@ -208,18 +253,22 @@ async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractConte
         compile_slot.compiled()
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": key}
     if req.stream:
-        body = _sse(svc, deltas, first, info, meta, req.include_usage)
+        body = _sse(svc, deltas, first, info, meta, req.include_usage, reader)
         return _ClosingStream(body, media_type="text/event-stream", headers=SSE_HEADERS)
     async with contextlib.aclosing(deltas):
         pieces = [first] if first else []
         pieces += [d async for d in deltas]
-    content = "".join(d.get("content", "") for d in pieces)
-    message = {"role": "assistant", "content": content}
-    if reasoning_model:
-        message["reasoning_content"] = "".join(d.get("reasoning_content", "") for d in pieces) or None
+    message = joined(pieces)
+    if not reasoning_model:
+        message.pop("reasoning_content")
     return {"object": "chat.completion", **meta, "choices": [
-        {"index": 0, "message": message, "logprobs": None, "finish_reason": info.finish_reason or "stop"}],
+        {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(info, reader)}],
         "usage": _usage(info)}
+
+
+def _finish(info: ChatInfo, reader: CallReader | None) -> str:
+    """OpenAI's finish reason: tool_calls when the reply is calls, else the engine's."""
+    return "tool_calls" if reader is not None and reader.calls else info.finish_reason or "stop"
 
 
 def _usage(info: ChatInfo) -> dict:
@@ -232,7 +281,7 @@ def _event(obj: dict) -> bytes:
 
 
 async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
-               include_usage: bool) -> AsyncIterator[bytes]:
+               include_usage: bool, reader: CallReader | None = None) -> AsyncIterator[bytes]:
     """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
     reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""
     extra = {"usage": None} if include_usage else {}
@@ -249,7 +298,7 @@ async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatI
             while delta is not None:
                 yield chunk(delta)
                 delta = await anext(deltas, None)
-        yield chunk({}, info.finish_reason or "stop")
+        yield chunk({}, _finish(info, reader))
         if include_usage:
             yield _event({"object": "chat.completion.chunk", **meta, "choices": [], "usage": _usage(info)})
     except Exception as exc:  # noqa: BLE001 - after the stream began: one error event, as vLLM's server sends it

@@ -23,6 +23,7 @@ from finspace.engine.prompt import (ChatSettings, check_template_kwargs, normali
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, Busy, EngineFailed, FinspaceError
 from finspace.remote.endpoint import reason_for
+from finspace.tools import prompt as tool_prompt
 
 FailureFn = Callable[[str, int | None], Any]  # (reason, HTTP status or None): the engine notes the endpoint down
 
@@ -38,7 +39,7 @@ def request_for(model: str, entry: Any, max_len: int, messages: Any, settings: C
         extra["chat_template_kwargs"] = kwargs
     if cont:
         extra.update(continue_final_message=True, add_generation_prompt=False)
-    req = {"model": model, "messages": msgs, "stream": True, "stream_options": {"include_usage": True},
+    req = {"model": model, "messages": [_wire(m) for m in msgs], "stream": True, "stream_options": {"include_usage": True},
            "temperature": sp["temperature"], "top_p": sp["top_p"], "max_tokens": sp["max_tokens"]}
     if sp["seed"] is not None:
         req["seed"] = sp["seed"]
@@ -47,13 +48,24 @@ def request_for(model: str, entry: Any, max_len: int, messages: Any, settings: C
     if settings.json_schema is not None:
         req["response_format"] = {"type": "json_schema",
                                   "json_schema": {"name": "answer", "schema": settings.json_schema, "strict": True}}
+    if settings.tools:  # passed through: the endpoint's own tool parser reads its model's calls
+        req["tools"] = list(settings.tools)
     if extra:
         req["extra_body"] = extra
     return req
 
 
+def _wire(m: dict) -> dict:
+    """A message as the API takes it: a call's arguments as JSON text (finspace holds them parsed)."""
+    if not m.get("tool_calls"):
+        return m
+    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+             for c in m["tool_calls"]]
+    return {**m, "tool_calls": calls}
+
+
 async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: str,
-                 on_failure: FailureFn) -> AsyncGenerator[tuple[str, str], None]:
+                 on_failure: FailureFn, tool_parser: str = "hermes") -> AsyncGenerator[tuple[str, str], None]:
     """The endpoint's deltas as (thinking, answer); ``info`` filled from the chunks and the usage chunk.
 
     The openai client sends the request (its auth, timeouts and status errors); the stream's lines are read
@@ -63,6 +75,7 @@ async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: s
 
     info.model_key = model_key
     raw: list[str] = []
+    calls: dict[int, dict] = {}  # the endpoint's tool calls, by index, as their deltas add up
     written = False
     try:
         async with client.chat.completions.with_streaming_response.create(**req) as response:
@@ -72,10 +85,14 @@ async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: s
                     continue
                 if event is _DONE:
                     break
-                for thinking, answer in _read(event, info):
+                for thinking, answer in _read(event, info, calls):
                     written = True
                     raw.append(answer)
                     yield thinking, answer
+        if calls:  # written back as the model family's text: finspace reads every model's calls one way
+            text = tool_prompt.written_calls(tool_parser, [calls[i] for i in sorted(calls)])
+            raw.append(text)
+            yield "", text
         if info.finish_reason is None:  # the stream ended without its last chunk: the server went away
             raise _translate(ConnectionError("the stream ended early"), host, on_failure, written)
     except openai.APIError as exc:
@@ -107,7 +124,7 @@ def _event(line: str) -> Any:
     return event if isinstance(event, dict) else None
 
 
-def _read(event: dict, info: ChatInfo) -> list[tuple[str, str]]:
+def _read(event: dict, info: ChatInfo, calls: dict | None = None) -> list[tuple[str, str]]:
     """A chunk's (thinking, answer) pairs; its usage and finish reason into ``info``; an error event raised."""
     if isinstance(event.get("error"), dict):  # vLLM reports a failure inside a started stream this way
         raise EngineFailed(f"the model server stopped this reply: {str(event['error'].get('message'))[:300]}")
@@ -121,11 +138,25 @@ def _read(event: dict, info: ChatInfo) -> list[tuple[str, str]]:
         if choice.get("finish_reason"):
             info.finish_reason = choice["finish_reason"]
         thinking, answer = _parts(choice.get("delta"))
+        if calls is not None:
+            _add_calls(calls, choice.get("delta"))
         if thinking or answer:
             if info.first_token_at is None:
                 info.first_token_at = time.monotonic()
             out.append((thinking, answer))
     return out
+
+
+def _add_calls(calls: dict, delta: Any) -> None:
+    """A delta's ``tool_calls`` pieces added to ``calls`` (index -> {"function": {"name", "arguments"}})."""
+    pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
+    for piece in pieces if isinstance(pieces, list) else ():
+        fn = piece.get("function") if isinstance(piece, dict) else None
+        if not isinstance(fn, dict) or not isinstance(piece.get("index", 0), int) or len(calls) > 16:
+            continue
+        c = calls.setdefault(piece.get("index", 0), {"function": {"name": "", "arguments": ""}})
+        c["function"]["name"] += fn.get("name") if isinstance(fn.get("name"), str) else ""
+        c["function"]["arguments"] += fn.get("arguments") if isinstance(fn.get("arguments"), str) else ""
 
 
 def _parts(delta: Any) -> tuple[str, str]:

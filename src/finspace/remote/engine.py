@@ -243,7 +243,8 @@ class RemoteEngine:
         req = remote_chat.request_for(entry.key, entry, self.max_model_len or 2, messages, settings)
         self._active += 1
         try:
-            parts = remote_chat.stream(self._client, self.host, req, info, entry.key, self._down)
+            parts = remote_chat.stream(self._client, self.host, req, info, entry.key, self._down,
+                                       entry.tool_parser or "hermes")
             async with contextlib.aclosing(parts):
                 async for pair in parts:
                     yield pair

@@ -146,6 +146,8 @@ def display(conv: list[dict]) -> list[dict]:
                 done = bool(t["content"]) or t.get("usage") is not None
                 out.append({"role": "assistant", "content": t["reasoning"].strip(),
                             "metadata": {"title": "Thinking", "status": "done" if done else "pending"}})
+            if t["role"] == "assistant":
+                out += [tool_step(s) for s in t.get("tools") or ()]
             if t["role"] == "assistant" and not t["content"] and t.get("usage") is None:
                 continue
             content = t["content"]
@@ -155,6 +157,16 @@ def display(conv: list[dict]) -> list[dict]:
         else:
             out.append({"role": "assistant", "content": f"*{_md_escape(t['content'])}*"})
     return out
+
+
+def tool_step(step: dict) -> dict:
+    """A calculator call and its result as a collapsed step (as the Thinking block), above the answer."""
+    from finspace.tools.registry import ToolStep
+
+    s = ToolStep(str(step.get("name", "")), str(step.get("arguments", "")), str(step.get("result", "")),
+                 bool(step.get("ok", True)))
+    body = f"`{_md_escape(s.arguments)}`\n\n→ **{_md_escape(s.result)}**"
+    return {"role": "assistant", "content": body, "metadata": {"title": s.title, "status": "done"}}
 
 
 def _md_escape(text: str) -> str:
@@ -183,6 +195,7 @@ def usage(info: Any, started: float, ended: float, previous: dict | None = None)
         "finish_reason": info.finish_reason,
         "trimmed_messages": info.trimmed_messages,
         "continued": 0,
+        "tool_calls": len(getattr(info, "tool_steps", ()) or ()),
     }
     if previous:
         out["output_tokens"] += int(previous.get("output_tokens") or 0)
@@ -204,6 +217,9 @@ def usage_line(u: dict) -> str:
     parts.append(STOP_REASONS.get(u.get("finish_reason"), str(u.get("finish_reason"))))
     if u.get("continued"):
         parts.append(f"continued {u['continued']}×")
+    if u.get("tool_calls"):
+        n = u["tool_calls"]
+        parts.append(f"{n} calculator call{'s' if n != 1 else ''}")
     if u.get("document"):
         parts.append(str(u["document"]))
     if u.get("trimmed_messages"):

@@ -35,6 +35,7 @@ log = logging.getLogger("finspace.ui")
 
 MAX_CONVERSATION_CHARS = saved.MAX_CONVERSATION_CHARS  # one session's conversation held on the server
 SEED_MAX = 2**31 - 1
+CALCULATOR_CHOICES = [("Off", "off"), ("When the model asks", "auto"), ("Always first", "always")]
 # LaTeX between \( \), \[ \] and $$ only: a single $ is a currency sign ("$5 and $10" stays text)
 LATEX_DELIMITERS = [
     {"left": "$$", "right": "$$", "display": True},
@@ -127,6 +128,8 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
                                         placeholder="Empty: the model's own system prompt")
         c["think"] = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
                                  elem_id="think")
+        c["calculator"] = gr.Radio(CALCULATOR_CHOICES, value="auto", elem_id="calculator",
+                                   label="Calculator (models with a tool parser): the model calls it for arithmetic")
         sampling = default_entry.sampling if default_entry is not None else Sampling()
         with gr.Row():
             c["temperature"] = gr.Slider(0.0, 2.0, value=sampling.temperature, step=0.05,
@@ -157,7 +160,7 @@ class ChatHandlers:
         self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
     async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None,
-                          doc_state: Any = None):
+                          doc_state: Any = None, calculator: Any = "auto"):
         """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
         conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
         entry = self.engine.entry
@@ -174,20 +177,27 @@ class ChatHandlers:
         base_thinking, base_answer, base_raw = reply.get("reasoning") or "", reply["content"], reply.get("raw") or ""
         previous, reply["usage"] = reply.get("usage"), None
         info, started = ChatInfo(), time.monotonic()
+        calculator = calculator if calculator in ("off", "always") else "auto"  # null (an older caller): on
+        if at is not None:
+            calculator = "off"  # a continued reply goes on writing its answer
         hide = gr.update(visible=False)
         yield convo.display(conv_), conv_, first_msg, hide
         try:
             summary = None
             if attached is not None:
                 settings, summary = await docs.with_document(self.svc, attached, messages, settings)
-            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info)) as parts:
+            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
                     reply["content"] = base_answer + answer if base_answer else answer.lstrip()
+                    if info.tool_steps:  # the calculator's calls, shown as steps above the answer
+                        reply["tools"] = [step.as_dict() for step in info.tool_steps]
                     yield convo.display(conv_), conv_, gr.skip(), gr.skip()
             reply["raw"] = base_raw + info.text
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
             reply["usage"]["document"] = summary
+            if info.tool_steps:
+                reply["tools"] = [step.as_dict() for step in info.tool_steps]
             yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
         except FinspaceError as exc:
             text = self.svc.redact(str(exc))
@@ -218,7 +228,7 @@ class ChatHandlers:
         """A question, with a document attached or not: the document is converted and its fit table shown first
         (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table. Inputs: the
         message, the conversation, the six settings, the document state."""
-        *values, doc_state = values
+        *values, doc_state, calculator = values
         text, skip2 = message_text(message), (gr.skip(), gr.skip())
         if message_file(message) is not None:
             attached = await self.attach(message, self.svc.client_of(request))
@@ -239,11 +249,11 @@ class ChatHandlers:
         conv_ = list(conv_ or [])
         self.mark_switch(conv_)
         conv_.append(convo.turn("user", text))
-        async for out in self.stream_into(conv_, settings, "", doc_state=doc_state):
+        async for out in self.stream_into(conv_, settings, "", doc_state=doc_state, calculator=calculator):
             yield (*out, *skip2)
 
     async def regenerate(self, conv_, *values):
-        *values, doc_state = values
+        *values, doc_state, calculator = values
         conv_, last = convo.strip_last_reply(list(conv_ or []))
         if last is None:
             gr.Warning("Nothing to regenerate yet: send a message first.")
@@ -254,11 +264,11 @@ class ChatHandlers:
             yield self.skip4
             return
         self.mark_switch(conv_)
-        async for out in self.stream_into(conv_, settings, gr.skip(), doc_state=doc_state):
+        async for out in self.stream_into(conv_, settings, gr.skip(), doc_state=doc_state, calculator=calculator):
             yield out
 
     async def continue_reply(self, conv_, *values):
-        *values, doc_state = values
+        *values, doc_state, _calculator = values
         conv_ = list(conv_ or [])
         at = convo.last_reply(conv_)
         entry = self.engine.entry
@@ -287,8 +297,8 @@ class ChatHandlers:
             gr.Warning(html.escape(str(exc)))
             return gr.skip()
 
-    for _fn in (respond, regenerate, continue_reply):  # the document state, last: callers of the earlier
-        _fn.finspace_optional_inputs = 1                # inputs keep working (finspace.wall.guard pads it with null)
+    for _fn in (respond, regenerate, continue_reply):  # the document state and the calculator, last: callers of
+        _fn.finspace_optional_inputs = 2                # the earlier inputs keep working (finspace.wall.guard pads null)
     del _fn
 
 
@@ -301,10 +311,11 @@ def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> li
     common = dict(outputs=[chatbot, conv, msg, cont], concurrency_limit=chat_concurrency,
                   concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
     asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"]]}
-    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc], **asking)
-    ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in, doc], **asking)
-    ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in, doc], **common)
-    ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in, doc], **common)
+    calc = c["calculator"]
+    ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
+    ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
+    ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in, doc, calc], **common)
+    ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in, doc, calc], **common)
     c["stop"].click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
     cleared = [chatbot, conv, cont, doc, c["doc_fit"]]
     ev_clear = c["clear"].click(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)

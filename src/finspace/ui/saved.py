@@ -93,10 +93,32 @@ def check_turn(t: Any, i: int) -> dict:
         if v is not None and not (isinstance(v, dict) and _plain(v)):
             raise StoreProblem(f"message {i}'s {key} is not a small object")
         out[key] = v
+    tools = check_tools(t.get("tools"), i)
+    if tools is not None:
+        out["tools"] = tools
     return out
 
 
-USAGE_INTS = ("prompt_tokens", "output_tokens", "trimmed_messages", "continued")
+MAX_TOOL_STEPS = 16
+TOOL_STEP_KEYS = {"name": 64, "arguments": 2000, "result": 2000}
+
+
+def check_tools(steps: Any, i: int) -> list[dict] | None:
+    """A reply's calculator steps (finspace.tools.registry.ToolStep.as_dict): a few short texts each."""
+    if steps is None:
+        return None
+    if not isinstance(steps, list) or len(steps) > MAX_TOOL_STEPS:
+        raise StoreProblem(f"message {i}'s tools is not a list of at most {MAX_TOOL_STEPS} steps")
+    out = []
+    for s in steps:
+        if not isinstance(s, dict) or not all(isinstance(s.get(k), str) and len(s[k]) <= n
+                                              for k, n in TOOL_STEP_KEYS.items()):
+            raise StoreProblem(f"message {i} has a tool step that is not name, arguments and result as short text")
+        out.append({**{k: s[k] for k in TOOL_STEP_KEYS}, "ok": s.get("ok") is not False})
+    return out
+
+
+USAGE_INTS = ("prompt_tokens", "output_tokens", "trimmed_messages", "continued", "tool_calls")
 USAGE_NUMBERS = ("tokens_per_s", "first_token_s")
 
 
@@ -235,7 +257,7 @@ def export_json(title: str, turns: list[dict]) -> dict:
         m = {"role": t["role"], "kind": t["kind"], "content": t.get("content", ""), "at": _iso(t.get("at"))}
         if t["role"] == "assistant" and t["kind"] == "turn":
             m.update(model=t.get("model"), thinking=t.get("reasoning") or None, usage=t.get("usage"),
-                     sampling=t.get("sampling"), provenance=t.get("provenance"))
+                     sampling=t.get("sampling"), provenance=t.get("provenance"), tools=t.get("tools") or None)
         messages.append(m)
     models = {}
     for t in turns:
@@ -265,6 +287,9 @@ def export_markdown(doc: dict) -> str:
         lines += [head, ""]
         if m.get("thinking"):
             lines += ["<details><summary>Thinking</summary>", "", m["thinking"].strip(), "", "</details>", ""]
+        for step in m.get("tools") or ():
+            lines += [f"<details><summary>Tool: {step['name']}</summary>", "", f"`{step['arguments']}` → "
+                      f"**{step['result']}**", "", "</details>", ""]
         lines += [m["content"], ""]
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ import gradio as gr
 import pandas as pd
 
 from finspace.errors import FinspaceError
+from finspace.evals.prompt import FORMATS, PROMPT_FORMAT
 from finspace.service import Service
 
 COLUMNS = ["model", "set", "score %", "n", "of", "refusals", "errors", "tokens/s", "date (UTC)", "partial",
@@ -65,10 +66,13 @@ def board_rows(results: list[dict]) -> list[list]:
 
 
 def chart_frame(results: list[dict]) -> pd.DataFrame:
-    """The newest complete result per (model, set): one bar each, coloured by set."""
+    """The newest complete result per (model, set, prompt format): one bar each, coloured by set; a run with the
+    calculator (finspace-eval-v1+calc) is its own bar, "<model> +calc"."""
     seen: dict[tuple, dict] = {}
     for r in results:  # newest first: the first seen is the latest
-        key = (r.get("model_key"), r.get("set"))
+        fmt = str(r.get("prompt_format") or "")
+        model = f"{r.get('model_key')} +calc" if fmt.endswith("+calc") else r.get("model_key")
+        key = (model, r.get("set"))
         if not r.get("partial") and key not in seen:
             seen[key] = r
     rows = [{"model": str(m), "set": str(s), "score %": _pct(r.get("score")) or 0.0} for (m, s), r in seen.items()]
@@ -161,11 +165,11 @@ class ScoreHandlers:
         notes = "".join(f"\n- ⚠ {html.escape(n)}" for n in b["notes"])
         return board_rows(b["results"]), chart_frame(b["results"]), ("Skipped:" + notes if notes else "")
 
-    async def run(self, set_name: str, limit: Any, token: str, request: gr.Request):
+    async def run(self, set_name: str, limit: Any, token: str, prompt_format: Any, request: gr.Request):
         svc = self.svc
         try:
             job = await svc.scores.start(set_name, int(limit) if isinstance(limit, (int, float)) else limit,
-                                         token=token, client=svc.client_of(request))
+                                         token=token, client=svc.client_of(request), prompt_format=prompt_format)
         except FinspaceError as exc:
             raise _page_error(svc, exc) from None
         while job.running:
@@ -192,6 +196,8 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
         limit = limit_box(svc.scores.limits.max_items)
         token = gr.Textbox(label="Admin token", type="password", visible=svc.locked, elem_id="scores-token",
                            placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run")
+        fmt = gr.Dropdown(list(FORMATS), value=PROMPT_FORMAT, elem_id="scores-format",
+                          label="Prompt format (+calc: the model may call the calculator)")
     with gr.Row():
         run = gr.Button("Run on the loaded model", variant="primary", elem_id="scores-run")
         cancel = gr.Button("Cancel", elem_id="scores-cancel")
@@ -203,7 +209,7 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
     notes = gr.Markdown(elem_id="scores-notes")
     refresh = gr.Button("Refresh", size="sm", elem_id="scores-refresh")
     board = [table, chart, notes]
-    (run.click(h.run, [set_name, limit, token], [progress], api_visibility="private", concurrency_limit=4,
+    (run.click(h.run, [set_name, limit, token, fmt], [progress], api_visibility="private", concurrency_limit=4,
                show_progress="hidden")
      .then(h.board, outputs=board, api_visibility="private", show_progress="hidden"))
     cancel.click(h.cancel, [token], [progress], api_visibility="private", show_progress="hidden")
