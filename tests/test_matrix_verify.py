@@ -145,7 +145,7 @@ def test_each_type_schema_compiles_for_guided_decoding(type_):
     """xgrammar (vLLM's structured-outputs backend here) compiles every cell schema."""
     xgrammar = pytest.importorskip("xgrammar")
     schema = cell_schema(MatrixField("F", type_, "x"), pages=7)
-    assert schema["anyOf"][0]["properties"]["page"]["maximum"] == 7
+    assert schema["anyOf"][0]["properties"]["page"]["maximum"] == 8  # 7 pages: rounded up to a power of two
     xgrammar.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
 
 
@@ -160,3 +160,21 @@ def test_a_cell_read_back_keeps_its_typed_value():
     cell = read_cell(_cell(), REVENUE, 2, "stop")
     assert cell == Cell("ok", found=True, value={"amount": 12.4, "currency": "USD", "scale": "billions"},
                         page=2, quote="Revenue was $12.4 billion", raw=_cell())
+
+
+@pytest.mark.parametrize("pages, bound", [(0, 1), (1, 1), (2, 2), (3, 4), (59, 64), (64, 64), (65, 128), (1000, 1024)])
+def test_documents_of_similar_size_share_one_cell_schema(pages, bound):
+    # one schema (one compiled grammar) for every document of 33-64 pages, not one per page count
+    from finspace.matrix.cells import page_bound
+
+    assert page_bound(pages) == bound
+    assert cell_schema(MatrixField("F", "money", "x"), 59) == cell_schema(MatrixField("F", "money", "x"), 64)
+
+
+def test_a_page_past_the_document_is_invalid_though_the_schema_allows_it():
+    from finspace.matrix.cells import read_cell
+
+    field = MatrixField("F", "number", "x")
+    reply = json.dumps({"found": True, "quote": "Net sales 1", "page": 8, "value": 1})
+    assert read_cell(reply, field, 7, "stop").status == "invalid"  # the schema allowed 8 (7 rounded up)
+    assert read_cell(reply, field, 8, "stop").status == "ok"

@@ -1,6 +1,9 @@
 """One cell: the JSON schema vLLM's structured outputs fill, and the typed cell read back from the reply.
 
-The schema is per field and per document (a page number can only be one of the document's pages). The
+The schema is per field and per document size: a page number is at most the document's page count rounded up to
+a power of two (``page_bound``), so documents of 33 to 64 pages share one schema and vLLM compiles its grammar
+once for them (a cell's grammar took 9-22 s to compile on 2 CPU cores; vLLM caches grammars by schema); the
+exact page count is checked when the cell is read (``read_cell``: a page past it is ``invalid``). The
 model writes ``found`` first, then the page and the verbatim quote, then the value it takes from that quote:
 the value follows its evidence. "Not found" is an allowed answer (``found: false``, the rest null).
 
@@ -64,6 +67,11 @@ def _value_schema(type_: str) -> dict:
     }[type_]
 
 
+def page_bound(pages: int) -> int:
+    """The largest page a cell's schema allows: the page count rounded up to a power of two (1, 2, 4 ... 1024)."""
+    return 1 << (max(1, pages) - 1).bit_length()
+
+
 def cell_schema(field: MatrixField, pages: int) -> dict:
     """The JSON schema of one cell of ``field`` in a document of ``pages`` pages: found with its page, quote and
     typed value, or not found with nothing else."""
@@ -71,7 +79,7 @@ def cell_schema(field: MatrixField, pages: int) -> dict:
     found = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
         "found": {"const": True},
         "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS},
-        "page": {"type": "integer", "minimum": 1, "maximum": max(1, pages)},
+        "page": {"type": "integer", "minimum": 1, "maximum": page_bound(pages)},
         "value": _value_schema(field.type)}}
     missing = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
         "found": {"const": False}, "quote": {"const": ""}, "page": {"type": "null"}, "value": {"type": "null"}}}
