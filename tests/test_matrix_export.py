@@ -78,7 +78,7 @@ def test_json_keeps_typed_values(tmp_path):
     data = json.loads(paths["json"].read_text())
     assert data["rows"][0]["cells"][0] == {"found": True, "value": REVENUE, "page": 2,
                                            "quote": "Revenue was $12.4 billion", "check": "verified",
-                                           "whole_document": True}
+                                           "match": None, "whole_document": True}  # a hand-made mark: no "how"
     assert data["rows"][2]["error"] == "not a PDF" and data["rows"][2]["cells"] == [None, None]
     assert {p.suffix for p in paths.values()} == {".csv", ".xlsx", ".json"}
 

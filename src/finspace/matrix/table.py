@@ -206,7 +206,7 @@ def _cell_json(result: MatrixResult, r: int, c: int) -> dict | None:
     out = ({"found": None, "value": None, "page": None, "quote": "", "whole_document": None,
             "check": "no_model" if not result.model else "pending"} if got is None else
            {"found": got.cell.found, "value": got.cell.value, "page": got.cell.page, "quote": got.cell.quote,
-            "check": got.mark.key, "whole_document": got.whole})
+            "check": got.mark.key, "match": got.mark.how or None, "whole_document": got.whole})
     if fv is not None:  # the filer's value, typed as the field's, with its concept, page and period
         type_ = result.fields[c].type
         check = against_filer(result, r, c)
