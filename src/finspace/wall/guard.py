@@ -357,7 +357,9 @@ class Guard:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _join(self, scope, receive, send, client: str, session: str | None):
+    async def _forward(self, scope, receive, send, done) -> None:
+        """Pass the request to Gradio and its answer to the client; then ``done(body)``: the answer's body when
+        it was a 200, else None (also when the request failed on the way)."""
         captured: list[bytes] = []
         status = [0]
 
@@ -368,35 +370,26 @@ class Guard:
                 captured.append(message.get("body", b""))
             await send(message)
 
-        event_id = None
+        body = None
         try:
             await downstream(self.app, scope, receive, capture, scope["path"], self.scrub)
-            if status[0] == 200:
-                try:
-                    event_id = json.loads(b"".join(captured)).get("event_id")
-                except (ValueError, AttributeError):
-                    event_id = None
+            body = b"".join(captured) if status[0] == 200 else None
         finally:
+            done(body)
+
+    async def _join(self, scope, receive, send, client: str, session: str | None):
+        def settle(body: bytes | None) -> None:
+            try:
+                event_id = json.loads(body).get("event_id") if body is not None else None
+            except (ValueError, AttributeError):
+                event_id = None
             self.tracker.settle(client, event_id if isinstance(event_id, str) else None, session)
+
+        await self._forward(scope, receive, send, settle)
 
     async def _upload(self, scope, receive, send, client: str, reservation: list) -> None:
         """Gradio's upload route, its answer (the stored paths) held against the client's bound."""
-        captured: list[bytes] = []
-        status = [0]
-
-        async def capture(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            elif message["type"] == "http.response.body" and status[0] == 200:
-                captured.append(message.get("body", b""))
-            await send(message)
-
-        answer = None
-        try:
-            await downstream(self.app, scope, receive, capture, scope["path"], self.scrub)
-            answer = b"".join(captured) if status[0] == 200 else None
-        finally:
-            self.held.settle(client, reservation, answer)
+        await self._forward(scope, receive, send, lambda body: self.held.settle(client, reservation, body))
 
     async def _stream(self, scope, receive, send, session: str):
         if not self.tracker.has_session(session):
