@@ -126,3 +126,23 @@ def test_the_bm25_index_is_built_once_per_document(monkeypatch):
     other = Document("s.pdf", "pdf", doc.pages[:20])
     matrix_prompt.cell_prompt(other, fields[0], 400, words)
     assert len(builds) == 2  # another document, its own index
+
+
+def test_a_filing_with_xbrl_facts_gets_its_index_once(monkeypatch):
+    # the index is cached by the document object, not its value: a Document with XBRL facts (dicts inside) is
+    # unhashable, and the Matrix tab failed with "unhashable type: 'dict'" on every real EDGAR filing
+    import bm25s
+
+    from finspace.xbrl.facts import Context, Facts
+
+    builds = []
+    real = bm25s.BM25.index
+    monkeypatch.setattr(bm25s.BM25, "index", lambda self, *a, **k: (builds.append(1), real(self, *a, **k))[1])
+    facts = Facts(contexts={"c1": Context("c1", None, None, None, {"us-gaap:SegmentAxis": "x"})})
+    doc = Document("f.html", "html", _long_report().pages, facts=facts)
+    with pytest.raises(TypeError):
+        hash(doc)  # what the old cache asked
+    field = MatrixField("Revenue", "money", "the revenue of the year")
+    matrix_prompt.cell_prompt(doc, field, 400, words)
+    matrix_prompt.cell_prompt(doc, field, 400, words)
+    assert len(builds) == 1

@@ -179,9 +179,10 @@ class Index:
         return list(self._retriever.get_scores(words)) if words else None  # type: ignore[union-attr]
 
     def select(self, question: str, budget_tokens: int, count: Callable[[str], int],
-               use: Use = Use()) -> list[Passage]:
-        """The most relevant passages whose tokens (``count``, plus a label line each) fit ``budget_tokens``, in
-        document order; for a figure question the statements it needs first, within ``STATEMENT_SHARE``."""
+               use: Use = Use(), label_tokens: int = 8) -> list[Passage]:
+        """The most relevant passages whose tokens (``count``, plus ``label_tokens`` each: the caller's label line
+        and separator, measured on its longest) fit ``budget_tokens``, in document order; for a figure question
+        the statements it needs first, within ``STATEMENT_SHARE``."""
         ranked = self.rank(question, use)
         chosen: dict[int, Passage] = {}
         used = 0
@@ -192,17 +193,17 @@ class Index:
                            key=lambda i: (kinds.index(self.statements[i]), where.get(i, 0)))
             share = int(budget_tokens * STATEMENT_SHARE)
             for n, i in enumerate(first):
-                cost = count(self.passages[i].text) + 8
+                cost = count(self.passages[i].text) + label_tokens
                 # the first statement passage may take more of a small budget (a 2,048-token model's)
                 if used + cost <= (max(share, int(budget_tokens * FIRST_STATEMENT_SHARE)) if n == 0 else share):
                     chosen[i] = self.passages[i]
                     used += cost
         for i in ranked:
-            if budget_tokens - used < 9:  # not even a label line fits
+            if budget_tokens - used <= label_tokens:  # not even a label line fits
                 break
             if i in chosen:
                 continue
-            cost = count(self.passages[i].text) + 8
+            cost = count(self.passages[i].text) + label_tokens
             if used + cost > budget_tokens:
                 continue
             chosen[i] = self.passages[i]
@@ -232,19 +233,27 @@ def _statements(doc: Document, passages: Sequence[Passage]) -> dict[int, str]:
 
 
 class _Indexes:
-    """The index of each live document: built on first use, dropped with the document."""
+    """The index of each live document: built on first use, dropped with the document. Keyed by the object's
+    identity, not its value: a Document's hash would read every page (and its XBRL facts hold dicts)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_doc: weakref.WeakKeyDictionary[Document, Index] = weakref.WeakKeyDictionary()
+        self._by_id: dict[int, tuple[weakref.ref, Index]] = {}
+
+    def _drop(self, key: int, ref: weakref.ref) -> None:
+        with self._lock:
+            if self._by_id.get(key, (None,))[0] is ref:
+                del self._by_id[key]
 
     def get(self, doc: Document) -> Index:
+        key = id(doc)
         with self._lock:
-            found = self._by_doc.get(doc)
-        if found is None:
+            ref, found = self._by_id.get(key, (None, None))
+        if ref is None or ref() is not doc:
             found = Index.of(doc)
             with self._lock:
-                found = self._by_doc.setdefault(doc, found)
+                ref, found = self._by_id.setdefault(
+                    key, (weakref.ref(doc, lambda r, k=key: self._drop(k, r)), found))
         return found
 
 

@@ -61,7 +61,9 @@ def prepare(doc: Document, question: str, budget_tokens: int, count: Callable[[s
     index = psg.index_of(doc)  # built once per document object
     total = len(index.passages)
     head = count(passages_block(doc, [], total))
-    chosen = index.select(question, max(0, budget_tokens - head), count)
+    longest = max((p.label for p in doc.pages), key=len, default="")
+    label = max(8, count(f"\n\n[{longest}]\n"))  # each passage's label line, as long as the longest
+    chosen = index.select(question, max(0, budget_tokens - head), count, label_tokens=label)
     return Prepared(passages_block(doc, chosen, total), False, pages_phrase(doc, chosen, total))
 
 

@@ -77,7 +77,10 @@ def cell_prompt(doc: Document, field: MatrixField, budget_tokens: int, count: Ca
     if fixed + (whole_tokens if whole_tokens is not None else count(whole) + count(user["content"])) <= budget_tokens:
         return CellPrompt(whole, user, True)
     head = fixed + count(document_block(doc, [])) + count(user["content"])
-    chosen = psg.index_of(doc).select(f"{field.name} {field.instruction}", max(0, budget_tokens - head), count)
+    longest = max((page_mark(i, p) for i, p in enumerate(doc.pages, 1)), key=len, default="[page 1]")
+    label = max(8, count(f"\n\n{longest}\n"))  # each passage's page mark, as long as the longest
+    chosen = psg.index_of(doc).select(f"{field.name} {field.instruction}", max(0, budget_tokens - head), count,
+                                      label_tokens=label)
     return CellPrompt(document_block(doc, chosen), user, False)
 
 
