@@ -32,7 +32,7 @@ import pytest
 from helpers import write_catalog
 from rel_utils import TALLY, GradioRaw, gradio_config, tiny, wait_until
 from server_utils import Server
-from test_surface_state import (PeakConverters, conversation, event_index, export_files_on_disk, nested_html,
+from test_surface_state import (PeakConverters, conversation, event_index, export_files_on_disk, slow_document,
                                 store_of, v1_with_file)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1500)]
@@ -152,7 +152,7 @@ def pair(tmp_path_factory, model_dir):
 
 def test_documents_past_the_global_bound_wait_for_a_slot(pair, tmp_path):
     a = pair[0]
-    docs = [nested_html(tmp_path / f"deep-{i}.html", 60_000) for i in range(3)]
+    docs = [slow_document(tmp_path / f"slow-{i}") for i in range(3)]
     results: list = []
     threads = [threading.Thread(target=v1_with_file, args=(a.url, d, results)) for d in docs]
     with PeakConverters(a.proc.pid) as peak:

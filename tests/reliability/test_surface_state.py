@@ -177,11 +177,13 @@ def test_many_exports_leave_at_most_the_bound_on_disk(surface_server, events):
 
 
 # ------------------------------------------------------------------ 7
-def nested_html(path: Path, depth: int) -> Path:
-    """HTML that takes the converter seconds (BeautifulSoup on deeply nested tags)."""
-    path.write_text("<html><body><p>The margin was 3.1 percent.</p>" + "<b>x " * depth + "</b>" * depth
-                    + "</body></html>")
-    return path
+def slow_document(path: Path, pages: int = 60) -> Path:
+    """A valid PDF that takes the converter seconds (tests/support/slow_pdf.py: pages sharing one long content
+    stream). Deeply nested HTML did this before issue 32; the HTML converter now refuses nesting past 256 levels
+    at once."""
+    from support.slow_pdf import slow_pdf
+
+    return slow_pdf(path.with_suffix(".pdf"), pages=pages)
 
 
 def converters(server_pid: int) -> list[int]:
@@ -219,11 +221,14 @@ class PeakConverters:
         self._thread.join(5)
 
 
+MIME = {".pdf": "application/pdf", ".html": "text/html", ".txt": "text/plain"}
+
+
 def v1_with_file(url: str, path: Path, results: list, *, headers: dict | None = None) -> None:
     data = base64.b64encode(path.read_bytes()).decode()
     body = {"model": "a", "max_tokens": 1, "messages": [{"role": "user", "content": [
         {"type": "text", "text": "What was the margin?"},
-        {"type": "file", "file": {"file_data": f"data:text/html;base64,{data}", "filename": path.name}}]}]}
+        {"type": "file", "file": {"file_data": f"data:{MIME[path.suffix]};base64,{data}", "filename": path.name}}]}]}
     try:
         r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300, headers=headers)
         results.append((r.status_code, r.text))
@@ -246,7 +251,7 @@ def chat_with_file(url: str, path: Path, results: list) -> None:
 
 
 def test_conversions_at_once_are_bounded_per_client(surface_server, tmp_path):
-    docs = [nested_html(tmp_path / f"deep-{i}.html", 100_000) for i in range(4)]
+    docs = [slow_document(tmp_path / f"slow-{i}") for i in range(4)]
     results: list = []
     threads = [threading.Thread(target=v1_with_file, args=(surface_server.url, d, results)) for d in docs[:3]]
     threads.append(threading.Thread(target=chat_with_file, args=(surface_server.url, docs[3], results)))
