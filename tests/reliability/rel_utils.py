@@ -168,6 +168,15 @@ def unchanged(server) -> dict:
     return h
 
 
+def still_serving(server) -> None:
+    """Engine alive, same model, same load, same engine processes (``server.baseline``)."""
+    status, h = health(server)
+    model, since, pids = server.baseline
+    assert status == 200, h
+    assert (h["model"], h["loaded_since"], h["engine"]["alive"]) == (model, since, True), h
+    assert engine_pids(server.proc.pid) == pids, "the engine processes changed"
+
+
 def wait_until(pred, timeout: float, interval: float = 0.2, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while True:

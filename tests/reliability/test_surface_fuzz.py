@@ -27,7 +27,7 @@ from finspace.settings import Limits
 
 from helpers import REPO
 from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, TALLY, GradioRaw, assert_clean,
-                       baseline, engine_pids, env_flag, gclient, gradio_config, has_traceback, health)
+                       baseline, env_flag, gclient, gradio_config, has_traceback, still_serving)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -55,15 +55,6 @@ def server(surface_server):
     surface_server.fit_button = next(c["id"] for c in config["components"]
                                      if c.get("props", {}).get("elem_id") == "fit-check")
     return surface_server
-
-
-def still_serving(server) -> None:
-    """Engine alive, same model, same load, same engine processes."""
-    status, h = health(server)
-    model, since, pids = server.baseline
-    assert status == 200, h
-    assert (h["model"], h["loaded_since"], h["engine"]["alive"]) == (model, since, True), h
-    assert engine_pids(server.proc.pid) == pids, "the engine processes changed"
 
 
 def count(n: int = 1) -> None:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from rel_utils import SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, engine_pids, env_flag, health
+from rel_utils import SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, env_flag, still_serving
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -33,14 +33,6 @@ def server(surface_server):
     surface_server.baseline = baseline(surface_server)
     assert surface_server.baseline[2], "no engine process found"
     return surface_server
-
-
-def still_serving(server) -> None:
-    status, h = health(server)
-    model, since, pids = server.baseline
-    assert status == 200, h
-    assert (h["model"], h["loaded_since"], h["engine"]["alive"]) == (model, since, True), h
-    assert engine_pids(server.proc.pid) == pids, "the engine processes changed"
 
 
 def post(server, body: bytes, headers: dict | None = None, timeout: float = 120) -> httpx.Response:
