@@ -239,6 +239,10 @@ def test_the_page_chats_and_its_memory_panel_reads_the_remote(app):
         usage = page.eval_on_selector_all("#chatbot sub", "els => els.map(e => e.innerText)")[0]
         # the usage line from the endpoint's usage chunk: the catalogue entry's 16 tokens, cut at max tokens
         assert "reply 16 tokens" in usage and "stopped at max tokens" in usage, usage
+        # this vLLM server runs without --enable-auto-tool-choice: the page's calculator (on by default) is
+        # refused, the reply comes without it, and its line says why and how to turn tools on
+        assert "calculator off" in usage and "--enable-auto-tool-choice" in usage, usage
+        assert "--enable-auto-tool-choice" in health(app)[1]["engine"]["tools_refused"]
         # Continue: vLLM's continue_final_message on the same reply
         page.click("#continue")
         page.wait_for_function("[...document.querySelectorAll('#chatbot sub')]"

@@ -55,6 +55,11 @@ class BadInput(FinspaceError):
     http_status = 422
 
 
+class ToolsRefused(BadInput):
+    """A model server that takes no ``tools`` (vLLM started without ``--enable-auto-tool-choice``): the chat
+    goes on without the calculator, and says why."""
+
+
 class DataUnavailable(FinspaceError):
     """Data that is fetched on demand (an eval set) can't be had here; the message names the fix."""
 

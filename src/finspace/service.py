@@ -303,6 +303,7 @@ class Service:
                 "alive": h.engine_alive, "restarts": h.restarts, "last_restart": h.last_restart,
                 "running_requests": h.running_requests, "kind": self.engine.kind,
                 "endpoint": self.engine.hardware_info().get("remote"),  # a remote endpoint's host[:port]
+                "tools_refused": self.redact(getattr(self.engine, "tools_refused", None)),  # the chat's calculator
             },
             "loaded_since": _iso(h.loaded_since),
             "last_error": self.redact(last_error),

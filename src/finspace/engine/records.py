@@ -37,6 +37,7 @@ class ChatInfo:
     first_token_at: float | None = None
     text: str = ""  # the raw reply, thinking tags included (what a Continue resumes from)
     tool_steps: list = field(default_factory=list)  # the chat's calculator calls and results (finspace.tools)
+    notes: list = field(default_factory=list)  # what the reply's line says besides its figures ("calculator off: ...")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
+from finspace.errors import ToolsRefused
 from finspace.tools import registry
 from finspace.tools.calls import CallReader, forced_schema, reading_parser
 from finspace.tools.spec import ToolRequest
@@ -25,8 +26,9 @@ MAX_ROUNDS = 4  # calculator calls in one reply; then the model answers without 
 
 
 def offered(engine: Any) -> bool:
-    """Whether the chat offers the calculator to the engine's model: a tool parser reads its calls."""
-    return reading_parser(engine) is not None
+    """Whether the chat offers the calculator to the engine's model: a tool parser reads its calls, and the
+    engine has not found that its model server refuses tools (a remote one started without them)."""
+    return reading_parser(engine) is not None and not getattr(engine, "tools_refused", None)
 
 
 def _round_request(round_no: int, force: bool) -> ToolRequest:
@@ -67,6 +69,16 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
                     shown = reader.feed(answer) if reader is not None and answer else answer
                     if thinking or shown:
                         yield thinking, shown
+        except ToolsRefused as exc:
+            if round_no:  # a server that took the first round's tools: its refusal is the reply's error
+                raise
+            # the model server takes no tools (the engine remembers it): the reply comes without the calculator
+            info.notes.append(f"calculator off: {exc}")
+            part = ChatInfo()  # what the finally below adds to info
+            async with contextlib.aclosing(engine.chat_parts(messages, settings, part)) as parts:
+                async for pair in parts:
+                    yield pair
+            return
         finally:
             _merge(info, part)
         if reader is None:

@@ -21,7 +21,7 @@ from typing import Any
 from finspace.engine.prompt import (ChatSettings, check_template_kwargs, normalize_messages, sampling_for,
                                     with_system)
 from finspace.engine.records import ChatInfo
-from finspace.errors import BadInput, Busy, EngineFailed, FinspaceError
+from finspace.errors import BadInput, Busy, EngineFailed, FinspaceError, ToolsRefused
 from finspace.remote.endpoint import reason_for
 from finspace.tools import prompt as tool_prompt
 
@@ -96,7 +96,11 @@ async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: s
         if info.finish_reason is None:  # the stream ended without its last chunk: the server went away
             raise _translate(ConnectionError("the stream ended early"), host, on_failure, written)
     except openai.APIError as exc:
-        raise _translate(exc, host, on_failure, written) from None
+        error = _translate(exc, host, on_failure, written)
+        if "tools" in req and not written and type(error) is BadInput and "tool" in str(error).lower():
+            error = ToolsRefused(f"{error}. The calculator needs a server that takes tools: start vLLM with "
+                                 "--enable-auto-tool-choice --tool-call-parser <the model's parser>")
+        raise error from None
     except FinspaceError:
         raise
     except Exception as exc:  # httpx errors that the stream lets through (a cut connection)

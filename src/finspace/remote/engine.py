@@ -24,7 +24,7 @@ from typing import Any
 from finspace.models.catalog import ModelEntry, Sampling, Serving
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo, Health
-from finspace.errors import Busy, EngineFailed, NotReady, UnknownModel
+from finspace.errors import Busy, EngineFailed, NotReady, ToolsRefused, UnknownModel
 from finspace.remote import chat as remote_chat
 from finspace.remote.endpoint import Endpoint, Unreachable
 from finspace.remote.metrics import RemoteReading
@@ -91,6 +91,7 @@ class RemoteEngine:
         self._probe: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
         self._closed = False
+        self.tools_refused: str | None = None  # why the server refused tools (the chat's calculator), if it did
 
     # ------------------------------------------------------------------ state
     @property
@@ -184,6 +185,7 @@ class RemoteEngine:
         self._adopt(models)
         if self._state != "ready" and self._selected:
             log.info("the endpoint %s answers; serving %s", self.host, self._selected)
+            self.tools_refused = None  # a server started again may take tools now
         self._state, self._last_error = ("ready", None) if self._selected else ("none", f"{self.host} serves no model")
         self._reading = metrics
 
@@ -248,6 +250,9 @@ class RemoteEngine:
             async with contextlib.aclosing(parts):
                 async for pair in parts:
                     yield pair
+        except ToolsRefused as exc:
+            self.tools_refused = str(exc)  # the chat stops offering the calculator (finspace.engine.tool_loop)
+            raise
         finally:
             self._active -= 1
 

@@ -196,6 +196,7 @@ def usage(info: Any, started: float, ended: float, previous: dict | None = None)
         "trimmed_messages": info.trimmed_messages,
         "continued": 0,
         "tool_calls": len(getattr(info, "tool_steps", ()) or ()),
+        "notes": [str(n)[:400] for n in getattr(info, "notes", ()) or ()],
     }
     if previous:
         out["output_tokens"] += int(previous.get("output_tokens") or 0)
@@ -220,6 +221,7 @@ def usage_line(u: dict) -> str:
     if u.get("tool_calls"):
         n = u["tool_calls"]
         parts.append(f"{n} calculator call{'s' if n != 1 else ''}")
+    parts.extend(str(n) for n in u.get("notes") or ())
     if u.get("document"):
         parts.append(str(u["document"]))
     if u.get("trimmed_messages"):
