@@ -11,7 +11,6 @@ import contextlib
 import gc
 import os
 import signal
-import tempfile
 import time
 import weakref
 from pathlib import Path
@@ -24,6 +23,7 @@ from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.errors import BadInput, DoesNotFit, EngineFailed, LoadFailed, SwitchInProgress, UnknownModel
 from finspace.host.gpu import MemoryMonitor
 from helpers import corrupt_copy, demo_entry, mismatched_copy, write_catalog
+from support.footprint import shm_held, socket_dirs
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -227,46 +227,37 @@ async def test_bad_input_does_not_stall_others(engine):
 
 
 # ---------------------------------------------------------------- switching
-def shm_entries() -> dict[str, int]:
-    """vLLM's POSIX shared memory and named semaphores in /dev/shm, with their sizes."""
-    return {p.name: p.stat().st_size for p in Path("/dev/shm").iterdir() if p.name.startswith(("psm_", "sem.mp-"))}
-
-
-def socket_files() -> set[Path]:
-    """Unix socket files (vLLM's ZMQ endpoints) in the temp folder and in engines' own socket folders there."""
-    tmp = Path(tempfile.gettempdir())
-    found = {p for p in tmp.iterdir() if p.is_socket()}
-    for folder in tmp.glob("finspace-vllm-ipc-*"):
-        found |= {p for p in folder.iterdir() if p.is_socket()}
-    return found
-
-
 async def test_switching_back_and_forth_leaves_nothing_behind(engine):
+    """Only this engine's footprint is counted (support.footprint): another app on the machine starts and stops
+    its own engines meanwhile."""
     await ensure(engine, "a")
     before_children = children()
-    shm_before = shm_entries()
-    sockets_before = socket_files()
+    shm_before, dirs_before = shm_held(engine.engine_pids()), socket_dirs(engine.engine_pids())
+    held, dirs = set(shm_before), set(dirs_before)  # what every engine of this test held while it ran
     rss0 = psutil.Process().memory_info().rss
     for _ in range(3):
-        await engine.load("b")
-        assert engine.health().model_key == "b" and await collect(engine)
-        await engine.load("a")
-        assert engine.health().model_key == "a" and await collect(engine)
+        for key in ("b", "a"):
+            await engine.load(key)
+            assert engine.health().model_key == key and await collect(engine)
+            held |= shm_held(engine.engine_pids())
+            dirs |= socket_dirs(engine.engine_pids())
     rss1 = psutil.Process().memory_info().rss
     after_children = children()
-    shm_after = shm_entries()
-    sockets_after = socket_files()
-    print(f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth {(rss1 - rss0) / 2**20:.0f} MiB;"
-          f" /dev/shm {sum(shm_before.values()) / 2**20:.0f} -> {sum(shm_after.values()) / 2**20:.0f} MiB")
+    shm_now, dirs_now = shm_held(engine.engine_pids()), socket_dirs(engine.engine_pids())
+    print(f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth "
+          f"{(rss1 - rss0) / 2**20:.0f} MiB; /dev/shm names held: {len(shm_before)} -> {len(shm_now)}, "
+          f"{len(held)} over the test; socket folders {len(dirs)}")
     # exactly one engine's processes: the old ones all exited (stopping kills them after their requests end)
     assert len(after_children) == len(before_children) and after_children <= set(engine.engine_pids())
-    # the killed engines' shared-memory queues (hundreds of MiB each) were removed: one engine's worth is left
-    assert len(shm_after) == len(shm_before) and sum(shm_after.values()) <= sum(shm_before.values()), (shm_before, shm_after)
+    # the stopped engines' shared-memory queues (hundreds of MiB each) were removed: one engine's worth is held
+    assert len(shm_now) == len(shm_before) and len(held) > len(shm_now), (shm_before, shm_now)
+    left = {n for n in held - shm_now if (Path("/dev/shm") / n).exists()}
+    assert not left, f"/dev/shm names the stopped engines held are still there: {sorted(left)[:5]}"
     assert rss1 - rss0 < 200 * 2**20, "resident memory grew by more than 200 MiB over 3 switch cycles"
     # vLLM leaves its ZMQ socket files behind (7 per start): each engine's are in its own folder, removed with it
-    new_sockets = sockets_after - sockets_before
-    assert len(sockets_after) == len(sockets_before), f"{len(new_sockets)} socket files left: {sorted(new_sockets)[:3]}"
-    assert new_sockets and all(p.parent.name.startswith("finspace-vllm-ipc-") for p in new_sockets), new_sockets
+    assert len(dirs) == 7 and len(dirs_now) == 1, (dirs, dirs_now)
+    assert all(d.name.startswith("finspace-vllm-ipc-") for d in dirs)
+    assert [d for d in dirs if d.exists()] == list(dirs_now) and any(p.is_socket() for p in next(iter(dirs_now)).iterdir())
 
 
 class _Cycle:

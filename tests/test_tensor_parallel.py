@@ -24,31 +24,13 @@ import pytest
 
 from helpers import demo_entry, write_catalog
 from server_utils import Server
+from support.footprint import shm_held
 from support.sse import sse_lines
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
 KEY = "sk-test-finspace-tp2-0123456789"
 SHM = Path("/dev/shm")
-
-
-def shm_held(pids) -> set[str]:
-    """/dev/shm names mapped (/proc/<pid>/maps) or open (/proc/<pid>/fd) by ``pids`` now."""
-    names = set()
-    for pid in pids:
-        paths = []
-        try:
-            paths += [line.split(maxsplit=5)[5] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
-                      if len(line.split(maxsplit=5)) == 6]
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    paths.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-                except OSError:
-                    pass
-        except OSError:
-            continue
-        names.update(Path(p.removesuffix(" (deleted)")).name for p in paths if p.startswith("/dev/shm/"))
-    return names
 
 
 def group_members(pgid: int) -> dict[int, str]:
