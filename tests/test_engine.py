@@ -66,6 +66,22 @@ async def ensure(engine, key):
         await engine.load(key)
 
 
+LABELS = {"a": "Tiny tiny-llama", "b": "Tiny tiny-qwen3"}
+
+
+def other(engine) -> str:
+    """The one of "a" and "b" that is not loaded: a test that needs a switch, not a model, takes it (each load
+    costs about 20 s here), and leaves the engine on it for the next."""
+    return "b" if engine.health().model_key == "a" else "a"
+
+
+async def a_or_b(engine) -> str:
+    """Whichever of "a" and "b" is loaded; "a" is loaded if neither is."""
+    if engine.health().model_key not in LABELS or engine.health().state != "ready":
+        await engine.load("a")
+    return engine.health().model_key
+
+
 def children() -> set[int]:
     """This process's live vLLM engine processes (VLLM::EngineCore / VLLM::Worker)."""
     out = set()
@@ -102,16 +118,6 @@ async def test_gradio_style_parts_and_catalogue_system_prompt(engine):
     await collect(engine, msgs, ChatSettings(max_tokens=2, system_prompt=""), with_own)
     # the catalogue's system prompt ("You are a test model.") adds tokens; an empty one removes it
     assert with_default.prompt_tokens > with_own.prompt_tokens
-
-
-@pytest.mark.parametrize("key", ["gemma", "neox"])
-async def test_other_architectures_load_and_stream(engine, key):
-    await engine.load(key)
-    try:
-        deltas = await collect(engine, settings=ChatSettings(max_tokens=8))
-        assert deltas and engine.health().model_key == key
-    finally:
-        await engine.load("a")
 
 
 # ---------------------------------------------------------------- batching
@@ -269,18 +275,17 @@ async def test_a_frozen_heap_is_unfrozen_by_the_next_switch(engine):
     # The app freezes its heap after each load, so no full collection walks the ~700k start-up objects while it
     # serves. Cycles that die later (the stopped engine's) are then out of the collector's reach until a
     # switch unfreezes: stand-in cycle alive at the freeze, dropped while frozen, gone after the next switch.
-    await ensure(engine, "a")
     engine.freeze_heap = True
     try:
         cycle = _Cycle()
         dead = weakref.ref(cycle)
-        await engine.load("b")
+        await engine.load(other(engine))
         assert gc.get_freeze_count() > 10_000
         old_llm = weakref.ref(engine._llm)
         del cycle
         gc.collect()
         assert dead() is not None  # frozen: out of the collector's reach
-        await engine.load("a")
+        await engine.load(other(engine))
         assert gc.get_freeze_count() > 10_000 and await collect(engine)
         assert dead() is None, "a cycle from before the last load stayed in the frozen heap"
         assert old_llm() is None, "the stopped engine is still referenced"
@@ -291,27 +296,28 @@ async def test_a_frozen_heap_is_unfrozen_by_the_next_switch(engine):
 
 async def test_progress_callback_sees_every_stage_in_order(engine):
     seen = []
-    await engine.load("b", progress=lambda stage, frac, msg: seen.append((stage, frac)))
-    await engine.load("a")
+    await engine.load(other(engine), progress=lambda stage, frac, msg: seen.append((stage, frac)))
     assert [s for s, _ in seen] == ["plan", "fetch", "stop", "release", "start", "warmup", "ready"]
     fracs = [f for _, f in seen]
     assert fracs == sorted(fracs) and fracs[-1] == 1.0
 
 
 async def test_a_second_switch_while_one_runs_is_refused_at_once(engine):
-    first = asyncio.create_task(engine.load("b"))
+    now, target = engine.health().model_key, other(engine)
+    first = asyncio.create_task(engine.load(target))
     await asyncio.sleep(0.05)
     t0 = time.monotonic()
     with pytest.raises(SwitchInProgress, match="switch is in progress"):
-        await engine.load("a")
+        await engine.load(now)
     assert time.monotonic() - t0 < 0.5
     assert engine.health().state in ("switching", "loading")
     await first
-    await engine.load("a")
+    assert engine.health().model_key == target
 
 
 async def test_in_flight_chats_end_with_a_switching_message(engine):
-    await ensure(engine, "a")
+    await ensure(engine, "a")  # the tiny llama writes 450 tokens without stopping; then the switch to "b" is kept
+    target = "b"
 
     started = [asyncio.Event() for _ in range(3)]
 
@@ -325,21 +331,20 @@ async def test_in_flight_chats_end_with_a_switching_message(engine):
     chats = [asyncio.create_task(long_chat(i)) for i in range(3)]
     # switch as soon as all three stream (a fixed 0.5 s wait let a fast machine finish all 450 tokens first)
     await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), 60)
-    await engine.load("b")
+    await engine.load(target)
     results = await asyncio.gather(*chats, return_exceptions=True)
-    await engine.load("a")
     assert all(type(r).__name__ == "ModelSwitching" for r in results), results
-    assert "switching to Tiny tiny-qwen3" in str(results[0])
+    assert f"switching to {LABELS[target]}" in str(results[0])
 
 
 async def test_a_truncated_checkpoint_is_refused_before_the_old_model_stops(engine):
-    await ensure(engine, "a")
+    now = await a_or_b(engine)
     pids, n = engine.engine_pids(), len(engine.records)
     with pytest.raises(LoadFailed, match=r"loading Corrupt failed at stage 'fetch'.*model.safetensors is corrupt or "
-                                         r"truncated.*Tiny tiny-llama is still loaded"):
+                                         rf"truncated.*{LABELS[now]} is still loaded"):
         await engine.load("corrupt")
     h = engine.health()
-    assert (h.state, h.model_key, h.engine_alive) == ("ready", "a", True)
+    assert (h.state, h.model_key, h.engine_alive) == ("ready", now, True)
     assert engine.engine_pids() == pids  # never stopped
     assert "Corrupt" in h.last_error
     assert await collect(engine)
@@ -347,32 +352,37 @@ async def test_a_truncated_checkpoint_is_refused_before_the_old_model_stops(engi
 
 
 async def test_a_failed_start_restores_the_previous_model(engine):
-    await ensure(engine, "a")
-    n = len(engine.records)
+    now, n = await a_or_b(engine), len(engine.records)
     with pytest.raises(LoadFailed, match=r"loading Mismatched failed at stage 'start'.*planner: weights .* "
-                                         r"Tiny tiny-llama was restored"):
+                                         rf"{LABELS[now]} was restored"):
         await engine.load("mismatch")
     h = engine.health()
-    assert (h.state, h.model_key, h.engine_alive) == ("ready", "a", True)
+    assert (h.state, h.model_key, h.engine_alive) == ("ready", now, True)
     assert "Mismatched" in h.last_error
     assert await collect(engine)
     outcomes = [(r.model_key, r.outcome, r.reason) for r in engine.records[n:]]
-    assert outcomes == [("mismatch", "failed", "load"), ("a", "ok", "restore")]
-
-
-async def test_a_model_generated_on_first_load(engine):
-    await engine.load("gen")
-    try:
-        assert await collect(engine)
-    finally:
-        await engine.load("a")
+    assert outcomes == [("mismatch", "failed", "load"), (now, "ok", "restore")]
 
 
 async def test_unknown_keys_are_refused(engine):
+    now = engine.health().model_key
     for key in ("nope", "../x", "/etc/passwd", "org/repo", None, 3):
         with pytest.raises(UnknownModel, match="choose one of the catalogue keys"):
             await engine.load(key)
-    assert engine.health().model_key == "a"
+    assert engine.health().model_key == now
+
+
+# each of these leaves its own model loaded: the next test that needs "a" loads it
+async def test_a_model_generated_on_first_load(engine):
+    await engine.load("gen")
+    assert await collect(engine) and engine.health().model_key == "gen"
+
+
+@pytest.mark.parametrize("key", ["gemma", "neox"])
+async def test_other_architectures_load_and_stream(engine, key):
+    await engine.load(key)
+    deltas = await collect(engine, settings=ChatSettings(max_tokens=8))
+    assert deltas and engine.health().model_key == key
 
 
 def test_the_planner_refuses_before_vllm(engine_catalog):
