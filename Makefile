@@ -25,7 +25,7 @@ $(STAMP): $(REQS) pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(HAS_GPU),1)
-	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout hypothesis playwright gradio_client "openai==3.57.0"
+	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout pytest-xdist hypothesis playwright gradio_client "openai==3.57.0"
 else
 	$(BIN)/python -m pip show -q torch >/dev/null 2>&1 || \
 	  $(BIN)/python -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null || \
@@ -53,8 +53,9 @@ run: install
 space-check: install
 	$(BIN)/python tools/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
+# Two lanes (pytest-xdist, one per core): tests/support/lanes.py says which tests go together and in what order.
 test: install browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 bench: install
 	$(BIN)/python bench/serving.py

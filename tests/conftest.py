@@ -11,24 +11,47 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from support import lanes, tally  # noqa: E402
 from support.shared import Lifetimes  # noqa: E402
 
 # The session fixtures below that start an app server shared between modules (support.shared)
 SHARED_SERVERS = ("shared_tiny_server", "shared_documents_server", "shared_smollm_server")
 LIFETIMES = pytest.StashKey[Lifetimes]()
+TALLIES = pytest.StashKey[dict]()  # the reliability counts summed over the lanes (support.tally)
 
 
 def pytest_configure(config):
     config.stash[LIFETIMES] = Lifetimes(SHARED_SERVERS)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (support.lanes)
 def pytest_collection_modifyitems(config, items):
+    lanes.assign(items, SHARED_SERVERS)
     config.stash[LIFETIMES].plan(items)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
     item.config.stash[LIFETIMES].done(item)
+
+
+def pytest_sessionfinish(session):
+    """In a lane (pytest-xdist worker): hand the reliability tests' counts to the run (support.tally)."""
+    rel = sys.modules.get("rel_utils")
+    if hasattr(session.config, "workeroutput") and rel is not None:
+        session.config.workeroutput[tally.KEY] = rel.TALLY.counts()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    counts = getattr(node, "workeroutput", {}).get(tally.KEY)
+    if counts:
+        tally.add(node.config.stash.setdefault(TALLIES, {}), counts)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if config.stash.get(TALLIES, None):  # the lanes' sum (a run without lanes prints its own: tests/reliability)
+        terminalreporter.write_line(tally.line(config.stash[TALLIES]))
 
 
 def pytest_unconfigure(config):
@@ -109,7 +132,8 @@ def shared_documents_server(request, tmp_path_factory, model_dir):
 @pytest.fixture(scope="session")
 def shared_smollm_server(request, tmp_path_factory, smollm_models):
     """`python app.py` serving smollm2-135m (support.smollm.app_server), greedy (temperature 0), its own Gradio
-    folder (``gradio``): shared by test_browser_smollm, test_smollm and test_smollm_matrix."""
+    folder (``gradio``): shared by test_browser_smollm, test_smollm, test_smollm_matrix and
+    test_smollm_matrix_filings."""
     from support.smollm import app_server
 
     root = tmp_path_factory.mktemp("shared-smollm")

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from support.filings import filing
-from support.smollm import app_server
+from support.smollm import KEY
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -24,16 +24,13 @@ FILES = ["APPLE_2015_10K.pdf", "AMAZON_2015_10K.pdf"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, smollm_models):
+def server(shared_smollm_server):
+    """conftest's shared SmolLM2 server (greedy, its own Gradio folder), with the real filings."""
     paths = [filing(name) for name in FILES]  # skips, naming the folder, without the real filings
-    root = tmp_path_factory.mktemp("smollm-matrix-filings")
-    srv = app_server(root, smollm_models, env={"GRADIO_TEMP_DIR": str(root / "gradio")}, temperature=0.0)
+    srv = shared_smollm_server
+    srv.ensure_model(KEY)
     srv.files = paths
-    try:
-        srv.wait(ready=True)
-        yield srv
-    finally:
-        srv.stop()
+    return srv
 
 
 def test_a_matrix_of_real_10ks_completes_and_verifies_only_what_its_page_prints(server):

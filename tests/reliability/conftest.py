@@ -84,4 +84,5 @@ def surface_server(tmp_path_factory, model_dir):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    terminalreporter.write_line(TALLY.line())
+    if not hasattr(config, "workerinput"):  # a lane's counts go to the run's summary (tests/conftest.py)
+        terminalreporter.write_line(TALLY.line())

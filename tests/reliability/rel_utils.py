@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE.parent))  # tests/: helpers, server_utils
 from helpers import demo_entry, write_catalog  # noqa: E402
 from server_utils import Server  # noqa: E402
 from support.sse import SseLines, asse_lines, sse_lines  # noqa: E402,F401 - the suite's SSE readers
+from support import tally  # noqa: E402
 
 TRACE_MARKERS = ("Traceback", 'File "')
 MIB = 1 << 20
@@ -68,10 +69,11 @@ class Tally:
             for name, n in counts.items():
                 setattr(self, name, getattr(self, name) + n)
 
+    def counts(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
     def line(self) -> str:
-        return (f"reliability: inputs={self.inputs} faults={self.faults} survived={self.survived} "
-                f"load_requests={self.load_requests} errors={self.errors} lost={self.lost} "
-                f"server_errors={self.server_errors} leaks={self.leaks}")
+        return tally.line(self.counts())
 
     def response(self, status: int, text: str = "") -> None:
         """Count what a client received: a 5xx (but 503) is a server error; a secret or file content a leak."""

@@ -24,7 +24,8 @@ class Lifetimes:
 
     def __init__(self, names: Iterable[str]):
         self.names = tuple(names)
-        self.last: dict[str, str] = {}  # fixture name -> node id of the last test that uses it
+        self.last: dict[str, object] = {}  # fixture name -> the last test that uses it (the item: pytest-xdist
+        # renames a test's node id after collection)
         self.live: dict[str, object] = {}  # fixture name -> its server (anything with stop())
 
     def plan(self, items: list) -> None:
@@ -45,14 +46,14 @@ class Lifetimes:
         for item in items:
             for n in self.names:
                 if n in getattr(item, "fixturenames", ()):
-                    self.last[n] = item.nodeid
+                    self.last[n] = item
 
     def started(self, name: str, server) -> None:
         self.live[name] = server
 
     def done(self, item) -> None:
         """After ``item``: stop every shared server whose last user it was."""
-        for name in [n for n, last in self.last.items() if last == item.nodeid and n in self.live]:
+        for name in [n for n, last in self.last.items() if last is item and n in self.live]:
             self.live.pop(name).stop()
 
     def stop_all(self) -> None:

@@ -1,0 +1,65 @@
+"""`make test` runs the suite in two lanes (pytest-xdist: ``-n 2 --dist loadgroup``): this machine has two cores,
+and most of a test's time here is one of them importing vLLM, starting a server, or waiting on one.
+
+Tests go to a lane by group (an ``xdist_group`` mark, set here at collection), and a group never splits:
+
+* the tests that use one shared app server (``tests/conftest.py``'s ``shared_*_server``, and the reliability
+  package's ``surface_server``) are one group, so the server starts once;
+* every other module is a group of its own, so its module fixtures (a server, a converted filing) are built once.
+
+Groups that start a real engine go first, the longest known first; the quick ones come last and fill whichever
+lane ends early. A plain ``pytest`` (no ``-n``) ignores the marks and runs everything in one process, as before.
+
+Tests in two lanes run beside another app server, so no test may count the machine's totals (/dev/shm, socket
+folders, processes): each counts what its own processes hold (support.footprint).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# Groups that take a minute or more: seconds on one full run here (`pytest --junitxml`, a group's tests summed,
+# setup included), so the longest start first and the lanes end together. The rest keep their order, those that
+# start an engine before those that do not.
+LONG = {
+    "tests/test_engine.py": 490, "shared_smollm_server": 360, "surface_server": 220, "shared_tiny_server": 200,
+    "tests/test_evals_app.py": 140, "tests/reliability/test_side_by_side.py": 130,
+    "tests/test_tensor_parallel.py": 120, "tests/reliability/test_load.py": 115,
+    "tests/reliability/test_faults.py": 105, "tests/reliability/test_surface_schemas.py": 95,
+    "tests/test_remote_engine.py": 90, "tests/test_openai_api.py": 85, "tests/reliability/test_surface_matrix.py": 85,
+    "tests/test_retrieval_filings.py": 80, "tests/test_browser.py": 75, "tests/test_ledger_engine.py": 70,
+    "tests/test_convert.py": 65, "tests/test_openai_tools.py": 60, "shared_documents_server": 60,
+}
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def groups_of(items: list, shared: tuple[str, ...]) -> dict[str, str]:
+    """Each module's group: the first shared server any of its tests uses, else the module itself."""
+    uses: dict[str, list[str]] = {}
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        found = uses.setdefault(_module(item), [])
+        found += [n for n in (*shared, "surface_server") if n in names and n not in found]
+    return {m: (found[0] if found else m) for m, found in uses.items()}
+
+
+def assign(items: list, shared: tuple[str, ...]) -> None:
+    """Mark each test with its group and order the groups (in place; stable within a group)."""
+    by_module = groups_of(items, shared)
+    first: dict[str, int] = {}
+    engine: set[str] = set()
+    for pos, item in enumerate(items):
+        g = by_module[_module(item)]
+        first.setdefault(g, pos)
+        if item.get_closest_marker("engine") or g in ("surface_server", *shared):
+            engine.add(g)
+        item.add_marker(pytest.mark.xdist_group(g))
+
+    def key(item):
+        g = by_module[_module(item)]
+        return -LONG.get(g, 0), g not in engine, first[g]
+
+    items.sort(key=key)
