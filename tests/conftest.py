@@ -17,17 +17,26 @@ from support.shared import Lifetimes  # noqa: E402
 # The session fixtures below that start an app server shared between modules (support.shared)
 SHARED_SERVERS = ("shared_tiny_server", "shared_documents_server", "shared_smollm_server")
 LIFETIMES = pytest.StashKey[Lifetimes]()
-TALLIES = pytest.StashKey[dict]()  # the reliability counts summed over the lanes (support.tally)
+TALLIES = pytest.StashKey[dict]()
+SCHEDULER = pytest.StashKey[object]()  # the reliability counts summed over the lanes (support.tally)
 
 
 def pytest_configure(config):
     config.stash[LIFETIMES] = Lifetimes(SHARED_SERVERS)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (support.lanes)
 def pytest_collection_modifyitems(config, items):
-    lanes.assign(items, SHARED_SERVERS)
+    lanes.assign(items, SHARED_SERVERS, config)
     config.stash[LIFETIMES].plan(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``-n 2 --dist loadgroup`` (make test): the lanes' groups (support.lanes)."""
+    if config.getoption("dist") == "loadgroup":
+        scheduler = config.stash[SCHEDULER] = lanes.GroupScheduling(config, log)
+        return scheduler
+    return None
 
 
 @pytest.hookimpl(trylast=True)
@@ -57,6 +66,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_unconfigure(config):
     if LIFETIMES in config.stash:
         config.stash[LIFETIMES].stop_all()
+    if SCHEDULER in config.stash:
+        config.stash[SCHEDULER].remove()
 
 
 @pytest.fixture(scope="session")

@@ -84,5 +84,6 @@ def surface_server(tmp_path_factory, model_dir):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not hasattr(config, "workerinput"):  # a lane's counts go to the run's summary (tests/conftest.py)
+    # in lanes (pytest-xdist) the run sums each lane's counts and prints them (tests/conftest.py)
+    if not hasattr(config, "workerinput") and config.getoption("dist", default="no") == "no":
         terminalreporter.write_line(TALLY.line())

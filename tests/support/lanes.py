@@ -1,14 +1,17 @@
 """`make test` runs the suite in two lanes (pytest-xdist: ``-n 2 --dist loadgroup``): this machine has two cores,
 and most of a test's time here is one of them importing vLLM, starting a server, or waiting on one.
 
-Tests go to a lane by group (an ``xdist_group`` mark, set here at collection), and a group never splits:
+Tests go to a lane by group, and a group never splits. The groups are worked out in the lanes (the workers) at
+collection, where each test's fixtures are known, and written to a file the run's scheduler reads
+(``GroupScheduling``: xdist's own ``xdist_group`` suffix on node ids does nothing under pytest 9, which keeps node
+ids elsewhere):
 
 * the tests that use one shared app server (``tests/conftest.py``'s ``shared_*_server``, and the reliability
   package's ``surface_server``) are one group, so the server starts once;
 * every other module is a group of its own, so its module fixtures (a server, a converted filing) are built once.
 
 Groups that start a real engine go first, the longest known first; the quick ones come last and fill whichever
-lane ends early. A plain ``pytest`` (no ``-n``) ignores the marks and runs everything in one process, as before.
+lane ends early. A plain ``pytest`` (no ``-n``) runs everything in one process, in the same order.
 
 Tests in two lanes run beside another app server, so no test may count the machine's totals (/dev/shm, socket
 folders, processes): each counts what its own processes hold (support.footprint).
@@ -16,7 +19,12 @@ folders, processes): each counts what its own processes hold (support.footprint)
 
 from __future__ import annotations
 
-import pytest
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from xdist.scheduler import LoadScopeScheduling
 
 # Groups that take a minute or more: seconds on one full run here (`pytest --junitxml`, a group's tests summed,
 # setup included), so the longest start first and the lanes end together. The rest keep their order, those that
@@ -46,8 +54,9 @@ def groups_of(items: list, shared: tuple[str, ...]) -> dict[str, str]:
     return {m: (found[0] if found else m) for m, found in uses.items()}
 
 
-def assign(items: list, shared: tuple[str, ...]) -> None:
-    """Mark each test with its group and order the groups (in place; stable within a group)."""
+def assign(items: list, shared: tuple[str, ...], config=None) -> None:
+    """Order the groups (in place; stable within a group); in a lane, write each module's group for the
+    scheduler."""
     by_module = groups_of(items, shared)
     first: dict[str, int] = {}
     engine: set[str] = set()
@@ -56,10 +65,39 @@ def assign(items: list, shared: tuple[str, ...]) -> None:
         first.setdefault(g, pos)
         if item.get_closest_marker("engine") or g in ("surface_server", *shared):
             engine.add(g)
-        item.add_marker(pytest.mark.xdist_group(g))
 
     def key(item):
         g = by_module[_module(item)]
         return -LONG.get(g, 0), g not in engine, first[g]
 
     items.sort(key=key)
+    if config is not None and hasattr(config, "workerinput"):
+        path = _groups_file(os.getppid())  # the run's process started the lanes
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(json.dumps(by_module))
+        tmp.replace(path)
+
+
+def _groups_file(run_pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"finspace-lanes-{run_pid}.json"
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's load-by-scope scheduling with a module's group (``assign``) as its scope."""
+
+    def __init__(self, config, log=None):
+        super().__init__(config, log)
+        self._path = _groups_file(os.getpid())
+        self._groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        if self._groups is None:  # read once, when the lanes have collected (the first scheduling)
+            try:
+                self._groups = json.loads(self._path.read_text())
+            except (OSError, ValueError):
+                self._groups = {}  # no file: a module per scope, as --dist loadfile
+        return self._groups.get(module, module)
+
+    def remove(self) -> None:
+        self._path.unlink(missing_ok=True)
