@@ -1,4 +1,4 @@
-"""`make test` runs the suite in two lanes (pytest-xdist: ``-n 2 --dist loadgroup``): this machine has two cores,
+"""`make test-lanes` runs the suite in two lanes (pytest-xdist: ``-n 2 --dist loadgroup``): this machine has two cores,
 and most of a test's time here is one of them importing vLLM, starting a server, or waiting on one.
 
 Tests go to a lane by group, and a group never splits. The groups are worked out in the lanes (the workers) at
@@ -11,7 +11,7 @@ ids elsewhere):
 * every other module is a group of its own, so its module fixtures (a server, a converted filing) are built once.
 
 Groups that start a real engine go first, the longest known first; the quick ones come last and fill whichever
-lane ends early. A plain ``pytest`` (no ``-n``) runs everything in one process, in the same order.
+lane ends early. A plain ``pytest`` (no ``-n``) runs everything in one process, in the collected order.
 
 Tests in two lanes run beside another app server, so no test may count the machine's totals (/dev/shm, socket
 folders, processes): each counts what its own processes hold (support.footprint).
@@ -70,12 +70,13 @@ def assign(items: list, shared: tuple[str, ...], config=None) -> None:
         g = by_module[_module(item)]
         return -LONG.get(g, 0), g not in engine, first[g]
 
+    if config is None or not hasattr(config, "workerinput"):
+        return  # one process (no lanes): the collected order, as support.shared groups it
     items.sort(key=key)
-    if config is not None and hasattr(config, "workerinput"):
-        path = _groups_file(os.getppid())  # the run's process started the lanes
-        tmp = path.with_suffix(f".{os.getpid()}")
-        tmp.write_text(json.dumps(by_module))
-        tmp.replace(path)
+    path = _groups_file(os.getppid())  # the run's process started the lanes
+    tmp = path.with_suffix(f".{os.getpid()}")
+    tmp.write_text(json.dumps(by_module))
+    tmp.replace(path)
 
 
 def _groups_file(run_pid: int) -> Path:
