@@ -17,8 +17,8 @@ from support.shared import Lifetimes  # noqa: E402
 # The session fixtures below that start an app server shared between modules (support.shared)
 SHARED_SERVERS = ("shared_tiny_server", "shared_documents_server", "shared_smollm_server")
 LIFETIMES = pytest.StashKey[Lifetimes]()
-TALLIES = pytest.StashKey[dict]()
-SCHEDULER = pytest.StashKey[object]()  # the reliability counts summed over the lanes (support.tally)
+TALLIES = pytest.StashKey[dict]()  # the reliability counts summed over the lanes (support.tally)
+SCHEDULER = pytest.StashKey[object]()  # the lanes' scheduler (support.lanes), which removes its file at the end
 
 
 def pytest_configure(config):
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``-n 2 --dist loadgroup`` (make test): the lanes' groups (support.lanes)."""
+    """``-n 2 --dist loadgroup`` (make test-lanes): the lanes' groups (support.lanes)."""
     if config.getoption("dist") == "loadgroup":
         scheduler = config.stash[SCHEDULER] = lanes.GroupScheduling(config, log)
         return scheduler

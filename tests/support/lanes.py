@@ -56,7 +56,9 @@ def groups_of(items: list, shared: tuple[str, ...]) -> dict[str, str]:
 
 def assign(items: list, shared: tuple[str, ...], config=None) -> None:
     """Order the groups (in place; stable within a group); in a lane, write each module's group for the
-    scheduler."""
+    scheduler. One process (no lanes) keeps the collected order, as support.shared groups it."""
+    if config is None or not hasattr(config, "workerinput"):
+        return
     by_module = groups_of(items, shared)
     first: dict[str, int] = {}
     engine: set[str] = set()
@@ -70,8 +72,6 @@ def assign(items: list, shared: tuple[str, ...], config=None) -> None:
         g = by_module[_module(item)]
         return -LONG.get(g, 0), g not in engine, first[g]
 
-    if config is None or not hasattr(config, "workerinput"):
-        return  # one process (no lanes): the collected order, as support.shared groups it
     items.sort(key=key)
     path = _groups_file(os.getppid())  # the run's process started the lanes
     tmp = path.with_suffix(f".{os.getpid()}")

@@ -24,8 +24,7 @@ class Lifetimes:
 
     def __init__(self, names: Iterable[str]):
         self.names = tuple(names)
-        self.last: dict[str, object] = {}  # fixture name -> the last test that uses it (the item: pytest-xdist
-        # renames a test's node id after collection)
+        self.last: dict[str, object] = {}  # fixture name -> the last test (the item) that uses it
         self.live: dict[str, object] = {}  # fixture name -> its server (anything with stop())
 
     def plan(self, items: list) -> None:
