@@ -17,7 +17,7 @@ PORT ?= 7860
 SPACE_PY := $(shell sed -n 's/^python_version: *"\{0,1\}\([0-9.]*\).*/\1/p' README_HF_SPACE.md)
 SPACE_PYTHON ?= $(firstword $(foreach p,python$(SPACE_PY) $(wildcard $(HOME)/.pyenv/versions/$(SPACE_PY)*/bin/python$(SPACE_PY)),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null)))
 
-.PHONY: run test test-lanes bench bench-engine install browser clean space-check
+.PHONY: run test test-serial bench bench-engine install browser clean space-check
 
 install: $(STAMP)
 
@@ -53,12 +53,13 @@ run: install
 space-check: install
 	$(BIN)/python tools/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
+# Two lanes (pytest-xdist, one per core; tests/support/lanes.py): 26-30 minutes here, one process 52-56.
 test: install browser
-	$(BIN)/python -m pytest -q
-
-# Two lanes (pytest-xdist, one per core; tests/support/lanes.py): not yet the default, see tests/reliability/README.md.
-test-lanes: install browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
+
+# One process, in the collected order (to read a failure without a second lane beside it).
+test-serial: install browser
+	$(BIN)/python -m pytest -q
 
 bench: install
 	$(BIN)/python bench/serving.py

@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``-n 2 --dist loadgroup`` (make test-lanes): the lanes' groups (support.lanes)."""
+    """``-n 2 --dist loadgroup`` (make test): the lanes' groups (support.lanes)."""
     if config.getoption("dist") == "loadgroup":
         scheduler = config.stash[SCHEDULER] = lanes.GroupScheduling(config, log)
         return scheduler

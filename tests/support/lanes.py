@@ -1,4 +1,4 @@
-"""`make test-lanes` runs the suite in two lanes (pytest-xdist: ``-n 2 --dist loadgroup``): this machine has two cores,
+"""`make test` runs the suite in two lanes (pytest-xdist: ``-n 2 --dist loadgroup``): this machine has two cores,
 and most of a test's time here is one of them importing vLLM, starting a server, or waiting on one.
 
 Tests go to a lane by group, and a group never splits. The groups are worked out in the lanes (the workers) at
@@ -11,7 +11,7 @@ ids elsewhere):
 * every other module is a group of its own, so its module fixtures (a server, a converted filing) are built once.
 
 Groups that start a real engine go first, the longest known first; the quick ones come last and fill whichever
-lane ends early. A plain ``pytest`` (no ``-n``) runs everything in one process, in the collected order.
+lane ends early. A plain ``pytest`` (``make test-serial``, no ``-n``) runs everything in one process, in the collected order.
 
 Tests in two lanes run beside another app server, so no test may count the machine's totals (/dev/shm, socket
 folders, processes): each counts what its own processes hold (support.footprint).
