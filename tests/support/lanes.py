@@ -11,7 +11,8 @@ ids elsewhere):
 * every other module is a group of its own, so its module fixtures (a server, a converted filing) are built once.
 
 Groups that start a real engine go first, the longest known first; the quick ones come last and fill whichever
-lane ends early. A plain ``pytest`` (``make test-serial``, no ``-n``) runs everything in one process, in the collected order.
+lane ends early. A plain ``pytest`` (``make test-serial``, no ``-n``) runs everything in one process, in the
+collected order.
 
 Tests in two lanes run beside another app server, so no test may count the machine's totals (/dev/shm, socket
 folders, processes): each counts what its own processes hold (support.footprint).
