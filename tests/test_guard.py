@@ -150,6 +150,39 @@ def test_a_closed_stream_frees_its_sessions_events_for_the_client():
     assert tracker.in_flight("1.2.3.4") == 0 and tracker.refusal("1.2.3.4") is None
 
 
+
+def test_an_event_joined_while_gradio_closes_the_stream_waits_for_the_next_one():
+    """Gradio sends "close_stream" when the session has nothing pending, and a join can land between that and
+    the stream's end: it counted as read by the closing stream and was cancelled, its session's messages dropped,
+    so the page's next stream was a 404 and every later chat on the page hung (seen in the browser chat test
+    with the machine busy). Such an event now waits for the client's next stream like a new join."""
+    import asyncio
+    from types import SimpleNamespace
+
+    now = [100.0]
+    queue = SimpleNamespace(pending_event_ids_session={"s1": {"e2"}}, event_ids_to_events={},
+                            pending_messages_per_session={"s1": object()})
+
+    async def clean_events(**_):
+        pass
+
+    queue.clean_events = clean_events
+    tracker = EventTracker(Limits(stream_open_s=5), clock=lambda: now[0])
+    tracker.attach(queue)
+    tracker.stream_opened("s1")
+    tracker.joined("1.2.3.4", "e2", "s1")  # joined while the stream was still open
+    tracker.stream_closed("s1", finished=True)
+    assert tracker.in_flight("1.2.3.4") == 1 and tracker.has_session("s1")  # kept, and still counted
+    now[0] += 4.9
+    assert asyncio.run(tracker.sweep()) == 0
+    tracker.stream_opened("s1")  # the client's next stream: read in time
+    now[0] += 60
+    assert asyncio.run(tracker.sweep()) == 0 and tracker.has_session("s1")
+    tracker.stream_closed("s1", finished=True)
+    now[0] += 5  # no stream opened for it this time: swept as any unread event
+    assert asyncio.run(tracker.sweep()) == 1 and tracker.in_flight("1.2.3.4") == 0
+
+
 # ------------------------------------------------------------------ documents: uploads and FileData on their events
 DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: an event of the page that takes a document
 

@@ -103,9 +103,17 @@ class EventTracker:
             if ev.session == session:
                 ev.streamed = True
 
-    def stream_closed(self, session: str) -> None:
-        """The session's last result stream ended: its events no longer count. Delivered ones are done; Gradio
-        cleans up what a closed stream leaves, but keeps their ids, so they would count against the client
+    def stream_closed(self, session: str, finished: bool = False) -> None:
+        """The session's last result stream ended.
+
+        ``finished``: Gradio ended it ("close_stream": the session had nothing left to deliver when it looked).
+        An event joined while it was closing counted as streamed, but its result will come on the next stream
+        the client opens: it waits for that one as a new join does (``stream_open_s``), never cancelled here.
+        Cancelling it (and dropping the session's messages) made the page's next stream a 404, after which
+        Gradio's page never opens another: every later chat on it hung.
+
+        Otherwise the reader went away, and the session's events no longer count. Delivered ones are done;
+        Gradio cleans up what a closed stream leaves, but keeps their ids, so they would count against the client
         forever: a page reloaded a few times would be refused. An event still running has lost its reader (the
         client was killed, the page closed): it is cancelled now. Gradio only marks it, and stops it at its next
         update, which for a Matrix converting its filings came minutes later, its slot held all that while."""
@@ -114,6 +122,13 @@ class EventTracker:
             self._open[session] = n
             return
         self._open.pop(session, None)
+        if finished:
+            self.prune()
+            now = self.clock()
+            for ev in self._events.values():
+                if ev.session == session and ev.streamed:
+                    ev.streamed, ev.joined_at = False, now
+            return
         for eid in [eid for eid, ev in self._events.items() if ev.session == session and ev.streamed]:
             ev = self._events.pop(eid)
             if self._alive(ev) and self._has_task(ev):

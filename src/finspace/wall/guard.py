@@ -397,10 +397,17 @@ class Guard:
                                f"because its result stream was not opened within {self.limits.stream_open_s:g} s "
                                "(FINSPACE_STREAM_OPEN_S); join again and open the result stream at once")
         self.tracker.stream_opened(session)
+        finished = [False]  # Gradio ended the stream itself ("close_stream"): nothing was left to deliver on it
+
+        async def watched(message):
+            if message["type"] == "http.response.body" and b'"close_stream"' in message.get("body", b""):
+                finished[0] = True
+            await send(message)
+
         try:
-            await downstream(self.app, scope, receive, send, scope["path"], self.scrub, stream=True)
+            await downstream(self.app, scope, receive, watched, scope["path"], self.scrub, stream=True)
         finally:
-            self.tracker.stream_closed(session)
+            self.tracker.stream_closed(session, finished=finished[0])
 
 
 def _replay(body: bytes, receive):
