@@ -53,7 +53,8 @@ run: install
 space-check: install
 	$(BIN)/python tools/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
-# Two lanes (pytest-xdist, one per core; tests/support/lanes.py): 26-30 minutes here, one process 52-56.
+# Two lanes (pytest-xdist, one per core; tests/support/lanes.py): 26 minutes here, 34-39 on a busy
+# machine; one process took 52-56.
 test: install browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 

@@ -150,7 +150,6 @@ def test_a_closed_stream_frees_its_sessions_events_for_the_client():
     assert tracker.in_flight("1.2.3.4") == 0 and tracker.refusal("1.2.3.4") is None
 
 
-
 def test_an_event_joined_while_gradio_closes_the_stream_waits_for_the_next_one():
     """Gradio sends "close_stream" when the session has nothing pending, and a join can land between that and
     the stream's end: it counted as read by the closing stream and was cancelled, its session's messages dropped,
@@ -181,6 +180,28 @@ def test_an_event_joined_while_gradio_closes_the_stream_waits_for_the_next_one()
     tracker.stream_closed("s1", finished=True)
     now[0] += 5  # no stream opened for it this time: swept as any unread event
     assert asyncio.run(tracker.sweep()) == 1 and tracker.in_flight("1.2.3.4") == 0
+
+
+@pytest.mark.parametrize("chunk, finished", [
+    (b'data: {"msg":"close_stream","event_id":null}\n\n', True),  # Gradio ended it: nothing left to deliver
+    (b'data: {"msg":"process_completed","event_id":"e1","success":true}\n\n', False),  # cut: the reader left
+    (b'data: {"msg":"process_generating","output":{"data":["say \\"close_stream\\""]}}\n\n', False),  # a reply's words
+])
+def test_the_guard_tells_gradios_own_close_from_a_reader_gone(chunk, finished):
+    closed = []
+
+    class Recording(EventTracker):
+        def stream_closed(self, session, finished=False):
+            closed.append((session, finished))
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": chunk})
+
+    lim = Limits()
+    guard = Guard(app, limits=lim, public_api=("chat",), events=lambda: EVENTS, tracker=Recording(lim))
+    assert call(guard, "GET", "/gradio_api/queue/data?session_hash=s1").status_code == 200
+    assert closed == [("s1", finished)]
 
 
 # ------------------------------------------------------------------ documents: uploads and FileData on their events
