@@ -118,3 +118,9 @@ class EvalRunning(FinspaceError):
     """A scoreboard run is going: a switch (or a second run) waits for it or cancels it."""
 
     http_status = 409
+
+
+class NotFound(FinspaceError):
+    """What was asked for does not exist (a ticker, a CIK, an accession on EDGAR); the message says what does."""
+
+    http_status = 404

@@ -29,6 +29,7 @@ from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSet
 from finspace.engine.api import EngineAPI
 from finspace.fit.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
+from finspace.edgar.desk import EdgarDesk
 from finspace.evals.desk import ScoreDesk
 from finspace.models.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
@@ -62,6 +63,7 @@ class Service:
         self.presets: Presets = load_presets(presets_path(getattr(catalog, "path", None)))
         self.matrix = MatrixDesk(self, self.settings.matrix)  # the Filing Matrix (finspace.matrix)
         self.scores = ScoreDesk(self, self.settings.evals)  # the Scoreboard (finspace.evals)
+        self.edgar = EdgarDesk(self, self.settings.edgar, self.settings.data_dir)  # companies on EDGAR (finspace.edgar)
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
         self.throttle = Throttle(self.settings.limits)  # wrong admin tokens and API keys per address

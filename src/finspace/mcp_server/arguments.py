@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from finspace.documents.convert import kind_of, short_name
 from finspace.documents.upload import inside
 from finspace.errors import BadInput
-from finspace.mcp_server import fetch
+from finspace.documents import fetch
 
 FOLDER = "finspace-mcp"  # the tools' decoded and fetched files, inside the upload folder, deleted after conversion
 _KIND_WORDS = {"type": "must be {expected}", "maxLength": "is too long (at most {expected} characters)",
