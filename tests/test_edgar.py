@@ -5,11 +5,6 @@ cache, bounds, retries, errors)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,23 +21,15 @@ from finspace.matrix.fields import load_field_presets
 from finspace.matrix.filer import filer_values
 from finspace.settings import Settings
 from support.filings import shared_dir
-
-HERE = Path(__file__).resolve().parent
-
+from support.sec_server import serving
 
 @pytest.fixture(scope="module")
 def sec():
     """The local SEC server, in its own process group, on 127.0.0.1; its base URL."""
     if not (shared_dir() / "edgar" / "company_tickers.json").is_file():
         pytest.skip(f"needs SEC's recorded responses in {shared_dir() / 'edgar'}: see shared/edgar/SOURCES.md")
-    proc = subprocess.Popen([sys.executable, str(HERE / "support" / "sec_server.py")], stdout=subprocess.PIPE,
-                            process_group=0, env={**os.environ, "FINSPACE_SHARED_DIR": str(shared_dir())})
-    try:
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait()
+    with serving(shared_dir()) as base:
+        yield base
 
 
 def fault(base: str, **kw) -> None:

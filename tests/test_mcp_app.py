@@ -28,7 +28,7 @@ from support.filings import filing
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
-TOOLS = {"will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores"}
+TOOLS = {"will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores", "company_filings", "company_facts"}
 CHECKS = {"verified", "not_on_page", "value_not_in_quote", "not_found", "cut", "invalid"}
 FIELDS = [{"name": "Net sales", "type": "money", "instruction": "Total net sales for the fiscal year"},
           {"name": "Auditor", "type": "text", "instruction": "The independent registered public accounting firm"}]
@@ -98,7 +98,7 @@ def test_the_tools_are_listed_with_descriptions_and_schemas(server):
         assert t.input_schema["type"] == "object" and t.input_schema.get("additionalProperties") is False, t.name
     by_name = {t.name: t for t in tools}
     docs = by_name["extract_matrix"].input_schema["properties"]["documents"]
-    assert set(docs["items"]["properties"]) == {"url", "data", "filename", "upload"}
+    assert set(docs["items"]["properties"]) == {"url", "data", "filename", "upload", "filing"}
     assert "GiB" in by_name["will_it_fit"].description and "tokens" in by_name["will_it_fit"].description
     assert {t.name for t in run(_list(server, "wrong-token-123456789"))} == TOOLS
     assert {t.name for t in run(_list(server, ADMIN_TOKEN))} == TOOLS | {"load_model"}

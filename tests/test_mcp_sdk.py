@@ -21,7 +21,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
-TOOLS = ["will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores"]
+TOOLS = ["will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores", "company_filings", "company_facts"]
 
 
 def served_by(sdk_dir: str | None) -> dict:

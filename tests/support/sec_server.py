@@ -8,8 +8,10 @@ it answered ([time, path, status]); ``GET /_fault?status=503&delay=0.5&garbage=1
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -103,6 +105,18 @@ class Handler(BaseHTTPRequestHandler):
         ctype = "application/json" if path.endswith(".json") else "text/html"
         self._send(200, body, {"ETag": etag, "Content-Type": ctype})
         return 200
+
+
+@contextlib.contextmanager
+def serving(shared: Path):
+    """This server in a child process (its own process group) on 127.0.0.1: its base URL; stopped after."""
+    proc = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, process_group=0,
+                            env={**os.environ, "FINSPACE_SHARED_DIR": str(shared)})
+    try:
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def main() -> None:

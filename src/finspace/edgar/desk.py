@@ -21,13 +21,16 @@ from finspace.edgar import facts as figures
 from finspace.edgar import filings as listing
 from finspace.edgar.client import FOREVER, SecClient
 from finspace.edgar.companies import Company, CompanyIndex
-from finspace.edgar.config import EdgarSettings
+from finspace.edgar.config import OFF_MESSAGE, EdgarSettings
+from finspace.engine.prompt import ChatSettings
+from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, DataUnavailable, NotFound
 
 FOLDER = "finspace-edgar"  # filings read from the archive, inside the upload folder, deleted after conversion
 TICKERS_FRESH_S = 24 * 3600.0
 MAX_COMPANIES = 12  # on one chart, or in one "AAPL, MSFT: latest 10-K"
 _SPLIT = re.compile(r"[,;\s]+")
+_PAGE = re.compile(r"\bp(?:age|\.)?\s*(\d{1,5})\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,10 @@ class EdgarDesk:
         folder = settings.cache_dir or str(Path(data_dir or tempfile.gettempdir()) / "finspace-edgar-cache")
         self.client = SecClient(settings, folder)
         self._index: tuple[int, CompanyIndex] | None = None
+
+    @property
+    def off_message(self) -> str:
+        return OFF_MESSAGE
 
     # -------------------------------------------------------------- companies
     async def index(self) -> CompanyIndex:
@@ -126,6 +133,24 @@ class EdgarDesk:
         """The filing as the chat's attached document: the same conversion as an upload (child process, bounds)."""
         path, name = await self.read(picked)
         return await docs.attach(self.svc, path, name, client)
+
+    async def ask(self, picked: Picked, question: Any, client: str | None, max_tokens: int | None = None) -> dict:
+        """A question about the filing, answered by the loaded model from it (whole, or its passages), as the
+        documents chat does; the pages it cites that exist."""
+        if not isinstance(question, str) or not question.strip():
+            raise BadInput("question must be text: what do you want to know from the filing?")
+        att = await self.attach(picked, client)
+        messages = [{"role": "user", "content": question.strip()[:4000]}]
+        settings, summary = await docs.with_document(self.svc, att, messages, ChatSettings(max_tokens=max_tokens))
+        info, parts = ChatInfo(), []
+        async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info)) as stream:
+            async for _thinking, delta in stream:
+                parts.append(delta)
+        text, pages = "".join(parts).strip(), len(att.doc.pages)
+        cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
+        return {"answer": text, "citations": cited, "document": summary, "pages": pages,
+                "filing": {**picked.filing.to_json(), "company": picked.company.to_json()},
+                "url": "https://www.sec.gov" + picked.filing.path(picked.document)}
 
     # ----------------------------------------------------------------- matrix
     async def matrix_files(self, request: Any) -> list[tuple[str, str]]:
@@ -212,7 +237,14 @@ def split_companies(companies: Any) -> list[str]:
 
 
 def parse_request(request: Any) -> list[dict]:
-    """"AAPL, MSFT, NVDA: latest 10-K" or "AAPL, NVDA: 10-Q 2025" -> one spec per company; a list of specs as is."""
+    """"AAPL, MSFT, NVDA: latest 10-K" or "AAPL, NVDA: 10-Q 2025" -> one spec per company; a list of specs (or its
+    JSON text) as is."""
+    if isinstance(request, str) and request.lstrip().startswith("["):
+        try:
+            request = json.loads(request)
+        except (ValueError, RecursionError):
+            raise BadInput('filings: not valid JSON; send [{"company": "AAPL", "form": "10-K", "year": 2024}, ...] '
+                           'or "AAPL, NVDA: latest 10-K"') from None
     if isinstance(request, list):
         if not request or not all(isinstance(s, dict) for s in request):
             raise BadInput("filings: send a list of {company, form, year} (or accession) objects")

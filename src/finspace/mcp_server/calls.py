@@ -55,6 +55,14 @@ class ToolCalls:
         try:
             for i, doc in enumerate(documents):
                 try:
+                    if "filing" in doc:  # a filing on EDGAR, read from its archive (Service.edgar)
+                        if len(doc) > 1:
+                            raise BadInput("a document is exactly one of url, data, upload or filing")
+                        f = doc["filing"]
+                        picked = await self.svc.edgar.pick(f["company"], f.get("accession"), f.get("form"),
+                                                           f.get("year"), f.get("document"))
+                        files.append(await self.svc.edgar.read(picked))
+                        continue
                     files.append(await document_file(doc, self.upload_dir, self.svc.settings.documents.max_bytes,
                                                      allow_loopback=self.allow_loopback,
                                                      fetch_timeout_s=self.fetch_timeout_s))
@@ -108,6 +116,14 @@ class ToolCalls:
         return {"answer": text, "citations": cited, "document": summary, "name": short_name(name), "pages": pages,
                 "model": info.model_key or getattr(self.svc.engine.entry, "key", None),
                 "finish_reason": info.finish_reason, "output_tokens": info.output_tokens}
+
+    async def company_filings(self, args: dict, caller: Caller) -> dict:
+        company, found = await self.svc.edgar.filings(args["company"], args.get("form"), args.get("year"),
+                                                      bool(args.get("older")), args.get("limit", 100))
+        return {"company": company.to_json(), "filings": [f.to_json() for f in found]}
+
+    async def company_facts(self, args: dict, caller: Caller) -> dict:
+        return await self.svc.edgar.facts(args["companies"], args["field"], args.get("period", "annual"))
 
     async def models(self, args: dict, caller: Caller) -> list:
         return self.svc.models()

@@ -21,7 +21,7 @@ MAX_CONFIG_CHARS = 200_000
 def _document(max_b64_chars: int) -> dict:
     return {
         "type": "object", "additionalProperties": False,
-        "description": "One filing: exactly one of url, data (with filename) or upload.",
+        "description": "One filing: exactly one of url, data (with filename), upload or filing (on EDGAR).",
         "properties": {
             "url": {"type": "string", "minLength": 1, "maxLength": 2000,
                     "description": "A public http(s) address of the filing (PDF, HTML, DOCX, XLSX, CSV, TXT or MD). "
@@ -33,15 +33,30 @@ def _document(max_b64_chars: int) -> dict:
                                         ".md); required with data, optional otherwise."},
             "upload": {"type": "string", "minLength": 1, "maxLength": 1000,
                        "description": "A path returned by this app's POST /gradio_api/upload (one file per upload)."},
+            "filing": FILING,
         },
     }
+
+
+FILING = {"type": "object", "additionalProperties": False, "required": ["company"],
+          "description": "A filing on SEC's EDGAR, read from its archive: the company's latest `form` of `year` "
+                         "(default: the latest 10-K), or the one `accession` names; `document` an exhibit instead of "
+                         "the primary document. Example: {\"company\": \"AAPL\", \"form\": \"10-K\", \"year\": 2024}",
+          "properties": {"company": {"type": "string", "minLength": 1, "maxLength": 120,
+                                     "description": "A ticker (AAPL), a CIK (320193) or a name (Apple)."},
+                         "form": {"enum": ["10-K", "10-Q", "8-K", "20-F", "40-F"]},
+                         "year": {"type": "integer", "minimum": 1993, "maximum": 2100,
+                                  "description": "The report period's year (Apple's FY2024 10-K: 2024)."},
+                         "accession": {"type": "string", "pattern": "^\\d{10}-\\d{2}-\\d{6}$"},
+                         "document": {"type": "string", "minLength": 1, "maxLength": 120,
+                                      "description": "A file of the filing (an exhibit such as wfc-1231x2024xex13.htm)."}}}
 
 
 def tool_specs(max_documents: int, max_document_mib: float, admin: bool) -> list[dict[str, Any]]:
     """Every tool as {name, title, description, inputSchema, annotations}; ``admin`` adds load_model."""
     doc = _document(int((max_document_mib * (1 << 20)) * 4 / 3) + 4)
     specs = [_will_it_fit(), _extract_matrix(max_documents, max_document_mib, doc),
-             _ask_document(max_document_mib, doc), *_views()]
+             _ask_document(max_document_mib, doc), *_views(), *_edgar()]
     return specs + [_load_model()] if admin else specs
 
 
@@ -146,6 +161,37 @@ def _views() -> list[dict]:
                 "Example: {}"),
             "inputSchema": {"type": "object", "additionalProperties": False, "properties": {}},
             "annotations": READ_ONLY}]
+
+
+def _edgar() -> list[dict]:
+    company = {"type": "string", "minLength": 1, "maxLength": 120,
+               "description": "A ticker (AAPL), a CIK (320193) or a name (Apple); a near miss is answered with the "
+                              "closest ones."}
+    return [{"name": "company_filings", "title": "A company's filings on SEC's EDGAR",
+             "description": (
+                 "List a US-listed company's filings from SEC's EDGAR, newest first: form, period (the report "
+                 "period's end), filed date, accession and primary document, with the document's URL. Filter by "
+                 "form (10-K, 10-Q, 8-K, 20-F, 40-F) and year (the report period's); older: also read SEC's older "
+                 "pages. Pass a filing's company, form, year or accession as a document's `filing` to ask_document "
+                 "or extract_matrix. Example: {\"company\": \"AAPL\", \"form\": \"10-K\"}"),
+             "inputSchema": {"type": "object", "additionalProperties": False, "required": ["company"], "properties": {
+                 "company": company, "form": FILING["properties"]["form"], "year": FILING["properties"]["year"],
+                 "older": {"type": "boolean"}, "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}},
+             "annotations": {**READ_ONLY, "openWorldHint": True}},
+            {"name": "company_facts", "title": "A company's reported figures over the years",
+             "description": (
+                 "The values companies reported in XBRL for one figure (revenue, operating income, net income, "
+                 "diluted EPS, total assets, total liabilities, cash, shares outstanding, or a concept such as "
+                 "us-gaap:Revenues), by fiscal year (annual) or quarter, from SEC's company-facts API: one value per "
+                 "period, the latest filing's (its form, accession and filed date given). Up to 12 companies, "
+                 "comma-separated. Returns {field, units, points: [{company, period, end, value, unit, concept, form, "
+                 "accession, filed}], notes, csv}. Values are in the unit given (USD, not millions). Example: "
+                 "{\"companies\": \"AAPL, NVDA\", \"field\": \"revenue\"}"),
+             "inputSchema": {"type": "object", "additionalProperties": False, "required": ["companies", "field"],
+                             "properties": {"companies": {"type": "string", "minLength": 1, "maxLength": 400},
+                                            "field": {"type": "string", "minLength": 1, "maxLength": 160},
+                                            "period": {"enum": ["annual", "quarterly"]}}},
+             "annotations": {**READ_ONLY, "openWorldHint": True}}]
 
 
 def _load_model() -> dict:

@@ -22,6 +22,7 @@ from finspace.ui import views
 from finspace.ui.api import register_api
 from finspace.ui.chat_panel import MAX_CONVERSATION_CHARS, build_chat  # noqa: F401 - MAX_CONVERSATION_CHARS: tests
 from finspace.ui.fit_tab import build_fit_tab
+from finspace.ui.edgar_tab import build_edgar_tab, register_edgar_api
 from finspace.ui.matrix_tab import CSS as MATRIX_CSS
 from finspace.ui.matrix_tab import build_matrix_tab
 from finspace.ui.scores_tab import build_scores_tab, register_scores_api
@@ -112,12 +113,15 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
             scores = build_scores_tab(svc)
         scores_tab.select(scores["load"], outputs=scores["board"], api_visibility="private", show_progress="hidden")
         p.update(history_tab(svc, ledger))
+        with gr.Tab("Companies", id="edgar-tab"):
+            build_edgar_tab(svc)
         with gr.Tab("Will it fit?", id="fit-tab"):
             build_fit_tab(svc)
         with gr.Tab("API", id="api-tab"):
             gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
         wire_page(demo, p, PageHandlers(svc), chat["register_restore"])
         register_api(svc, chat_concurrency=chat_concurrency)
+        register_edgar_api(svc)
         register_scores_api(svc)
 
     demo.queue(default_concurrency_limit=16, max_size=queue_size, api_open=False)

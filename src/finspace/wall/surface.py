@@ -34,7 +34,7 @@ _ROUTES: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = tuple((m, re.compi
     (_WRITE, r"/gradio_api/upload"),
     (_READ, r"/gradio_api/upload_progress|/gradio_api/file=[^\x00]*"),
     # finspace's REST routes and the OpenAI-compatible API
-    (_READ, r"/health|/models|/loads|/scores|/v1/models"),
+    (_READ, r"/health|/models|/loads|/scores|/v1/models|/edgar/(company|filings|facts)"),
     (_WRITE, r"/load-model|/scores/run|/scores/cancel|/v1/chat/completions"),
     # MCP over streamable HTTP (finspace.mcp_server): stateless, one POST per JSON-RPC exchange
     (_WRITE, r"/gradio_api/mcp/?"),

@@ -210,6 +210,22 @@ def _add_rest_routes(app: FastAPI, svc: Service, require_admin) -> None:
     async def models():
         return svc.models()
 
+    @app.get("/edgar/company", summary="A company on SEC's EDGAR by ticker, CIK or name (a near miss: the closest)")
+    async def edgar_company(q: str = Query(..., max_length=120)):
+        return (await svc.edgar.company(q)).to_json()
+
+    @app.get("/edgar/filings", summary="A company's filings on EDGAR, newest first (form, year: the period's)")
+    async def edgar_filings(company: str = Query(..., max_length=120), form: str | None = Query(None, max_length=8),
+                            year: int | None = Query(None), older: bool = False,
+                            limit: int = Query(100, ge=1, le=1000)):
+        found, filings = await svc.edgar.filings(company, form, year, older, limit)
+        return {"company": found.to_json(), "filings": [f.to_json() for f in filings]}
+
+    @app.get("/edgar/facts", summary="Companies' reported figures by fiscal year or quarter (XBRL company facts)")
+    async def edgar_facts(companies: str = Query(..., max_length=400), field: str = Query(..., max_length=160),
+                          period: str = Query("annual", max_length=12)):
+        return await svc.edgar.facts(companies, field, period)
+
     @app.get("/loads", summary="The load ledger's last records (planned vs actual)")
     async def loads(limit: int = Query(50, ge=1, le=1000)):
         if svc.ledger is None:

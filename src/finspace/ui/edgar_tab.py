@@ -1,0 +1,138 @@
+"""Companies on EDGAR in the page and the Gradio API (through ``Service.edgar``, finspace.edgar).
+
+The "Companies" tab: a ticker in, its filings listed, one picked and asked about (the loaded model answers from
+it, citing pages); a figure over the years for one or several companies, as a chart (Gradio's LinePlot), a
+table and a CSV. The Gradio API: ``/company_filings``, ``/company_facts``, ``/ask_filing`` and ``/filing_matrix``
+("AAPL, NVDA: latest 10-K" into the Filing Matrix).
+"""
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from finspace.matrix.table import to_json
+from finspace.service import Service
+from finspace.ui.api import user_error
+from finspace.ui.saved import Provenance
+
+FORMS = ["any", "10-K", "10-Q", "8-K", "20-F", "40-F"]
+FILING_COLUMNS = ["form", "period", "filed", "accession", "document"]
+
+
+class EdgarEndpoints:
+    def __init__(self, svc: Service):
+        self.svc = svc
+        self.provenance = Provenance(svc)
+
+    async def company_filings(self, company: str, form: str | None = None, year: int | None = None,
+                              older: bool = False, limit: int = 100) -> dict:
+        """A company's filings on SEC's EDGAR, newest first. company: ticker, CIK or name; form: 10-K, 10-Q, 8-K,
+        20-F, 40-F or null; year: the report period's. Returns {company, filings: [{form, period, filed, accession,
+        document, url}]}."""
+        try:
+            found, filings = await self.svc.edgar.filings(company, form, year, older, limit)
+            return {"company": found.to_json(), "filings": [f.to_json() for f in filings]}
+        except Exception as exc:  # noqa: BLE001 - the boundary
+            raise user_error(self.svc, exc) from None
+
+    async def company_facts(self, companies: str, field: str, period: str = "annual") -> dict:
+        """A reported figure by fiscal year (or quarter) for one or several companies ("AAPL, NVDA"): field is a
+        Matrix field (revenue, net income, diluted EPS, total assets, cash ...) or a concept (us-gaap:Revenues).
+        Each point names its filing (form, accession, filed); csv holds the table."""
+        try:
+            return await self.svc.edgar.facts(companies, field, period)
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(self.svc, exc) from None
+
+    async def ask_filing(self, company: str, question: str, form: str | None = "10-K", year: int | None = None,
+                         accession: str | None = None, request: gr.Request = None) -> dict:
+        """Ask about a company's filing, read from EDGAR's archive: the latest `form` of `year`, or `accession`.
+        Returns {answer, citations (pages), document, pages, filing, url}."""
+        try:
+            picked = await self.svc.edgar.pick(company, accession, form, year)
+            return await self.svc.edgar.ask(picked, question, self.svc.client_of(request))
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(self.svc, exc) from None
+
+    async def filing_matrix(self, filings: str, fields: str = "income-statement", request: gr.Request = None) -> dict:
+        """The Filing Matrix over filings on EDGAR: "AAPL, MSFT, NVDA: latest 10-K" (or "...: 10-Q 2025"). Yields
+        {"done", "total", "state", "matrix"} as /matrix does."""
+        try:
+            async for r in self.svc.edgar.fill_matrix(filings, fields, self.svc.client_of(request), self.provenance()):
+                yield {"done": r.done, "total": r.total, "state": r.state, "matrix": to_json(r)}
+        except Exception as exc:  # noqa: BLE001
+            raise user_error(self.svc, exc) from None
+
+
+def register_edgar_api(svc: Service) -> None:
+    api = EdgarEndpoints(svc)
+    for fn, name, limit in ((api.company_filings, "company_filings", 8), (api.company_facts, "company_facts", 8),
+                            (api.ask_filing, "ask_filing", 4), (api.filing_matrix, "filing_matrix", 4)):
+        gr.api(fn, api_name=name, concurrency_limit=limit)
+
+
+def chart_frame(points: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(points, columns=["company", "period", "end", "value", "unit", "form", "accession", "filed"])
+    df["end"] = pd.to_datetime(df["end"])
+    return df
+
+
+def build_edgar_tab(svc: Service) -> dict:
+    api = EdgarEndpoints(svc)
+    gr.Markdown("Find a company on SEC's EDGAR by ticker or name, pick a filing and ask about it; chart what it "
+                "reported over the years. " + ("" if svc.settings.edgar.enabled else
+                                               f"**Off on this Space:** {svc.edgar.off_message}"))
+    with gr.Row():
+        company = gr.Textbox(label="Company (ticker or name)", placeholder="AAPL", elem_id="edgar-company", scale=2)
+        form = gr.Dropdown(FORMS, value="10-K", label="Form", elem_id="edgar-form", scale=1)
+        year = gr.Number(label="Year (report period)", precision=0, elem_id="edgar-year", scale=1)
+        find = gr.Button("Find filings", elem_id="edgar-find", scale=1)
+    who = gr.Markdown(elem_id="edgar-who")
+    table = gr.Dataframe(headers=FILING_COLUMNS, interactive=False, elem_id="edgar-filings")
+    pick = gr.Dropdown([], label="Filing", elem_id="edgar-pick", allow_custom_value=False)
+    question = gr.Textbox(label="Question about the filing", elem_id="edgar-question")
+    ask = gr.Button("Ask", elem_id="edgar-ask")
+    answer = gr.Markdown(elem_id="edgar-answer")
+    with gr.Row():
+        companies = gr.Textbox(label="Companies", placeholder="AAPL, NVDA", elem_id="edgar-companies", scale=2)
+        field = gr.Dropdown(svc.edgar.field_names(), value="Revenue", label="Figure", elem_id="edgar-field", scale=1)
+        period = gr.Radio(["annual", "quarterly"], value="annual", label="Period", scale=1)
+        chart_btn = gr.Button("Chart", elem_id="edgar-chart-btn", scale=1)
+    notes = gr.Markdown(elem_id="edgar-notes")
+    plot = gr.LinePlot(chart_frame([]), x="end", y="value", color="company", elem_id="edgar-chart",
+                       tooltip=["company", "period", "value", "form", "accession", "filed"])
+    facts_table = gr.Dataframe(interactive=False, elem_id="edgar-facts")
+    csv_file = gr.File(label="CSV", elem_id="edgar-csv")
+
+    async def list_filings(q, f, y):
+        out = await api.company_filings(q, None if f == "any" else f, int(y) if y else None)
+        rows = [[x[c] for c in FILING_COLUMNS] for x in out["filings"]]
+        c = out["company"]
+        choices = [(f"{x['form']} {x['period'] or ''} filed {x['filed']} ({x['accession']})", x["accession"])
+                   for x in out["filings"]]
+        return (f"**{c['name']}** ({c['ticker']}, CIK {c['cik']}): {len(rows)} filings",
+                pd.DataFrame(rows, columns=FILING_COLUMNS),
+                gr.update(choices=choices, value=choices[0][1] if choices else None))
+
+    async def ask_it(q, acc, text, request: gr.Request):
+        out = await api.ask_filing(q, text, None, None, acc, request)
+        cites = ", ".join(f"page {p}" for p in out["citations"]) or "none"
+        return f"{out['answer']}\n\n*Cited: {cites}. Source: [{out['filing']['form']} filed " \
+               f"{out['filing']['filed']}]({out['url']})*"
+
+    async def chart(cs, fld, per):
+        out = await api.company_facts(cs, fld, per)
+        path = Path(tempfile.mkdtemp(prefix="finspace-edgar-")) / f"{out['field'].replace(' ', '-')}.csv"
+        path.write_text(out["csv"])
+        df = chart_frame(out["points"])
+        units = ", ".join(out["units"])
+        return (f"**{out['field']}** ({units}); " + " ".join(out["notes"]), df,
+                df.assign(end=df["end"].dt.date.astype(str)), str(path))
+
+    find.click(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
+    company.submit(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
+    ask.click(ask_it, [company, pick, question], [answer], api_visibility="private")
+    chart_btn.click(chart, [companies, field, period], [notes, plot, facts_table, csv_file], api_visibility="private")
+    return {"plot": plot}
