@@ -95,6 +95,10 @@ def test_mcp_tools_list_and_chart_and_ask_a_filing_named_by_ticker_form_and_year
                                       "document": {"filing": {"company": "AAPL", "form": "10-K", "year": 2024}}})
     assert not r.is_error, text_of(r)
     assert r.structured_content["pages"] > 50
+    r = call(server, "extract_matrix", {"documents": [{"filing": TWO_10KS[1]}], "fields": "balance-sheet"})
+    assert not r.is_error, text_of(r)
+    [row] = r.structured_content["rows"]
+    assert row["document"].startswith("NVDA-10-K-2025-02-26") and row["cells"][0]["xbrl"]["number"] == "111601000000"
     r = call(server, "company_filings", {"company": "APPL"})
     assert r.is_error and "did you mean AAPL, Apple Inc.?" in text_of(r)
     r = call(server, "ask_document", {"question": "x", "document": {"filing": {"company": "AAPL",

@@ -152,7 +152,7 @@ def test_a_document_is_written_only_inside_the_upload_folder(tmp_path):
 def test_every_tool_has_a_description_for_a_model_and_load_model_only_for_admins():
     public = tool_specs(20, 20, False)
     assert {t["name"] for t in public} == {"will_it_fit", "extract_matrix", "ask_document", "models", "health",
-                                           "scores"}
+                                           "scores", "company_filings", "company_facts"}
     assert {t["name"] for t in tool_specs(20, 20, True)} == {t["name"] for t in public} | {"load_model"}
     for t in public:
         assert "Example: {" in t["description"] and t["inputSchema"]["type"] == "object", t["name"]

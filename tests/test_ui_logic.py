@@ -233,7 +233,8 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     assert isinstance(demo, gr.Blocks)
     named = demo.get_api_info()["named_endpoints"]
     assert set(named) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit",
-                          "/matrix", "/scores", "/run_eval", "/cancel_eval"}
+                          "/matrix", "/scores", "/run_eval", "/cancel_eval", "/company_filings", "/company_facts",
+                          "/ask_filing", "/filing_matrix"}
     assert [p["parameter_name"] for p in named["/run_eval"]["parameters"]] == ["set_name", "limit", "admin_token"]
     assert [p["parameter_name"] for p in named["/matrix"]["parameters"]] == ["documents", "fields"]
     chat_params = [p["parameter_name"] for p in named["/chat"]["parameters"]]
@@ -242,7 +243,8 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     assert [p["parameter_has_default"] for p in named["/chat"]["parameters"]][1:] == [True] * 5
     public = {fn.api_name for fn in demo.fns.values() if fn.api_visibility == "public"}
     assert public == {"chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix",
-                      "scores", "run_eval", "cancel_eval"}
+                      "scores", "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing",
+                      "filing_matrix"}
     chat_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == "chat"]
     assert len(chat_fns) >= 3 and all((fn.concurrency_limit or 0) >= 16 for fn in chat_fns)
 

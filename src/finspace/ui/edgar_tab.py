@@ -6,15 +6,16 @@ table and a CSV. The Gradio API: ``/company_filings``, ``/company_facts``, ``/as
 ("AAPL, NVDA: latest 10-K" into the Filing Matrix).
 """
 
-import tempfile
-from pathlib import Path
+import re
 
 import gradio as gr
 import pandas as pd
 
+from finspace.documents.chat import upload_folder
 from finspace.matrix.table import to_json
 from finspace.service import Service
 from finspace.ui.api import user_error
+from finspace.ui.exports import Exports
 from finspace.ui.saved import Provenance
 
 FORMS = ["any", "10-K", "10-Q", "8-K", "20-F", "40-F"]
@@ -81,6 +82,8 @@ def chart_frame(points: list[dict]) -> pd.DataFrame:
 
 def build_edgar_tab(svc: Service) -> dict:
     api = EdgarEndpoints(svc)
+    exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
+    svc.on_close.append(exports.clear)
     gr.Markdown("Find a company on SEC's EDGAR by ticker or name, pick a filing and ask about it; chart what it "
                 "reported over the years. " + ("" if svc.settings.edgar.enabled else
                                                f"**Off on this Space:** {svc.edgar.off_message}"))
@@ -112,7 +115,7 @@ def build_edgar_tab(svc: Service) -> dict:
         c = out["company"]
         choices = [(f"{x['form']} {x['period'] or ''} filed {x['filed']} ({x['accession']})", x["accession"])
                    for x in out["filings"]]
-        return (f"**{c['name']}** ({c['ticker']}, CIK {c['cik']}): {len(rows)} filings",
+        return (f"**{c['name']}** ({c['ticker']}, CIK {c['cik']}): {len(rows)} filing(s)",
                 pd.DataFrame(rows, columns=FILING_COLUMNS),
                 gr.update(choices=choices, value=choices[0][1] if choices else None))
 
@@ -122,14 +125,17 @@ def build_edgar_tab(svc: Service) -> dict:
         return f"{out['answer']}\n\n*Cited: {cites}. Source: [{out['filing']['form']} filed " \
                f"{out['filing']['filed']}]({out['url']})*"
 
-    async def chart(cs, fld, per):
+    async def chart(cs, fld, per, request: gr.Request):
         out = await api.company_facts(cs, fld, per)
-        path = Path(tempfile.mkdtemp(prefix="finspace-edgar-")) / f"{out['field'].replace(' ', '-')}.csv"
-        path.write_text(out["csv"])
+        name = re.sub(r"[^A-Za-z0-9-]+", "-", out["field"])[:40] + ".csv"
+        try:
+            [path] = exports.write_files(svc.client_of(request), {name: out["csv"].encode()}, "chart fewer companies")
+        except Exception as exc:  # noqa: BLE001 - the boundary
+            raise user_error(svc, exc) from None
         df = chart_frame(out["points"])
         units = ", ".join(out["units"])
-        return (f"**{out['field']}** ({units}); " + " ".join(out["notes"]), df,
-                df.assign(end=df["end"].dt.date.astype(str)), str(path))
+        return (f"**{out['field']}** ({units}); each point names its filing (form, accession, filed). "
+                + " ".join(out["notes"]), df, df.assign(end=df["end"].dt.date.astype(str)), path)
 
     find.click(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     company.submit(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
