@@ -118,6 +118,7 @@ def test_apples_revenue_by_fiscal_year_names_the_latest_filing_and_nvidia_joins_
         len([p for p in out["points"] if p["company"] == "AAPL"])  # one value per fiscal year
     assert out["csv"].splitlines()[0].startswith("company,period,start,end,value")
     assert "FY2024" in out["csv"] and "0000320193-25-000079" in out["csv"]
+    assert fy24["url"] == "https://www.sec.gov/Archives/edgar/data/320193/000032019325000079/"
     with pytest.raises(NotFound, match="MSFT has no XBRL facts"):
         run(desk.facts("MSFT", "revenue"))  # no company-facts file on the local server: none on EDGAR
     with pytest.raises(BadInput, match="unknown field"):
@@ -134,8 +135,9 @@ def test_100_lookups_stay_within_10_a_second_and_a_repeat_sends_nothing(sec, tmp
     run(many())
     times = sorted(t for t, path, *_ in log(sec))
     assert len(times) == 100
+    # 11 requests span at least a second, as the server's clock saw them arrive
     for i in range(len(times) - 10):
-        assert times[i + 10] - times[i] >= 0.95, "more than 10 requests within a second"
+        assert times[i + 10] - times[i] >= 1.0, "more than 10 requests within a second"
     cached = desk_of(sec, tmp_path)  # the same cache folder, the default freshness
     run(cached.company("AAPL"))
     before = len(log(sec))
@@ -197,4 +199,4 @@ def test_200_users_at_once_wait_their_turn_or_get_a_clear_429(sec, tmp_path):
     assert len(busy) + sum(isinstance(g, bytes) for g in got) == 200
     assert 150 <= len(busy) < 200 and all(b.http_status == 429 and "try again" in str(b) for b in busy)
     times = sorted(t for t, *_ in log(sec))
-    assert all(times[i + 10] - times[i] >= 0.95 for i in range(len(times) - 10))
+    assert all(times[i + 10] - times[i] >= 1.0 for i in range(len(times) - 10))

@@ -107,7 +107,7 @@ def test_mcp_tools_list_and_chart_and_ask_a_filing_named_by_ticker_form_and_year
 
 
 def test_the_page_lists_a_tickers_filings_answers_about_one_and_shows_the_chart(server):
-    from test_browser import chromium_context, open_page, shot
+    from test_browser import bot_texts, chromium_context, open_page, shot
 
     with chromium_context() as context:
         pg = open_page(context, server.url)
@@ -121,6 +121,18 @@ def test_the_page_lists_a_tickers_filings_answers_about_one_and_shows_the_chart(
         pg.click("#edgar-ask")
         pg.wait_for_function("document.querySelector('#edgar-answer').innerText.includes('Source: 10-K filed "
                              "2024-11-01')", timeout=240_000)
+        # the same filing into the chat, as an attached document: asked there, answered from its pages
+        pg.click("#edgar-to-chat")
+        pg.wait_for_function("document.querySelector('#edgar-answer').innerText.includes('attached to the Chat')",
+                             timeout=240_000)
+        pg.get_by_role("tab", name="Chat").click()
+        assert "AAPL-10-K-2024-11-01" in pg.inner_text("#doc-fit")
+        pg.fill("#chat-input textarea", "What were total net sales in fiscal 2024?")
+        pg.press("#chat-input textarea", "Enter")
+        pg.wait_for_function("[...document.querySelectorAll('#chatbot [data-testid=\"bot\"]')]"
+                             ".some(e => e.innerText.includes('document:'))", timeout=240_000)
+        assert "pages" in bot_texts(pg)[-1]
+        pg.get_by_role("tab", name="Companies").click()
         pg.fill("#edgar-companies textarea, #edgar-companies input", "AAPL, NVDA")
         pg.click("#edgar-chart-btn")
         pg.wait_for_function("document.querySelector('#edgar-notes').innerText.includes('Revenue')",

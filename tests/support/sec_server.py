@@ -59,6 +59,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
+        arrived = time.time()
         url = urlsplit(self.path)
         if url.path == "/_log":
             with LOCK:
@@ -80,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(fault["delay"]))
         status = self._answer(url.path, fault)
         with LOCK:
-            LOG.append([time.time(), url.path, status, self.headers.get("User-Agent", "")])
+            LOG.append([arrived, url.path, status, self.headers.get("User-Agent", "")])
 
     def _answer(self, path: str, fault: dict) -> int:
         if not self.headers.get("User-Agent", "").strip():

@@ -86,8 +86,11 @@ class SecClient:
                            f"{', '.join(sorted(s.hosts))} only")
         for attempt in range(s.retries + 1):
             try:
-                await self.limiter.wait()
-                entry = await asyncio.wait_for(self._once(url, host, port, max_bytes, what, cached), s.timeout_s)
+                slot = await self.limiter.wait()
+                try:
+                    entry = await asyncio.wait_for(self._once(url, host, port, max_bytes, what, cached), s.timeout_s)
+                finally:
+                    self.limiter.finish(slot)
                 return entry.body
             except _Retry as retry:
                 if attempt == s.retries:

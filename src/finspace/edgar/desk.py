@@ -221,7 +221,10 @@ class EdgarDesk:
                              f"{', '.join(sorted(figures.units_of(points)))}: left off the chart")
             else:
                 points += got
-        return {"field": label, "concepts": concepts, "period": period, "points": [p.to_json() for p in points],
+        ciks = {c.ticker: c.cik for c in [await self.company(q) for q in queries]}
+        rows = [{**p.to_json(), "url": f"https://www.sec.gov/Archives/edgar/data/{ciks.get(p.company, '')}/"
+                 f"{p.accession.replace('-', '')}/"} for p in points]  # the filing's folder on EDGAR: it opens
+        return {"field": label, "concepts": concepts, "period": period, "points": rows,
                 "units": sorted(figures.units_of(points)), "notes": notes, "csv": figures.to_csv(points)}
 
 

@@ -2,7 +2,11 @@
 
 Each request takes the next free slot (slots are 1/N s apart). A caller whose slot is further away than
 ``max_wait_s`` is refused at once with Busy (429, "retry in a few seconds") instead of joining an endless queue,
-so 200 users at once each either wait their turn or get a clear answer, and SEC never sees more than N a second.
+so 200 users at once each either wait their turn or get a clear answer.
+
+Then, on the clock: a request may go only when the one N places before it has finished (its answer came, or it
+failed) at least ``WINDOW_S`` ago. So whatever delays a request on its way (a busy event loop, the network), SEC
+never receives more than N within a second: the (N+1)th leaves after the 1st was answered, hence after it arrived.
 """
 
 from __future__ import annotations
@@ -13,7 +17,15 @@ from collections import deque
 
 from finspace.errors import Busy
 
-WINDOW_S = 1.02  # a second, and a margin for the time between the wake-up and the bytes on the wire
+WINDOW_S = 1.05  # a second, and a margin
+
+
+class Slot:
+    """One request's place: ``done`` is when it finished (None while it goes)."""
+
+    def __init__(self):
+        self.done: float | None = None
+        self.finished = asyncio.Event()
 
 
 class RateLimiter:
@@ -22,7 +34,7 @@ class RateLimiter:
         self.max_wait_s = max_wait_s
         self.clock = clock
         self._next = 0.0  # the next free slot
-        self._sent: deque[float] = deque(maxlen=max(1, int(per_s)))  # the last N sends' times
+        self._sent: deque[Slot] = deque(maxlen=max(1, int(per_s)))  # the last N requests
 
     def reserve(self) -> float:
         """Seconds to wait before sending; Busy when the wait would pass ``max_wait_s``."""
@@ -35,12 +47,25 @@ class RateLimiter:
         self._next = slot + self.interval
         return wait
 
-    async def wait(self) -> None:
-        """Wait for this request's slot; then, measured on the clock, never more than N sends within a second (a
-        request that woke late does not let the next ones through early)."""
+    async def wait(self) -> Slot:
+        """Wait for this request's turn; call ``finish`` with the slot when its answer came (or it failed)."""
         delay = self.reserve()
         if delay > 0:
             await asyncio.sleep(delay)
-        while len(self._sent) == self._sent.maxlen and (gap := WINDOW_S - (self.clock() - self._sent[0])) > 0:
+        while len(self._sent) == self._sent.maxlen:
+            oldest = self._sent[0]
+            if oldest.done is None:
+                await oldest.finished.wait()
+                continue
+            gap = WINDOW_S - (self.clock() - oldest.done)
+            if gap <= 0:
+                break
             await asyncio.sleep(gap)
-        self._sent.append(self.clock())
+        slot = Slot()
+        self._sent.append(slot)
+        return slot
+
+    def finish(self, slot: Slot) -> None:
+        if slot.done is None:
+            slot.done = self.clock()
+            slot.finished.set()

@@ -114,7 +114,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         scores_tab.select(scores["load"], outputs=scores["board"], api_visibility="private", show_progress="hidden")
         p.update(history_tab(svc, ledger))
         with gr.Tab("Companies", id="edgar-tab"):
-            build_edgar_tab(svc)
+            build_edgar_tab(svc, chat)
         with gr.Tab("Will it fit?", id="fit-tab"):
             build_fit_tab(svc)
         with gr.Tab("API", id="api-tab"):

@@ -11,6 +11,8 @@ import re
 import gradio as gr
 import pandas as pd
 
+from finspace.documents import chat as docs
+from finspace.documents import fit as fitting
 from finspace.documents.chat import upload_folder
 from finspace.matrix.table import to_json
 from finspace.service import Service
@@ -75,12 +77,14 @@ def register_edgar_api(svc: Service) -> None:
 
 
 def chart_frame(points: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(points, columns=["company", "period", "end", "value", "unit", "form", "accession", "filed"])
+    df = pd.DataFrame(points, columns=["company", "period", "end", "value", "unit", "form", "accession", "filed",
+                                       "url"])
     df["end"] = pd.to_datetime(df["end"])
     return df
 
 
-def build_edgar_tab(svc: Service) -> dict:
+def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
+    """The tab's components and events; ``chat``: the Chat tab's components, whose document "Open in Chat" sets."""
     api = EdgarEndpoints(svc)
     exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
     svc.on_close.append(exports.clear)
@@ -96,7 +100,9 @@ def build_edgar_tab(svc: Service) -> dict:
     table = gr.Dataframe(headers=FILING_COLUMNS, interactive=False, elem_id="edgar-filings")
     pick = gr.Dropdown([], label="Filing", elem_id="edgar-pick", allow_custom_value=False)
     question = gr.Textbox(label="Question about the filing", elem_id="edgar-question")
-    ask = gr.Button("Ask", elem_id="edgar-ask")
+    with gr.Row():
+        ask = gr.Button("Ask", elem_id="edgar-ask")
+        to_chat = gr.Button("Open in Chat", elem_id="edgar-to-chat", visible=chat is not None)
     answer = gr.Markdown(elem_id="edgar-answer")
     with gr.Row():
         companies = gr.Textbox(label="Companies", placeholder="AAPL, NVDA", elem_id="edgar-companies", scale=2)
@@ -137,6 +143,18 @@ def build_edgar_tab(svc: Service) -> dict:
         return (f"**{out['field']}** ({units}); each point names its filing (form, accession, filed). "
                 + " ".join(out["notes"]), df, df.assign(end=df["end"].dt.date.astype(str)), path)
 
+    async def open_in_chat(q, acc, request: gr.Request):
+        try:
+            picked = await svc.edgar.pick(q, acc)
+            att = await svc.edgar.attach(picked, svc.client_of(request))
+        except Exception as exc:  # noqa: BLE001 - the boundary
+            raise user_error(svc, exc) from None
+        f = picked.filing
+        return (att.to_state(), fitting.table(docs.fit_of(svc, att), att.doc),
+                f"{picked.company.ticker} {f.form} filed {f.filed} is attached to the **Chat** tab: ask there.")
+
+    if chat is not None:
+        to_chat.click(open_in_chat, [company, pick], [chat["doc"], chat["doc_fit"], answer], api_visibility="private")
     find.click(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     company.submit(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     ask.click(ask_it, [company, pick, question], [answer], api_visibility="private")
