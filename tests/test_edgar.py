@@ -200,3 +200,21 @@ def test_200_users_at_once_wait_their_turn_or_get_a_clear_429(sec, tmp_path):
     assert 150 <= len(busy) < 200 and all(b.http_status == 429 and "try again" in str(b) for b in busy)
     times = sorted(t for t, *_ in log(sec))
     assert all(times[i + 10] - times[i] >= 1.0 for i in range(len(times) - 10))
+
+
+def test_identical_lookups_at_once_share_one_request_and_a_cancelled_first_caller_leaves_the_rest_served(sec, tmp_path):
+    fault(sec, delay="0.3")
+    desk = desk_of(sec, tmp_path)
+    url = sec + "/submissions/CIK0001045810.json"
+
+    async def together():
+        first = asyncio.ensure_future(desk.client.get(url, 1 << 20, "x"))
+        await asyncio.sleep(0.05)
+        rest = [asyncio.ensure_future(desk.client.get(url, 1 << 20, "x")) for _ in range(20)]
+        await asyncio.sleep(0.05)
+        first.cancel()
+        return await asyncio.gather(*rest)
+    bodies = run(together())
+    assert len(set(bodies)) == 1 and b"NVIDIA" in bodies[0]
+    assert len(log(sec)) <= 2  # the cancelled first request, and the one that served the twenty
+    fault(sec)

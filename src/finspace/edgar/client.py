@@ -64,16 +64,25 @@ class SecClient:
             return cached.body
         running = self._inflight.get(url)
         if running is not None:
-            return await asyncio.shield(running)
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if running.cancelled() and task is not None and not task.cancelling():
+                    return await self.get(url, max_bytes, what, fresh_s)  # the first caller left: ask again
+                raise
         future = asyncio.get_running_loop().create_future()
         self._inflight[url] = future
         try:
             body = await self._fetch(url, max_bytes, what, cached)
             future.set_result(body)
             return body
-        except BaseException as exc:
+        except Exception as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: a waiter, if any, gets it
+            raise
+        except BaseException:  # cancelled: a waiter asks again itself
+            future.cancel()
             raise
         finally:
             self._inflight.pop(url, None)

@@ -29,6 +29,7 @@ from finspace.errors import BadInput, DataUnavailable, NotFound
 FOLDER = "finspace-edgar"  # filings read from the archive, inside the upload folder, deleted after conversion
 TICKERS_FRESH_S = 24 * 3600.0
 MAX_COMPANIES = 12  # on one chart, or in one "AAPL, MSFT: latest 10-K"
+MAX_QUESTION_CHARS = 4000
 _SPLIT = re.compile(r"[,;\s]+")
 _PAGE = re.compile(r"\bp(?:age|\.)?\s*(\d{1,5})\b", re.IGNORECASE)
 
@@ -108,7 +109,10 @@ class EdgarDesk:
             filing = listing.find(every, acc, company.ticker)
         else:
             f, y = listing.check_form(form) or "10-K", listing.check_year(year)
-            found = listing.select(await self._all(company, older=y is not None), f, y, 1)
+            recent = await self._all(company, older=False)
+            found = listing.select(recent, f, y, 1)
+            if not found and y is not None and recent and min(x.year for x in recent) >= y:
+                found = listing.select(await self._all(company, older=True), f, y, 1)  # the year is older: its pages
             if not found:
                 raise NotFound(f"{company.ticker} has no {f}" + (f" for {y}" if y else "") + " on EDGAR; list its "
                                "filings to see what it filed")
@@ -139,8 +143,10 @@ class EdgarDesk:
         documents chat does; the pages it cites that exist."""
         if not isinstance(question, str) or not question.strip():
             raise BadInput("question must be text: what do you want to know from the filing?")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise BadInput(f"question has {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,}")
         att = await self.attach(picked, client)
-        messages = [{"role": "user", "content": question.strip()[:4000]}]
+        messages = [{"role": "user", "content": question.strip()}]
         settings, summary = await docs.with_document(self.svc, att, messages, ChatSettings(max_tokens=max_tokens))
         info, parts = ChatInfo(), []
         async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info)) as stream:
