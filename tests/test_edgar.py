@@ -23,6 +23,8 @@ from finspace.settings import Settings
 from support.filings import shared_dir
 from support.sec_server import serving
 
+TXT_ACCESSION, TXT_DOCUMENT = "0001086364-24-006980", "us0378331005_021224.txt"  # a plain-text SC 13G/A
+
 @pytest.fixture(scope="module")
 def sec():
     """The local SEC server, in its own process group, on 127.0.0.1; its base URL."""
@@ -218,3 +220,19 @@ def test_identical_lookups_at_once_share_one_request_and_a_cancelled_first_calle
     assert len(set(bodies)) == 1 and b"NVIDIA" in bodies[0]
     assert len(log(sec)) <= 2  # the cancelled first request, and the one that served the twenty
     fault(sec)
+
+
+def test_a_primary_document_finspace_cannot_read_is_refused_by_name_and_a_pdf_or_text_one_is_read_as_an_upload(
+        sec, tmp_path):
+    desk = desk_of(sec, tmp_path)
+    form4 = run(desk.pick("AAPL", accession="0001059235-26-000004"))  # an ownership form: XML
+    fault(sec)
+    with pytest.raises(BadInput, match="PDF, HTML"):
+        run(desk.read(form4))
+    assert log(sec) == []  # refused before anything was fetched
+    for accession, document in (("0000000000-24-005673", "filename1.pdf"), (TXT_ACCESSION, TXT_DOCUMENT)):
+        picked = run(desk.pick("AAPL", accession=accession))
+        assert picked.document == document
+        with pytest.raises(NotFound, match=f"EDGAR has no document {document}"):  # not recorded here: named
+            run(desk.read(picked))
+    assert [p for _t, p, *_ in log(sec)][-1].endswith("/" + TXT_DOCUMENT)  # asked for at SEC's archive path
