@@ -197,11 +197,12 @@ def test_ui_events_called_directly_cannot_switch(server):
     deps = [d for d in config["dependencies"] if d.get("backend_fn")]
     assert all(d["api_visibility"] == "private" for d in deps if not d.get("api_name") in
                ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
-                "run_eval", "cancel_eval"))
+                "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix"))
     public = {name for name, info in gclient(server).view_api(print_info=False, return_format="dict")
               ["named_endpoints"].items()}
     assert public == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit",
-                      "/matrix", "/scores", "/run_eval", "/cancel_eval"}, public
+                      "/matrix", "/scores", "/run_eval", "/cancel_eval", "/company_filings", "/company_facts",
+                      "/ask_filing", "/filing_matrix"}, public
     # gradio_client refuses private events by fn_index; that is a client nicety, not a protection:
     begin = next(d for d in deps if any(comps[i].get("props", {}).get("elem_id") == "admin-token" for i in d["inputs"]))
     with pytest.raises(ValueError):

@@ -108,7 +108,7 @@ def test_file_data_names_no_server_file_on_any_route(server):
                         refused(join(http, server, d["id"], data), (400,), "file references are not accepted")
                         n += 1
         for name in ("chat", "load_model", "models", "health", "loads", "fit", "matrix", "scores", "run_eval",
-                     "cancel_eval"):
+                     "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix"):
             for path in TARGETS:
                 r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [file_refs(path)[0], []]})
                 refused(r, (400,), "file references are not accepted")
@@ -284,7 +284,8 @@ def test_direct_routes_and_private_events_by_name_are_closed(server):
         # the public API is still what gradio_client sees
         info = http.get(server.url + "/gradio_api/info").json()
         assert set(info["named_endpoints"]) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads",
-                                                "/fit", "/matrix", "/scores", "/run_eval", "/cancel_eval"}
+                                                "/fit", "/matrix", "/scores", "/run_eval", "/cancel_eval",
+                                                "/company_filings", "/company_facts", "/ask_filing", "/filing_matrix"}
     unchanged(server)
 
 
