@@ -121,6 +121,11 @@ def test_apples_revenue_by_fiscal_year_names_the_latest_filing_and_nvidia_joins_
     assert out["csv"].splitlines()[0].startswith("company,period,start,end,value")
     assert "FY2024" in out["csv"] and "0000320193-25-000079" in out["csv"]
     assert fy24["url"] == "https://www.sec.gov/Archives/edgar/data/320193/000032019325000079/"
+    q = run(desk.facts("AAPL", "Revenue", "quarterly"))["points"]
+    q3 = next(p for p in q if p["end"] == "2025-06-28")  # Apple's Q3 FY2025, from its 10-Q of 2025-08-01
+    assert (q3["value"], q3["form"], q3["filed"]) == (94_036_000_000, "10-Q", "2025-08-01")
+    eps = next(p for p in run(desk.facts("AAPL", "Diluted EPS"))["points"] if p["period"] == "FY2024")
+    assert (eps["value"], eps["unit"]) == (6.08, "USD/shares")
     with pytest.raises(NotFound, match="MSFT has no XBRL facts"):
         run(desk.facts("MSFT", "revenue"))  # no company-facts file on the local server: none on EDGAR
     with pytest.raises(BadInput, match="unknown field"):
