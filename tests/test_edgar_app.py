@@ -63,6 +63,15 @@ def test_rest_finds_lists_and_charts_and_answers_bad_input_with_4xx(server):
         assert "Traceback" not in r.text
 
 
+def test_gradio_curl_route_names_the_company_endpoints(server):
+    """POST /gradio_api/call/<name>, then its result stream: the guard lists the EDGAR endpoints as public."""
+    with httpx.Client(timeout=60) as http:
+        r = http.post(server.url + "/gradio_api/call/company_facts", json={"data": ["AAPL", "Revenue", "annual"]})
+        assert r.status_code == 200, r.text
+        stream = http.get(server.url + f"/gradio_api/call/company_facts/{r.json()['event_id']}").text
+    assert "event: complete" in stream and "391035000000" in stream.replace(".0", "")
+
+
 def test_gradio_api_asks_a_filing_and_fills_the_matrix_with_two_10ks(server):
     from gradio_client import Client
 

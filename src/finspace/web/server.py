@@ -83,7 +83,7 @@ def _validation_message(exc: RequestValidationError, body: str = '{"model": KEY}
 
 
 PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
-              "run_eval", "cancel_eval")
+              "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix")
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
