@@ -113,9 +113,19 @@ def test_forced_replies_follow_vllms_schema_and_parse():
     reader = CallReader("hermes", None, required)
     reader.feed('[{"name": "calculate", "parameters": {"expression": "2*3"}}]')
     assert reader.finish()[1][0]["function"] == {"name": "calculate", "arguments": '{"expression": "2*3"}'}
-    cut = CallReader("hermes", None, named)  # a forced reply cut by max_tokens: text, no call
+    cut = CallReader("hermes", None, named)  # cut by max_tokens: the call as written, as vLLM's server returns it
     cut.feed('{"ticker": "NV')
-    assert cut.finish() == ('{"ticker": "NV', [])
+    rest, calls = cut.finish()
+    assert rest == "" and calls[0]["function"] == {"name": "get_filing", "arguments": '{"ticker": "NV'}
+    many = CallReader("hermes", None, parse_tools(TOOLS, "required"))  # cut: the calls that completed
+    many.feed('[{"name": "calculate", "parameters": {"expression": "1+1"}},\n {"name": "calculate", "parameters": '
+              '{"expression": "2"}} , {"name": "get_fil')
+    rest, calls = many.finish()
+    assert rest == "" and [json.loads(c["function"]["arguments"]) for c in calls] == [{"expression": "1+1"},
+                                                                                      {"expression": "2"}]
+    none = CallReader("hermes", None, parse_tools(TOOLS, "required"))
+    none.feed('[{"name": "calcu')
+    assert none.finish() == ('[{"name": "calcu', [])
 
 
 @pytest.mark.parametrize("tools, choice, names", [

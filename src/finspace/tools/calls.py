@@ -71,6 +71,29 @@ def call(name: str, arguments: Any, call_id: str | None = None) -> dict:
             "function": {"name": name, "arguments": text}}
 
 
+def completed_items(text: str) -> list:
+    """The items of a JSON array that were written whole before ``text`` was cut (``[{...}, {...}, {"na`` gives
+    the first two); an empty list when it does not open an array."""
+    decoder, items = json.JSONDecoder(), []
+    at = len(text) - len(text.lstrip())
+    if not text.startswith("[", at):
+        return items
+    at += 1
+    while True:
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return items
+        items.append(item)
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        if not text.startswith(",", at):
+            return items
+        at += 1
+
+
 class _Markers:
     """A vocabulary of the parsers' marker tokens, for a parser made without the model's tokenizer (a remote
     endpoint's reply) or with one that lacks them: the parsers read text, the tokenizer only finds markers."""
@@ -145,10 +168,16 @@ class CallReader:
         return rest, calls
 
     def _forced(self) -> tuple[str, list[dict]]:
+        """A forced reply's calls. Cut by max_tokens, a named call keeps its arguments as written (what vLLM's
+        own server returns, with ``finish_reason: "length"``) and ``required`` keeps the calls that completed."""
         try:
             value = json.loads(self._text)
-        except ValueError:  # cut by max_tokens: the text as it is, no call
-            return self._text, []
+        except ValueError:  # cut by max_tokens
+            if self.req.choice == "named":
+                return ("", [call(self.req.name, self._text.strip())]) if self._text.strip() else (self._text, [])
+            value = completed_items(self._text)
+            if not value:
+                return self._text, []
         if self.req.choice == "named" and isinstance(value, dict):
             return "", [call(self.req.name, value)]
         if self.req.choice == "required" and isinstance(value, list):
