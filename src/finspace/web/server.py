@@ -44,7 +44,7 @@ from finspace.evals.rest import add_score_routes
 from finspace.wall.clients import request_client
 from finspace.wall import uploads
 from finspace.wall.guard import EventTracker, Guard
-from finspace.mcp_server.endpoint import MCP_PATH, McpEndpoint
+from finspace.mcp_server.endpoint import MCP_PATHS, McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
@@ -150,7 +150,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     _add_rest_routes(app, svc, require_admin)
     add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
-    for path in (MCP_PATH, MCP_PATH + "/"):  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
+    for path in MCP_PATHS:  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
         app.router.add_route(path, mcp, methods=["POST"], include_in_schema=False)
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
