@@ -203,3 +203,24 @@ def test_message_errors_say_what_is_accepted(server):
             c.chat.completions.create(model="demo", messages=messages, tools=[GET_FILING], max_tokens=4)
         assert err.value.status_code == 400 and says in err.value.message, err.value.message
         assert "not supported" not in err.value.message and "unsupported" not in err.value.message
+
+
+def test_required_streams_each_call_as_it_is_written(server):
+    """#41: a "required" stream was silent until the reply ended, then sent every call at once. Now each call
+    comes as soon as it is whole: the first well before the end (measured against this stream's own length)."""
+    import time
+
+    on(server, "demo")
+    stream = client(server).chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING],
+                                                    tool_choice="required", max_tokens=300, temperature=0, seed=1,
+                                                    stream=True)
+    start, calls_at, end = None, [], None
+    for chunk in stream:
+        now = time.monotonic()
+        start = start or now
+        if chunk.choices and chunk.choices[0].delta.tool_calls:
+            calls_at.append(now)
+        if chunk.choices and chunk.choices[0].finish_reason:
+            end = now
+    assert len(calls_at) >= 2 and end is not None, calls_at
+    assert end - calls_at[0] > 0.3 * (end - start), (calls_at[0] - start, end - start)

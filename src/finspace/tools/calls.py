@@ -124,6 +124,9 @@ class CallReader:
         self._shown = 0  # characters of _text already returned by feed
         self._held = req.forced  # a forced reply is JSON: nothing of it is text
         self.calls: list[dict] = []  # set by finish's caller (openai_api.toolcalls) once read
+        self._early: list[dict] = []  # ``required``: the calls written whole so far, handed out as they complete
+        self._early_items = 0  # the array's items read into _early (a malformed one is skipped, counted)
+        self._early_looked = 0  # the text's length at the last look
         self.late_thinking = ""  # thinking the reasoning split took for answer (see _auto), found by finish
 
     @property
@@ -157,12 +160,27 @@ class CallReader:
         self._shown = max(self._shown, cut)
         return out
 
+    def early_calls(self) -> list[dict]:
+        """``required``: the calls completed since the last look, so a stream sends each call as soon as it is
+        written whole instead of all of them when the reply ends (finish returns the same calls, the same ids)."""
+        if self.req.choice != "required" or "}" not in self._text[self._early_looked:]:
+            return []  # no item can have ended since the last look
+        self._early_looked = len(self._text)
+        items = completed_items(self._text)[:MAX_CALLS_PER_MESSAGE if self.req.parallel else 1]
+        new = [call(c["name"], c.get("parameters", {})) for c in items[self._early_items:]
+               if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        self._early_items = max(self._early_items, len(items))
+        self._early += new
+        return new
+
     def finish(self) -> tuple[str, list[dict]]:
         """(the text not yet shown, the calls): the whole answer read once."""
         content, calls = self._forced() if self.req.forced else self._auto()
         if not self.req.parallel:
             calls = calls[:1]
         calls = calls[:MAX_CALLS_PER_MESSAGE]
+        if self._early and len(calls) >= len(self._early):  # the calls already handed out keep their ids
+            calls = self._early + calls[len(self._early):]
         shown = self._text[:self._shown]
         rest = content[len(shown):] if content.startswith(shown) else ""
         return rest, calls
