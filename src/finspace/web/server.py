@@ -39,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
+from finspace.evals.limits import FILE_TYPES as EVAL_FILE_TYPES
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
 from finspace.wall.clients import request_client
@@ -234,7 +235,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
                        upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
                        upload_file_bytes=settings.documents.max_bytes,
                        upload_bytes=upload_body_bound(settings),
-                       upload_types=tuple(sorted(KINDS)),
+                       upload_types=tuple(sorted({*KINDS, *EVAL_FILE_TYPES})),
                        held=uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes),
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
