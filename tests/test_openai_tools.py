@@ -196,8 +196,8 @@ def test_message_errors_say_what_is_accepted(server):
         {"id": "c1", "type": "function", "function": {"name": "get_filing", "arguments": "{}"}}]}
     cases = [([*ASK, assistant, {"role": "tool", "content": "10-K"}], "tool_call_id"),
              ([{"role": "bot", "content": "hi"}], "assistant, tool"),
-             ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}],
-              '"file" part')]
+             ([{"role": "user", "content": [{"type": "image_url",
+                                             "image_url": {"url": "data:image/png;base64,AA=="}}]}], '"file" part')]
     for messages, says in cases:
         with pytest.raises(openai.BadRequestError) as err:
             c.chat.completions.create(model="demo", messages=messages, tools=[GET_FILING], max_tokens=4)

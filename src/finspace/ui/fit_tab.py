@@ -96,7 +96,8 @@ def build_fit_tab(svc: Service) -> None:
                 "GPU you pick.")
     with gr.Row():
         with gr.Column(scale=3):
-            repo = gr.Textbox(label="Catalogue key or Hub repo id", placeholder="e.g. qwen-3-8b-fin, or Qwen/Qwen3-30B-A3B on the Hub", elem_id="fit-repo")
+            repo = gr.Textbox(label="Catalogue key or Hub repo id", elem_id="fit-repo",
+                              placeholder="e.g. qwen-3-8b-fin, or Qwen/Qwen3-30B-A3B on the Hub")
             config = gr.Code(label="…or paste its config.json", language="json", lines=8, elem_id="fit-config")
         with gr.Column(scale=2):
             gpu = gr.Dropdown(list(KNOWN_GPUS), value=default_gpu, label="GPU", elem_id="fit-gpu")

@@ -238,8 +238,8 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
     notes = gr.Markdown(elem_id="scores-notes")
     refresh = gr.Button("Refresh", size="sm", elem_id="scores-refresh")
     board = [table, chart, notes]
-    (run.click(h.run, [set_name, limit, token, fmt, data_file], [progress], api_visibility="private", concurrency_limit=4,
-               show_progress="hidden")
+    (run.click(h.run, [set_name, limit, token, fmt, data_file], [progress], api_visibility="private",
+               concurrency_limit=4, show_progress="hidden")
      .then(h.board, outputs=board, api_visibility="private", show_progress="hidden"))
     cancel.click(h.cancel, [token], [progress], api_visibility="private", show_progress="hidden")
     refresh.click(h.board, outputs=board, api_visibility="private", show_progress="hidden")

@@ -44,8 +44,8 @@ from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
 from finspace.wall.clients import request_client
 from finspace.wall import uploads
-from finspace.wall.guard import EventTracker, Guard
-from finspace.mcp_server.endpoint import MCP_PATHS, McpEndpoint
+from finspace.wall.guard import MCP_PATHS, EventTracker, Guard
+from finspace.mcp_server.endpoint import McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
