@@ -61,7 +61,7 @@ CHAT_CASES = [
     (("hi", [1, 2]), "must be an object"),
     (("hi", [{"role": "robot", "content": "x"}]), "role"),
     (("hi", [{"role": "user", "content": {"image": "x.png"}}]), "text"),
-    (("hi", [{"role": "user", "content": [{"type": "image", "url": "x"}]}]), "only text"),
+    (("hi", [{"role": "user", "content": [{"type": "image", "url": "x"}]}]), "images and audio are not read"),
     (("hi", [{"role": "user", "content": "y" * 70_000}]), "limit"),
     (("hi", [], 5), "system_prompt must be text"),
     (("hi", [], None, "hot"), "temperature must be a number"),

@@ -181,7 +181,7 @@ async def test_task_cancellation_aborts_too(engine):
         ([], None, "conversation is empty"),
         ("hello", None, "must be a list"),
         ([{"role": "user", "content": "   "}], None, "message is empty"),
-        ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], None, "only text is supported"),
+        ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], None, "images and audio are not read"),
         ([{"role": "user", "content": {"path": "/etc/passwd"}}], None, "non-text content"),
         ([{"role": "robot", "content": "hi"}], None, "role 'robot'"),
         ([{"role": "user", "content": "x" * 70_000}], None, "limit is 64,000"),

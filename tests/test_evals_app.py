@@ -218,6 +218,36 @@ def scoreboard_in(page, server) -> None:
     shot(page, "scoreboard", docs_name="scoreboard.png")  # FINSPACE_UPDATE_SCREENSHOTS=1: docs/ too
 
 
+def test_the_scoreboard_takes_the_sets_published_file_in_the_tab(server, tmp_path):
+    """#41: on a machine without GitHub the tab had no way to be given a set's file. FinQA's cached copy here is
+    corrupt and GitHub unreachable: the file given in the tab is read for this run and deleted after."""
+    from test_browser import chromium_context, open_page
+
+    records = [{"id": f"T/{i}", "pre_text": [f"Revenue was {100 + i} million in 2024 ."], "post_text": [],
+                "table": [["", "2024"], ["revenue", str(100 + i)]],
+                "qa": {"question": "What was revenue in 2024, in millions?", "program": "", "exe_ans": 100 + i}}
+               for i in range(3)]
+    given = tmp_path / "test.json"
+    given.write_text(json.dumps(records))
+    with chromium_context() as context:
+        page = open_page(context, server.url)
+        page.click("button[role=tab]:has-text('Scoreboard')")
+        assert "evalsets/<set>/<file>" in page.inner_text("#scores-place")
+        page.click("#scores-set input")
+        page.click('li[data-testid="dropdown-option"]:has-text("finqa")')
+        with page.expect_response(lambda r: "/gradio_api/upload" in r.url and r.status == 200, timeout=60_000):
+            page.set_input_files("#scores-file input[type=file]", str(given))
+        page.fill("#scores-token input", server.admin_token)
+        page.fill("#scores-limit input", "3")
+        page.click("#scores-run")
+        page.wait_for_function("(document.querySelector('#scores-count') || {innerText: ''}).innerText"
+                               ".includes('3 of 3 items · done')", timeout=300_000)
+        assert page.page_errors == []
+    stored = next(r for r in board(server)["results"] if r["set"] == "finqa" and r["n"] == 3)
+    assert "file test.json" in stored["set_version"], stored
+    assert not list((server.workdir / "gradio").rglob("test.json"))  # the upload is gone
+
+
 def test_the_cli_runs_a_set_in_process_and_stores_it(server, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "FINSPACE_CPU_KV_CACHE_MIB": "64",
            "FINSPACE_EVAL_REPLY_TOKENS": "16", "HF_HUB_OFFLINE": "1"}

@@ -106,3 +106,18 @@ def test_the_tab_says_when_the_sampler_warm_up_does_not_fit():
         usage_context="serve", vllm_version="0.19"), gpus=2)
     text = "\n".join(layout_lines(None, render.warmup_json(p)))
     assert "Sampler warm-up **does not fit**: 1,024 requests × the vocabulary need 3.07 GiB, 1.78 GiB free" in text
+
+
+def test_a_catalogue_key_is_planned_offline_from_its_bundled_config(monkeypatch, tmp_path):
+    """#41: will_it_fit and the tab take the key every user of the page knows, with no Hub."""
+    from finspace.models.catalog import load_catalog
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    catalog = load_catalog()
+    r = check_fit(None, "qwen-3-8b-fin", "l40s", catalog=catalog, max_model_len=32768)
+    assert r["fits"] is True and r["max_model_len"] == 32768 and r["source"].startswith("qwen-3-8b-fin"), r
+    r = check_fit(json.loads(LLAMA_8B), None, "l40s")  # a config as the JSON object, as MCP clients send it
+    assert r["fits"] is True and r["source"] == "pasted config.json"
+    with pytest.raises(FinspaceError, match=r"neither a catalogue key \(.*qwen-3-8b-fin.*\) nor a Hub repo id"):
+        check_fit(None, "qwen-3-8b", "l40s", catalog=catalog)

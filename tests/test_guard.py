@@ -457,7 +457,7 @@ def test_mcp_calls_hold_the_clients_places_while_they_run():
     ("POST", b'{"jsonrpc": "2.0", "id": NaN}', 400, "finite numbers only"),
     ("POST", b"\xff\xfe", 400, "not valid JSON"),
     ("POST", b"[" * 100_000 + b"]" * 100_000, 400, "not valid JSON"),
-    ("GET", b"", 405, "GET is not accepted on /gradio_api/mcp/"),
+    ("GET", b"", 405, "GET is not accepted on the MCP endpoint"),
     ("DELETE", b"", 405, "is not accepted"),
 ])
 def test_mcp_bodies_are_bounded_and_strict_before_the_sdk_reads_them(method, content, status, phrase):
@@ -465,4 +465,5 @@ def test_mcp_bodies_are_bounded_and_strict_before_the_sdk_reads_them(method, con
     state["release"] = None  # nothing may reach the transport
     r = call(guard, method, "/gradio_api/mcp/", content)
     assert r.status_code == status and phrase in r.json()["error"], r.text
+    assert r.headers.get("allow") == ("OPTIONS, POST" if status == 405 else None), r.headers  # HTTP's rule
     assert state["peak"] == 0 and tracker.in_flight("127.0.0.1") == 0

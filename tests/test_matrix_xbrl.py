@@ -187,3 +187,19 @@ async def test_a_model_too_small_for_a_cell_is_refused_once_in_the_matrixs_words
     with pytest.raises(BadInput, match=r"the loaded model reads 512 tokens at a time; a Matrix cell needs at least "
                                        r"1,024 .*: load a model with a longer context"):
         [r async for r in desk.fill([_upload(tmp_path, "nflx-10-k-2025-01-27.html")], "income-statement")]
+
+
+def test_every_cells_hover_is_a_sentence(apple_result):
+    """#41: a cell's hover showed the raw key "xbrl_none" (and "pending", "error")."""
+    import html
+    import re
+
+    from finspace.ui.matrix_tab import grid_html
+
+    cells = [(c, html.unescape(t)) for c, t in
+             re.findall(r"<td data-check='([a-z_]+)' data-xbrl='[a-z]*' title='([^']*)'", grid_html(apple_result))]
+    checks = {c for c, _ in cells}
+    assert {"xbrl_none", "pending", "error"} <= checks, checks
+    for check, title in cells:
+        assert title and title != check and " " in title, (check, title)
+    assert ("xbrl_none", "the filer's XBRL has no value for this field") in cells

@@ -19,6 +19,7 @@ import json
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from helpers import demo_entry, write_catalog
@@ -177,6 +178,39 @@ def test_ask_document_on_an_uploaded_file(server, tmp_path):
     assert not Path(path).exists()  # the upload is deleted once read
     r = call(server, "ask_document", {"question": "again?", "document": {"upload": path}})
     assert r.is_error and "upload again" in text_of(r), text_of(r)
+
+
+def test_will_it_fit_takes_a_config_object_and_a_catalogue_key(server):
+    """#41: Inspector 2.12 and LLMs send config_json as a JSON object; users know the catalogue's keys; offline,
+    a Hub repo says how to plan it anyway, in this door's own terms."""
+    r = call(server, "will_it_fit", {"config_json": CONFIG_8B, "gpu": "l40s", "max_model_len": 8192})
+    assert not r.is_error and r.structured_content["fits"] is True, text_of(r)
+    r = call(server, "will_it_fit", {"repo": "demo", "gpu": "l4"})
+    assert not r.is_error and r.structured_content["source"].startswith("demo"), text_of(r)
+    r = call(server, "will_it_fit", {"repo": "qwen-3-8b"})
+    assert r.is_error and "neither a catalogue key (demo)" in text_of(r), text_of(r)
+    r = call(server, "will_it_fit", {"repo": "Qwen/Qwen3-8B", "gpu": "l40s"})  # the Hub is unreachable here
+    assert r.is_error and "unreachable" in text_of(r) and "paste it as config_json" in text_of(r), text_of(r)
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/mcp", "/gradio_api/mcp/", "/gradio_api/mcp/mcp"])
+def test_the_endpoint_forms_and_get_answering_405_with_allow(server, path):
+    """#41: GET is a 405 with the Allow header HTTP requires; the URL without the slash and the one MCP Inspector
+    0.15 makes of a URL ending in "/" (".../mcp/mcp") both serve."""
+    r = httpx.get(server.url + path, timeout=30)
+    assert r.status_code == 405 and "POST" in r.headers.get("allow", ""), (r.status_code, r.headers)
+    assert "stateless" in r.json()["error"]
+
+    async def tools():
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(timeout=60) as http:
+            async with Client(streamable_http_client(server.url + path, http_client=http)) as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+    assert run(tools()) == TOOLS
 
 
 @pytest.mark.parametrize("name, args, phrase", [

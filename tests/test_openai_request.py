@@ -69,7 +69,7 @@ def test_text_parts_and_the_developer_role_are_accepted():
     ({"chat_template_kwargs": {"x": [1]}}, "chat_template_kwargs", "boolean, number"),
     ({"messages": "hi"}, "messages", "must be a list"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-     "messages", "'image_url' part; only text"),
+     "messages", "'image_url' part; a message takes text parts"),
     ({"messages": [{"role": "assistant", "content": None, "tool_calls": []}, *MSGS]}, "messages", "tool_calls"),
     ({"messages": [{"role": "user", "content": "x" * 64_001}]}, "messages", "the limit is 64,000"),
     ({"messages": [{"role": "assistant", "content": "hi"}]}, "messages", "last message must be from the user"),

@@ -141,3 +141,86 @@ def test_a_named_tool_choice_returns_a_parseable_call_on_smollm2(server):
     expression = json.loads(call.function.arguments)["expression"]
     assert call.function.name == "calculate" and isinstance(expression, str) and expression.strip(), r
     print(f"SmolLM2 asked the calculator for {expression!r}")
+
+
+def test_required_cut_by_max_tokens_returns_the_calls_that_completed(server):
+    """#41: "required" let a model add calls until max_tokens, and the cut array came back as content with no
+    tool_calls. Now the calls written whole come back (finish_reason "length": it was cut), streaming too."""
+    on(server, "demo")
+    c = client(server)
+    r = c.chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING], tool_choice="required",
+                                  max_tokens=90, temperature=0, seed=1)
+    choice = r.choices[0]
+    assert choice.finish_reason == "length" and choice.message.content is None, choice
+    assert choice.message.tool_calls, choice
+    for call in choice.message.tool_calls:
+        assert call.function.name == "get_filing"
+        assert set(json.loads(call.function.arguments)) == {"ticker", "form", "year"}
+    stream = c.chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING], tool_choice="required",
+                                       max_tokens=90, temperature=0, seed=1, stream=True)
+    calls, finish = [], None
+    for chunk in stream:
+        calls += chunk.choices[0].delta.tool_calls or []
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "length" and len(calls) == len(choice.message.tool_calls)
+
+
+def test_required_is_bounded_to_16_calls(server):
+    on(server, "demo")
+    r = client(server).chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING],
+                                               tool_choice="required", max_tokens=1370, temperature=0, seed=1)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and 1 <= len(choice.message.tool_calls) <= 16, \
+        (choice.finish_reason, len(choice.message.tool_calls or []), r.usage)
+
+
+def test_a_named_call_cut_by_max_tokens_comes_back_as_written(server):
+    """#41: as vLLM's own server: the call with its arguments as written and finish_reason "length"."""
+    on(server, "demo")
+    r = client(server).chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING], tool_choice=NAMED,
+                                               max_tokens=4, temperature=0)
+    choice = r.choices[0]
+    assert choice.finish_reason == "length" and choice.message.content is None, choice
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_filing" and call.function.arguments.startswith("{"), call
+    with pytest.raises(ValueError):
+        json.loads(call.function.arguments)
+
+
+def test_message_errors_say_what_is_accepted(server):
+    """#41: a tool result without tool_call_id is a 400 (as OpenAI); the role and image messages name what
+    finspace does take."""
+    on(server, "demo")
+    c = client(server)
+    assistant = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_filing", "arguments": "{}"}}]}
+    cases = [([*ASK, assistant, {"role": "tool", "content": "10-K"}], "tool_call_id"),
+             ([{"role": "bot", "content": "hi"}], "assistant, tool"),
+             ([{"role": "user", "content": [{"type": "image_url",
+                                             "image_url": {"url": "data:image/png;base64,AA=="}}]}], '"file" part')]
+    for messages, says in cases:
+        with pytest.raises(openai.BadRequestError) as err:
+            c.chat.completions.create(model="demo", messages=messages, tools=[GET_FILING], max_tokens=4)
+        assert err.value.status_code == 400 and says in err.value.message, err.value.message
+        assert "not supported" not in err.value.message and "unsupported" not in err.value.message
+
+
+def test_required_streams_each_call_as_it_is_written(server):
+    """#41: a "required" stream was silent until the reply ended, then sent every call at once. Now each call
+    comes as soon as it is whole: the first well before the end (measured against this stream's own length)."""
+    import time
+
+    on(server, "demo")
+    stream = client(server).chat.completions.create(model="demo", messages=ASK, tools=[GET_FILING],
+                                                    tool_choice="required", max_tokens=300, temperature=0, seed=1,
+                                                    stream=True)
+    start, calls_at, end = None, [], None
+    for chunk in stream:
+        now = time.monotonic()
+        start = start or now
+        if chunk.choices and chunk.choices[0].delta.tool_calls:
+            calls_at.append(now)
+        if chunk.choices and chunk.choices[0].finish_reason:
+            end = now
+    assert len(calls_at) >= 2 and end is not None, calls_at
+    assert end - calls_at[0] > 0.3 * (end - start), (calls_at[0] - start, end - start)

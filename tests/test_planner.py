@@ -222,7 +222,7 @@ def test_activation_scales_with_batched_tokens_and_vocab():
     (LLAMA8, Settings(gpu_memory_utilization=0.50), 1,
      r"^max_model_len 131072 needs 16\.0 GiB of KV cache; \d+\.\d GiB is free on L40S at utilization 0\.50\. "
      r"Raise gpu_memory_utilization to 0\.\d\d, lower max_model_len to \d+"),
-    (LLAMA70, Settings(tensor_parallel_size=4), 1, r"tensor_parallel_size 4 needs 4 GPUs; this machine has 1"),
+    (LLAMA70, Settings(tensor_parallel_size=4), 1, r"tensor_parallel_size 4 needs 4 GPUs; the plan has 1"),
     (LLAMA8, Settings(max_model_len=200_000), 1, r"max_model_len 200000 exceeds the model's limit 131072"),
     (QWEN25, Settings(tensor_parallel_size=8), 8,
      r"28 attention heads \(4 KV heads\) do not split evenly over tensor_parallel_size 8"),
@@ -313,7 +313,7 @@ def test_suggestion_ranking_for_gemma_half_utilization():
     # raise utilization first (least change), then fp8 weights, a 4-bit checkpoint, tensor parallel
     assert titles[0].startswith("raise gpu_memory_utilization to 0.5")
     assert "use fp8 weights (quantization fp8)" in titles
-    assert any(t.startswith("tensor parallel over 2 GPUs") and "needs 2 GPUs, this machine has 1" in t for t in titles)
+    assert any(t.startswith("tensor parallel over 2 GPUs") and "needs 2 GPUs, the plan has 1" in t for t in titles)
 
 
 def test_lower_context_suggestion_is_rounded_and_fits():
@@ -445,7 +445,7 @@ def test_fewer_gpus_than_tensor_parallel(settings, gpus, expected):
                      total_size_bytes=None if four_bit else LLAMA70_SIZE)
         assert again.fits and again.max_model_len == sg.plan_max_model_len, sg.title
         assert sg.settings.tensor_parallel_size <= sg.gpus
-        assert (f"needs {sg.gpus} GPUs, this machine has {gpus}" in sg.title) == (sg.gpus > gpus)
+        assert (f"needs {sg.gpus} GPUs, the plan has {gpus}" in sg.title) == (sg.gpus > gpus)
 
 
 @pytest.mark.parametrize("config,settings,gpus,titles", [
@@ -453,19 +453,19 @@ def test_fewer_gpus_than_tensor_parallel(settings, gpus, expected):
     # fix alone, then the configured TP 2 on 2 GPUs; no quantization offered
     (LLAMA8, Settings(tensor_parallel_size=2, max_model_len=32768), 1,
      ["set tensor_parallel_size to 1",
-      "tensor parallel over 2 GPUs (tensor_parallel_size 2, as configured; needs 2 GPUs, this machine has 1)"]),
+      "tensor parallel over 2 GPUs (tensor_parallel_size 2, as configured; needs 2 GPUs, the plan has 1)"]),
     # Llama 70B bf16 TP 8 on 4 x L40S: TP 4 fits 32,768 (42,912 tokens, as above)
     (LLAMA70, replace(BF16_TP4, tensor_parallel_size=8), 4,
      ["set tensor_parallel_size to 4",
-      "tensor parallel over 8 GPUs (tensor_parallel_size 8, as configured; needs 8 GPUs, this machine has 4)"]),
+      "tensor parallel over 8 GPUs (tensor_parallel_size 8, as configured; needs 8 GPUs, the plan has 4)"]),
     # Qwen2.5 7B: 28 heads do not split over 8; 4 does
     (QWEN25, Settings(tensor_parallel_size=8, max_model_len=32768), 8, ["set tensor_parallel_size to 4"]),
     # the bf16 entry on 1 x L40S: the AWQ line names the TP it runs at and the shortened context
     (LLAMA70, BF16_TP4, 1,
      ["use a 4-bit AWQ checkpoint (quantization awq) at tensor_parallel_size 1 with max_model_len 2304",
-      "use fp8 weights (quantization fp8) over 2 GPUs (tensor_parallel_size 2; needs 2 GPUs, this machine has 1)"
+      "use fp8 weights (quantization fp8) over 2 GPUs (tensor_parallel_size 2; needs 2 GPUs, the plan has 1)"
       " with max_model_len 14336",
-      "tensor parallel over 4 GPUs (tensor_parallel_size 4, as configured; needs 4 GPUs, this machine has 1)"]),
+      "tensor parallel over 4 GPUs (tensor_parallel_size 4, as configured; needs 4 GPUs, the plan has 1)"]),
 ])
 def test_tensor_parallel_setting_fix_titles(config, settings, gpus, titles):
     p = plan(config, L40S, settings, gpus=gpus, total_size_bytes=LLAMA70_SIZE if config is LLAMA70 else None)

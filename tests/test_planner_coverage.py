@@ -276,7 +276,7 @@ def test_pipeline_parallel_plan_uses_the_tightest_stage():
 
 
 @pytest.mark.parametrize("settings,gpus,match", [
-    (Settings(pipeline_parallel_size=2), 1, r"pipeline_parallel_size 2 needs 2 GPUs; this machine has 1"),
+    (Settings(pipeline_parallel_size=2), 1, r"pipeline_parallel_size 2 needs 2 GPUs; the plan has 1"),
     (Settings(pipeline_parallel_size=2, tensor_parallel_size=2), 2, r"needs 4 GPUs"),
     (Settings(pipeline_parallel_size=64), 64, r"pipeline_parallel_size 64 exceeds the model's 48 layers"),
 ])

@@ -72,7 +72,7 @@ def conversation(turns: int, filler: str = "Revenue grew twelve percent year ove
     ("hello", "must be a list"),
     (["hi"], "message 0 must be an object"),
     ([{"role": "user", "content": "   "}], "message is empty"),
-    ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], "only text is supported"),
+    ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], "images and audio are not read"),
     ([{"role": "user", "content": {"path": "/etc/passwd"}}], "non-text content"),
     ([{"role": "robot", "content": "hi"}], "role 'robot'"),
     ([{"role": "user", "content": "x" * 70_000}], "limit is 64,000"),

@@ -113,9 +113,19 @@ def test_forced_replies_follow_vllms_schema_and_parse():
     reader = CallReader("hermes", None, required)
     reader.feed('[{"name": "calculate", "parameters": {"expression": "2*3"}}]')
     assert reader.finish()[1][0]["function"] == {"name": "calculate", "arguments": '{"expression": "2*3"}'}
-    cut = CallReader("hermes", None, named)  # a forced reply cut by max_tokens: text, no call
+    cut = CallReader("hermes", None, named)  # cut by max_tokens: the call as written, as vLLM's server returns it
     cut.feed('{"ticker": "NV')
-    assert cut.finish() == ('{"ticker": "NV', [])
+    rest, calls = cut.finish()
+    assert rest == "" and calls[0]["function"] == {"name": "get_filing", "arguments": '{"ticker": "NV'}
+    many = CallReader("hermes", None, parse_tools(TOOLS, "required"))  # cut: the calls that completed
+    many.feed('[{"name": "calculate", "parameters": {"expression": "1+1"}},\n {"name": "calculate", "parameters": '
+              '{"expression": "2"}} , {"name": "get_fil')
+    rest, calls = many.finish()
+    assert rest == "" and [json.loads(c["function"]["arguments"]) for c in calls] == [{"expression": "1+1"},
+                                                                                      {"expression": "2"}]
+    none = CallReader("hermes", None, parse_tools(TOOLS, "required"))
+    none.feed('[{"name": "calcu')
+    assert none.finish() == ('[{"name": "calcu', [])
 
 
 @pytest.mark.parametrize("tools, choice, names", [
@@ -232,3 +242,31 @@ def test_templates_without_tools_get_them_written_in_the_parsers_format():
     out, _ = for_template(plain, msgs, TOOLS, "llama3_json")
     assert json.loads(out[2]["content"]) == {"name": "calculate", "parameters": {"expression": "1+1"}}
     assert for_template(plain, msgs[:2], None, "hermes") == (msgs[:2], None)  # nothing about tools: unchanged
+
+
+def test_required_calls_stream_as_each_is_written_whole():
+    """#41: a "required" reply's calls came all at once when the reply ended (a silent stream until then)."""
+    from finspace.openai_api.toolcalls import joined, tool_deltas
+
+    text = ('[{"name": "calculate", "parameters": {"expression": "1+1"}}, {"name": "calculate", "parameters": '
+            '{"expression": "2"}}, {"name": "calcu')
+
+    async def parts():
+        for i in range(0, len(text), 5):
+            yield "", text[i:i + 5]
+
+    async def run():
+        reader = CallReader("hermes", None, parse_tools(TOOLS, "required"))
+        deltas, seen = [], []
+        async for d in tool_deltas(parts(), reader):
+            deltas.append(d)
+            seen.append(len(reader.text))  # how much of the reply had come when each delta went out
+        return reader, deltas, seen
+
+    reader, deltas, seen = asyncio.run(run())
+    at = [seen[i] for i, d in enumerate(deltas) if "tool_calls" in d]
+    first_end = text.index("}}") + 2
+    assert len(at) == 2 and at[0] < len(text) and first_end <= at[0] < first_end + 5, (at, len(text))
+    assert joined(deltas)["tool_calls"] == [{k: v for k, v in c.items()} for c in reader.calls]
+    assert [json.loads(c["function"]["arguments"]) for c in reader.calls] == [{"expression": "1+1"},
+                                                                              {"expression": "2"}]

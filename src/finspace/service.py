@@ -412,7 +412,7 @@ class Service:
 
         default = self.engine.gpu.key if self.engine.gpu is not None else "l40s"
         return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=self.settings.hf_token,
-                         **settings)
+                         catalog=self.catalog, **settings)
 
     def redact_record(self, record: Any) -> Any:
         if isinstance(record, dict):

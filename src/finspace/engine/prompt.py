@@ -85,7 +85,9 @@ def _text_of(i: int, content: Any) -> str:
                 pieces.append(part["text"])
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise BadInput(f"message {i} has a {str(kind)[:40]!r} part; only text is supported, remove files and images")
+                raise BadInput(f"message {i} has a {str(kind)[:40]!r} part; a message takes text parts, and one "
+                               "document (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) as a \"file\" part on /v1 or "
+                               "attached on the page; images and audio are not read")
         return "\n".join(pieces)
     if isinstance(content, dict) and isinstance(content.get("text"), str):
         return content["text"]
@@ -172,7 +174,7 @@ def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[d
             raise BadInput(f"message {i} must be an object with 'role' and 'content', got {type(m).__name__}")
         role = m.get("role")
         if role not in ROLES and role != TOOL_ROLE:
-            raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join(ROLES)}")
+            raise BadInput(f"message {i} has role {str(role)[:40]!r}; use one of {', '.join((*ROLES, TOOL_ROLE))}")
         has_calls = role == "assistant" and m.get("tool_calls") is not None
         calls = checked_calls(i, m["tool_calls"]) if has_calls else None
         text = "" if calls and m.get("content") is None else _text_of(i, m.get("content"))

@@ -35,7 +35,8 @@ class Remote:
 
     def fix(self, env_hint: str = "") -> str:
         also = f" (or set {env_hint} to it)" if env_hint else ""
-        return (f"download {self.file} from https://github.com/{self.repo} and pass its path{also}, "
+        return (f"download {self.file} from https://github.com/{self.repo} and give it in the Scoreboard tab's file "
+                f"box, or place it as evalsets/<set>/{self.filename} beside src/ (docs/scoreboard.md){also}, "
                 f"or run where GitHub can be reached once (it is then cached in the data folder's evals/)")
 
 

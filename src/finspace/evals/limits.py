@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# a set's published file given on the Scoreboard tab (TAT-QA's and FinQA's .json, FinanceBench's .jsonl): the
+# upload route takes these beside the documents, bounded as they are
+FILE_TYPES = (".json", ".jsonl")
+
 
 @dataclass(frozen=True)
 class EvalLimits:

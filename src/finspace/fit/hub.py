@@ -38,9 +38,10 @@ class RepoModel:
 
 
 def _fallback(repo_id: str) -> str:
-    return (f"download https://huggingface.co/{repo_id}/blob/main/config.json by hand and run "
-            f"`python -m finspace fit --config config.json` (add --total-size-bytes N from "
-            f"{INDEX_FILE}'s metadata.total_size for exact weights)")
+    return (f"plan its config.json instead (https://huggingface.co/{repo_id}/blob/main/config.json): paste it as "
+            f"config_json (MCP, the Gradio API's /fit, the Will it fit? tab) or run `python -m finspace fit --config "
+            f"config.json` (add --total-size-bytes N from {INDEX_FILE}'s metadata.total_size for exact weights); "
+            f"a catalogue model is planned offline by its key (qwen-3-8b-fin)")
 
 
 def check_repo_id(repo_id: str) -> str:

@@ -64,9 +64,25 @@ def _settings(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _catalogue_entry(catalog: Any, repo: Any) -> Any:
+    """The catalogue entry ``repo`` names by its key (as the page's model picker shows it), else None; a name
+    that is neither a key nor OWNER/NAME is refused naming the keys."""
+    if catalog is None or not isinstance(repo, str) or not repo or "/" in repo:
+        return None
+    entry = next((e for e in catalog.entries if e.key == repo), None)
+    if entry is None:
+        raise BadInput(f"{repo[:60]!r} is neither a catalogue key ({', '.join(e.key for e in catalog.entries)}) "
+                       "nor a Hub repo id OWNER/NAME")
+    return entry
+
+
 def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, default_gpu: str = "l40s",
-              hf_token: str | None = None, **settings: Any) -> dict:
-    """The verdict for one model on ``gpus`` x ``gpu``; exactly one of ``config_text`` and ``repo``."""
+              hf_token: str | None = None, catalog: Any = None, **settings: Any) -> dict:
+    """The verdict for one model on ``gpus`` x ``gpu``; exactly one of ``config_text`` (a config.json as text,
+    or as the JSON object itself, as MCP clients send it) and ``repo`` (a Hub repo id, or a key of ``catalog``:
+    its bundled config.json, no Hub)."""
+    if isinstance(config_text, dict):
+        config_text = json.dumps(config_text)
     config_text = config_text.strip() if isinstance(config_text, str) else config_text
     repo = repo.strip() if isinstance(repo, str) else repo
     if bool(config_text) == bool(repo):
@@ -80,7 +96,13 @@ def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, defaul
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 64):
         raise BadInput(f"gpus must be a whole number from 1 to 64, got {str(gpus)[:20]}")
     overrides = _settings(settings)
-    if repo:
+    entry = _catalogue_entry(catalog, repo)
+    if entry is not None:
+        plan, breakdown, cluster = fitcheck.plan_cluster(entry.config(), key.lower(), gpus,
+                                                         total_size_bytes=entry.total_size_bytes, label=entry.label,
+                                                         **overrides)
+        source = f"{entry.key} (catalogue{', ' + entry.repo if entry.repo else ''})"
+    elif repo:
         plan, breakdown, cluster = fitcheck.plan_repo_cluster(repo, key.lower(), gpus, token=hf_token, **overrides)
         source = repo
     else:

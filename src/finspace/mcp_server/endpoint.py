@@ -32,7 +32,7 @@ from finspace.mcp_server.tools import tool_specs
 
 log = logging.getLogger("finspace.mcp")
 
-MCP_PATH = "/gradio_api/mcp"  # where a Gradio Space serves MCP; "/gradio_api/mcp/" too
+MCP_PATH = "/gradio_api/mcp"  # where a Gradio Space serves MCP; the other paths served: finspace.wall.guard.MCP_PATHS
 SDK_MAJORS = ("1", "2")
 INSTRUCTIONS = ("Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract fields from filings "
                 "with page-cited quotes (extract_matrix), ask one filing a question (ask_document); models, health "

@@ -72,18 +72,21 @@ def _will_it_fit() -> dict:
             "description": (
                 "Plan a large language model on NVIDIA GPUs before downloading it, with the same memory planner that "
                 "serves models here (vLLM's own accounting): weights, activations, CUDA graphs, and the KV cache that "
-                "decides the longest context. Give exactly one of `config_json` (the model's config.json as text) or "
-                "`repo` (a Hugging Face repo id OWNER/NAME, read from the Hub). Returns fits (true/false), reason, "
+                "decides the longest context. Give exactly one of `config_json` (the model's config.json, as text or "
+                "as the JSON object) or `repo` (a catalogue key such as qwen-3-8b-fin, from the models tool, planned "
+                "from its bundled config.json; or a Hugging Face repo id OWNER/NAME, read from the Hub when this "
+                "server reaches it). Returns fits (true/false), reason, "
                 "max_model_len (tokens of context that fit), a step-by-step breakdown in GiB, ranked fixes "
                 "(quantize, shorter context, more GPUs) and the plan as JSON. Memory is in GiB (2^30 bytes), context "
                 "in tokens. GPUs: " + ", ".join(KNOWN_GPUS) + " (default: this machine's, else l40s); gpus: 1-64. "
                 "Limits: config_json up to 200,000 characters, max_model_len up to 33,554,432. Example: "
-                "{\"repo\": \"Qwen/Qwen3-8B\", \"gpu\": \"l40s\", \"max_model_len\": 32768}"),
+                "{\"repo\": \"qwen-3-8b-fin\", \"gpu\": \"l40s\", \"max_model_len\": 32768}"),
             "inputSchema": {"type": "object", "additionalProperties": False, "properties": {
-                "config_json": {"type": "string", "minLength": 2, "maxLength": MAX_CONFIG_CHARS,
-                                "description": "The model's config.json, as text."},
-                "repo": {"type": "string", "minLength": 3, "maxLength": MAX_NAME,
-                         "description": "OWNER/NAME on the Hub."},
+                "config_json": {"type": ["string", "object"], "minLength": 2, "maxLength": MAX_CONFIG_CHARS,
+                                "description": "The model's config.json: its text, or the JSON object."},
+                "repo": {"type": "string", "minLength": 2, "maxLength": MAX_NAME,
+                         "description": "A catalogue key (qwen-3-8b-fin; the models tool lists them) or OWNER/NAME "
+                                        "on the Hub."},
                 "gpu": {"enum": list(KNOWN_GPUS), "description": "The GPU model key."},
                 "gpus": {"type": "integer", "minimum": 1, "maximum": 64, "description": "How many GPUs (default 1)."},
                 "max_model_len": {"type": "integer", "minimum": 1, "maximum": 33_554_432,

@@ -166,9 +166,15 @@ def _messages(value: Any) -> tuple[list[dict], tuple[str, bytes] | None]:
             m = {k: v for k, v in m.items() if k != "name"}
         out.append(m)
     try:
-        return normalize_messages(out), file
+        messages = normalize_messages(out)
     except BadInput as exc:
         raise bad("messages", str(exc)) from None
+    for i, m in enumerate(out):  # as OpenAI: a tool's result names the call it answers
+        call_id = m.get("tool_call_id")
+        if m.get("role") == "tool" and not (isinstance(call_id, str) and call_id.strip()):
+            raise bad("messages", f"message {i}: a role \"tool\" message needs its tool_call_id, the id of the "
+                                  "assistant's call it answers (tool_calls[].id)")
+    return messages, file
 
 
 def _response_format(value: Any) -> dict | None:

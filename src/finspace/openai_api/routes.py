@@ -267,8 +267,12 @@ async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractConte
 
 
 def _finish(info: ChatInfo, reader: CallReader | None) -> str:
-    """OpenAI's finish reason: tool_calls when the reply is calls, else the engine's."""
-    return "tool_calls" if reader is not None and reader.calls else info.finish_reason or "stop"
+    """OpenAI's finish reason: tool_calls when the reply is calls, else the engine's. A forced reply cut by
+    max_tokens says "length" with the calls it holds (a named call's arguments as written, the calls of
+    ``required`` that completed), as vLLM's own server does."""
+    if reader is not None and reader.calls and not (reader.req.forced and info.finish_reason == "length"):
+        return "tool_calls"
+    return info.finish_reason or "stop"
 
 
 def _usage(info: ChatInfo) -> dict:

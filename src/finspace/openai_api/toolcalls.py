@@ -1,5 +1,6 @@
 """A reply with tools, as OpenAI deltas: the thinking as it comes, the answer's text until a call may begin,
-then each call as ``delta.tool_calls`` (finspace.tools.calls reads them with vLLM's parsers).
+then each call as ``delta.tool_calls`` (finspace.tools.calls reads them with vLLM's parsers); a ``required``
+reply's calls each as soon as it is written whole.
 
 Shared by the streaming and the whole replies, so both say the same thing: the whole reply is these deltas
 joined (``joined``).
@@ -14,7 +15,9 @@ from finspace.tools.calls import CallReader
 
 
 async def tool_deltas(parts, reader: CallReader) -> AsyncIterator[dict]:
-    """The engine's (thinking, answer) pieces as OpenAI deltas, the calls last (one delta each, whole)."""
+    """The engine's (thinking, answer) pieces as OpenAI deltas, the calls last (one delta each, whole); for
+    ``required``, each call as soon as it is written whole."""
+    sent = 0
     async with contextlib.aclosing(parts):
         async for thinking, answer in parts:
             if thinking:
@@ -23,13 +26,16 @@ async def tool_deltas(parts, reader: CallReader) -> AsyncIterator[dict]:
                 shown = reader.feed(answer)
                 if shown:
                     yield {"content": shown}
+                for c in reader.early_calls():
+                    yield {"tool_calls": [{"index": sent, **c}]}
+                    sent += 1
     rest, calls = reader.finish()
     reader.calls = calls
     if reader.late_thinking:
         yield {"reasoning_content": reader.late_thinking}
     if rest:
         yield {"content": rest}
-    for i, c in enumerate(calls):
+    for i, c in enumerate(calls[sent:], sent):
         yield {"tool_calls": [{"index": i, **c}]}
 
 

@@ -207,12 +207,12 @@ def _setting_problem(shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, qu
     gname = _gpu_short(gpu)
     if pp > 1 and tp * pp > gpus:
         return Verdict(f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs {tp * pp} GPUs; "
-                       f"this machine has {gpus}", "setting",
+                       f"the plan has {gpus}", "setting",
                        f"Run on {tp * pp} GPUs or lower pipeline_parallel_size to {max(1, gpus // tp)}.",
                        replace(s, pipeline_parallel_size=max(1, gpus // tp)) if gpus >= tp else None)
     if tp > gpus:
         local = tp_on_machine(shape, gpus)
-        return Verdict(f"tensor_parallel_size {tp} needs {tp} GPUs; this machine has {gpus}", "setting",
+        return Verdict(f"tensor_parallel_size {tp} needs {tp} GPUs; the plan has {gpus}", "setting",
                        f"Run on {tp} GPUs or lower tensor_parallel_size to {local}.",
                        replace(s, tensor_parallel_size=local))
     if not tp_splits(shape, tp):

@@ -191,7 +191,7 @@ def _over_more_gpus(found: _Found, search: _Search, s: Settings, tp_here: int,
 
 
 def _more(n: int, gpus: int) -> str:
-    return f"; needs {n} GPUs, this machine has {gpus}" if gpus < n else ""
+    return f"; needs {n} GPUs, the plan has {gpus}" if gpus < n else ""
 
 
 def _ranked(found: list[Suggestion], n_here: int, search: _Search) -> list[Suggestion]:

@@ -71,6 +71,29 @@ def call(name: str, arguments: Any, call_id: str | None = None) -> dict:
             "function": {"name": name, "arguments": text}}
 
 
+def completed_items(text: str) -> list:
+    """The items of a JSON array that were written whole before ``text`` was cut (``[{...}, {...}, {"na`` gives
+    the first two); an empty list when it does not open an array."""
+    decoder, items = json.JSONDecoder(), []
+    at = len(text) - len(text.lstrip())
+    if not text.startswith("[", at):
+        return items
+    at += 1
+    while True:
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return items
+        items.append(item)
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        if not text.startswith(",", at):
+            return items
+        at += 1
+
+
 class _Markers:
     """A vocabulary of the parsers' marker tokens, for a parser made without the model's tokenizer (a remote
     endpoint's reply) or with one that lacks them: the parsers read text, the tokenizer only finds markers."""
@@ -101,6 +124,9 @@ class CallReader:
         self._shown = 0  # characters of _text already returned by feed
         self._held = req.forced  # a forced reply is JSON: nothing of it is text
         self.calls: list[dict] = []  # set by finish's caller (openai_api.toolcalls) once read
+        self._early: list[dict] = []  # ``required``: the calls written whole so far, handed out as they complete
+        self._early_items = 0  # the array's items read into _early (a malformed one is skipped, counted)
+        self._early_looked = 0  # the text's length at the last look
         self.late_thinking = ""  # thinking the reasoning split took for answer (see _auto), found by finish
 
     @property
@@ -134,21 +160,42 @@ class CallReader:
         self._shown = max(self._shown, cut)
         return out
 
+    def early_calls(self) -> list[dict]:
+        """``required``: the calls completed since the last look, so a stream sends each call as soon as it is
+        written whole instead of all of them when the reply ends (finish returns the same calls, the same ids)."""
+        if self.req.choice != "required" or "}" not in self._text[self._early_looked:]:
+            return []  # no item can have ended since the last look
+        self._early_looked = len(self._text)
+        items = completed_items(self._text)[:MAX_CALLS_PER_MESSAGE if self.req.parallel else 1]
+        new = [call(c["name"], c.get("parameters", {})) for c in items[self._early_items:]
+               if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        self._early_items = max(self._early_items, len(items))
+        self._early += new
+        return new
+
     def finish(self) -> tuple[str, list[dict]]:
         """(the text not yet shown, the calls): the whole answer read once."""
         content, calls = self._forced() if self.req.forced else self._auto()
         if not self.req.parallel:
             calls = calls[:1]
         calls = calls[:MAX_CALLS_PER_MESSAGE]
+        if self._early and len(calls) >= len(self._early):  # the calls already handed out keep their ids
+            calls = self._early + calls[len(self._early):]
         shown = self._text[:self._shown]
         rest = content[len(shown):] if content.startswith(shown) else ""
         return rest, calls
 
     def _forced(self) -> tuple[str, list[dict]]:
+        """A forced reply's calls. Cut by max_tokens, a named call keeps its arguments as written (what vLLM's
+        own server returns, with ``finish_reason: "length"``) and ``required`` keeps the calls that completed."""
         try:
             value = json.loads(self._text)
-        except ValueError:  # cut by max_tokens: the text as it is, no call
-            return self._text, []
+        except ValueError:  # cut by max_tokens
+            if self.req.choice == "named":
+                return ("", [call(self.req.name, self._text.strip())]) if self._text.strip() else (self._text, [])
+            value = completed_items(self._text)
+            if not value:
+                return self._text, []
         if self.req.choice == "named" and isinstance(value, dict):
             return "", [call(self.req.name, value)]
         if self.req.choice == "required" and isinstance(value, list):

@@ -229,8 +229,9 @@ class Endpoints:
                   quantization: str | None = None, gpu_memory_utilization: float | None = None,
                   tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None,
                   request: gr.Request = None) -> dict:
-        """Will it fit? Any model before it is loaded: a Hub repo id (OWNER/NAME) or its config.json as text, a
-        GPU key (default: this machine's, else l40s) and count, and vLLM settings (null: vLLM's defaults).
+        """Will it fit? Any model before it is loaded: a catalogue key (as repo), a Hub repo id (OWNER/NAME) or its
+        config.json as text, a GPU key (default: this machine's, else l40s) and count, and vLLM settings (null:
+        vLLM's defaults).
         Returns fits, reason, max_model_len, the breakdown text, the ranked fixes, the plan's JSON, the sampler
         warm-up's verdict and, with gpus > 1, the cluster's layout (TP x PP x DP, KV tokens, concurrency).
         At most FINSPACE_FITS_PER_CLIENT checks at once per address, each answered within FINSPACE_FIT_TIMEOUT_S."""

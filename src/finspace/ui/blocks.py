@@ -45,6 +45,10 @@ CSS = """
 #memory-readings table {font-size: 0.9em;}
 #disclaimer p {margin: 2px 0; font-size: 0.85em; color: var(--body-text-color-subdued);}
 """ + MATRIX_CSS
+# the browser puts the page's own address where the API tab's examples name the server's (its last registered
+# event, so no other event's number moves)
+PAGE_URL_JS = r"""(text) => text.replace(/http:\/\/127\.0\.0\.1:\d+\//g,
+    window.location.origin + window.location.pathname.replace(/[^/]*$/, ""))"""
 API_HELP = """
 ### Gradio API (gradio_client)
 ```python
@@ -118,11 +122,13 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         with gr.Tab("Will it fit?", id="fit-tab"):
             build_fit_tab(svc)
         with gr.Tab("API", id="api-tab"):
-            gr.Markdown(API_HELP.format(url="http://127.0.0.1:7860/"))
+            api_help = gr.Markdown(API_HELP.format(url=f"http://127.0.0.1:{svc.settings.port}/"), elem_id="api-help")
         wire_page(demo, p, PageHandlers(svc), chat["register_restore"])
         register_api(svc, chat_concurrency=chat_concurrency)
         register_edgar_api(svc)
         register_scores_api(svc)
+        # the examples name the page's own address (a Space's, a proxy's), read by the browser: no server event
+        demo.load(None, inputs=[api_help], outputs=[api_help], js=PAGE_URL_JS, api_visibility="private")
 
     demo.queue(default_concurrency_limit=16, max_size=queue_size, api_open=False)
     demo.state_session_capacity = SESSION_CAPACITY

@@ -29,7 +29,7 @@ from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
-from finspace.ui.documents import FILE_TYPES, build_attach, message_file, message_text, takes_document
+from finspace.ui.documents import FILE_TYPES, build_attach, fit_table, message_file, message_text, takes_document
 
 log = logging.getLogger("finspace.ui")
 
@@ -231,7 +231,11 @@ class ChatHandlers:
         *values, doc_state, calculator = values
         text, skip2 = message_text(message), (gr.skip(), gr.skip())
         if message_file(message) is not None:
-            attached = await self.attach(message, self.svc.client_of(request))
+            try:  # the table leaves room for the reply the settings ask for
+                fit_settings = settings_from(self.engine, *values)
+            except BadInput:
+                fit_settings = None
+            attached = await self.attach(message, self.svc.client_of(request), fit_settings)
             if attached is None:  # refused: its reason is shown, the file is gone, the question stays
                 yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip()
                 return
@@ -246,6 +250,8 @@ class ChatHandlers:
         if settings is None:
             yield (*self.skip4, *skip2)
             return
+        if doc_state is not None and message_file(message) is None:  # the settings may have changed since
+            yield (*self.skip4, gr.skip(), fit_table(self.svc, doc_state, settings))
         conv_ = list(conv_ or [])
         self.mark_switch(conv_)
         conv_.append(convo.turn("user", text))

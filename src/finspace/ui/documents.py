@@ -53,7 +53,8 @@ def build_attach(svc: Any):
     file is refused (a warning says why). The upload is deleted whatever happens."""
     folder = docs.upload_folder(svc.settings)
 
-    async def attach(message, client: str | None) -> tuple[dict, str] | None:
+    async def attach(message, client: str | None, settings: Any = None) -> tuple[dict, str] | None:
+        """``settings``: the chat's (its max tokens is the reply the fit table leaves room for)."""
         files = message.get("files") or []
         try:
             if len(files) > 1:
@@ -66,6 +67,12 @@ def build_attach(svc: Any):
         finally:
             for f in files:  # whatever happened, no upload stays on the server
                 remove_upload(f.get("path") if isinstance(f, dict) else str(f), folder)
-        return att.to_state(), fitting.table(docs.fit_of(svc, att), att.doc)
+        return att.to_state(), fitting.table(docs.fit_of(svc, att, settings), att.doc)
 
     return attach
+
+
+def fit_table(svc: Any, doc_state: Any, settings: Any) -> str | None:
+    """The fit table of the conversation's document for these settings (None without one)."""
+    att = docs.Attached.from_state(doc_state)
+    return fitting.table(docs.fit_of(svc, att, settings), att.doc) if att is not None else None

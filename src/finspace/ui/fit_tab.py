@@ -37,14 +37,21 @@ def plan_bars(plan: dict | None) -> pd.DataFrame:
                         columns=["bar", "part", "GiB"])
 
 
-def verdict_markdown(result: dict) -> str:
+def verdict_markdown(result: dict, host_has_gpu: bool = True) -> str:
+    """The verdict, its reason, the layout and the fixes. ``host_has_gpu`` False (a CPU host): the GPUs are the
+    ones picked in the tab, never this machine's, and the verdict says so."""
     mark = "✓ starts" if result["fits"] else "✗ won't start"
     head = (f"**{mark}** · {html.escape(result['source'])} on {result['gpus']} × {html.escape(result['gpu'])}"
             f" · max context {result['max_model_len']:,} tokens")
     fixes = [f"{i}. **{html.escape(s['title'])}**: {html.escape(s['why'])}"
              for i, s in enumerate(result["suggestions"], 1)]
-    out = [head, "", html.escape(result["reason"])]
-    out += layout_lines(result.get("cluster"), result.get("sampler_warmup"))
+    out = [head]
+    if not host_has_gpu:
+        out += ["", f"This host has no GPU: the plan is for the {result['gpus']} × {html.escape(result['gpu'])} "
+                    "picked here."]
+    out += ["", html.escape(result["reason"])]
+    # the sampler warm-up runs only once the engine starts: under a won't-start verdict it has no memory to report
+    out += layout_lines(result.get("cluster"), result.get("sampler_warmup") if result["fits"] else None)
     if fixes:
         out += ["", "**Ranked fixes** (each re-checked by the planner):", *fixes]
     return "\n".join(out)
@@ -84,18 +91,20 @@ def gpus_count(value: Any) -> Any:
 def build_fit_tab(svc: Service) -> None:
     """The tab's components and its event (call inside ``with gr.Tab(...)``)."""
     default_gpu = svc.engine.gpu.key if svc.engine.gpu is not None else "l40s"
-    gr.Markdown("Plan any model before loading it: a Hub repo id, or its config.json pasted below. The planner "
-                "predicts what vLLM does at start-up on the GPU you pick.")
+    gr.Markdown("Plan any model before loading it: a catalogue key (planned from its bundled config.json), a Hub "
+                "repo id, or its config.json pasted below. The planner predicts what vLLM does at start-up on the "
+                "GPU you pick.")
     with gr.Row():
         with gr.Column(scale=3):
-            repo = gr.Textbox(label="Hub repo id", placeholder="e.g. Qwen/Qwen3-30B-A3B", elem_id="fit-repo")
+            repo = gr.Textbox(label="Catalogue key or Hub repo id", elem_id="fit-repo",
+                              placeholder="e.g. qwen-3-8b-fin, or Qwen/Qwen3-30B-A3B on the Hub")
             config = gr.Code(label="…or paste its config.json", language="json", lines=8, elem_id="fit-config")
         with gr.Column(scale=2):
             gpu = gr.Dropdown(list(KNOWN_GPUS), value=default_gpu, label="GPU", elem_id="fit-gpu")
             gpus = gr.Number(value=1, precision=0, minimum=1, maximum=64,
                              label="GPUs (over 1: sized as a cluster, TP × PP × DP)", elem_id="fit-gpus")
-            max_len = gr.Number(value=None, precision=0, label="max_model_len (empty: the largest that fits)",
-                                elem_id="fit-max-len")
+            max_len = gr.Number(value=None, precision=0, minimum=0, label="max_model_len (empty or 0: the largest "
+                                "that fits)", elem_id="fit-max-len")
             dtype = gr.Dropdown(DTYPES, value="auto", label="dtype", elem_id="fit-dtype")
             quant = gr.Dropdown(QUANTS, value="none", label="quantization", elem_id="fit-quant")
             util = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="gpu_memory_utilization", elem_id="fit-util")
@@ -110,13 +119,13 @@ def build_fit_tab(svc: Service) -> None:
         try:  # bounded per client and in time, shared with /fit (fit_runner.py)
             result = await svc.fits.run(
                 svc.client_of(request), config_, repo_, gpu_, gpus_count(gpus_),
-                max_model_len=max_len_, dtype=dtype_, quantization=None if quant_ == "none" else quant_,
+                max_model_len=max_len_ or None, dtype=dtype_, quantization=None if quant_ == "none" else quant_,
                 gpu_memory_utilization=util_)
         except FinspaceError as exc:
             raise gr.Error(html.escape(svc.redact(str(exc))), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - the boundary: never a raw Python message in the tab
             raise user_error(svc, exc) from None
-        return verdict_markdown(result), plan_bars(result["plan"]), result["breakdown"]
+        return verdict_markdown(result, svc.engine.gpu is not None), plan_bars(result["plan"]), result["breakdown"]
 
     check.click(run, inputs=[repo, config, gpu, gpus, max_len, dtype, quant, util], outputs=[verdict, bars, breakdown],
                 api_visibility="private", concurrency_limit=4, show_progress="minimal")

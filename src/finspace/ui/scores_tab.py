@@ -18,9 +18,13 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from finspace.errors import FinspaceError
+from finspace.documents.chat import upload_folder
+from finspace.documents.upload import inside, remove_upload
+from finspace.errors import BadInput, FinspaceError
+from finspace.evals.limits import FILE_TYPES
 from finspace.evals.prompt import FORMATS, PROMPT_FORMAT
 from finspace.service import Service
+from finspace.ui.documents import takes_document
 
 COLUMNS = ["model", "set", "score %", "n", "of", "refusals", "errors", "tokens/s", "date (UTC)", "partial",
            "prompt", "file"]
@@ -31,6 +35,12 @@ ABOUT = ("Each row is one run of a public finance answer key on a model **as thi
          "set's own scorer marked correct (FinQA: the final number within its tolerance; TAT-QA: exact match, "
          "with scale). A score compares models on these items under this prompt format; it is not a measure of "
          "a model's finance skill in general. A partial row is a cancelled run.")
+
+
+PLACE_HELP = ("**No GitHub from this machine?** A set's data is its published file: give it in the box above for "
+              "this run (TAT-QA `tatqa_dataset_dev.json`, FinQA `test.json`, FinanceBench "
+              "`financebench_open_source.jsonl`, as published), or place it once as `evalsets/<set>/<file>` beside "
+              "`src/` (or `$FINSPACE_EVALSETS_DIR/<set>/<file>`), where every run finds it (docs/scoreboard.md).")
 
 
 def limit_box(maximum: int) -> gr.Number:
@@ -165,20 +175,33 @@ class ScoreHandlers:
         notes = "".join(f"\n- ⚠ {html.escape(n)}" for n in b["notes"])
         return board_rows(b["results"]), chart_frame(b["results"]), ("Skipped:" + notes if notes else "")
 
-    async def run(self, set_name: str, limit: Any, token: str, prompt_format: Any, request: gr.Request):
+    @takes_document
+    async def run(self, set_name: str, limit: Any, token: str, prompt_format: Any, data_file: Any = None,
+                  request: gr.Request = None):
+        """``data_file``: the set's published file uploaded for this run (read once, in the upload folder, deleted
+        after), for a machine that cannot reach GitHub; nothing is written anywhere else."""
         svc = self.svc
+        folder = upload_folder(svc.settings)
+        path = data_file if isinstance(data_file, str) and data_file else None
         try:
+            if path is not None and not inside(path, folder):
+                raise BadInput("the set's file must be uploaded with the page's file box")
             job = await svc.scores.start(set_name, int(limit) if isinstance(limit, (int, float)) else limit,
-                                         token=token, client=svc.client_of(request), prompt_format=prompt_format)
+                                         token=token, client=svc.client_of(request), prompt_format=prompt_format,
+                                         path=path)
         except FinspaceError as exc:
             raise _page_error(svc, exc) from None
+        finally:  # the set is read (or refused) by now: the upload never stays
+            if path is not None:
+                remove_upload(path, folder)
         while job.running:
             yield progress_html(job.progress())
             await asyncio.wait({job.task}, timeout=POLL_S)
         yield progress_html(job.progress())
 
-    # the prompt format, last: a caller of the earlier three inputs gets the plain format (finspace.wall.guard pads null)
-    run.finspace_optional_inputs = 1
+    # the prompt format and the set's file, last: a caller of the earlier three inputs gets the plain format and the
+    # set's placed or fetched file (finspace.wall.guard pads null)
+    run.finspace_optional_inputs = 2
 
     async def cancel(self, token: str, request: gr.Request):
         svc = self.svc
@@ -201,6 +224,9 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
                            placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run")
         fmt = gr.Dropdown(list(FORMATS), value=PROMPT_FORMAT, elem_id="scores-format",
                           label="Prompt format (+calc: the model may call the calculator)")
+    data_file = gr.File(label="The set's published file (optional: when this machine cannot reach GitHub)",
+                        file_types=list(FILE_TYPES), type="filepath", elem_id="scores-file", height=90)
+    gr.Markdown(PLACE_HELP, elem_id="scores-place")
     with gr.Row():
         run = gr.Button("Run on the loaded model", variant="primary", elem_id="scores-run")
         cancel = gr.Button("Cancel", elem_id="scores-cancel")
@@ -212,8 +238,8 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
     notes = gr.Markdown(elem_id="scores-notes")
     refresh = gr.Button("Refresh", size="sm", elem_id="scores-refresh")
     board = [table, chart, notes]
-    (run.click(h.run, [set_name, limit, token, fmt], [progress], api_visibility="private", concurrency_limit=4,
-               show_progress="hidden")
+    (run.click(h.run, [set_name, limit, token, fmt, data_file], [progress], api_visibility="private",
+               concurrency_limit=4, show_progress="hidden")
      .then(h.board, outputs=board, api_visibility="private", show_progress="hidden"))
     cancel.click(h.cancel, [token], [progress], api_visibility="private", show_progress="hidden")
     refresh.click(h.board, outputs=board, api_visibility="private", show_progress="hidden")

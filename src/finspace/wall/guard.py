@@ -74,7 +74,8 @@ _JSON_ROUTES = ("/gradio_api/queue/join", "/gradio_api/cancel")
 UPLOAD = "/gradio_api/upload"
 _MAX_DEPTH = 64
 V1_CHAT = "/v1/chat/completions"  # the OpenAI-compatible chat: a conversation's body, like a Gradio event's
-MCP_PATHS = ("/gradio_api/mcp", "/gradio_api/mcp/")  # MCP over streamable HTTP (finspace.mcp_server)
+# MCP over streamable HTTP (finspace.mcp_server); ".../mcp/mcp": what MCP Inspector 0.15 makes of ".../mcp/"
+MCP_PATHS = ("/gradio_api/mcp", "/gradio_api/mcp/", "/gradio_api/mcp/mcp", "/gradio_api/mcp/mcp/")
 
 
 # ------------------------------------------------------------------ payload checks
@@ -316,7 +317,9 @@ class Guard:
         refused = surface.refusal(method, path, self.api_docs)
         if refused:
             log.info("refused %s %s: not a route the page or the API uses", method[:10], path[:80])
-            raise Refusal(*refused)
+            status, message = refused
+            allow = {"Allow": ", ".join(surface.methods(path, self.api_docs))} if status == 405 else None
+            raise Refusal(status, message, allow)
 
     def _body_limit(self, path: str) -> int:
         if path == UPLOAD:

@@ -37,7 +37,8 @@ _ROUTES: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = tuple((m, re.compi
     (_READ, r"/health|/models|/loads|/scores|/v1/models|/edgar/(company|filings|facts)"),
     (_WRITE, r"/load-model|/scores/run|/scores/cancel|/v1/chat/completions"),
     # MCP over streamable HTTP (finspace.mcp_server): stateless, one POST per JSON-RPC exchange
-    (_WRITE, r"/gradio_api/mcp/?"),
+    # (…/mcp/mcp too: MCP Inspector 0.15 turns a URL that ends in "/" into one that ends in "/mcp")
+    (_WRITE, r"/gradio_api/mcp(/mcp)?/?"),
 ))
 _DOCS = (_READ, re.compile(r"/docs|/docs/oauth2-redirect|/openapi\.json"))
 
@@ -54,10 +55,19 @@ def known(path: str, api_docs: bool = False) -> bool:
     return any(pattern.fullmatch(path) for _, pattern in rules)
 
 
+def methods(path: str, api_docs: bool = False) -> list[str]:
+    """The methods ``path`` accepts, for a 405's ``Allow`` header (HTTP requires one)."""
+    rules = _ROUTES + ((_DOCS,) if api_docs else ())
+    return sorted({m for ms, pattern in rules if pattern.fullmatch(path) for m in ms})
+
+
 def refusal(method: str, path: str, api_docs: bool = False) -> tuple[int, str] | None:
     """(status, message) for a request not on the list, else None. The message names no server path."""
     if allowed(method, path, api_docs):
         return None
+    if known(path, api_docs) and path.startswith("/gradio_api/mcp"):
+        return 405, (f"{method[:10]} is not accepted on the MCP endpoint: it is MCP's streamable HTTP, stateless, "
+                     "one POST per JSON-RPC exchange with no event stream to open by GET")
     if known(path, api_docs):
         return 405, (f"{method[:10]} is not accepted on {path[:60]}; the page and gradio_client use GET for "
                      "reading and POST for sending, as /gradio_api/info lists")

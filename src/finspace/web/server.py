@@ -39,12 +39,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
+from finspace.evals.limits import FILE_TYPES as EVAL_FILE_TYPES
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
 from finspace.wall.clients import request_client
 from finspace.wall import uploads
-from finspace.wall.guard import EventTracker, Guard
-from finspace.mcp_server.endpoint import MCP_PATH, McpEndpoint
+from finspace.wall.guard import MCP_PATHS, EventTracker, Guard
+from finspace.mcp_server.endpoint import McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
 from finspace.settings import Settings
@@ -150,7 +151,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     _add_rest_routes(app, svc, require_admin)
     add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
-    for path in (MCP_PATH, MCP_PATH + "/"):  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
+    for path in MCP_PATHS:  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
         app.router.add_route(path, mcp, methods=["POST"], include_in_schema=False)
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
@@ -250,7 +251,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
                        upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
                        upload_file_bytes=settings.documents.max_bytes,
                        upload_bytes=upload_body_bound(settings),
-                       upload_types=tuple(sorted(KINDS)),
+                       upload_types=tuple(sorted({*KINDS, *EVAL_FILE_TYPES})),
                        held=uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes),
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
