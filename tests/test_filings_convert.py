@@ -263,8 +263,8 @@ def test_other_pdfs_convert_with_no_split_negatives(name):
 
 def test_a_300_page_pdf_10k_converts_within_the_apps_bound_never_refused_for_its_size(tmp_path):
     """Microsoft's FY2015 10-K (134 pages) and JPMorgan's 10-Q (181) as one 315-page PDF, through the app's own
-    path (a child process killed after the default 60 s): it converts, in whole or with the pages past the time
-    budget named in a note; never refused."""
+    path (a child process killed after the default 60 s): it converts whole, well inside the bound (issue 40:
+    PDFium; with pypdf a busy machine left the pages past the time budget out, named in a note)."""
     import asyncio
 
     from pypdf import PdfWriter
@@ -280,8 +280,7 @@ def test_a_300_page_pdf_10k_converts_within_the_apps_bound_never_refused_for_its
     limits = DocumentLimits()
     start = time.perf_counter()
     doc = asyncio.run(convert_upload(str(up / "big.pdf"), "big.pdf", limits, str(tmp_path / "uploads")))
-    assert time.perf_counter() - start < limits.convert_timeout_s
-    left = re.match(r"pages (\d+)-315 of 315 were left out", doc.notes[0]) if doc.notes else None
-    assert len(doc.pages) == (int(left.group(1)) - 1 if left else 315), (len(doc.pages), doc.notes)
-    assert len(doc.pages) >= 50  # the first 50 pages take a few seconds even on a busy machine
-    assert doc.pages[0].label.startswith("page 1")
+    took = time.perf_counter() - start
+    assert len(doc.pages) == 315 and doc.notes == (), (len(doc.pages), doc.notes)
+    assert took < limits.convert_bound_s(315) / 2, took
+    assert doc.pages[0].label.startswith("page 1") and "Total net revenue\t30,717\t32,266" in doc.pages[134 + 79].text

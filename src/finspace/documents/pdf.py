@@ -79,7 +79,7 @@ def convert(path: Path, name: str, limits: DocumentLimits, clock=time.monotonic)
             if i > 0 and clock() - started > budget:
                 return pages, (f"pages {i + 1}-{count} of {count} were left out: reading them would pass the "
                                f"{limits.convert_bound_s(count):g} s conversion bound on this machine; upload "
-                               "those pages as a PDF of their own to ask about them", *_notes(odd, off, n))
+                               "those pages as a PDF of their own to ask about them", *_notes(odd, off))
             try:
                 page = pdf[i]
                 try:
@@ -100,8 +100,8 @@ def convert(path: Path, name: str, limits: DocumentLimits, clock=time.monotonic)
                            f"{len(odd['garbled'])} page{'s' if len(odd['garbled']) != 1 else ''}); export the filing "
                            "again with its text, or upload its HTML")
         if odd.get("dense") or odd.get("damaged"):  # nothing read, and not for want of a text layer
-            raise BadInput(f"{n}: no page could be read: " + "; ".join(_notes(odd, off, n)))
-    return pages, _notes(odd, off, n)
+            raise BadInput(f"{n}: no page could be read: " + "; ".join(_notes(odd, off)))
+    return pages, _notes(odd, off)
 
 
 _WHY = {"plain": "read without columns (their lines could not be rebuilt from positions)",
@@ -110,7 +110,7 @@ _WHY = {"plain": "read without columns (their lines could not be rebuilt from po
         "damaged": "left out: damaged, or deeper in the page tree than PDFium reads"}
 
 
-def _notes(odd: dict[str, list[int]], off: int, name: str) -> tuple[str, ...]:
+def _notes(odd: dict[str, list[int]], off: int) -> tuple[str, ...]:
     notes = [f"{len(nums)} page{'s' if len(nums) != 1 else ''} {_WHY[how]}: {_ranges(nums)}"
              for how, nums in odd.items()]
     if off:
