@@ -1,9 +1,10 @@
 """A PDF filing as pages of text whose table rows stay on one line, their columns apart, every page read.
 
 **PDFium** (the ``pypdfium2`` package: Apache-2.0 or BSD-3-Clause; PDFium itself BSD-3-Clause), page by page
-(every passage keeps its page for citations). PDFium parses a page's content stream in C++: 2-6 ms a 10-K page
-on one core, against pypdf's 40-130 ms in its layout mode (bench/filings.py; docs/documents.md has the side by
-side with pdfplumber). It reads the text layer only: a scanned PDF has none, and OCR is not supported.
+(every passage keeps its page for citations). PDFium parses a page's content stream in C++: with the lines
+rebuilt here, 4.7-8.0 ms of CPU a page of the shared 10-Ks, against pypdf's 46-71 ms in its layout mode
+(bench/filings.py; docs/documents.md has the side by side with pdfplumber). It reads the text layer only: a
+scanned PDF has none, and OCR is not supported.
 
 A 10-K's statements are tables without ruled lines: a year's column exists only in the layout. PDFium's own text
 runs a statement's rows together (``Net sales $ 233,715 $ 182,795 $ 170,910 Cost of sales 140,089 ...``), so each
