@@ -1,25 +1,26 @@
-"""Real filings converted: seconds per page and tokens per filing, today's converter against the one before.
+"""Real filings read whole: milliseconds per page, pages read of the file's, statement rows intact, tokens.
 
-    .venv/bin/python bench/filings.py [--rounds 1] [--only aapl,APPLE] [--no-recall]
+    .venv/bin/python bench/filings.py [--rounds 1] [--only APPLE,aapl]
 
 Over every filing in ``../shared/filings`` (or ``$FINSPACE_SHARED_DIR/filings``; SOURCES.md there): 8 EDGAR HTML
-and 6 PDF. Each filing is converted by both converters side by side, in one process, before then after, for
-``--rounds`` rounds (the best time of each is kept: noise only ever slows a run):
+and 6 PDF. Each filing is read by two readers side by side, in one process, before then after, ``--rounds``
+times (the best time is kept: noise only ever slows a run):
 
-* **before**: ``finspace.documents.convert`` as it was at commit ``BASE`` (one page per HTML filing, tables with
-  spacer cells; PDF in pypdf's plain mode), read with ``git show`` into a temporary module;
-* **after**: ``finspace.documents.convert`` now (pages at CSS page breaks, tables cleaned; PDF in layout mode,
-  columns as tabs). The conversion's time bound is lifted here, so both read every page.
+* **before**: ``finspace.documents.pdf`` / ``html`` as they were at commit ``BASE`` (PDF: pypdf's layout mode,
+  pages read until 60% of the conversion's 60 s bound is spent), read with ``git show`` into modules of their own;
+* **after**: the same modules now.
 
-Per filing: seconds per page (the filing's pages: the PDF's, or the HTML's page breaks + 1, the same divisor for
-both), tokens of the whole converted text (SmolLM2's tokenizer when ``data/models/smollm2-*/tokenizer.json`` is
-there, else the ``demo`` model's tokenizer; the output says which), and the ratios after / before.
+Both run with the app's own limits (``DocumentLimits()``: the 60 s bound), so "pages read" is what an upload
+gets on this machine now. Per filing: milliseconds per page read, wall and CPU (the process's own CPU time: what
+one quiet core would take, on a machine shared with other jobs), pages read of the file's pages, statement rows
+intact (``ROWS``: rows read off the PDFs, each a label and its figures: intact when one line holds the label and
+then every figure, in order, ``$`` and spacing aside), tokens of the whole text (SmolLM2's tokenizer when
+``data/models/smollm2-*/tokenizer.json`` is there, else the ``demo`` model's; the output says which); then the
+ratio after / before.
 
-Recall: when ``bench/filings_recall.py`` is there (branch ``verify``), its ``recall()`` gives retrieval recall of
-the page holding a known figure at 4k, 8k and 32k tokens, before and after; else ``nan``.
-
-Last line: ``filings_recall_at_8k=R tokens_after_over_before=T convert_s_per_page=S`` (T: all filings' tokens
-after / before; S: after, all seconds / all pages). The line before it gives ``convert_s_per_page_before``.
+Last line: ``filings_pdf_ms_per_page=M pdf_pages_read=R/T rows_intact=X`` (after; M in CPU ms a page read; X as
+intact/checked). The line
+before it gives the same for before, and ``filings_html_ms_per_page``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import argparse
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,26 +38,53 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-BASE = "83be4a8"  # the last commit with the one-page HTML / plain-mode PDF converter
+BASE = "19be81d"  # the last commit with pypdf's layout mode and the 36 s page budget
+
+# (file, label, figures): rows read off the shared PDFs (pages noted), each one statement row
+ROWS = [
+    ("APPLE_2015_10K.pdf", "Net sales", ("233,715", "182,795", "170,910")),  # p. 41 (printed 39)
+    ("APPLE_2015_10K.pdf", "Cost of sales", ("140,089", "112,258", "106,606")),
+    ("APPLE_2015_10K.pdf", "Research and development", ("8,067", "6,041", "4,475")),
+    ("APPLE_2015_10K.pdf", "Net income", ("53,394", "39,510", "37,037")),
+    ("APPLE_2015_10K.pdf", "Payments for acquisition of property, plant and equipment",
+     ("(11,247)", "(9,571)", "(8,165)")),  # p. 45
+    ("APPLE_2015_10K.pdf", "Depreciation and amortization", ("11,257", "7,946", "6,757")),
+    ("AMAZON_2015_10K.pdf", "Total net sales", ("107,006", "88,988", "74,452")),  # p. 39
+    ("AMAZON_2015_10K.pdf", "Interest expense", ("(459)", "(210)", "(141)")),
+    ("AMAZON_2015_10K.pdf", "Net income (loss)", ("596", "(241)", "274")),
+    ("MICROSOFT_2015_10K.pdf", "Cash and cash equivalents", ("5,595", "8,669")),  # p. 55
+    ("MICROSOFT_2015_10K.pdf", "Total current assets", ("124,712", "114,246")),
+    ("MICROSOFT_2015_10K.pdf", "Total assets", ("176,223", "172,384")),
+    ("MICROSOFT_2015_10K.pdf", "Short-term unearned revenue", ("23,223", "23,150")),
+    ("MICROSOFT_2015_10K.pdf", "Total liabilities", ("96,140", "82,600")),
+    ("COSTCO_2015_10K.pdf", "Total revenue", ("116,199", "112,640", "105,156")),  # p. 40
+    ("COSTCO_2015_10K.pdf", "Merchandise costs", ("101,065", "98,458", "91,948")),
+    ("COSTCO_2015_10K.pdf", "Interest expense", ("(124)", "(113)", "(99)")),
+    ("JPMORGAN_2022Q1_10Q.pdf", "Total net revenue", ("30,717", "32,266")),  # p. 80
+    ("JPMORGAN_2022Q1_10Q.pdf", "Provision for credit losses", ("1,463", "(4,156)")),
+    ("JPMORGAN_2022Q1_10Q.pdf", "Compensation expense", ("10,787", "10,601")),
+    ("JPMORGAN_2022Q1_10Q.pdf", "Deposits with banks", ("728,367", "714,396")),  # p. 82
+    ("JPMORGAN_2022Q1_10Q.pdf", "Allowance for loan losses", ("(17,192)", "(16,386)")),
+    ("INTEL_2022Q4_EARNINGS.pdf", "Additions to property, plant and equipment", ("(24,844)", "(18,733)")),  # p. 10
+    ("INTEL_2022Q4_EARNINGS.pdf", "Depreciation", ("11,128", "9,953")),
+]
 
 
 def shared_filings() -> Path:
     return Path(os.environ.get("FINSPACE_SHARED_DIR") or ROOT.parent / "shared") / "filings"
 
 
-def old_converter():
-    """``convert`` as it was at BASE, from git, as a module of its own."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASE}:src/finspace/documents/convert.py"],
+def module_at(commit: str, rel: str, name: str):
+    """``src/finspace/documents/<rel>`` as it was at ``commit``, from git, as a module of its own."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:src/finspace/documents/{rel}"],
                             check=True, capture_output=True, text=True).stdout
-    folder = Path(tempfile.mkdtemp(prefix="finspace-bench-"))
-    path = folder / "convert_before.py"
+    path = Path(tempfile.mkdtemp(prefix="finspace-bench-")) / f"{name}.py"
     path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("convert_before", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["convert_before"] = module  # dataclasses look their module up while the class is made
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module.convert
+    return module
 
 
 def token_counter():
@@ -72,58 +101,80 @@ def token_counter():
     return (lambda text: len(fast(text, add_special_tokens=False)["input_ids"])), "demo (bench-llama's BPE)"
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - start, out
+def _norm(text: str) -> str:
+    text = text.replace("$", " ").replace("\u2019", "'")
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text))
+    return " ".join(text.split())
+
+
+def rows_intact(file: str, text: str) -> tuple[int, int]:
+    """(rows of ``ROWS`` for ``file`` that one line of ``text`` holds whole, rows checked)."""
+    wanted = [(_norm(label), " ".join(figs)) for f, label, figs in ROWS if f == file]
+    lines = [_norm(line) for line in text.split("\n")]
+    ok = sum(1 for label, figs in wanted
+             if any(line.startswith(label) and f"{label} {figs}" in line for line in lines))
+    return ok, len(wanted)
+
+
+def file_pages(path: Path) -> int:
+    if path.suffix.lower() == ".pdf":
+        from pypdf import PdfReader
+
+        return len(PdfReader(str(path)).pages)
+    from finspace.documents import html
+
+    return len(html.convert(path, path.name, _limits())[0])
+
+
+def _limits():
+    from finspace.documents.limits import DocumentLimits
+
+    return DocumentLimits()
 
 
 def measure(files: list[Path], rounds: int, count) -> list[dict]:
-    from finspace.documents.convert import convert
-    from finspace.documents.limits import DocumentLimits
+    from finspace.documents import html, pdf
 
-    before = old_converter()
-    limits = DocumentLimits(convert_timeout_s=1e9, max_chars=10**9)
+    readers = {"before": {".pdf": module_at(BASE, "pdf.py", "pdf_before").convert,
+                          ".html": module_at(BASE, "html.py", "html_before").convert},
+               "after": {".pdf": pdf.convert, ".html": html.convert}}
     rows = []
     for path in files:
-        tb = ta = math.inf
-        for _ in range(rounds):
-            t, doc_b = timed(before, path, path.name, limits)
-            tb = min(tb, t)
-            t, doc_a = timed(convert, path, path.name, limits)
-            ta = min(ta, t)
-        pages = len(doc_a.pages)
-        row = {"file": path.name, "pages": pages, "before_s": tb, "after_s": ta,
-               "before_tokens": count(doc_b.text), "after_tokens": count(doc_a.text),
-               "before_pages": len(doc_b.pages), "notes": doc_a.notes}
+        kind, total = path.suffix.lower(), file_pages(path)
+        row = {"file": path.name, "kind": kind, "total": total}
+        for side, by_kind in readers.items():
+            best, cpu, pages, notes = math.inf, math.inf, [], ()
+            for _ in range(rounds):
+                t0, c0 = time.perf_counter(), time.process_time()
+                pages, notes = by_kind[kind](path, path.name, _limits())
+                best, cpu = min(best, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+            text = "\n\n".join(f"[{label}]\n{body}" for label, body in pages)
+            row[side] = {"s": best, "cpu": cpu, "read": len(pages), "tokens": count(text), "rows": rows_intact(path.name, text),
+                         "notes": notes}
+        b, a = row["before"], row["after"]
         rows.append(row)
-        print(f"{row['file']:<28} {pages:>4} pages ({row['before_pages']:>3} before)  "
-              f"s/page {tb / pages:.3f} -> {ta / pages:.3f} ({ta / tb:.2f}x)  "
-              f"tokens {row['before_tokens']:>7,} -> {row['after_tokens']:>7,} "
-              f"({row['after_tokens'] / row['before_tokens']:.3f})", flush=True)
+        print(f"{path.name:<28} {total:>4} pages | ms/page {1000 * b['s'] / b['read']:7.1f} -> "
+              f"{1000 * a['s'] / a['read']:6.1f} ({(a['s'] / a['read']) / (b['s'] / b['read']):.3f}x), cpu "
+              f"{1000 * b['cpu'] / b['read']:6.1f} -> {1000 * a['cpu'] / a['read']:5.1f} | read "
+              f"{b['read']:>3} -> {a['read']:>3} of {total:>3} | rows {b['rows'][0]}/{b['rows'][1]} -> "
+              f"{a['rows'][0]}/{a['rows'][1]} | tokens {b['tokens']:>7,} -> {a['tokens']:>7,} "
+              f"({a['tokens'] / b['tokens']:.3f})", flush=True)
     return rows
 
 
-def recall_line() -> tuple[float, str]:
-    """R (after, at 8k) and a line for each budget, or nan and why."""
-    if not (Path(__file__).resolve().parent / "filings_recall.py").is_file():
-        return math.nan, "recall: bench/filings_recall.py is not here (branch verify): nan"
-    try:
-        from filings_recall import recall
-
-        r = recall(budgets=(4000, 8000, 32000))
-    except Exception as exc:  # noqa: BLE001 - the other half's bench failing must not hide these figures
-        return math.nan, f"recall: bench/filings_recall.py failed ({type(exc).__name__}: {exc}): nan"
-    lines = [f"recall at {b // 1000}k: before {r['before'][b]:.3f} after {r['after'][b]:.3f}"
-             for b in (4000, 8000, 32000)]
-    return float(r["after"][8000]), "\n".join(lines)
+def summary(rows: list[dict], side: str, kind: str) -> dict:
+    part = [r for r in rows if r["kind"] == kind]
+    read = sum(r[side]["read"] for r in part)
+    return {"ms": 1000 * sum(r[side]["s"] for r in part) / max(1, read),
+            "cpu": 1000 * sum(r[side]["cpu"] for r in part) / max(1, read), "read": read,
+            "total": sum(r["total"] for r in part), "ok": sum(r[side]["rows"][0] for r in part),
+            "checked": sum(r[side]["rows"][1] for r in part), "tokens": sum(r[side]["tokens"] for r in part)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated parts of file names to keep")
-    ap.add_argument("--no-recall", action="store_true")
     args = ap.parse_args(argv)
     folder = shared_filings()
     files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".html", ".pdf"))
@@ -133,22 +184,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no filings in {folder}: see shared/filings/SOURCES.md", file=sys.stderr)
         return 2
     count, which = token_counter()
-    print(f"{len(files)} filings in {folder}; tokens by {which}; {args.rounds} round(s), best time kept")
+    print(f"{len(files)} filings in {folder}; before = {BASE}; tokens by {which}; {args.rounds} round(s), best kept")
     rows = measure(files, args.rounds, count)
     for kind in (".html", ".pdf"):
-        part = [r for r in rows if r["file"].lower().endswith(kind)]
-        if part:
-            pages = sum(r["pages"] for r in part)
-            print(f"{kind[1:]}: {len(part)} filings, {pages} pages: s/page {sum(r['before_s'] for r in part) / pages:.3f}"
-                  f" -> {sum(r['after_s'] for r in part) / pages:.3f}; tokens "
-                  f"{sum(r['after_tokens'] for r in part) / sum(r['before_tokens'] for r in part):.3f} of before")
-    r8, lines = (math.nan, "recall: skipped (--no-recall): nan") if args.no_recall else recall_line()
-    print(lines)
-    pages = sum(r["pages"] for r in rows)
-    ratio = sum(r["after_tokens"] for r in rows) / sum(r["before_tokens"] for r in rows)
-    print(f"convert_s_per_page_before={sum(r['before_s'] for r in rows) / pages:.4f}")
-    print(f"filings_recall_at_8k={r8:.3f} tokens_after_over_before={ratio:.3f} "
-          f"convert_s_per_page={sum(r['after_s'] for r in rows) / pages:.4f}")
+        b, a = summary(rows, "before", kind), summary(rows, "after", kind)
+        if b["read"]:
+            print(f"{kind[1:]}: ms/page {b['ms']:.1f} -> {a['ms']:.1f} ({a['ms'] / b['ms']:.3f}x), cpu {b['cpu']:.1f} "
+                  f"-> {a['cpu']:.1f} ({a['cpu'] / b['cpu']:.3f}x); pages read "
+                  f"{b['read']}/{b['total']} -> {a['read']}/{a['total']}; rows intact {b['ok']}/{b['checked']} -> "
+                  f"{a['ok']}/{a['checked']}; tokens {a['tokens'] / b['tokens']:.3f} of before")
+    h, b, a = summary(rows, "after", ".html"), summary(rows, "before", ".pdf"), summary(rows, "after", ".pdf")
+    hb = summary(rows, "before", ".html")
+    print(f"before: filings_pdf_ms_per_page={b['cpu']:.1f} (wall {b['ms']:.1f}) pdf_pages_read={b['read']}/{b['total']}"
+          f" rows_intact={b['ok']}/{b['checked']}; filings_html_ms_per_page={hb['cpu']:.1f} (wall {hb['ms']:.1f}) -> "
+          f"{h['cpu']:.1f} (wall {h['ms']:.1f}) after; pdf wall after {a['ms']:.1f}")
+    print(f"filings_pdf_ms_per_page={a['cpu']:.1f} pdf_pages_read={a['read']}/{a['total']} "
+          f"rows_intact={a['ok']}/{a['checked']}")
     return 0
 
 

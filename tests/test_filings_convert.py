@@ -227,7 +227,9 @@ def test_deeply_nested_html_converts_or_is_refused_never_cut_silently(tmp_path):
         convert(path, "deep.html", DocumentLimits())
 
 
-def test_a_pdf_whose_layout_text_is_100x_its_plain_text_is_read_in_plain_mode(tmp_path):
+def test_a_pdf_made_to_explode_a_layout_grid_reads_as_its_words(tmp_path):
+    """A 200-inch page with text at both edges blew pypdf's layout grid up 100x (its plain mode was the fallback);
+    lines rebuilt from positions (PDFium, issue 40) have no grid: each line is its two words, a column gap apart."""
     from fpdf import FPDF
 
     doc = FPDF(unit="pt", format=(14400, 14400))
@@ -237,13 +239,8 @@ def test_a_pdf_whose_layout_text_is_100x_its_plain_text_is_read_in_plain_mode(tm
         doc.text(10, y, "left")
         doc.text(14000, y, "right")
     doc.output(str(tmp_path / "wide.pdf"))
-    from pypdf import PdfReader
-
-    page = PdfReader(str(tmp_path / "wide.pdf")).pages[0]
-    assert len(page.extract_text(extraction_mode="layout")) > 100 * len(page.extract_text())  # the premise
     got = convert(tmp_path / "wide.pdf", "wide.pdf", DocumentLimits())
-    assert len(got.text) < 2 * len(page.extract_text()) + 100 and "left" in got.text
-    assert got.notes == ("1 page read without columns (layout mode left it empty or oversized)",)
+    assert got.pages[0].text.split("\n") == ["left right"] * 72 and got.notes == ()
 
 
 def test_pdf_pages_past_the_time_budget_are_left_out_with_a_note_not_refused(tmp_path):
@@ -266,8 +263,8 @@ def test_other_pdfs_convert_with_no_split_negatives(name):
 
 def test_a_300_page_pdf_10k_converts_within_the_apps_bound_never_refused_for_its_size(tmp_path):
     """Microsoft's FY2015 10-K (134 pages) and JPMorgan's 10-Q (181) as one 315-page PDF, through the app's own
-    path (a child process killed after the default 60 s): it converts, in whole or with the pages past the time
-    budget named in a note; never refused."""
+    path (a child process killed after the default 60 s): it converts whole, well inside the bound (issue 40:
+    PDFium; with pypdf a busy machine left the pages past the time budget out, named in a note)."""
     import asyncio
 
     from pypdf import PdfWriter
@@ -283,8 +280,7 @@ def test_a_300_page_pdf_10k_converts_within_the_apps_bound_never_refused_for_its
     limits = DocumentLimits()
     start = time.perf_counter()
     doc = asyncio.run(convert_upload(str(up / "big.pdf"), "big.pdf", limits, str(tmp_path / "uploads")))
-    assert time.perf_counter() - start < limits.convert_timeout_s
-    left = re.match(r"pages (\d+)-315 of 315 were left out", doc.notes[0]) if doc.notes else None
-    assert len(doc.pages) == (int(left.group(1)) - 1 if left else 315), (len(doc.pages), doc.notes)
-    assert len(doc.pages) >= 50  # the first 50 pages take a few seconds even on a busy machine
-    assert doc.pages[0].label.startswith("page 1")
+    took = time.perf_counter() - start
+    assert len(doc.pages) == 315 and doc.notes == (), (len(doc.pages), doc.notes)
+    assert took < limits.convert_bound_s(315) / 2, took
+    assert doc.pages[0].label.startswith("page 1") and "Total net revenue\t30,717\t32,266" in doc.pages[134 + 79].text

@@ -37,13 +37,21 @@ def test_the_grid_shows_marker_value_and_page():
     assert rows[2] == ["broken.pdf (not read: not a PDF)", "not read", "not read"]
 
 
-def test_the_csv_reads_back_equal_to_the_page_and_runs_no_formula():
+MONEY_HEADERS = ["Revenue (USD billions)", "Revenue page", "Revenue check", "Revenue quote"]
+
+
+def test_the_csv_is_the_page_with_money_as_numbers_and_runs_no_formula():
+    """Issue 40: a money column is a number with its unit and scale in the header, then its page, mark and quote;
+    the other columns are the page's grid."""
     m = result()
     headers, rows = grid(m)
     back = list(csv.reader(io.StringIO(export.to_csv(m))))
-    assert back[0] == headers
-    assert back[1][1] == rows[0][1] and back[2:] == rows[1:]
-    assert back[1][2] == rows[0][2] and not back[1][2].startswith("=")  # "✗ =HYPER..." starts with its marker
+    assert back[0] == ["Document", *MONEY_HEADERS, "Auditor"]
+    assert back[1][:5] == ["alpha.pdf", "12.4", "2", "✓ verified", "Revenue was $12.4 billion"]
+    assert back[2][:5] == ["beta.pdf", "", "", "— not found", ""]
+    assert back[3][:5] == [rows[2][0], "", "", "not read", ""]
+    assert [r[5] for r in back[1:]] == [r[2] for r in rows]  # the text field as the page shows it
+    assert back[1][5] == rows[0][2] and not back[1][5].startswith("=")  # "✗ =HYPER..." starts with its marker
 
 
 def trimmed(row) -> list:
@@ -60,7 +68,10 @@ def test_the_xlsx_has_the_grid_and_a_provenance_sheet(tmp_path):
     wb = load_workbook(export.to_xlsx(m, tmp_path / "m.xlsx"))
     assert wb.sheetnames == ["Matrix", "Provenance"]
     headers, rows = grid(m)
-    assert [list(r) for r in wb["Matrix"].iter_rows(values_only=True)] == [headers, *rows]
+    sheet = [list(r) for r in wb["Matrix"].iter_rows(values_only=True)]
+    assert sheet[0] == ["Document", *MONEY_HEADERS, "Auditor"]
+    assert sheet[1][1] == 12.4 and wb["Matrix"]["B2"].data_type == "n" and sheet[1][2] == 2  # a number to add
+    assert [r[5] for r in sheet[1:]] == [r[2] for r in rows]
     prov = [trimmed(r) for r in wb["Provenance"].iter_rows(values_only=True)]
     flat = {r[0]: r[1] for r in prov if len(r) >= 2}
     assert flat["model_key"] == "smollm2-135m" and flat["load_id"] == "17.000-smollm2-135m"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import httpx
 import pytest
@@ -116,11 +117,16 @@ def test_the_matrix_tab_shows_the_xbrl_column_and_exports_both_values(server, pa
     name = next(n for n in exports if n.endswith(".csv"))
     rows = list(csv.reader(io.StringIO(exports[name].decode("utf-8"))))
     header = rows[0]
-    assert header[:3] == ["Document", "Revenue", "Revenue (XBRL)"] and "Revenue (XBRL concept)" in header
+    # money as numbers, unit and scale in the header, page, mark and quote in columns of their own (issue 40)
+    assert header[0] == "Document" and re.fullmatch(r"Revenue \((?:[A-Z]{3} )?\w+\)", header[1]), header
+    assert header[2:5] == ["Revenue page", "Revenue check", "Revenue quote"] and "Revenue (XBRL concept)" in header
     apple = next(r for r in rows[1:] if r[0].startswith("aapl"))
-    assert apple[header.index("Revenue (XBRL)")] == "USD 391,035 million (p. 31)"
+    assert apple[header.index("Revenue (XBRL, USD millions)")] == "391035"
+    assert apple[header.index("Revenue (XBRL) page")] == "31"
     assert apple[header.index("Revenue (XBRL concept)")] == CONCEPTS["aapl-10-k-2024-11-01.html"]
-    assert apple[header.index("Revenue")] != ""  # the model's value (or its mark) beside the filer's
+    assert apple[header.index("Revenue check")] != ""  # the model's mark beside the filer's value
+    nflx = next(r for r in rows[1:] if r[0].startswith("nflx"))
+    assert nflx[header.index("Revenue (XBRL, USD millions)")] == "39000.966"  # its thousands, in the column's scale
     data = json.loads(exports[next(n for n in exports if n.endswith(".json"))])
     cell = next(r for r in data["rows"] if r["document"].startswith("nvda"))["cells"][0]
     assert cell["xbrl"]["concept"] == "us-gaap:Revenues" and cell["xbrl"]["shown"] == "USD 130,497 million"

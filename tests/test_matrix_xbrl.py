@@ -111,10 +111,12 @@ def test_the_exports_carry_both_values_and_the_concept(apple_result, tmp_path):
     r = apple_result
     back = list(csv.reader(io.StringIO(export.to_csv(r))))
     h = back[0]
-    assert h[grid(r)[0].__len__():] == [f"{f.name} (XBRL concept)" for f in r.fields]
+    assert h[-len(r.fields):] == [f"{f.name} (XBRL concept)" for f in r.fields]
     assert back[1][h.index("Revenue (XBRL concept)")] == "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"
-    assert back[1][h.index("Revenue (XBRL)")] == "USD 391,035 million (p. 31)"
-    assert back[1][h.index("Revenue")].startswith("✓ USD 391.0 billion")
+    # money as numbers, unit and scale in the header (issue 40), the page and the mark in columns of their own
+    assert back[1][h.index("Revenue (XBRL, USD millions)")] == "391035" and back[1][h.index("Revenue (XBRL) page")] == "31"
+    assert back[1][h.index("Revenue (USD billions)")] == "391" and back[1][h.index("Revenue page")] == "31"
+    assert back[1][h.index("Revenue check")] == "✓ verified · agrees with the filer's XBRL"
     assert back[2][h.index("Revenue (XBRL concept)")] == ""
     wb = load_workbook(export.to_xlsx(r, tmp_path / "m.xlsx"))
     assert [list(x) for x in wb["Matrix"].iter_rows(values_only=True, max_row=1)][0] == h

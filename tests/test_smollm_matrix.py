@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -136,9 +137,18 @@ def test_a_matrix_filled_in_the_browser_exports_what_the_page_shows(server, tmp_
         links = {Path(a).suffix: a for a in page.eval_on_selector_all(
             "#matrix-downloads a", "as => as.map(a => a.href)")}
         csv_text = page.request.get(links[".csv"]).text()
-        assert list(csv.reader(io.StringIO(csv_text))) == grid  # the CSV is the page's grid
+        # the CSV is the page's grid, each money field as numbers with its unit and scale in the header and its
+        # page, mark and quote in columns of their own (issue 40)
+        back = list(csv.reader(io.StringIO(csv_text)))
+        assert [r[0] for r in back] == [r[0] for r in grid]
+        for name in ("Operating margin", "Auditor"):
+            assert [r[back[0].index(name)] for r in back] == [r[grid[0].index(name)] for r in grid]
+        money = [i for i, h in enumerate(back[0]) if re.fullmatch(r"(?:Revenue|Net income) \((?:[A-Z]{3} )?\w+\)", h)]
+        assert len(money) == 2, back[0]
         xlsx = tmp_path / "m.xlsx"
         xlsx.write_bytes(page.request.get(links[".xlsx"]).body())
         wb = load_workbook(xlsx)
-        assert [[v if v is not None else "" for v in r] for r in wb["Matrix"].iter_rows(values_only=True)] == grid
+        sheet = [list(r) for r in wb["Matrix"].iter_rows(values_only=True)]
+        assert sheet[0] == back[0]
+        assert all(r[i] is None or isinstance(r[i], int | float) for r in sheet[1:] for i in money)
         assert wb["Provenance"]["B2"].value == KEY  # model_key first in the provenance sheet

@@ -4,11 +4,11 @@ Converters are small, well-kept libraries, each for one format, rather than one
 umbrella (markitdown pulls in magika, onnxruntime and a dozen converters we
 would not use, and hides page boundaries):
 
-- PDF (finspace.documents.pdf): **pypdf**, page by page in its layout mode, so every
-  passage keeps its page number for citations and a statement row keeps its line,
-  its columns tab-separated; pages left empty or blown up by layout mode are read
-  in plain mode. It reads the text layer only: a scanned PDF has none, and OCR is
-  not supported. Pages past the conversion's time budget are left out with a note.
+- PDF (finspace.documents.pdf): **PDFium** (pypdfium2), page by page, each line
+  rebuilt from character positions, so every passage keeps its page number for
+  citations and a statement row keeps its line, its columns tab-separated; every
+  page of a real filing is read. It reads the text layer only: a scanned PDF has
+  none, and OCR is not supported.
 - HTML (finspace.documents.html, SEC filings): **lxml**'s HTML parser, walked
   without recursion. Pages end at CSS page breaks (finspace.xbrl.pagebreaks);
   scripts, styles, iframes, objects and hidden elements are removed, never

@@ -130,9 +130,9 @@ def _pdf_pages(path: str, name: str) -> int | None:
     if not name.lower().endswith(".pdf"):
         return None
     try:
-        from pypdf import PdfReader
+        from finspace.documents.pdf import page_count
 
-        return len(PdfReader(path).pages)
+        return page_count(path)
     except Exception:  # noqa: BLE001 - the conversion itself says what is wrong with the file
         return None
 

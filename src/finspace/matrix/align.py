@@ -9,6 +9,13 @@ the token sequence, then a fuzzy match of normalised tokens over a window with d
   figures; whitespace, case, a table's ``|`` separators, currency signs, unicode dashes and quotes, and every
   other punctuation are dropped. A figure is one token with its sign: ``(1,886 )`` is ``-1886``, ``12.5 %`` is
   ``12.5%``, so a quote that drops a negative's parentheses does not match;
+- **normalised**, also when the quote and the page differ only in where words break: a filing that runs words
+  together (``Totalnet sales``) or splits one (``administr ative``); words are compared run together, each
+  figure set apart, so ``1 234`` never reads ``1234``;
+- **row**: a statement row whose label and figures the page prints apart (the label on a line of its own, its
+  figures on the next; a label broken over lines): the quote's label is a run of the page's tokens and the
+  first figures after it are the quote's figures, in order, one after the other (another row's figures under
+  a label never are: the label's own come first);
 - **close**: a window of the page around a rare token of the quote, aligned with ``difflib.SequenceMatcher`` on
   tokens; the score is difflib's ratio between the quote's tokens and the page's tokens from the first to the
   last matched one, compared as text (so a PDF's "administr ative" scores near 1), and it must be at least
@@ -34,6 +41,8 @@ from functools import lru_cache
 CLOSE_THRESHOLD = 0.85
 CLOSE_MIN_TOKENS = 6  # a shorter quote must match exactly or normalised: one changed word of five is too much
 MAX_ANCHORS = 64  # windows tried for a close match
+ROW_MIN_WORDS = 2  # a row's label of fewer words ("Other") is too common to find its row by
+ROW_REACH = 40  # tokens after a row's label searched for its figures (a label broken over lines, a "$")
 PAGES_CACHED = 16  # pages whose tokens are kept (a Matrix's cells cite a few pages of each document)
 _SEP = "\x00"
 SCALE_REACH = 20_000  # characters above a quote searched for its table's scale line (a long table, its header)
@@ -102,9 +111,16 @@ class _Page:
     """A page's tokens, read once for all the cells that cite it (``page_tokens``)."""
 
     def __init__(self, text: str) -> None:
-        self.texts, self.starts, _ = _read(text)
+        self.texts, self.starts, self.figures = _read(text)
         self.hay = _SEP + _SEP.join(self.texts) + _SEP
         self._where: dict[str, list[int]] | None = None
+        self._compact: tuple[str, list[int]] | None = None
+
+    @property
+    def compact(self) -> tuple[str, list[int]]:
+        if self._compact is None:
+            self._compact = _compact(self.texts, self.figures)
+        return self._compact
 
     @property
     def where(self) -> dict[str, list[int]]:
@@ -139,7 +155,58 @@ def align(quote: str, page: str) -> Match | None:
     found = p.hay.find(_SEP + _SEP.join(t.text for t in q) + _SEP)
     if found >= 0:
         return Match("normalised", 1.0, p.starts[p.hay.count(_SEP, 0, found)])
+    at = _spaced(q, p)
+    if at is not None:
+        return Match("normalised", 1.0, p.starts[at])
+    at = _row(q, p)
+    if at is not None:
+        return Match("row", 1.0, p.starts[at])
     return _close(q, p) if len(q) >= CLOSE_MIN_TOKENS else None
+
+
+def _compact(texts: list[str], figures: list[bool]) -> tuple[str, list[int]]:
+    """Words run together, each figure set apart (``totalnet sales`` and ``total net sales`` both read
+    ``totalnetsales``; ``1 234`` never reads ``1234``), and the token each character came from."""
+    out: list[str] = []
+    owner: list[int] = []
+    for i, (t, f) in enumerate(zip(texts, figures, strict=True)):
+        piece = f"{_SEP}{t}{_SEP}" if f else t
+        out.append(piece)
+        owner += [i] * len(piece)
+    return "".join(out), owner
+
+
+def _spaced(q: list[Token], p: _Page) -> int | None:
+    """The quote's first token's index on the page when the two differ only in where words break (a filing that
+    runs words together, ``Totalnet sales``, or splits one, ``administr ative``), else None."""
+    if sum(not t.figure for t in q) < 2:
+        return None
+    needle, _ = _compact([t.text for t in q], [t.figure for t in q])
+    hay, owner = p.compact
+    at = hay.find(needle)
+    return None if at < 0 else owner[at]
+
+
+def _row(q: list[Token], p: _Page) -> int | None:
+    """A row whose label and figures the page prints apart (the label on a line of its own, its figures on the
+    next, or a label broken over lines): the quote's label (its words before its first figure, at least
+    ``ROW_MIN_WORDS``) is a run of the page's tokens, and the first figures after it, within ``ROW_REACH``
+    tokens, are the quote's figures in order. The label's index on the page, else None."""
+    k = next((i for i, t in enumerate(q) if t.figure), len(q))
+    label, rest = q[:k], q[k:]
+    figures = [t.text for t in rest if t.figure]
+    if len(label) < ROW_MIN_WORDS or not figures or any(not t.figure for t in rest):  # a scale word: normalised
+        return None
+    needle = _SEP + _SEP.join(t.text for t in label) + _SEP
+    at = p.hay.find(needle)
+    while at >= 0:
+        first = p.hay.count(_SEP, 0, at)
+        after = first + len(label)
+        got = [i for i in range(after, min(len(p.texts), after + ROW_REACH)) if p.figures[i]][:len(figures)]
+        if [p.texts[i] for i in got] == figures and all(b == a + 1 for a, b in zip(got, got[1:])):
+            return first
+        at = p.hay.find(needle, at + 1)
+    return None
 
 
 def _close(q: list[Token], p: _Page) -> Match | None:

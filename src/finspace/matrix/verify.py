@@ -14,6 +14,12 @@ compared exactly (``numbers``). A cell is ``verified`` only when every check for
 - date: the quote writes that date (2024-03-31, March 31, 2024, 31 March 2024, Mar. 31, 2024);
 - text and list: the text, or each item, appears in the quote;
 - yes/no: the quote is on the page (a yes or no cannot be read off a quote mechanically).
+
+An outflow asked as a positive figure (capital expenditure 1,577) on a row that prints it negative, as a cash
+flow statement does (``Purchases of property and equipment (1,577)``), verifies with the mark "printed as an
+outflow (1,577)" when the row or the field says money goes out (purchases, payments, acquisitions of, additions
+to, capital expenditures, repurchases, dividends, repayments, distributions); any other sign difference stays
+"value not in the quote".
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field, replace
 from datetime import date
+from decimal import Decimal
 
 from finspace.matrix import align
 from finspace.matrix.cells import SCALES, Cell
@@ -47,6 +54,10 @@ NOT_FOUND = Mark("not_found", "not found", "—")
 CUT = Mark("cut", "cut at max_tokens", "✂")
 INVALID = Mark("invalid", "reply did not parse", "!")
 _PER_SHARE = re.compile(r"per[\s-]+(?:common\s+)?share|\b(?:basic|diluted|eps)\b", re.IGNORECASE)
+_OUTFLOW = re.compile(r"\b(?:purchases?|payments?|paid|acquisitions?\s+of|additions?\s+to|capital\s+expenditures?|"
+                      r"capex|repurchases?|buy\s?backs?|repayments?|dividends?|distributions?)\b", re.IGNORECASE)
+_PRINTED_NEGATIVE = re.compile(r"\(\s*[$€£¥]?\s*(?P<paren>\d[\d,]*(?:\.\d+)?)\s*\)"
+                               r"|(?<![\w,.])[-−–]\s*[$€£¥]?\s*(?P<minus>\d[\d,]*(?:\.\d+)?)")
 MARKS = (VERIFIED, NOT_ON_PAGE, VALUE_NOT_IN_QUOTE, NOT_FOUND, CUT, INVALID)
 MIN_QUOTE_WORDS = 3  # "14.2" or "USD" proves nothing: a quote is evidence in its own words
 _FOLD = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "−": "-", "\u00a0": " "})
@@ -78,7 +89,8 @@ def quote_on_page(quote: str, page_text: str) -> bool:
 
 def verified(match: align.Match) -> Mark:
     how = f"close ({match.score:.2f})" if match.how == "close" else match.how
-    label = {"exact": "verified (exact quote)", "normalised": "verified (quote matched normalised)"}.get(
+    label = {"exact": "verified (exact quote)", "normalised": "verified (quote matched normalised)",
+             "row": "verified (its row: the label and its figures apart on the page)"}.get(
         match.how, f"verified (close quote: {match.score:.2f})")
     return replace(VERIFIED, label=label, symbol=f"{VERIFIED.symbol} {how}", how=how)
 
@@ -136,6 +148,40 @@ def value_in_quote(value: object, type_: str, quote: str, table: align.Scale | N
     return False
 
 
+def outflow(value: object, type_: str, quote: str, table: align.Scale | None = None, name: str = "") -> str | None:
+    """How the quote prints an outflow asked as a positive figure: a money or number ``value`` above zero that
+    agrees with the quote once negated, on a row (or a field ``name``) that says it is money going out (purchases
+    of property and equipment, repurchases, dividends paid, ...). The figure as printed, ``(1,577)``, else None:
+    any other sign difference is a different figure."""
+    if type_ not in ("money", "number"):
+        return None
+    amount = as_decimal(value["amount"] if type_ == "money" else value)  # type: ignore[index,arg-type]
+    label = _label(quote)
+    if amount <= 0 or not _OUTFLOW.search(label if len(label.split()) >= 2 else name):  # the row says, else the field
+        return None
+    negated = {**value, "amount": -value["amount"]} if type_ == "money" else -value  # type: ignore[index,operator,dict-item]
+    if not value_in_quote(negated, type_, quote, table):
+        return None
+    printed = [(m[0].strip(), Decimal((m["paren"] or m["minus"]).replace(",", "")))
+               for m in _PRINTED_NEGATIVE.finditer(quote)]
+    for text, figure in printed:  # the one the value is, at the quote's scale or its own
+        if any(amount == figure * k for k in (1, *SCALES.values())):
+            return text
+    return printed[0][0] if printed else None
+
+
+def _label(quote: str) -> str:
+    """A row's label: the quote's words before its first figure."""
+    m = re.search(r"[(\-−–$€£¥]*\s*\d", quote)
+    return quote[:m.start()] if m else quote
+
+
+def outflow_mark(match: align.Match, printed: str) -> Mark:
+    how = f"{'close (%.2f)' % match.score if match.how == 'close' else match.how}; printed as an outflow {printed}"
+    return replace(VERIFIED, label=f"verified (printed as an outflow {printed})",
+                   symbol=f"{VERIFIED.symbol} printed as an outflow {printed}", how=how)
+
+
 def verify(cell: Cell, field: MatrixField, pages: dict[int, str]) -> Mark:
     """The cell's mark: its page's text is ``pages[cell.page]`` (pages numbered from 1)."""
     if cell.status == "cut":
@@ -150,5 +196,6 @@ def verify(cell: Cell, field: MatrixField, pages: dict[int, str]) -> Mark:
         return NOT_ON_PAGE
     table = align.scale_above(page_text, match.start) if field.type == "money" else None  # type: ignore[arg-type]
     if not value_in_quote(cell.value, field.type, cell.quote, table):
-        return VALUE_NOT_IN_QUOTE
+        printed = outflow(cell.value, field.type, cell.quote, table, f"{field.name} {field.instruction}")
+        return VALUE_NOT_IN_QUOTE if printed is None else outflow_mark(match, printed)
     return verified(match)
