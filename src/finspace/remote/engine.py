@@ -163,12 +163,12 @@ class RemoteEngine:
     # ------------------------------------------------------------------ probe
     async def open(self) -> None:
         """The openai client and the probe, in the serving loop; the first probe is awaited (bounded)."""
-        import httpx
         import openai
 
+        # openai's own Timeout: its client is built on httpx2 (openai>=3.5x), whose newer releases refuse httpx's
         self._client = openai.AsyncOpenAI(
             base_url=self.endpoint.base, api_key=self.settings.api_key or "none", max_retries=0,
-            timeout=httpx.Timeout(self.settings.timeout_s, connect=self.settings.connect_timeout_s))
+            timeout=openai.Timeout(self.settings.timeout_s, connect=self.settings.connect_timeout_s))
         self._wake = asyncio.Event()
         await self.probe()
         self._probe = asyncio.get_running_loop().create_task(self._probe_loop(), name="finspace-remote-probe")
