@@ -17,6 +17,7 @@ from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.host.gpu import MemoryMonitor
 from support.catalog import demo_entry, write_catalog
+from support.filings import filing
 from support.smollm import (KEY, catalog_entry, chatml_problem, english_problem, eos_problem,
                             figure_problem)
 
@@ -105,6 +106,36 @@ async def test_guided_json_extracts_the_figure(engine):
     text = await extract(await on(engine, KEY))
     problem = figure_problem(text, "revenue_usd_billion", 12.4)
     assert problem is None, f"{problem}; the model said: {text!r}"
+
+
+# ------------------------------------------------------------------ a filing on the default (calculator on)
+APPLE = "aapl-10-k-2024-11-01.html"
+APPLE_QUESTION = "What were Apple's total net sales in fiscal 2024, and on which page?"
+DEFAULT_MAX_TOKENS = 512  # make run's SmolLM2 (models.yaml), which the module's catalogue lowers
+
+
+async def test_a_question_about_a_real_10k_is_answered_with_the_calculator_on(engine, catalog, tmp_path):
+    """The newcomer's first question (issue 39): Apple's FY2024 10-K attached, the page's default calculator on,
+    SmolLM2's 2,048-token context and 512-token reply. The document's budget counts the calculator's spec (and
+    a round of calls) with the rest of the prompt, so the answer comes instead of "your last message is 1,770
+    tokens ... leaves room for 1,536" (what the budget without the tools gave)."""
+    from finspace.documents import chat as docs
+    from finspace.host.gpu import MemoryMonitor as Monitor
+    from finspace.service import Service
+    from finspace.settings import Settings
+
+    svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
+    assert svc.chat_tools("auto"), "SmolLM2 (tool_parser hermes) is offered the calculator"
+    att = await docs.attach_bytes(svc, APPLE, filing(APPLE).read_bytes(), None)
+    messages = [{"role": "user", "content": APPLE_QUESTION}]
+    settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
+    settings, summary = await svc.with_document(att, messages, settings, calculator="auto")
+    info = ChatInfo()
+    parts = [p async for p in svc.chat_parts(messages, settings, info, calculator="auto")]
+    answer = "".join(a for _t, a in parts).strip()
+    assert answer and info.output_tokens > 0, (answer, info)
+    assert info.prompt_tokens + DEFAULT_MAX_TOKENS <= engine.max_model_len, info.prompt_tokens
+    assert "passages" in summary, summary
 
 
 # ------------------------------------------------------------------ the same checks on random weights

@@ -55,6 +55,11 @@ class BadInput(FinspaceError):
     http_status = 422
 
 
+class PromptTooLong(BadInput):
+    """The prompt leaves the reply no room in the model's context (finspace.engine.prompt.build_prompt); the
+    chat's tool loop answers from the rounds that fitted instead."""
+
+
 class ToolsRefused(BadInput):
     """A model server that takes no ``tools`` (vLLM started without ``--enable-auto-tool-choice``): the chat
     goes on without the calculator, and says why."""

@@ -24,6 +24,7 @@ import psutil
 
 from finspace import planner
 from finspace.models.catalog import Catalog, ModelEntry
+from finspace.documents import chat as docs
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
@@ -39,6 +40,7 @@ from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.wall.throttle import Throttle
 from finspace.engine import tool_loop
+from finspace.tools import registry as tool_registry
 from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
@@ -132,6 +134,19 @@ class Service:
         if calculator in ("auto", "always") and tool_loop.offered(self.engine):
             return tool_loop.calculator_rounds(self.engine, messages, settings, info, force=calculator == "always")
         return self.engine.chat_parts(messages, settings, info)
+
+    def chat_tools(self, calculator: str = "off") -> tuple[dict, ...] | None:
+        """The tool specs ``chat_parts`` offers with ``calculator`` (None: none), for the prompt's budget."""
+        if calculator in ("auto", "always") and tool_loop.offered(self.engine):
+            return tuple(tool_registry.builtin_specs())
+        return None
+
+    async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
+                            calculator: str = "off") -> tuple[ChatSettings, str]:
+        """``settings`` carrying the attached document (finspace.documents.chat), its budget set after everything
+        else the prompt holds: the system prompt, the conversation, the reply's room, and the tools' specs that
+        ``chat_parts`` will offer with ``calculator`` (or the request's own ``settings.tools``)."""
+        return await docs.with_document(self, attached, messages, settings, tools=self.chat_tools(calculator))
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)

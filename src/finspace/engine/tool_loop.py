@@ -17,12 +17,14 @@ from typing import Any
 
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
-from finspace.errors import ToolsRefused
+from finspace.errors import PromptTooLong, ToolsRefused
 from finspace.tools import registry
 from finspace.tools.calls import CallReader, forced_schema, reading_parser
 from finspace.tools.spec import ToolRequest
 
 MAX_ROUNDS = 4  # calculator calls in one reply; then the model answers without the tool
+NO_ROOM = ("tools stopped: the last tool result would not fit the model's context with room for the reply; "
+           "answered from what it had")
 
 
 def offered(engine: Any) -> bool:
@@ -52,7 +54,7 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
                             *, force: bool = False) -> AsyncIterator[tuple[str, str]]:
     """The reply, with calculator calls run between rounds (see the module's docstring)."""
     parser = reading_parser(engine)
-    msgs = list(messages)
+    msgs, fitted = list(messages), list(messages)  # fitted: the conversation of the last round that fitted
     for round_no in range(MAX_ROUNDS + 1):
         last = round_no == MAX_ROUNDS
         req = _round_request(round_no, force)
@@ -69,6 +71,18 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
                     shown = reader.feed(answer) if reader is not None and answer else answer
                     if thinking or shown:
                         yield thinking, shown
+        except PromptTooLong:
+            if not round_no:  # the question itself does not fit: the caller's message says how to fix it
+                raise
+            # the last round's results overflow the context (nothing of this round was written yet): the
+            # model answers, without tools, from the rounds that fitted, and the usage line says so
+            info.notes.append(NO_ROOM)
+            part = ChatInfo()
+            async with contextlib.aclosing(engine.chat_parts(fitted, dataclasses.replace(settings, tools=None),
+                                                             part)) as parts:
+                async for pair in parts:
+                    yield pair
+            return
         except ToolsRefused as exc:
             if round_no:  # a server that took the first round's tools: its refusal is the reply's error
                 raise
@@ -88,9 +102,10 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
             yield reader.late_thinking, rest
         if not calls:
             return
+        fitted = msgs
         steps = [_run(c) for c in calls]
         info.tool_steps.extend(steps)
-        msgs += [{"role": "assistant", "content": rest, "tool_calls": calls}]
+        msgs = msgs + [{"role": "assistant", "content": rest, "tool_calls": calls}]
         msgs += [{"role": "tool", "tool_call_id": c["id"], "content": s.result} for c, s in zip(calls, steps)]
 
 

@@ -95,11 +95,10 @@ class ToolCalls:
         finally:
             remove_upload(path, self.upload_dir)
         messages = [{"role": "user", "content": args["question"]}]
-        settings, summary = await docs.with_document(self.svc, att, messages,
-                                                     ChatSettings(max_tokens=args.get("max_tokens")))
+        settings, summary = await self.svc.with_document(att, messages, ChatSettings(max_tokens=args.get("max_tokens")))
         info = ChatInfo()
         answer = []
-        async with contextlib.aclosing(self.svc.engine.chat_parts(messages, settings, info)) as parts:
+        async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info)) as parts:
             async for _thinking, delta in parts:
                 answer.append(delta)
         text = "".join(answer).strip()

@@ -150,7 +150,7 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             req = with_tools(svc, req)
             if req.file is not None:  # a document: converted like the page's, placed before the conversation
                 att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
-                settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
+                settings, _ = await svc.with_document(att, req.messages, req.settings)
                 req = dataclasses.replace(req, settings=settings, file=None)
             hold = compiles.hold(svc.client_of(request), req.settings.json_schema)
             return await _until_disconnect(request, _start(svc, req, key, hold))

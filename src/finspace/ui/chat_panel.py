@@ -185,7 +185,7 @@ class ChatHandlers:
         try:
             summary = None
             if attached is not None:
-                settings, summary = await docs.with_document(self.svc, attached, messages, settings)
+                settings, summary = await self.svc.with_document(attached, messages, settings, calculator=calculator)
             async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
