@@ -132,8 +132,10 @@ def prepare_many(sources: Sequence[Source], question: str, budget_tokens: int,
     if len(sources) > 1 and count(whole) <= budget_tokens:
         return Prepared(whole, True, "documents: " + ", ".join(f"{s.id} whole" for s in sources))
     instruction = _instruction(sources)
-    head = count(f"{instruction}\nThe documents are too long for this model: below are the passages most relevant "
-                 f"to the question, in document order, each with its document and page.\n\n")
+    head = count(passages_block(sources[0].doc, [], len(psg.index_of(sources[0].doc).passages))) \
+        if len(sources) == 1 else count(
+        f"{instruction}\nThe documents are too long for this model: below are the passages most relevant to the "
+        f"question, in document order, each with its document and page.\n\n")
     left = max(0, budget_tokens - head)
     chosen: list[tuple[Source, list[psg.Passage]]] = []
     totals = 0
@@ -142,18 +144,23 @@ def prepare_many(sources: Sequence[Source], question: str, budget_tokens: int,
         totals += len(index.passages)
         share = left // (len(sources) - n)  # an even share of what is left: a document's unused room passes on
         longest = max((p.label for p in src.doc.pages), key=len, default="")
-        label = max(8, count(f"\n\n[{src.id}, {longest}]\n"))
-        shell = count(f"{_tag(src)}\n\n</document>\n\n")
+        one = len(sources) == 1
+        label = max(8, count(f"\n\n[{longest}]\n" if one else f"\n\n[{src.id}, {longest}]\n"))
+        shell = 0 if one else count(f"{_tag(src)}\n\n</document>\n\n")
         picked = index.select(question, max(0, share - shell), count, label_tokens=label) if share > shell else []
         left -= (shell + sum(count(p.text) + label for p in picked)) if picked else 0
         chosen.append((src, picked))
+    n_passages = sum(len(p) for _s, p in chosen)
+    if len(sources) == 1:  # one document: its passages as before, labelled by page ("[page 7]")
+        src, picked = chosen[0]
+        return Prepared(passages_block(src.doc, picked, totals), False,
+                        pages_phrase(src.doc, picked, totals) + (f": {named}" if (named := pages_named(chosen)) else ""))
     blocks = []
     for src, picked in chosen:
         if picked:
             body = "\n\n".join(f"[{src.id}, {p.label}]\n{p.text}" if p.label else f"[{src.id}]\n{p.text}"
                                for p in picked)
             blocks.append(f"{_tag(src)}\n{body}\n</document>")
-    n_passages = sum(len(p) for _s, p in chosen)
     pages_total = sum(len([p for p in s.doc.pages if p.label]) for s in sources)
     pages_used = sum(len({p.label for p in picked if p.label}) for _s, picked in chosen)
     text = (f"{instruction}\nThe documents are too long for this model: below are the {n_passages} passages of "

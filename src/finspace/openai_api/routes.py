@@ -148,10 +148,13 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             req = parse_chat(body)
             key = check_model(svc, req.model)
             req = with_tools(svc, req)
-            if req.file is not None:  # a document: converted like the page's, placed before the conversation
-                att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
-                settings, _ = await svc.with_document(att, req.messages, req.settings)
-                req = dataclasses.replace(req, settings=settings, file=None)
+            if req.files:  # documents: converted like the page's, placed before the conversation
+                docs.check_count(svc, len(req.files))
+                atts: list = []
+                for name, data in req.files:
+                    atts.append(docs.with_id(await docs.attach_bytes(svc, name, data, svc.client_of(request)), atts))
+                settings, _ = await svc.with_document(atts, req.messages, req.settings)
+                req = dataclasses.replace(req, settings=settings, files=())
             hold = compiles.hold(svc.client_of(request), req.settings.json_schema)
             return await _until_disconnect(request, _start(svc, req, key, hold))
         except Exception as exc:  # noqa: BLE001 - the boundary: OpenAI's error object, never a traceback

@@ -29,7 +29,8 @@ from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
-from finspace.ui.documents import FILE_TYPES, build_attach, message_file, message_text, takes_document
+from finspace.ui.documents import (FILE_TYPES, build_attach, build_remove, doc_list, message_file, message_text,
+                                    takes_document)
 
 log = logging.getLogger("finspace.ui")
 
@@ -106,8 +107,10 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
         group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
-    c["doc"] = gr.State(None)  # the conversation's document (finspace.documents.chat.Attached state)
+    c["doc"] = gr.State(None)  # the conversation's documents (a list of finspace.documents.chat.Attached states)
     c["doc_fit"] = gr.Markdown(elem_id="doc-fit")
+    c["doc_list"] = gr.CheckboxGroup([], value=[], visible=False, elem_id="doc-list", interactive=True,
+                                     label="Documents in this conversation, by id (uncheck one to remove it)")
     with gr.Row():
         c["msg"] = gr.MultimodalTextbox(
             placeholder="Type a question and press Enter; attach a filing (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) "
@@ -144,7 +147,7 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
 
 
 def clear_chat():
-    return [], [], gr.update(visible=False), None, ""
+    return [], [], gr.update(visible=False), None, "", gr.update(choices=[], value=[], visible=False)
 
 
 class ChatHandlers:
@@ -157,6 +160,7 @@ class ChatHandlers:
         self.svc, self.engine = svc, svc.engine
         self.provenance = saved.Provenance(svc)
         self.attach = build_attach(svc)
+        self.remove = build_remove(svc)
         self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
     async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None,
@@ -164,7 +168,7 @@ class ChatHandlers:
         """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
         conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
         entry = self.engine.entry
-        attached = docs.Attached.from_state(doc_state)
+        attached = docs.attached_list(doc_state)
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
             reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
@@ -184,7 +188,7 @@ class ChatHandlers:
         yield convo.display(conv_), conv_, first_msg, hide
         try:
             summary = None
-            if attached is not None:
+            if attached:
                 settings, summary = await self.svc.with_document(attached, messages, settings, calculator=calculator)
             async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator)) as parts:
                 async for thinking, answer in parts:
@@ -229,14 +233,15 @@ class ChatHandlers:
         (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table. Inputs: the
         message, the conversation, the six settings, the document state."""
         *values, doc_state, calculator = values
-        text, skip2 = message_text(message), (gr.skip(), gr.skip())
+        text, skip2 = message_text(message), (gr.skip(), gr.skip(), gr.skip())
         if message_file(message) is not None:
-            attached = await self.attach(message, self.svc.client_of(request))
+            attached = await self.attach(message, self.svc.client_of(request), doc_state)
             if attached is None:  # refused: its reason is shown, the file is gone, the question stays
-                yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip()
+                yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 return
             doc_state, table = attached
-            yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table
+            yield (gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table,
+                   doc_list(docs.attached_list(doc_state)))
         if not text.strip() and doc_state is not None:
             return  # a document attached without a question: its fit table is the answer
         problem = convo.message_problem(text, conv_, MAX_CONVERSATION_CHARS)
@@ -310,14 +315,16 @@ def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> li
     respond = h.respond
     common = dict(outputs=[chatbot, conv, msg, cont], concurrency_limit=chat_concurrency,
                   concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
-    asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"]]}
+    asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"], c["doc_list"]]}
     calc = c["calculator"]
     ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
     ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
     ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in, doc, calc], **common)
     ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in, doc, calc], **common)
     c["stop"].click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
-    cleared = [chatbot, conv, cont, doc, c["doc_fit"]]
+    cleared = [chatbot, conv, cont, doc, c["doc_fit"], c["doc_list"]]
+    c["doc_list"].input(h.remove, inputs=[c["doc_list"], doc], outputs=[doc, c["doc_fit"], c["doc_list"]],
+                        api_visibility="private", concurrency_limit=None, show_progress="hidden")
     ev_clear = c["clear"].click(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
     ev_clear2 = chatbot.clear(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
     c["preset"].change(h.apply_preset, inputs=[c["preset"]], outputs=[c["system_prompt"]], api_visibility="private",
