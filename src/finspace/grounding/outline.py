@@ -40,8 +40,8 @@ CONTENTS_ITEMS = 5  # a page naming this many Items is a table of contents
 _ITEM = re.compile(r"^\s*item\s+(\d{1,2}[a-d]?)\s*[.:\-–—]\s*(\S.{1,110})$", re.IGNORECASE)
 _PART = re.compile(r"^\s*part\s+(i{1,3}v?|iv)\s*$", re.IGNORECASE)
 _ITEM_MENTION = re.compile(r"(?im)^\s*\|?\s*item\s+\d{1,2}[a-d]?\b")
-_EQUITY = re.compile(r"(?:(?:condensed|consolidated)\s+){0,2}statements?\s+of\s+(?:consolidated\s+)?(?:changes\s+in\s+)?"
-                     r"(?:shareholders|stockholders|shareowners)['’]?\s+equity(?:\s*\(deficit\))?"
+_EQUITY = re.compile(r"(?:(?:condensed|consolidated)\s+){0,2}statements?\s+of\s+(?:consolidated\s+)?"
+                     r"(?:changes\s+in\s+)?(?:shareholders|stockholders|shareowners)['’]?\s+equity(?:\s*\(deficit\))?"
                      r"(?:\s+and\s+comprehensive\s+income)?", re.IGNORECASE)
 _SMALL = frozenset("a an and as at by for from in of on or per the to with vs".split())
 
