@@ -52,7 +52,8 @@ def _fit(text: str, max_tokens: int, count: Callable[[str], int], tail: str = ""
     cut = text[:lo]
     if "\n" in cut[len(cut) // 2:]:
         cut = cut[:cut.rfind("\n")]
-    return cut + " …" + tail if cut else tail.lstrip()
+    out = cut + " …" + tail if cut else tail.lstrip()
+    return out if count(out) <= max_tokens or not tail else _fit(text, max_tokens, count)
 
 
 # ------------------------------------------------------------------ search
