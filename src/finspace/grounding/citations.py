@@ -26,9 +26,9 @@ from finspace.matrix.numbers import numbers_in
 
 MAX_ANSWER_CHARS = 60_000  # an answer is read to here
 MAX_FIGURES = 100  # figures checked in one answer
-_DOC = r"[A-Za-z][\w.\-]*[A-Za-z0-9]"
+_DOC = r"[A-Za-z][\w.\-]{0,78}[A-Za-z0-9]"  # bounded: a long word costs no backtracking
 _CITE = re.compile(
-    r"(?:(?P<doc>" + _DOC + r")[\s,:;]*)?"
+    r"(?:(?<![\w.\-])(?P<doc>" + _DOC + r")[\s,:;]*)?"
     r"(?P<kw>\b(?:pages?|pgs?|pp|p)\.?)\s*(?P<page>\d{1,5})(?:\s*[-–]\s*\d{1,5})?"
     r"(?:\s*\(\s*printed\s+[\w\-]{1,8}\s*\))?"
     r"(?:\s+(?:of|in)\s+(?P<doc2>" + _DOC + r"))?",
