@@ -123,3 +123,11 @@ class EvalRunning(FinspaceError):
     """A scoreboard run is going: a switch (or a second run) waits for it or cancels it."""
 
     http_status = 409
+
+
+class UnknownDocument(BadInput):
+    """A document id that is not in the conversation's library: the message lists the ids it holds."""
+
+
+class PageOutOfRange(BadInput):
+    """A page number outside a document: the message gives the document's range."""
