@@ -40,7 +40,7 @@ from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.wall.throttle import Throttle
 from finspace.engine import tool_loop
-from finspace.tools import registry as tool_registry
+from finspace.grounding import chat as grounded
 from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
@@ -127,26 +127,30 @@ class Service:
     def note_failure(self, client: str | None) -> None:
         self.throttle.failed(client)
 
-    def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off"):
+    def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
+                   documents: Any = None):
         """The engine's reply as (thinking, answer) deltas; with ``calculator`` "auto" (the model may call it) or
         "always" (its first round is a call), models with a tool parser get the built-in calculator
-        (finspace.engine.tool_loop: its calls and results land in ``info.tool_steps``)."""
-        if calculator in ("auto", "always") and tool_loop.offered(self.engine):
-            return tool_loop.calculator_rounds(self.engine, messages, settings, info, force=calculator == "always")
-        return self.engine.chat_parts(messages, settings, info)
+        (finspace.engine.tool_loop: its calls and results land in ``info.tool_steps``), and with ``documents``
+        (Attached) the filing tools over them (finspace.grounding.chat); "always" then forces a search."""
+        return grounded.chat_parts(self.engine, messages, settings, info, calculator=calculator,
+                                   documents=documents, max_rounds=self.settings.tool_rounds)
 
-    def chat_tools(self, calculator: str = "off") -> tuple[dict, ...] | None:
-        """The tool specs ``chat_parts`` offers with ``calculator`` (None: none), for the prompt's budget."""
-        if calculator in ("auto", "always") and tool_loop.offered(self.engine):
-            return tuple(tool_registry.builtin_specs())
-        return None
+    def chat_tools(self, calculator: str = "off", documents: Any = None) -> tuple[dict, ...] | None:
+        return grounded.chat_tools(self.engine, calculator, documents)  # what chat_parts offers (None: none)
 
     async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
                             calculator: str = "off") -> tuple[ChatSettings, str]:
-        """``settings`` carrying the attached document (finspace.documents.chat), its budget set after everything
-        else the prompt holds: the system prompt, the conversation, the reply's room, and the tools' specs that
-        ``chat_parts`` will offer with ``calculator`` (or the request's own ``settings.tools``)."""
-        return await docs.with_document(self, attached, messages, settings, tools=self.chat_tools(calculator))
+        """``settings`` carrying the attached documents (finspace.documents.chat), their budget set after
+        everything else the prompt holds: the system prompt, the conversation, the reply's room, and the tools'
+        specs that ``chat_parts`` will offer with ``calculator`` (or the request's own ``settings.tools``), with
+        room for one filing tool result (and the outlines) when those are offered."""
+        atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]
+        filing = grounded.filing_tools(self.engine, calculator, atts)
+        return await docs.with_document(self, atts, messages, settings,
+                                        tools=grounded.chat_tools(self.engine, calculator, atts),
+                                        reserve=grounded.result_tokens(self.engine) if filing else 0,
+                                        preamble=grounded.preamble(self.engine, atts) if filing else "")
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)

@@ -156,12 +156,13 @@ async def prompt_tokens(svc: Any, messages: list[dict], settings: ChatSettings, 
 
 
 async def with_document(svc: Any, att: Attached | Any, messages: list[dict], settings: ChatSettings,
-                        tools: Any = None) -> tuple[ChatSettings, str]:
+                        tools: Any = None, reserve: int = 0, preamble: str = "") -> tuple[ChatSettings, str]:
     """``settings`` carrying the document, or several (a list of Attached): whole, or the passages for the last
     question that fit, ranked per document and labelled with its id and page; and the usage phrase ("document:
     12 of 40 pages (5 passages): aapl-10-k-2024-11-01 p. 31, 33"). ``tools``: the specs the chat will offer (the
     calculator's), counted with the rest of the prompt before the documents' budget is set, with room for a
-    round of calls."""
+    round of calls and ``reserve`` tokens more (a filing tool's result). ``preamble``: text before the
+    documents' block (the filing tools' ids and outlines), counted first."""
     entry = svc.engine.entry
     if entry is None:
         raise NotReady("no model is loaded; load one and ask again")
@@ -171,7 +172,9 @@ async def with_document(svc: Any, att: Attached | Any, messages: list[dict], set
     questions = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     question = questions[-1] if questions and isinstance(questions[-1], str) else ""
     used = await prompt_tokens(svc, messages, settings, tools)
-    calls = prompt.TOOL_ROUND_TOKENS if tools or settings.tools else 0
+    if preamble:
+        used += (await svc.engine.count_tokens([preamble]))[0]
+    calls = (prompt.TOOL_ROUND_TOKENS if tools or settings.tools else 0) + reserve  # reserve: a tool result
     room = prompt.budget(svc.engine.max_model_len, reply_tokens(svc, settings), used + calls)
     sources = [a.source() for a in atts]
 
@@ -179,4 +182,5 @@ async def with_document(svc: Any, att: Attached | Any, messages: list[dict], set
         return prompt.prepare_many(sources, question, room, count)
 
     out = await svc.engine.measure(prepared, size=sum(len(a.doc.text) for a in atts))
-    return dataclasses.replace(settings, document=out.text), out.summary
+    text = f"{preamble}\n\n{out.text}" if preamble else out.text
+    return dataclasses.replace(settings, document=text), out.summary

@@ -73,14 +73,16 @@ def api_messages(message: Any, history: Any) -> list:
 
 
 async def stream_parts(svc: Service, messages: list, settings: ChatSettings,
-                       info: ChatInfo | None = None, calculator: str = "off") -> AsyncIterator[tuple[str, str]]:
+                       info: ChatInfo | None = None, calculator: str = "off",
+                       documents: Any = None) -> AsyncIterator[tuple[str, str]]:
     """The engine's reply as (thinking so far, answer so far), coalesced; counts the stream so intervals
     stretch under load. ``info`` is filled in by the engine (tokens, stop reason; the calculator's steps when
     ``calculator`` is "auto" or "always": Service.chat_parts)."""
     svc.active_streams += 1
     info = info if info is not None else ChatInfo()
     try:
-        async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator)) as parts:
+        async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator,
+                                                       documents=documents)) as parts:
             async for pair in coalesce_parts(parts, lambda: interval_for(svc.active_streams,
                                                                          svc.settings.stream_interval_s)):
                 yield pair

@@ -190,7 +190,8 @@ class ChatHandlers:
             summary = None
             if attached:
                 settings, summary = await self.svc.with_document(attached, messages, settings, calculator=calculator)
-            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator)) as parts:
+            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator,
+                                                        attached)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
                     reply["content"] = base_answer + answer if base_answer else answer.lstrip()
