@@ -181,7 +181,7 @@ def test_two_v1_file_parts_reach_the_prompt_and_a_third_is_past_the_bound(server
     assert "[annual-report, page 7]" in prompt and "[loan-book, page 3]" in prompt, prompt[-3000:]
     body["messages"][0]["content"].append(part(second, "loan-book.pdf"))  # this server holds 2 per conversation
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
-    assert r.status_code == 422 and "a conversation holds at most 2" in r.json()["error"]["message"], r.text
+    assert r.status_code == 400 and "a conversation holds at most 2" in r.json()["error"]["message"], r.text
     assert leftovers(server) == []
 
 

@@ -180,6 +180,31 @@ async def test_two_filings_in_one_chat_give_passages_from_both_named_by_id_and_p
     assert answer and info.prompt_tokens + DEFAULT_MAX_TOKENS <= engine.max_model_len, (answer, info.prompt_tokens)
 
 
+async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into_the_next_round(engine, catalog,
+                                                                                                 tmp_path):
+    """The filing tools on the real engine (issue 39): SmolLM2 with "always" (the first round is a call, through
+    structured outputs) and Apple's 10-K attached calls ``search``; its result (bounded) is in the next round's
+    prompt, and the model answers."""
+    from finspace.documents import chat as docs
+    from finspace.host.gpu import MemoryMonitor as Monitor
+    from finspace.service import Service
+    from finspace.settings import Settings
+
+    svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
+    att = docs.with_id(await docs.attach_bytes(svc, APPLE, filing(APPLE).read_bytes(), None), [])
+    messages = [{"role": "user", "content": APPLE_QUESTION}]
+    settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
+    settings, _summary = await svc.with_document([att], messages, settings, calculator="always")
+    assert "the documents' ids: aapl-10-k-2024-11-01" in settings.document
+    info = ChatInfo()
+    answer = await first_words(svc.chat_parts(messages, settings, info, calculator="always", documents=[att]), 20)
+    step = info.tool_steps[0]
+    assert step.name == "search" and step.ok and "[aapl-10-k-2024-11-01 page" in step.result, step
+    prompt = last_prompt(engine)
+    assert "<tool_response>\nsearch '" in prompt and step.result[:200] in prompt, prompt[-1500:]
+    assert answer or len(info.tool_steps) > 1, (answer, info.tool_steps)
+
+
 # ------------------------------------------------------------------ the same checks on random weights
 async def test_every_check_fails_for_the_random_weight_demo(engine):
     """The checks above can fail: on `demo` (random weights) each one does."""

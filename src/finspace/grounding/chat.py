@@ -69,3 +69,26 @@ def chat_parts(engine: Any, messages: Any, settings: ChatSettings, info: ChatInf
     return tool_loop.calculator_rounds(engine, messages, settings, info, force=calculator == "always",
                                        specs=chat_tools(engine, calculator, atts), run=run,
                                        first=filing.SEARCH if on else None, max_rounds=max_rounds)
+
+
+SOURCE_CHARS = 6_000  # a cited page's text kept for the Sources panel
+
+
+def checked(answer: str, documents: Any) -> dict:
+    """The answer's figures checked against the pages they cite (finspace.grounding.check) and the cited pages'
+    text for the Sources panel: {"checks": [FigureCheck.to_json()], "sources": [{document, page, label, text}]}."""
+    from finspace.grounding.check import check_answer
+
+    lib = {a.ident: a.doc for a in documents or ()}
+    if not lib or not answer:
+        return {"checks": [], "sources": []}
+    checks = check_answer(answer, lib)
+    sources, seen = [], set()
+    for c in checks:
+        key = (c.document, c.page)
+        if c.document in lib and c.page and 1 <= c.page <= len(lib[c.document].pages) and key not in seen:
+            seen.add(key)
+            page = lib[c.document].pages[c.page - 1]
+            sources.append({"document": c.document, "page": c.page, "label": page.label or f"page {c.page}",
+                            "text": page.text[:SOURCE_CHARS]})
+    return {"checks": [c.to_json() for c in checks], "sources": sources}

@@ -201,6 +201,8 @@ class ChatHandlers:
             reply["raw"] = base_raw + info.text
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
             reply["usage"]["document"] = summary
+            if attached and reply["content"]:  # each cited figure against its page, and the pages (Sources)
+                reply.update(await self.svc.check_answer(reply["content"], attached))
             if info.tool_steps:
                 reply["tools"] = [step.as_dict() for step in info.tool_steps]
             yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
