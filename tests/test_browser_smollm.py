@@ -63,4 +63,13 @@ def test_a_newcomer_asks_about_apples_10k_with_the_calculator_on_and_gets_an_ans
         assert "aapl-10-k-2024-11-01" in page.inner_text("#doc-list"), "the document's id is shown on the page"
         shot(page, "smollm-10k-answer")
         page.click("#stop")
+        # "Always first" with the filing attached: the first round is a search, shown as a step above the answer
+        page.click("#settings button, #settings .label-wrap")
+        page.locator("#calculator").get_by_text("Always first").click()
+        page.fill("#chat-input textarea", "Where is the income statement?")
+        page.press("#chat-input textarea", "Enter")
+        page.wait_for_function("document.querySelector('#chatbot').innerText.includes('📄 search')",
+                               timeout=300_000)
+        shot(page, "smollm-10k-search-step")
+        page.click("#stop")
         assert page.page_errors == []

@@ -134,6 +134,7 @@ def test_the_same_upload_on_another_event_is_refused(server, report):
 
 
 def test_a_v1_file_part_reaches_the_prompt(server, report):
+    """(A request without a document has no finspace_checks: test_openai_api's replies are OpenAI's shape.)"""
     data = base64.b64encode(report.read_bytes()).decode()
     body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
         {"type": "text", "text": QUESTION},
@@ -179,6 +180,8 @@ def test_two_v1_file_parts_reach_the_prompt_and_a_third_is_past_the_bound(server
     assert r.status_code == 200, r.text
     prompt = last_prompt(server)
     assert "[annual-report, page 7]" in prompt and "[loan-book, page 3]" in prompt, prompt[-3000:]
+    choice = r.json()["choices"][0]  # the answer's figure checks, in the documented extension field
+    assert isinstance(choice["finspace_checks"], list) and "finspace_checks" not in choice["message"]
     body["messages"][0]["content"].append(part(second, "loan-book.pdf"))  # this server holds 2 per conversation
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 400 and "a conversation holds at most 2" in r.json()["error"]["message"], r.text

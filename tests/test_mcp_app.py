@@ -191,6 +191,7 @@ def test_ask_document_on_two_documents_reads_both_by_id(server):
     assert not r.is_error, text_of(r)
     out = r.structured_content
     assert out["ids"] == ["apple", "nvidia"] and out["document"] == "documents: apple whole, nvidia whole", out
+    assert isinstance(out["checks"], list) and out["steps"] == []  # the demo model calls no tools
     r = call(server, "ask_document", {"question": "q", "documents": docs, "document": docs[0]})
     assert r.is_error and "not both" in text_of(r), text_of(r)
 

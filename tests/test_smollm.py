@@ -198,6 +198,7 @@ async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into
     assert "the documents' ids: aapl-10-k-2024-11-01" in settings.document
     info = ChatInfo()
     answer = await first_words(svc.chat_parts(messages, settings, info, calculator="always", documents=[att]), 20)
+    assert info.tool_steps, (answer, info.notes, info.text[:600])
     step = info.tool_steps[0]
     assert step.name == "search" and step.ok and "[aapl-10-k-2024-11-01 page" in step.result, step
     prompt = last_prompt(engine)

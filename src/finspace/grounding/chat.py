@@ -16,6 +16,7 @@ from finspace.engine import tool_loop
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.grounding.calls import runner
+from finspace.grounding.library import approx_tokens
 from finspace.grounding.outline import outline
 from finspace.tools import filing
 from finspace.tools import registry
@@ -36,6 +37,15 @@ def result_tokens(engine: Any) -> int:
     """The tokens one filing tool's result may take: an eighth of the context, within ``RESULT_TOKENS``."""
     lo, hi = RESULT_TOKENS
     return max(lo, min(hi, (engine.max_model_len or 0) // RESULT_SHARE))
+
+
+def counter(engine: Any):
+    """Tokens of a text in the serving model's tokenizer (a table's digits cost more than 4 characters a token),
+    else about four characters a token (a remote endpoint)."""
+    tok = getattr(engine, "tokenizer", None)
+    if tok is None:
+        return approx_tokens
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
 def chat_tools(engine: Any, calculator: str = "off", documents: Any = None) -> tuple[dict, ...] | None:
@@ -65,7 +75,7 @@ def chat_parts(engine: Any, messages: Any, settings: ChatSettings, info: ChatInf
         return engine.chat_parts(messages, settings, info)
     atts = list(documents or ())
     on = filing_tools(engine, calculator, atts)
-    run = runner({a.ident: a.doc for a in atts}, result_tokens(engine)) if on else None
+    run = runner({a.ident: a.doc for a in atts}, result_tokens(engine), counter(engine)) if on else None
     return tool_loop.calculator_rounds(engine, messages, settings, info, force=calculator == "always",
                                        specs=chat_tools(engine, calculator, atts), run=run,
                                        first=filing.SEARCH if on else None, max_rounds=max_rounds)
