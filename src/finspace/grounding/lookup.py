@@ -3,7 +3,8 @@ whole, ``filer_facts`` for the filer's tagged XBRL values. Each returns a frozen
 text a model is given, bounded in tokens, and whose ``to_json`` goes to the page and the exports.
 
 ``search`` reuses each document's passage index (finspace.documents.passages: BM25 with the finance words): for a
-figure question the best passage of the statement it needs (income, balance, cash) comes first, then the best
+question naming a statement's line or a metric, the best passage of the statement it needs (income, balance,
+cash) comes first, then the best
 passages by rank, one hit per page, taken in turn from each document when no document is named. A query is read
 to its first ``MAX_QUERY_CHARS`` characters, so a 100,000-character query costs what a short one does.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from finspace.documents import finance_words as fw
@@ -102,22 +103,48 @@ def _page_of(doc, label: str) -> int:
     return 0
 
 
+def _query_words(query: str) -> set[str]:
+    return {w for w in _WORD.findall(query.casefold()) if w not in _STOP and len(w) > 2}
+
+
+def _hits(text: str, words: set[str]) -> int:
+    return sum(w.startswith(tuple(words)) for w in _WORD.findall(text.casefold())) if words else 0
+
+
+def window(text: str, words: set[str], chars: int) -> str:
+    """The ``chars`` of ``text`` (cut at spaces) holding the most of ``words``; the start when none is there."""
+    if len(text) <= chars:
+        return text
+    best, at, step = -1, 0, max(1, chars // 4)
+    for start in range(0, len(text) - chars + step, step):
+        n = _hits(text[start:start + chars], words)
+        if n > best:
+            best, at = n, start
+    at = min(at, max(0, len(text) - chars))
+    piece = text[at:at + chars]
+    if at > 0:
+        piece = "…" + piece[piece.find(" ") + 1:] if " " in piece[:40] else "…" + piece
+    if at + chars < len(text):
+        piece = (piece[:piece.rfind(" ")] if " " in piece[-40:] else piece) + "…"
+    return piece
+
+
 def excerpt(text: str, query: str, chars: int = EXCERPT_CHARS) -> str:
-    """The passage's first line (a table's title, a paragraph's start) and the lines that hold the query's words,
-    in order, within ``chars``."""
-    words = {w for w in _WORD.findall(query.casefold()) if w not in _STOP and len(w) > 2}
+    """The passage's first line (a table's title, a paragraph's start) and the lines holding the most of the
+    query's words, in their order, within ``chars``; a long line is cut to its part that holds them."""
+    words = _query_words(query)
     lines = [ln for ln in text.split("\n") if ln.strip()]
     if not lines:
         return ""
-    keep = [0] + [i for i, ln in enumerate(lines[1:], 1) if words & set(_WORD.findall(ln.casefold()))]
-    out, size = [], 0
-    for i in keep:
-        line = lines[i] if len(lines[i]) <= chars else lines[i][:chars - 1] + "…"
-        if size + len(line) > chars and out:
-            break
-        out.append(line)
-        size += len(line) + 1
-    return "\n".join(out)
+    best = sorted(range(1, len(lines)), key=lambda i: -_hits(lines[i], words))
+    keep, size = [0], min(len(lines[0]), chars // 3)
+    for i in best:
+        if _hits(lines[i], words) == 0 or size + len(lines[i]) > chars:
+            continue
+        keep.append(i)
+        size += len(lines[i]) + 1
+    first = window(lines[0], words, max(chars - size, chars // 3) if len(keep) > 1 else chars)
+    return "\n".join([first, *(lines[i] for i in sorted(keep[1:]))])
 
 
 def search(lib: Library, query: str, document_id: str | None = None, k: int = 5,
@@ -130,7 +157,8 @@ def search(lib: Library, query: str, document_id: str | None = None, k: int = 5,
         query = query[:MAX_QUERY_CHARS]
     k = max(1, min(int(k), MAX_K))
     keys = [document(lib, document_id)[0]] if document_id else list(lib)
-    kinds = fw.statements_for(query)
+    # a statement first only for a question naming a line or a metric ("how many employees" is not one)
+    kinds = fw.statements_for(query) if fw.terms_in(query) or fw.metrics_in(query) else ()
     per_doc: list[list[Hit]] = []
     for key in keys:
         doc = lib[key]
@@ -162,26 +190,44 @@ class PageText:
     label: str
     pages: int  # the document's page count
     text: str  # the page's whole text
+    max_tokens: int = 1_500  # render's bound unless it is given one
+    focus: str = ""  # words to keep in view when the page is cut (the question, a row's label)
+    count: Callable[[str], int] = field(default=approx_tokens, compare=False, repr=False)
 
-    def render(self, max_tokens: int = 1_500, count: Callable[[str], int] = approx_tokens) -> str:
+    def render(self, max_tokens: int | None = None, count: Callable[[str], int] | None = None) -> str:
+        """The page whole when it fits ``max_tokens``; else its head, or, with a ``focus``, the part that holds
+        the most of its words, with a line saying it was cut."""
+        bound = self.max_tokens if max_tokens is None else max_tokens
+        count = count or self.count
         head = f"[{self.document} {self.label} of {self.pages}]\n"
-        body = _fit(head + self.text, max_tokens, count,
-                    "")
-        if len(body) < len(head) + len(self.text):
-            tail = f"\n(page cut at the {max_tokens}-token bound: {len(self.text):,} characters in all; search " \
-                   "within it for the line you need)"
-            body = _fit(head + self.text, max_tokens, count, tail)
-        return body
+        if count(head + self.text) <= bound:
+            return head + self.text
+        tail = f"\n(page cut at the {bound}-token bound: {len(self.text):,} characters in all; read_page with " \
+               "the words you need as its focus, or search)"
+        words = _query_words(self.focus)
+        if not words:
+            return _fit(head + self.text, bound, count, tail)
+        chars = max(0, len(self.text))
+        lo, hi = 0, chars
+        while lo < hi:  # the widest window around the focus that fits
+            mid = (lo + hi + 1) // 2
+            if count(head + window(self.text, words, mid) + tail) <= bound:
+                lo = mid
+            else:
+                hi = mid - 1
+        return head + window(self.text, words, lo) + tail if lo else _fit(head + self.text, bound, count, tail)
 
     def to_json(self) -> dict:
         return {"document": self.document, "page": self.page, "label": self.label, "pages": self.pages,
                 "text": self.text}
 
 
-def read_page(lib: Library, document_id: str | None, page: object) -> PageText:
-    """One page of a document, whole (``render`` bounds it); UnknownDocument or PageOutOfRange name the fix."""
+def read_page(lib: Library, document_id: str | None, page: object, max_tokens: int = 1_500,
+              count: Callable[[str], int] = approx_tokens, focus: str = "") -> PageText:
+    """One page of a document, whole (``render`` bounds it to ``max_tokens``, keeping ``focus``'s words in view
+    when it cuts, counting with ``count``); UnknownDocument or PageOutOfRange name the fix."""
     key, n, label, text = page_text(lib, document_id, page)
-    return PageText(key, n, label, len(lib[key].pages), text)
+    return PageText(key, n, label, len(lib[key].pages), text, int(max_tokens), str(focus)[:MAX_QUERY_CHARS], count)
 
 
 # ------------------------------------------------------------------ filer_facts
