@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(s['missed'])}")
     print(f"{'tools / one-shot':58} evidence x{got['tools']['evidence'] / max(got['oneshot']['evidence'], 1e-9):.2f}"
           f"  tokens x{got['tokens_ratio']:.2f}")
-    print(f"answers_evidence_oneshot={got['oneshot']['evidence']:.3f} answers_evidence_tools={got['tools']['evidence']:.3f}"
-          f" tokens_tools_over_oneshot={got['tokens_ratio']:.2f}")
+    print(f"answers_evidence_oneshot={got['oneshot']['evidence']:.3f} "
+          f"answers_evidence_tools={got['tools']['evidence']:.3f} tokens_tools_over_oneshot={got['tokens_ratio']:.2f}")
     return 0
 
 

@@ -30,6 +30,8 @@ from finspace.xbrl.facts import Fact, Facts
 MAX_QUERY_CHARS = 1_000
 MAX_K = 20
 EXCERPT_CHARS = 400
+LEAD_CHARS = 60  # a window starts this far before the query word it is anchored on
+MAX_WINDOWS = 200  # windows tried on one page
 MAX_FACTS = 12
 SCALE_NAMES = {-2: "percent", 0: "units", 3: "thousands", 6: "millions", 9: "billions"}
 _WORD = re.compile(r"[a-z0-9]+")
@@ -108,15 +110,26 @@ def _query_words(query: str) -> set[str]:
 
 
 def _hits(text: str, words: set[str]) -> int:
-    return sum(w.startswith(tuple(words)) for w in _WORD.findall(text.casefold())) if words else 0
+    """How well ``text`` holds ``words``: the distinct words it holds first, then how often."""
+    if not words:
+        return 0
+    found = [w for w in _WORD.findall(text.casefold()) if w.startswith(tuple(words))]
+    distinct = {q for q in words if any(w.startswith(q) for w in found)}
+    return 1_000 * len(distinct) + len(found)
 
 
 def window(text: str, words: set[str], chars: int) -> str:
-    """The ``chars`` of ``text`` (cut at spaces) holding the most of ``words``; the start when none is there."""
+    """The ``chars`` of ``text`` holding the most of ``words``, starting a little before one of them (at most
+    ``MAX_WINDOWS`` tried); the start when none is there."""
     if len(text) <= chars:
         return text
-    best, at, step = -1, 0, max(1, chars // 4)
-    for start in range(0, len(text) - chars + step, step):
+    folded = text.casefold()
+    starts = sorted({max(0, m.start() - LEAD_CHARS) for m in _WORD.finditer(folded)
+                     if m[0].startswith(tuple(words))}) if words else []
+    if len(starts) > MAX_WINDOWS:
+        starts = starts[::len(starts) // MAX_WINDOWS + 1]
+    best, at = -1, 0
+    for start in starts:
         n = _hits(text[start:start + chars], words)
         if n > best:
             best, at = n, start
