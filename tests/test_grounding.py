@@ -230,3 +230,30 @@ def test_the_answers_bench_questions_pages_print_their_figures_and_the_tools_see
     got = answers_bench.measure(1536, questions, approx_tokens, docs)
     assert all(tools.tokens <= 1536 and one.tokens <= 1536 for _, one, tools in got["rows"])
     assert got["tools"]["evidence"] >= got["oneshot"]["evidence"] - 0.05 and got["tools"]["evidence"] >= 0.8
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: search(lib, "net sales", AAPL, k="many"),
+    lambda lib: search(lib, "net sales", AAPL, k=-3),
+    lambda lib: search(lib, 12345),
+    lambda lib: search(lib, ""),
+    lambda lib: filer_facts(lib, AAPL, None, period=2024),
+    lambda lib: filer_facts(lib, AAPL, "revenue", period="x" * 100_000),
+    lambda lib: read_page(lib, AAPL, "31", max_tokens="lots", focus=None),
+])
+def test_a_models_odd_arguments_get_a_result_not_a_crash(lib, call):
+    assert approx_tokens(call(lib).render(300)) <= 300
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda lib: search(lib, "net sales", 42), UnknownDocument),
+    (lambda lib: filer_facts(lib, {"id": 1}, "revenue"), UnknownDocument),
+    (lambda lib: read_page(lib, AAPL, True), BadInput),
+    (lambda lib: read_page(lib, AAPL, -1), PageOutOfRange),
+    (lambda lib: read_page({}, None, 1), UnknownDocument),
+])
+def test_a_models_wrong_document_or_page_is_a_clear_error(lib, call, error):
+    with pytest.raises(error) as got:
+        call(lib)
+    assert "the documents are" in str(got.value) or "pages 1 to" in str(got.value) or "a page is a number" in str(
+        got.value)

@@ -59,6 +59,14 @@ def _fit(text: str, max_tokens: int, count: Callable[[str], int], tail: str = ""
     return out if count(out) <= max_tokens or not tail else _fit(text, max_tokens, count)
 
 
+def _int(value: object, default: int) -> int:
+    """A model's number argument as an int (5, "5", 5.0), else ``default``."""
+    try:
+        return int(float(str(value)[:20]))
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
 # ------------------------------------------------------------------ search
 @dataclass(frozen=True)
 class Hit:
@@ -168,7 +176,7 @@ def search(lib: Library, query: str, document_id: str | None = None, k: int = 5,
     if len(query) > MAX_QUERY_CHARS:
         note = f"query cut to its first {MAX_QUERY_CHARS:,} of {len(query):,} characters"
         query = query[:MAX_QUERY_CHARS]
-    k = max(1, min(int(k), MAX_K))
+    k = max(1, min(_int(k, 5), MAX_K))
     keys = [document(lib, document_id)[0]] if document_id else list(lib)
     # a statement first only for a question naming a line or a metric ("how many employees" is not one)
     kinds = fw.statements_for(query) if fw.terms_in(query) or fw.metrics_in(query) else ()
@@ -240,7 +248,8 @@ def read_page(lib: Library, document_id: str | None, page: object, max_tokens: i
     """One page of a document, whole (``render`` bounds it to ``max_tokens``, keeping ``focus``'s words in view
     when it cuts, counting with ``count``); UnknownDocument or PageOutOfRange name the fix."""
     key, n, label, text = page_text(lib, document_id, page)
-    return PageText(key, n, label, len(lib[key].pages), text, int(max_tokens), str(focus)[:MAX_QUERY_CHARS], count)
+    return PageText(key, n, label, len(lib[key].pages), text, max(0, _int(max_tokens, 1_500)),
+                    str(focus or "")[:MAX_QUERY_CHARS], count)
 
 
 # ------------------------------------------------------------------ filer_facts
@@ -351,6 +360,7 @@ def filer_facts(lib: Library, document_id: str | None, query: str, period: str |
     end date or a fiscal year) or all periods, the document's own first; a filing without XBRL says so."""
     key, doc = document(lib, document_id)
     query = str(query)[:MAX_QUERY_CHARS]
+    period = None if period is None else str(period)[:100]
     facts = doc.facts
     if not facts.facts:
         why = "a PDF carries none" if doc.kind == "pdf" else "this file has no inline XBRL tags"
@@ -377,7 +387,7 @@ def filer_facts(lib: Library, document_id: str | None, query: str, period: str |
         k = (f.concept, f.context)
         if k not in found or rank < found[k][0]:
             found[k] = (rank, f)
-    best = sorted(found.values(), key=lambda rf: rf[0])[:max(1, min(int(limit), 50))]
+    best = sorted(found.values(), key=lambda rf: rf[0])[:max(1, min(_int(limit, MAX_FACTS), 50))]
     out = []
     for _, f in best:
         period_text, _end = _period_text(facts, f)
