@@ -166,3 +166,19 @@ def test_an_answer_is_bounded_in_work():
         assert time.perf_counter() - t < 50 * base + 1.0, answer[:20]
         assert len(checks) <= ck.MAX_FIGURES and {c.mark for c in checks} <= {"verified"}
     assert check_answer("", lib) == []
+
+
+def test_twenty_documents_of_300_pages_are_checked_in_bounded_time(lib):
+    """Citations naming no document, in a library of 20 documents of 300 pages, cost at most MAX_PAGE_CHECKS
+    page checks per answer; past them the mark asks for the document. Compared with the same answer on one."""
+    pages = (lib[AAPL].pages * 6)[:300]
+    many = {f"doc{i}": Document(f"doc{i}", "html", pages) for i in range(20)}
+    answer = " ".join(f"Revenue was {i * 7919 + 1000:,} million (p. {i % 300 + 1})." for i in range(100))
+    t = time.perf_counter()
+    alone = check_answer(answer, {"doc0": many["doc0"]})
+    base = time.perf_counter() - t
+    t = time.perf_counter()
+    got = check_answer(answer, many)
+    assert time.perf_counter() - t < 10 * base + 2.0
+    assert len(got) == len(alone) == 100 and {c.mark for c in got} == {"not_on_page"}
+    assert "cite the document with the page" in got[-1].note

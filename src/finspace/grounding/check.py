@@ -18,7 +18,8 @@ Otherwise the mark says what is wrong:
 - **no_such_page**: the document has no such page (the mark gives its range); **unknown_document**: the
   citation names no document of the library;
 - **uncited**: the figure has no citation in its sentence.
-A citation naming no document, in a library of several, is checked against each document's page.
+A citation naming no document, in a library of several, is checked against each document's page (at most
+``MAX_PAGE_CHECKS`` pages per answer; past them the mark asks for the document).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ MARKS = {VERIFIED: ("✓", "verified"), DIFFERS: ("≠", "differs from the page"
          NO_SUCH_PAGE: ("∅", "no such page"), OTHER_DOCUMENT: ("⇄", "on a page of another document"),
          UNKNOWN_DOCUMENT: ("∅", "no such document")}
 MAX_LOOKUPS = 20  # figures searched for across the library (found_at), per answer
+MAX_PAGE_CHECKS = 200  # pages checked per answer for citations that name no document, in a library of several
 QUOTE_CHARS = 300
 DIFFERS_REACH = 10  # a row "differs" only with a figure within this factor of the answer's (a copy error)
 _SCALE_NAME = {1: "units", 10**3: "thousands", 10**6: "millions", 10**9: "billions"}
@@ -87,7 +89,7 @@ def summary(checks: list[FigureCheck]) -> dict[str, int]:
 def check_answer(answer: str, lib: Library, max_figures: int = MAX_FIGURES) -> list[FigureCheck]:
     """Each figure the answer states, marked against the page it cites (see the module's doc)."""
     out = []
-    lookups = [0]
+    lookups = [0, 0]  # figures searched for across the library, pages checked
     for fig in figures_in(str(answer), lib, max_figures):
         out.append(_check(fig, lib, lookups))
     return out
@@ -112,6 +114,14 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
         ranges = "; ".join(f"{k} has pages 1 to {len(lib[k].pages)}" for k in keys)
         return _base(fig, NO_SUCH_PAGE, document=cite.document, page=cite.page,
                      note=f"page {cite.page} does not exist: {ranges}")
+    if len(in_range) > 1:  # a citation naming no document: each document's page, within the answer's bound
+        room = max(1, MAX_PAGE_CHECKS - lookups[1])
+        if len(in_range) > room:
+            key = in_range[0]
+            return _base(fig, NOT_ON_PAGE, page=cite.page,
+                         note=f"page {cite.page} of which document? The answer's checks reached their bound of "
+                              f"{MAX_PAGE_CHECKS} pages: cite the document with the page ({key} p. {cite.page})")
+    lookups[1] += len(in_range)
     results = [(k, _on_page(fig, lib[k], cite.page)) for k in in_range]
     for key, got in results:
         if got is not None and got.mark == VERIFIED:
