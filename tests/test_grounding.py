@@ -100,6 +100,10 @@ def test_each_page_label_carries_its_printed_number(lib):
     o = outline(lib[AAPL], AAPL)
     assert next(e for e in o.entries if e.page == 31).label == "page 31 (printed 29)"
     assert next(e for e in o.entries if e.page == 31).printed == "29"
+    assert len(o.labels) == 59 and o.labels[30] == "page 31 (printed 29)"
+    assert o.printed_runs() == "pages 1-2 print no number; pages 3-59 print 1-57"
+    assert "printed numbers: pages 1-2 print no number; pages 3-59 print 1-57" in o.render(200)
+    assert outline(lib[NVDA], NVDA).printed_runs() == "page 1 prints no number; pages 2-87 print 2-87"
 
 
 @pytest.mark.parametrize("max_tokens", [30, 120, 400, 3_000])
