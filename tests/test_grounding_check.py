@@ -104,6 +104,13 @@ def test_each_cited_figure_is_marked_against_its_page(lib, answer, mark, how, pa
     assert quote in got.quote
 
 
+def test_in_a_sentence_of_several_figures_each_is_read_against_its_own_row(lib):
+    checks = check_answer(f"Apple's total net sales were $391,035 million and its net income was $100,298 million "
+                          f"in fiscal 2024 [{AAPL} p. 31].", lib)
+    assert [(c.mark, c.printed) for c in checks] == [("verified", ""), ("differs", "$93,736")]
+    assert checks[1].quote.startswith("| Net income | $93,736 |")
+
+
 def test_a_differing_figure_says_what_the_page_prints(lib):
     got = one(f"Apple's total net sales were $418,407 million [{AAPL} p. 31].", lib)
     assert (got.printed, got.note) == ("391,035", "the page prints 391,035 in that row")

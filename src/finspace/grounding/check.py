@@ -10,8 +10,9 @@ digit, with at least two significant digits written), and "xbrl" when the filer'
 the value (finspace.xbrl). A loss written as a positive figure verifies against its row's "(1,577)".
 
 Otherwise the mark says what is wrong:
-- **differs**: a row of the page whose label carries the sentence's words (at least half of the label's words)
-  prints another figure: the mark gives what the page prints (the figure of that row nearest the answer's);
+- **differs**: a row of the page whose label carries the words before the figure in its sentence (from the
+  figure before it; else the sentence's words), at least half of the label's words, prints another figure within
+  ``DIFFERS_REACH`` of it: the mark gives what the page prints (the row's first such figure: the current period);
 - **not_on_page**: the page prints neither the figure nor a row about it (``found_at`` says where the library
   prints the figure as written, when it does);
 - **other_document**: the citation names a document whose page does not print it, and another document's page does;
@@ -245,7 +246,7 @@ def _xbrl(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
 
 
 def _differs(fig: Figure, rows: list[tuple[int, str]], tables: dict) -> FigureCheck | None:
-    sentence = _words(fig.sentence)
+    sentence = _words(fig.clause) or _words(fig.sentence)  # what the figure is: the words just before it
     mine = abs(fig.value if (fig.percent or not fig.money) else fig.amount)
     best, best_key = None, (0.0, 0)
     for at, row in rows:

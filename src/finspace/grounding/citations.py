@@ -77,6 +77,7 @@ class Figure:
     places: int  # digits after the decimal point, as written
     sentence: str  # the sentence (or line) it stands in
     citation: Citation | None
+    clause: str = ""  # the words before it in its sentence, from the figure before it: what it is ("net income")
 
     @property
     def amount(self) -> Decimal:
@@ -146,8 +147,9 @@ def figures_in(text: str, lib: Library, max_figures: int = MAX_FIGURES) -> list[
         before = [c for c in cites if a <= c.start and c.end <= m.start()]
         cite = after[0] if after else (before[-1] if before else None)
         value, scale, percent, money, places = fig
+        lead = max([a, *(f.end for f in out if a <= f.start)])
         out.append(Figure(text[m.start():m.end()].strip(), m.start(), m.end(), value, scale, percent, money, places,
-                          text[a:b].strip(), cite))
+                          text[a:b].strip(), cite, masked[lead:m.start()].strip()))
     return out
 
 
