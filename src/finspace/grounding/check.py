@@ -219,9 +219,11 @@ def _on_page(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
     text = doc.pages[page - 1].text
     rows = _rows(text)
     tables = {at: align.scale_above(text, at + 1) for at, _ in rows} if fig.money else {}
-    for at, row in rows:
-        if _exact(fig, row, tables.get(at)):
-            return _base(fig, VERIFIED, how="exact", quote=_quote(row), note="the page prints it")
+    words = _words(fig.clause) or _words(fig.sentence)
+    exact = [row for at, row in rows if _exact(fig, row, tables.get(at))]
+    if exact:  # the row the figure's words name, when several print it ("Total net sales", "Net income")
+        row = max(exact, key=lambda r: len(_words(_label_of(r)) & words))
+        return _base(fig, VERIFIED, how="exact", quote=_quote(row), note="the page prints it")
     for at, row in rows:
         for value, printed in _page_values(fig, row, tables.get(at)):
             if _close(fig, value):
