@@ -160,7 +160,24 @@ def _rows(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _currency_agrees(fig: Figure, row: str) -> bool:
+    """A figure written in euros, pounds or yen is not a row's dollars (and dollars not a row in another
+    currency only); a row that prints no currency sign takes the figure's."""
+    mine = re.search(r"[$€£¥]", fig.text)
+    signs = set(re.findall(r"[$€£¥]", row))
+    if mine is None or not signs:
+        return True
+    digits = re.search(r"\d[\d,]*(?:\.\d+)?", fig.text)
+    before = [row[max(0, m.start() - 3):m.start()] for m in
+              re.finditer(r"(?<![\d,.])" + re.escape(digits[0]) + r"(?![\d]|[.,]\d)", row)] if digits else []
+    if before:  # the figure as written is in the row: the sign just before it decides
+        return any(mine[0] in b or not re.search(r"[$€£¥]", b) for b in before)
+    return mine[0] in signs
+
+
 def _exact(fig: Figure, row: str, table: align.Scale | None) -> bool:
+    if not _currency_agrees(fig, row):
+        return False
     for value in (fig.value, -fig.value):  # a loss written as a positive figure: its row prints "(1,577)"
         if fig.percent:
             if verify.value_in_quote(value, "percent", row):
@@ -225,7 +242,7 @@ def _on_page(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
         row = max(exact, key=lambda r: len(_words(_label_of(r)) & words))
         return _base(fig, VERIFIED, how="exact", quote=_quote(row), note="the page prints it")
     for at, row in rows:
-        for value, printed in _page_values(fig, row, tables.get(at)):
+        for value, printed in _page_values(fig, row, tables.get(at)) if _currency_agrees(fig, row) else ():
             if _close(fig, value):
                 return _base(fig, VERIFIED, how="close", quote=_quote(row), printed=printed,
                              note=f"rounded from {printed} on the page")
