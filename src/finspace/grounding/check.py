@@ -7,7 +7,9 @@ its text: a table's row, a sentence): the figure **verifies** when a row prints 
 million" verifies against "Total net sales | 391,035" under it); "exact" then. It verifies "close" when the answer
 rounded a printed figure (391.0 billion for 391,035 million: the page's value within half of the answer's last
 digit, with at least two significant digits written), and "xbrl" when the filer's tagged fact on that page has
-the value (finspace.xbrl). A loss written as a positive figure verifies against its row's "(1,577)".
+the value (finspace.xbrl). A loss written as a positive figure verifies against its row's "(1,577)". A figure's
+currency counts: the sign just before it in the row, else any sign the row prints ("$14.2 billion" is not the
+"€14.2 billion" of "€14.2 billion or $15.8 billion"; a row with no sign takes the figure's).
 
 Otherwise the mark says what is wrong:
 - **differs**: a row of the page whose label carries the words before the figure in its sentence (from the
