@@ -28,7 +28,7 @@ A citation naming no document, in a library of several, is checked against each 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from finspace.documents.convert import Document
@@ -147,8 +147,6 @@ def _label(doc: Document, page: int) -> str:
 
 
 def _with(got: FigureCheck, key: str, page: int, doc: Document) -> FigureCheck:
-    from dataclasses import replace
-
     return replace(got, document=key, page=page, label=_label(doc, page))
 
 

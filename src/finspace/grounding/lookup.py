@@ -23,7 +23,8 @@ from decimal import Decimal
 
 from finspace.documents import finance_words as fw
 from finspace.documents.passages import index_of
-from finspace.grounding.library import Library, approx_tokens, document, page_text
+from finspace.grounding.library import Library, approx_tokens, page_text
+from finspace.grounding.library import document as _document
 from finspace.xbrl.concepts import as_date, period_days, period_end
 from finspace.xbrl.facts import Fact, Facts
 
@@ -168,16 +169,16 @@ def excerpt(text: str, query: str, chars: int = EXCERPT_CHARS) -> str:
     return "\n".join([first, *(lines[i] for i in sorted(keep[1:]))])
 
 
-def search(lib: Library, query: str, document_id: str | None = None, k: int = 5,
+def search(lib: Library, query: str, document: str | None = None, k: int = 5,
            excerpt_chars: int = EXCERPT_CHARS) -> SearchResult:
-    """The ``k`` best pages for ``query`` over one document (``document_id``) or all, each with an excerpt."""
+    """The ``k`` best pages for ``query`` over one document (``document``) or all, each with an excerpt."""
     note = ""
     query = str(query)
     if len(query) > MAX_QUERY_CHARS:
         note = f"query cut to its first {MAX_QUERY_CHARS:,} of {len(query):,} characters"
         query = query[:MAX_QUERY_CHARS]
     k = max(1, min(_int(k, 5), MAX_K))
-    keys = [document(lib, document_id)[0]] if document_id else list(lib)
+    keys = [_document(lib, document)[0]] if document else list(lib)
     # a statement first only for a question naming a line or a metric ("how many employees" is not one)
     kinds = fw.statements_for(query) if fw.terms_in(query) or fw.metrics_in(query) else ()
     per_doc: list[list[Hit]] = []
@@ -243,11 +244,11 @@ class PageText:
                 "text": self.text}
 
 
-def read_page(lib: Library, document_id: str | None, page: object, max_tokens: int = 1_500,
+def read_page(lib: Library, document: str | None, page: object, max_tokens: int = 1_500,
               count: Callable[[str], int] = approx_tokens, focus: str = "") -> PageText:
     """One page of a document, whole (``render`` bounds it to ``max_tokens``, keeping ``focus``'s words in view
     when it cuts, counting with ``count``); UnknownDocument or PageOutOfRange name the fix."""
-    key, n, label, text = page_text(lib, document_id, page)
+    key, n, label, text = page_text(lib, document, page)
     return PageText(key, n, label, len(lib[key].pages), text, max(0, _int(max_tokens, 1_500)),
                     str(focus or "")[:MAX_QUERY_CHARS], count)
 
@@ -354,11 +355,11 @@ def _shown(fact: Fact) -> str:
     return f"{shown:,.{max(0, -shown.as_tuple().exponent)}f}"  # type: ignore[operator]
 
 
-def filer_facts(lib: Library, document_id: str | None, query: str, period: str | None = None,
+def filer_facts(lib: Library, document: str | None, query: str, period: str | None = None,
                 limit: int = MAX_FACTS) -> FactsResult:
-    """The filer's tagged values in ``document_id`` matching ``query`` (a concept or words), for ``period`` (an
+    """The filer's tagged values in ``document`` matching ``query`` (a concept or words), for ``period`` (an
     end date or a fiscal year) or all periods, the document's own first; a filing without XBRL says so."""
-    key, doc = document(lib, document_id)
+    key, doc = _document(lib, document)
     query = str(query)[:MAX_QUERY_CHARS]
     period = None if period is None else str(period)[:100]
     facts = doc.facts
