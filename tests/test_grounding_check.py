@@ -46,6 +46,7 @@ def one(answer: str, lib) -> ck.FigureCheck:
     ("on page 31 (printed 29) of nvda-10-k-2025-02-26 sales were", [(NVDA, 31)]),
     ("[AAPL-10-K p.31] and [apple_2015_10k.pdf page 41]", [(AAPL, 31), (AAPL15, 41)]),
     ("as shown on page 7", [(None, 7)]),
+    ("sales were $1 (aapl-10-k-2024-11-01, printed page 29)", [(AAPL, 29)]),
     ("no citation here, 31 pages", []),
 ])
 def test_a_citation_is_read_however_the_model_wrote_it(lib, text, expected):
@@ -116,6 +117,20 @@ def test_in_a_sentence_of_several_figures_each_is_read_against_its_own_row(lib):
                           f"in fiscal 2024 [{AAPL} p. 31].", lib)
     assert [(c.mark, c.printed) for c in checks] == [("verified", ""), ("differs", "$93,736")]
     assert checks[1].quote.startswith("| Net income | $93,736 |")
+
+
+@pytest.mark.parametrize("answer, document, page, mark", [
+    (f"Apple's total net sales were $391,035 million ({AAPL}, printed page 29).", AAPL, 31, "verified"),
+    ("Apple's total net sales were $391,035 million [aapl-10-k printed page 29].", AAPL, 31, "verified"),
+    ("NVIDIA's revenue was $130,497 million (printed page 52).", NVDA, 52, "verified"),
+    ("Apple's total net sales were $391,035 million (printed page 29).", AAPL, 31, "verified"),
+    ("Apple's total net sales were $391,035 million (printed page 900).", None, None, "no_such_page"),
+])
+def test_a_printed_page_number_is_read_as_the_page_that_prints_it(lib, answer, document, page, mark):
+    got = one(answer, lib)
+    assert (got.document, got.page, got.mark) == (document, page, mark)
+    if mark == "no_such_page":
+        assert "no page prints the number 900: cite the page's own number" in got.note
 
 
 def test_a_differing_figure_says_what_the_page_prints(lib):

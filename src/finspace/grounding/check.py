@@ -112,6 +112,15 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
         return _base(fig, UNKNOWN_DOCUMENT, page=cite.page,
                      note=f"{cite.named!r} is not a document here; the documents are: {', '.join(lib)}")
     keys = [cite.document] if cite.document else list(lib)
+    if cite.printed:  # "printed page 29": the page whose label says so
+        pages = {k: _printed_page(lib[k], cite.page) for k in keys}
+        if not any(pages.values()):
+            return _base(fig, NO_SUCH_PAGE, document=cite.document, page=None,
+                         note=f"no page prints the number {cite.page}: cite the page's own number, as its label "
+                              "gives it (\"page 31 (printed 29)\" is page 31)")
+        tried = [_check(replace(fig, citation=replace(cite, page=pages[k], printed=False, document=k)), lib, lookups)
+                 for k in keys if pages[k]]  # each document's page that prints the number: the first that verifies
+        return next((c for c in tried if c.mark == VERIFIED), tried[0])
     in_range = [k for k in keys if 1 <= cite.page <= len(lib[k].pages)]
     if not in_range:
         ranges = "; ".join(f"{k} has pages 1 to {len(lib[k].pages)}" for k in keys)
@@ -140,6 +149,12 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
                      note=f"{key} {label} does not print it; {where} does")
     return _base(fig, NOT_ON_PAGE, document=key, page=cite.page, label=label, found_at=where,
                  note=f"{key} {label} does not print it" + (f"; {where} does" if where else ""))
+
+
+def _printed_page(doc: Document, printed: int) -> int | None:
+    """The page whose label says "(printed N)", or None."""
+    tag = f"(printed {printed})"
+    return next((n for n, p in enumerate(doc.pages, 1) if p.label.endswith(tag)), None)
 
 
 def _label(doc: Document, page: int) -> str:
