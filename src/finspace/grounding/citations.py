@@ -1,8 +1,9 @@
 """The figures an answer states and the page each one cites, however the model wrote the citation.
 
 A citation is "page 31", "(p. 31)", "pp. 31-33" (its first page), "page 31 (printed 29)" (page 31: labels count
-pages from 1, the printed number is the filer's), "printed page 29" (the page whose label says "printed 29"), with or without a document before it ("[aapl-10-k-2024-11-01
-p. 31]", "aapl-10-k-2024-11-01, page 31") or after it ("page 31 of aapl-10-k-2024-11-01"). A document is one the
+pages from 1, the printed number is the filer's), "printed page 29" (the page whose label says "printed 29"),
+with or without a document before it ("[aapl-10-k-2024-11-01 p. 31]", "aapl-10-k-2024-11-01, page 31") or after
+it ("page 31 of aapl-10-k-2024-11-01"). A document is one the
 library resolves (its id, case folded, without an extension, or a unique prefix); a word that resolves to none
 ("on page 31") leaves the citation's document unnamed.
 
@@ -94,7 +95,8 @@ def citations_in(text: str, lib: Library) -> list[Citation]:
         named, doc_word, start = m["doc2"] or m["doc"], m["doc"], m.start("kw")
         printed = bool(doc_word and doc_word.casefold() == "printed")
         if printed:  # "[aapl-10-k printed page 29]": the document, if any, is the word before
-            before = re.search(r"(?<![\w.\-])(" + _DOC + r")[\s,:;]*$", text[max(0, m.start("doc") - 90):m.start("doc")])
+            head = text[max(0, m.start("doc") - 90):m.start("doc")]
+            before = re.search(r"(?<![\w.\-])(" + _DOC + r")[\s,:;]*$", head)
             doc_word = before[1] if before else None
             named = m["doc2"] or doc_word
             start = m.start("doc") - (len(before[0]) if before else 0)
