@@ -100,6 +100,10 @@ def test_each_page_label_carries_its_printed_number(lib):
     o = outline(lib[AAPL], AAPL)
     assert next(e for e in o.entries if e.page == 31).label == "page 31 (printed 29)"
     assert next(e for e in o.entries if e.page == 31).printed == "29"
+    assert len(o.labels) == 59 and o.labels[30] == "page 31 (printed 29)"
+    assert o.printed_runs() == "pages 1-2 print no number; pages 3-59 print 1-57"
+    assert "printed numbers: pages 1-2 print no number; pages 3-59 print 1-57" in o.render(200)
+    assert outline(lib[NVDA], NVDA).printed_runs() == "page 1 prints no number; pages 2-87 print 2-87"
 
 
 @pytest.mark.parametrize("max_tokens", [30, 120, 400, 3_000])
@@ -189,3 +193,71 @@ def test_every_result_is_bounded_in_tokens(lib, max_tokens):
     for text in (filer_facts(lib, NVDA, "revenue").render(max_tokens), search(lib, "cash").render(max_tokens),
                  read_page(lib, NVDA, 52).render(max_tokens)):
         assert approx_tokens(text) <= max_tokens
+
+
+def test_a_long_page_read_with_a_focus_shows_the_part_that_holds_its_words():
+    name = "ibm-10-k-2025-02-25.html"
+    lib = gl.library([convert(filing(name), name, DocumentLimits())])
+    key = "ibm-10-k-2025-02-25"
+    page = read_page(lib, key, 1, 150, approx_tokens, focus="aggregate market value held by non-affiliates")
+    shown = page.render()
+    assert approx_tokens(shown) <= 150 and "$159.2 billion" in shown and "page cut at the 150-token bound" in shown
+    assert "$159.2 billion" not in read_page(lib, key, 1, 150).render()  # without the focus: the page's head
+
+
+# ----------------------------------------------------------------- bench/answers.py
+@pytest.fixture(scope="module")
+def answers_bench():
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, folder)
+    try:
+        import answers
+    finally:
+        sys.path.remove(folder)
+    return answers
+
+
+def test_the_answers_bench_questions_pages_print_their_figures_and_the_tools_see_them(answers_bench):
+    """The data file's pages print each answer (the HTML filings here; bench/README.md has the whole run), and the
+    tool policy sees the evidence within the same budget as one-shot passages."""
+    questions = [q for q in answers_bench.load_questions() if q["file"].endswith(".html")]
+    assert len(answers_bench.load_questions()) >= 30 and len(questions) >= 20
+    for name in {q["file"] for q in questions}:
+        filing(name)
+    docs = answers_bench.documents(questions)
+    for q in questions:
+        doc = docs[q["file"]][1]
+        assert all(answers_bench.holds(doc.pages[p - 1].text, q["figure"]) for p in q["pages"]), q
+    got = answers_bench.measure(1536, questions, approx_tokens, docs)
+    assert all(tools.tokens <= 1536 and one.tokens <= 1536 for _, one, tools in got["rows"])
+    assert got["tools"]["evidence"] >= got["oneshot"]["evidence"] - 0.05 and got["tools"]["evidence"] >= 0.8
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: search(lib, "net sales", AAPL, k="many"),
+    lambda lib: search(lib, "net sales", AAPL, k=-3),
+    lambda lib: search(lib, 12345),
+    lambda lib: search(lib, ""),
+    lambda lib: filer_facts(lib, AAPL, None, period=2024),
+    lambda lib: filer_facts(lib, AAPL, "revenue", period="x" * 100_000),
+    lambda lib: read_page(lib, AAPL, "31", max_tokens="lots", focus=None),
+])
+def test_a_models_odd_arguments_get_a_result_not_a_crash(lib, call):
+    assert approx_tokens(call(lib).render(300)) <= 300
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda lib: search(lib, "net sales", 42), UnknownDocument),
+    (lambda lib: filer_facts(lib, {"id": 1}, "revenue"), UnknownDocument),
+    (lambda lib: read_page(lib, AAPL, True), BadInput),
+    (lambda lib: read_page(lib, AAPL, -1), PageOutOfRange),
+    (lambda lib: read_page({}, None, 1), UnknownDocument),
+])
+def test_a_models_wrong_document_or_page_is_a_clear_error(lib, call, error):
+    with pytest.raises(error) as got:
+        call(lib)
+    assert "the documents are" in str(got.value) or "pages 1 to" in str(got.value) or "a page is a number" in str(
+        got.value)

@@ -8,6 +8,7 @@ in millions): "Payments for acquisition of property, plant and equipment | (9,44
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -45,6 +46,7 @@ def one(answer: str, lib) -> ck.FigureCheck:
     ("on page 31 (printed 29) of nvda-10-k-2025-02-26 sales were", [(NVDA, 31)]),
     ("[AAPL-10-K p.31] and [apple_2015_10k.pdf page 41]", [(AAPL, 31), (AAPL15, 41)]),
     ("as shown on page 7", [(None, 7)]),
+    ("sales were $1 (aapl-10-k-2024-11-01, printed page 29)", [(AAPL, 29)]),
     ("no citation here, 31 pages", []),
 ])
 def test_a_citation_is_read_however_the_model_wrote_it(lib, text, expected):
@@ -95,6 +97,12 @@ def test_a_figure_takes_the_citation_after_it_in_its_sentence_else_the_one_befor
      "| Total net sales | 391,035 |"),
     (f"NVIDIA's revenue was $139,632 million [{NVDA} p. 52].", "differs", "", 52, "| Revenue | $130,497 |"),
     (f"In 2015 Apple's net sales were $250,075 million [{AAPL15} p. 41].", "differs", "", 41, "233,715"),
+    # a currency: page 28 prints "€14.2 billion or $15.8 billion"
+    (f"Apple owed Ireland €14.2 billion under the State Aid Decision [{AAPL} p. 28].", "verified", "exact", 28,
+     "€14.2 billion or $15.8 billion"),
+    (f"Apple owed Ireland $15.8 billion under the State Aid Decision [{AAPL} p. 28].", "verified", "exact", 28,
+     "€14.2 billion or $15.8 billion"),
+    (f"Apple owed Ireland $14.2 billion under the State Aid Decision [{AAPL} p. 28].", "not_on_page", "", 28, ""),
     # a wrong page: the balance sheet does not print net sales
     (f"Apple's total net sales were $391,035 million [{AAPL} p. 33].", "not_on_page", "", 33, ""),
 ])
@@ -102,6 +110,27 @@ def test_each_cited_figure_is_marked_against_its_page(lib, answer, mark, how, pa
     got = one(answer, lib)
     assert (got.mark, got.how, got.page) == (mark, how, page), got
     assert quote in got.quote
+
+
+def test_in_a_sentence_of_several_figures_each_is_read_against_its_own_row(lib):
+    checks = check_answer(f"Apple's total net sales were $391,035 million and its net income was $100,298 million "
+                          f"in fiscal 2024 [{AAPL} p. 31].", lib)
+    assert [(c.mark, c.printed) for c in checks] == [("verified", ""), ("differs", "$93,736")]
+    assert checks[1].quote.startswith("| Net income | $93,736 |")
+
+
+@pytest.mark.parametrize("answer, document, page, mark", [
+    (f"Apple's total net sales were $391,035 million ({AAPL}, printed page 29).", AAPL, 31, "verified"),
+    ("Apple's total net sales were $391,035 million [aapl-10-k printed page 29].", AAPL, 31, "verified"),
+    ("NVIDIA's revenue was $130,497 million (printed page 52).", NVDA, 52, "verified"),
+    ("Apple's total net sales were $391,035 million (printed page 29).", AAPL, 31, "verified"),
+    ("Apple's total net sales were $391,035 million (printed page 900).", None, None, "no_such_page"),
+])
+def test_a_printed_page_number_is_read_as_the_page_that_prints_it(lib, answer, document, page, mark):
+    got = one(answer, lib)
+    assert (got.document, got.page, got.mark) == (document, page, mark)
+    if mark == "no_such_page":
+        assert "no page prints the number 900: cite the page's own number" in got.note
 
 
 def test_a_differing_figure_says_what_the_page_prints(lib):
@@ -166,3 +195,48 @@ def test_an_answer_is_bounded_in_work():
         assert time.perf_counter() - t < 50 * base + 1.0, answer[:20]
         assert len(checks) <= ck.MAX_FIGURES and {c.mark for c in checks} <= {"verified"}
     assert check_answer("", lib) == []
+
+
+def test_twenty_documents_of_300_pages_are_checked_in_bounded_time(lib):
+    """Citations naming no document, in a library of 20 documents of 300 pages, cost at most MAX_PAGE_CHECKS
+    page checks per answer; past them the mark asks for the document. Compared with the same answer on one."""
+    pages = (lib[AAPL].pages * 6)[:300]
+    many = {f"doc{i}": Document(f"doc{i}", "html", pages) for i in range(20)}
+    answer = " ".join(f"Revenue was {i * 7919 + 1000:,} million (p. {i % 300 + 1})." for i in range(100))
+    t = time.perf_counter()
+    alone = check_answer(answer, {"doc0": many["doc0"]})
+    base = time.perf_counter() - t
+    t = time.perf_counter()
+    got = check_answer(answer, many)
+    assert time.perf_counter() - t < 10 * base + 2.0
+    assert len(got) == len(alone) == 100 and {c.mark for c in got} == {"not_on_page"}
+    assert "cite the document with the page" in got[-1].note
+
+
+def test_every_answer_of_the_bench_verifies_on_its_pages_and_seven_percent_more_does_not():
+    """The 41 questions of bench/answers.py (the HTML filings here, fast): each figure, cited to each page that
+    prints it, verifies; the same figure +7% is marked differs or not on the page, never verified (Apple's page 28
+    prints "$15.2 billion" where the +7% figure is "€15.2 billion": a figure's currency counts)."""
+    import decimal
+    import re
+
+    import yaml
+
+    questions = [q for q in yaml.safe_load((Path(__file__).parent / "data" / "answer_questions.yaml").read_text())
+                 if q["file"].endswith(".html")]
+    lib = gl.library(convert(filing(n), n, DocumentLimits()) for n in dict.fromkeys(q["file"] for q in questions))
+    true_marks, more_marks, coincidences = [], [], []
+    for q in questions:
+        key = gl.doc_id(q["file"])
+        digits = re.search(r"\d[\d,]*(?:\.\d+)?", q["figure"])[0]
+        places = len(digits.split(".")[1]) if "." in digits else 0
+        more = f"{decimal.Decimal(digits.replace(',', '')) * decimal.Decimal('1.07'):,.{places}f}"
+        for page in q["pages"]:
+            true_marks += [c.mark for c in check_answer(f"{q['question']} {q['figure']} [{key} p. {page}].", lib)]
+            for c in check_answer(f"{q['question']} {q['figure'].replace(digits, more)} [{key} p. {page}].", lib):
+                more_marks.append(c.mark)
+                if c.mark == "verified":
+                    coincidences.append((key, page))
+    assert len(true_marks) >= 50 and set(true_marks) == {"verified"}
+    assert set(more_marks) <= {"differs", "not_on_page", "verified"} and coincidences == []
+    assert more_marks.count("differs") >= 0.7 * len(more_marks)

@@ -7,24 +7,28 @@ its text: a table's row, a sentence): the figure **verifies** when a row prints 
 million" verifies against "Total net sales | 391,035" under it); "exact" then. It verifies "close" when the answer
 rounded a printed figure (391.0 billion for 391,035 million: the page's value within half of the answer's last
 digit, with at least two significant digits written), and "xbrl" when the filer's tagged fact on that page has
-the value (finspace.xbrl). A loss written as a positive figure verifies against its row's "(1,577)".
+the value (finspace.xbrl). A loss written as a positive figure verifies against its row's "(1,577)". A figure's
+currency counts: the sign just before it in the row, else any sign the row prints ("$14.2 billion" is not the
+"€14.2 billion" of "€14.2 billion or $15.8 billion"; a row with no sign takes the figure's).
 
 Otherwise the mark says what is wrong:
-- **differs**: a row of the page whose label carries the sentence's words (at least half of the label's words)
-  prints another figure: the mark gives what the page prints (the figure of that row nearest the answer's);
+- **differs**: a row of the page whose label carries the words before the figure in its sentence (from the
+  figure before it; else the sentence's words), at least half of the label's words, prints another figure within
+  ``DIFFERS_REACH`` of it: the mark gives what the page prints (the row's first such figure: the current period);
 - **not_on_page**: the page prints neither the figure nor a row about it (``found_at`` says where the library
   prints the figure as written, when it does);
 - **other_document**: the citation names a document whose page does not print it, and another document's page does;
 - **no_such_page**: the document has no such page (the mark gives its range); **unknown_document**: the
   citation names no document of the library;
 - **uncited**: the figure has no citation in its sentence.
-A citation naming no document, in a library of several, is checked against each document's page.
+A citation naming no document, in a library of several, is checked against each document's page (at most
+``MAX_PAGE_CHECKS`` pages per answer; past them the mark asks for the document).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from finspace.documents.convert import Document
@@ -40,6 +44,7 @@ MARKS = {VERIFIED: ("✓", "verified"), DIFFERS: ("≠", "differs from the page"
          NO_SUCH_PAGE: ("∅", "no such page"), OTHER_DOCUMENT: ("⇄", "on a page of another document"),
          UNKNOWN_DOCUMENT: ("∅", "no such document")}
 MAX_LOOKUPS = 20  # figures searched for across the library (found_at), per answer
+MAX_PAGE_CHECKS = 200  # pages checked per answer for citations that name no document, in a library of several
 QUOTE_CHARS = 300
 DIFFERS_REACH = 10  # a row "differs" only with a figure within this factor of the answer's (a copy error)
 _SCALE_NAME = {1: "units", 10**3: "thousands", 10**6: "millions", 10**9: "billions"}
@@ -87,7 +92,7 @@ def summary(checks: list[FigureCheck]) -> dict[str, int]:
 def check_answer(answer: str, lib: Library, max_figures: int = MAX_FIGURES) -> list[FigureCheck]:
     """Each figure the answer states, marked against the page it cites (see the module's doc)."""
     out = []
-    lookups = [0]
+    lookups = [0, 0]  # figures searched for across the library, pages checked
     for fig in figures_in(str(answer), lib, max_figures):
         out.append(_check(fig, lib, lookups))
     return out
@@ -107,11 +112,28 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
         return _base(fig, UNKNOWN_DOCUMENT, page=cite.page,
                      note=f"{cite.named!r} is not a document here; the documents are: {', '.join(lib)}")
     keys = [cite.document] if cite.document else list(lib)
+    if cite.printed:  # "printed page 29": the page whose label says so
+        pages = {k: _printed_page(lib[k], cite.page) for k in keys}
+        if not any(pages.values()):
+            return _base(fig, NO_SUCH_PAGE, document=cite.document, page=None,
+                         note=f"no page prints the number {cite.page}: cite the page's own number, as its label "
+                              "gives it (\"page 31 (printed 29)\" is page 31)")
+        tried = [_check(replace(fig, citation=replace(cite, page=pages[k], printed=False, document=k)), lib, lookups)
+                 for k in keys if pages[k]]  # each document's page that prints the number: the first that verifies
+        return next((c for c in tried if c.mark == VERIFIED), tried[0])
     in_range = [k for k in keys if 1 <= cite.page <= len(lib[k].pages)]
     if not in_range:
         ranges = "; ".join(f"{k} has pages 1 to {len(lib[k].pages)}" for k in keys)
         return _base(fig, NO_SUCH_PAGE, document=cite.document, page=cite.page,
                      note=f"page {cite.page} does not exist: {ranges}")
+    if len(in_range) > 1:  # a citation naming no document: each document's page, within the answer's bound
+        room = max(1, MAX_PAGE_CHECKS - lookups[1])
+        if len(in_range) > room:
+            key = in_range[0]
+            return _base(fig, NOT_ON_PAGE, page=cite.page,
+                         note=f"page {cite.page} of which document? The answer's checks reached their bound of "
+                              f"{MAX_PAGE_CHECKS} pages: cite the document with the page ({key} p. {cite.page})")
+    lookups[1] += len(in_range)
     results = [(k, _on_page(fig, lib[k], cite.page)) for k in in_range]
     for key, got in results:
         if got is not None and got.mark == VERIFIED:
@@ -129,13 +151,17 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
                  note=f"{key} {label} does not print it" + (f"; {where} does" if where else ""))
 
 
+def _printed_page(doc: Document, printed: int) -> int | None:
+    """The page whose label says "(printed N)", or None."""
+    tag = f"(printed {printed})"
+    return next((n for n, p in enumerate(doc.pages, 1) if p.label.endswith(tag)), None)
+
+
 def _label(doc: Document, page: int) -> str:
     return doc.pages[page - 1].label or f"page {page}"
 
 
 def _with(got: FigureCheck, key: str, page: int, doc: Document) -> FigureCheck:
-    from dataclasses import replace
-
     return replace(got, document=key, page=page, label=_label(doc, page))
 
 
@@ -149,7 +175,24 @@ def _rows(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _currency_agrees(fig: Figure, row: str) -> bool:
+    """A figure written in euros, pounds or yen is not a row's dollars (and dollars not a row in another
+    currency only); a row that prints no currency sign takes the figure's."""
+    mine = re.search(r"[$€£¥]", fig.text)
+    signs = set(re.findall(r"[$€£¥]", row))
+    if mine is None or not signs:
+        return True
+    digits = re.search(r"\d[\d,]*(?:\.\d+)?", fig.text)
+    before = [row[max(0, m.start() - 3):m.start()] for m in
+              re.finditer(r"(?<![\d,.])" + re.escape(digits[0]) + r"(?![\d]|[.,]\d)", row)] if digits else []
+    if before:  # the figure as written is in the row: the sign just before it decides
+        return any(mine[0] in b or not re.search(r"[$€£¥]", b) for b in before)
+    return mine[0] in signs
+
+
 def _exact(fig: Figure, row: str, table: align.Scale | None) -> bool:
+    if not _currency_agrees(fig, row):
+        return False
     for value in (fig.value, -fig.value):  # a loss written as a positive figure: its row prints "(1,577)"
         if fig.percent:
             if verify.value_in_quote(value, "percent", row):
@@ -208,11 +251,13 @@ def _on_page(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
     text = doc.pages[page - 1].text
     rows = _rows(text)
     tables = {at: align.scale_above(text, at + 1) for at, _ in rows} if fig.money else {}
+    words = _words(fig.clause) or _words(fig.sentence)
+    exact = [row for at, row in rows if _exact(fig, row, tables.get(at))]
+    if exact:  # the row the figure's words name, when several print it ("Total net sales", "Net income")
+        row = max(exact, key=lambda r: len(_words(_label_of(r)) & words))
+        return _base(fig, VERIFIED, how="exact", quote=_quote(row), note="the page prints it")
     for at, row in rows:
-        if _exact(fig, row, tables.get(at)):
-            return _base(fig, VERIFIED, how="exact", quote=_quote(row), note="the page prints it")
-    for at, row in rows:
-        for value, printed in _page_values(fig, row, tables.get(at)):
+        for value, printed in _page_values(fig, row, tables.get(at)) if _currency_agrees(fig, row) else ():
             if _close(fig, value):
                 return _base(fig, VERIFIED, how="close", quote=_quote(row), printed=printed,
                              note=f"rounded from {printed} on the page")
@@ -235,7 +280,7 @@ def _xbrl(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
 
 
 def _differs(fig: Figure, rows: list[tuple[int, str]], tables: dict) -> FigureCheck | None:
-    sentence = _words(fig.sentence)
+    sentence = _words(fig.clause) or _words(fig.sentence)  # what the figure is: the words just before it
     mine = abs(fig.value if (fig.percent or not fig.money) else fig.amount)
     best, best_key = None, (0.0, 0)
     for at, row in rows:

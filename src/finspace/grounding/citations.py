@@ -1,8 +1,9 @@
 """The figures an answer states and the page each one cites, however the model wrote the citation.
 
 A citation is "page 31", "(p. 31)", "pp. 31-33" (its first page), "page 31 (printed 29)" (page 31: labels count
-pages from 1, the printed number is the filer's), with or without a document before it ("[aapl-10-k-2024-11-01
-p. 31]", "aapl-10-k-2024-11-01, page 31") or after it ("page 31 of aapl-10-k-2024-11-01"). A document is one the
+pages from 1, the printed number is the filer's), "printed page 29" (the page whose label says "printed 29"),
+with or without a document before it ("[aapl-10-k-2024-11-01 p. 31]", "aapl-10-k-2024-11-01, page 31") or after
+it ("page 31 of aapl-10-k-2024-11-01"). A document is one the
 library resolves (its id, case folded, without an extension, or a unique prefix); a word that resolves to none
 ("on page 31") leaves the citation's document unnamed.
 
@@ -60,9 +61,11 @@ class Citation:
     start: int
     end: int
     text: str
+    printed: bool = False  # "printed page 29": the number the page prints, not the page's own
 
     def to_json(self) -> dict:
-        return {"page": self.page, "document": self.document, "named": self.named, "text": self.text}
+        return {"page": self.page, "document": self.document, "named": self.named, "text": self.text,
+                "printed": self.printed}
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class Figure:
     places: int  # digits after the decimal point, as written
     sentence: str  # the sentence (or line) it stands in
     citation: Citation | None
+    clause: str = ""  # the words before it in its sentence, from the figure before it: what it is ("net income")
 
     @property
     def amount(self) -> Decimal:
@@ -88,12 +92,22 @@ def citations_in(text: str, lib: Library) -> list[Citation]:
     """Every citation of ``text`` (read to ``MAX_ANSWER_CHARS``), in order."""
     out = []
     for m in _CITE.finditer(text[:MAX_ANSWER_CHARS]):
-        named = m["doc2"] or m["doc"]
-        doc = resolve(lib, m["doc2"]) or resolve(lib, m["doc"])
-        if doc is None and m["doc"] and m["doc2"] is None:  # "on page 31": the word is not a document
-            named = m["doc"] if _looks_like_id(m["doc"]) else None
-        start = m.start("doc") if m["doc"] and (doc or named == m["doc"]) else m.start("kw")
-        out.append(Citation(int(m["page"]), doc, named, start, m.end(), text[start:m.end()]))
+        named, doc_word, start = m["doc2"] or m["doc"], m["doc"], m.start("kw")
+        printed = bool(doc_word and doc_word.casefold() == "printed")
+        if printed:  # "[aapl-10-k printed page 29]": the document, if any, is the word before
+            head = text[max(0, m.start("doc") - 90):m.start("doc")]
+            before = re.search(r"(?<![\w.\-])(" + _DOC + r")[\s,:;]*$", head)
+            doc_word = before[1] if before else None
+            named = m["doc2"] or doc_word
+            start = m.start("doc") - (len(before[0]) if before else 0)
+        doc = resolve(lib, m["doc2"]) or resolve(lib, doc_word)
+        if doc is None and doc_word and m["doc2"] is None:  # "on page 31": the word is not a document
+            named = doc_word if _looks_like_id(doc_word) else None
+        if not printed and m["doc"] and (doc or named == m["doc"]):
+            start = m.start("doc")
+        elif printed and not (doc or named):
+            start = m.start("doc")
+        out.append(Citation(int(m["page"]), doc, named, start, m.end(), text[start:m.end()], printed))
     return out
 
 
@@ -146,8 +160,9 @@ def figures_in(text: str, lib: Library, max_figures: int = MAX_FIGURES) -> list[
         before = [c for c in cites if a <= c.start and c.end <= m.start()]
         cite = after[0] if after else (before[-1] if before else None)
         value, scale, percent, money, places = fig
+        lead = max([a, *(f.end for f in out if a <= f.start)])
         out.append(Figure(text[m.start():m.end()].strip(), m.start(), m.end(), value, scale, percent, money, places,
-                          text[a:b].strip(), cite))
+                          text[a:b].strip(), cite, masked[lead:m.start()].strip()))
     return out
 
 

@@ -64,7 +64,7 @@ def resolve(lib: Library, ref: str | None) -> str | None:
     characters), or None."""
     if not ref:
         return None
-    ref = ref.strip().strip("[]()\"'`,;:").strip()
+    ref = str(ref)[:MAX_ID_CHARS * 2].strip().strip("[]()\"'`,;:").strip()
     if ref in lib:
         return ref
     folded = {k.casefold(): k for k in lib}

@@ -3,7 +3,8 @@ whole, ``filer_facts`` for the filer's tagged XBRL values. Each returns a frozen
 text a model is given, bounded in tokens, and whose ``to_json`` goes to the page and the exports.
 
 ``search`` reuses each document's passage index (finspace.documents.passages: BM25 with the finance words): for a
-figure question the best passage of the statement it needs (income, balance, cash) comes first, then the best
+question naming a statement's line or a metric, the best passage of the statement it needs (income, balance,
+cash) comes first, then the best
 passages by rank, one hit per page, taken in turn from each document when no document is named. A query is read
 to its first ``MAX_QUERY_CHARS`` characters, so a 100,000-character query costs what a short one does.
 
@@ -17,18 +18,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from finspace.documents import finance_words as fw
 from finspace.documents.passages import index_of
-from finspace.grounding.library import Library, approx_tokens, document, page_text
+from finspace.grounding.library import Library, approx_tokens, page_text
+from finspace.grounding.library import document as _document
 from finspace.xbrl.concepts import as_date, period_days, period_end
 from finspace.xbrl.facts import Fact, Facts
 
 MAX_QUERY_CHARS = 1_000
 MAX_K = 20
 EXCERPT_CHARS = 400
+LEAD_CHARS = 60  # a window starts this far before the query word it is anchored on
+MAX_WINDOWS = 200  # windows tried on one page
 MAX_FACTS = 12
 SCALE_NAMES = {-2: "percent", 0: "units", 3: "thousands", 6: "millions", 9: "billions"}
 _WORD = re.compile(r"[a-z0-9]+")
@@ -54,6 +58,14 @@ def _fit(text: str, max_tokens: int, count: Callable[[str], int], tail: str = ""
         cut = cut[:cut.rfind("\n")]
     out = cut + " …" + tail if cut else tail.lstrip()
     return out if count(out) <= max_tokens or not tail else _fit(text, max_tokens, count)
+
+
+def _int(value: object, default: int) -> int:
+    """A model's number argument as an int (5, "5", 5.0), else ``default``."""
+    try:
+        return int(float(str(value)[:20]))
+    except (TypeError, ValueError, OverflowError):
+        return default
 
 
 # ------------------------------------------------------------------ search
@@ -102,35 +114,73 @@ def _page_of(doc, label: str) -> int:
     return 0
 
 
+def _query_words(query: str) -> set[str]:
+    return {w for w in _WORD.findall(query.casefold()) if w not in _STOP and len(w) > 2}
+
+
+def _hits(text: str, words: set[str]) -> int:
+    """How well ``text`` holds ``words``: the distinct words it holds first, then how often."""
+    if not words:
+        return 0
+    found = [w for w in _WORD.findall(text.casefold()) if w.startswith(tuple(words))]
+    distinct = {q for q in words if any(w.startswith(q) for w in found)}
+    return 1_000 * len(distinct) + len(found)
+
+
+def window(text: str, words: set[str], chars: int) -> str:
+    """The ``chars`` of ``text`` holding the most of ``words``, starting a little before one of them (at most
+    ``MAX_WINDOWS`` tried); the start when none is there."""
+    if len(text) <= chars:
+        return text
+    folded = text.casefold()
+    starts = sorted({max(0, m.start() - LEAD_CHARS) for m in _WORD.finditer(folded)
+                     if m[0].startswith(tuple(words))}) if words else []
+    if len(starts) > MAX_WINDOWS:
+        starts = starts[::len(starts) // MAX_WINDOWS + 1]
+    best, at = -1, 0
+    for start in starts:
+        n = _hits(text[start:start + chars], words)
+        if n > best:
+            best, at = n, start
+    at = min(at, max(0, len(text) - chars))
+    piece = text[at:at + chars]
+    if at > 0:
+        piece = "…" + piece[piece.find(" ") + 1:] if " " in piece[:40] else "…" + piece
+    if at + chars < len(text):
+        piece = (piece[:piece.rfind(" ")] if " " in piece[-40:] else piece) + "…"
+    return piece
+
+
 def excerpt(text: str, query: str, chars: int = EXCERPT_CHARS) -> str:
-    """The passage's first line (a table's title, a paragraph's start) and the lines that hold the query's words,
-    in order, within ``chars``."""
-    words = {w for w in _WORD.findall(query.casefold()) if w not in _STOP and len(w) > 2}
+    """The passage's first line (a table's title, a paragraph's start) and the lines holding the most of the
+    query's words, in their order, within ``chars``; a long line is cut to its part that holds them."""
+    words = _query_words(query)
     lines = [ln for ln in text.split("\n") if ln.strip()]
     if not lines:
         return ""
-    keep = [0] + [i for i, ln in enumerate(lines[1:], 1) if words & set(_WORD.findall(ln.casefold()))]
-    out, size = [], 0
-    for i in keep:
-        line = lines[i] if len(lines[i]) <= chars else lines[i][:chars - 1] + "…"
-        if size + len(line) > chars and out:
-            break
-        out.append(line)
-        size += len(line) + 1
-    return "\n".join(out)
+    best = sorted(range(1, len(lines)), key=lambda i: -_hits(lines[i], words))
+    keep, size = [0], min(len(lines[0]), chars // 3)
+    for i in best:
+        if _hits(lines[i], words) == 0 or size + len(lines[i]) > chars:
+            continue
+        keep.append(i)
+        size += len(lines[i]) + 1
+    first = window(lines[0], words, max(chars - size, chars // 3) if len(keep) > 1 else chars)
+    return "\n".join([first, *(lines[i] for i in sorted(keep[1:]))])
 
 
-def search(lib: Library, query: str, document_id: str | None = None, k: int = 5,
+def search(lib: Library, query: str, document: str | None = None, k: int = 5,
            excerpt_chars: int = EXCERPT_CHARS) -> SearchResult:
-    """The ``k`` best pages for ``query`` over one document (``document_id``) or all, each with an excerpt."""
+    """The ``k`` best pages for ``query`` over one document (``document``) or all, each with an excerpt."""
     note = ""
     query = str(query)
     if len(query) > MAX_QUERY_CHARS:
         note = f"query cut to its first {MAX_QUERY_CHARS:,} of {len(query):,} characters"
         query = query[:MAX_QUERY_CHARS]
-    k = max(1, min(int(k), MAX_K))
-    keys = [document(lib, document_id)[0]] if document_id else list(lib)
-    kinds = fw.statements_for(query)
+    k = max(1, min(_int(k, 5), MAX_K))
+    keys = [_document(lib, document)[0]] if document else list(lib)
+    # a statement first only for a question naming a line or a metric ("how many employees" is not one)
+    kinds = fw.statements_for(query) if fw.terms_in(query) or fw.metrics_in(query) else ()
     per_doc: list[list[Hit]] = []
     for key in keys:
         doc = lib[key]
@@ -162,26 +212,45 @@ class PageText:
     label: str
     pages: int  # the document's page count
     text: str  # the page's whole text
+    max_tokens: int = 1_500  # render's bound unless it is given one
+    focus: str = ""  # words to keep in view when the page is cut (the question, a row's label)
+    count: Callable[[str], int] = field(default=approx_tokens, compare=False, repr=False)
 
-    def render(self, max_tokens: int = 1_500, count: Callable[[str], int] = approx_tokens) -> str:
+    def render(self, max_tokens: int | None = None, count: Callable[[str], int] | None = None) -> str:
+        """The page whole when it fits ``max_tokens``; else its head, or, with a ``focus``, the part that holds
+        the most of its words, with a line saying it was cut."""
+        bound = self.max_tokens if max_tokens is None else max_tokens
+        count = count or self.count
         head = f"[{self.document} {self.label} of {self.pages}]\n"
-        body = _fit(head + self.text, max_tokens, count,
-                    "")
-        if len(body) < len(head) + len(self.text):
-            tail = f"\n(page cut at the {max_tokens}-token bound: {len(self.text):,} characters in all; search " \
-                   "within it for the line you need)"
-            body = _fit(head + self.text, max_tokens, count, tail)
-        return body
+        if count(head + self.text) <= bound:
+            return head + self.text
+        tail = f"\n(page cut at the {bound}-token bound: {len(self.text):,} characters in all; read_page with " \
+               "the words you need as its focus, or search)"
+        words = _query_words(self.focus)
+        if not words:
+            return _fit(head + self.text, bound, count, tail)
+        chars = max(0, len(self.text))
+        lo, hi = 0, chars
+        while lo < hi:  # the widest window around the focus that fits
+            mid = (lo + hi + 1) // 2
+            if count(head + window(self.text, words, mid) + tail) <= bound:
+                lo = mid
+            else:
+                hi = mid - 1
+        return head + window(self.text, words, lo) + tail if lo else _fit(head + self.text, bound, count, tail)
 
     def to_json(self) -> dict:
         return {"document": self.document, "page": self.page, "label": self.label, "pages": self.pages,
                 "text": self.text}
 
 
-def read_page(lib: Library, document_id: str | None, page: object) -> PageText:
-    """One page of a document, whole (``render`` bounds it); UnknownDocument or PageOutOfRange name the fix."""
-    key, n, label, text = page_text(lib, document_id, page)
-    return PageText(key, n, label, len(lib[key].pages), text)
+def read_page(lib: Library, document: str | None, page: object, max_tokens: int = 1_500,
+              count: Callable[[str], int] = approx_tokens, focus: str = "") -> PageText:
+    """One page of a document, whole (``render`` bounds it to ``max_tokens``, keeping ``focus``'s words in view
+    when it cuts, counting with ``count``); UnknownDocument or PageOutOfRange name the fix."""
+    key, n, label, text = page_text(lib, document, page)
+    return PageText(key, n, label, len(lib[key].pages), text, max(0, _int(max_tokens, 1_500)),
+                    str(focus or "")[:MAX_QUERY_CHARS], count)
 
 
 # ------------------------------------------------------------------ filer_facts
@@ -286,12 +355,13 @@ def _shown(fact: Fact) -> str:
     return f"{shown:,.{max(0, -shown.as_tuple().exponent)}f}"  # type: ignore[operator]
 
 
-def filer_facts(lib: Library, document_id: str | None, query: str, period: str | None = None,
+def filer_facts(lib: Library, document: str | None, query: str, period: str | None = None,
                 limit: int = MAX_FACTS) -> FactsResult:
-    """The filer's tagged values in ``document_id`` matching ``query`` (a concept or words), for ``period`` (an
+    """The filer's tagged values in ``document`` matching ``query`` (a concept or words), for ``period`` (an
     end date or a fiscal year) or all periods, the document's own first; a filing without XBRL says so."""
-    key, doc = document(lib, document_id)
+    key, doc = _document(lib, document)
     query = str(query)[:MAX_QUERY_CHARS]
+    period = None if period is None else str(period)[:100]
     facts = doc.facts
     if not facts.facts:
         why = "a PDF carries none" if doc.kind == "pdf" else "this file has no inline XBRL tags"
@@ -318,7 +388,7 @@ def filer_facts(lib: Library, document_id: str | None, query: str, period: str |
         k = (f.concept, f.context)
         if k not in found or rank < found[k][0]:
             found[k] = (rank, f)
-    best = sorted(found.values(), key=lambda rf: rf[0])[:max(1, min(int(limit), 50))]
+    best = sorted(found.values(), key=lambda rf: rf[0])[:max(1, min(_int(limit, MAX_FACTS), 50))]
     out = []
     for _, f in best:
         period_text, _end = _period_text(facts, f)

@@ -68,6 +68,7 @@ class Outline:
     pages: int
     entries: tuple[OutlinePage, ...]  # only the pages that start something
     xbrl_facts: int  # the filer's tagged facts (0: none, a PDF or a filing without inline XBRL)
+    labels: tuple[str, ...] = ()  # every page's label, in order ("page 31 (printed 29)")
 
     @property
     def has_xbrl(self) -> bool:
@@ -84,7 +85,32 @@ class Outline:
 
     def to_json(self) -> dict:
         return {"document": self.document, "kind": self.kind, "pages": self.pages, "xbrl_facts": self.xbrl_facts,
-                "statements": self.statements, "entries": [e.to_json() for e in self.entries]}
+                "statements": self.statements, "entries": [e.to_json() for e in self.entries],
+                "labels": list(self.labels)}
+
+    def printed_runs(self) -> str:
+        """The printed numbers in runs: "pages 3-59 print 1-57; pages 60-62 print none"."""
+        runs: list[list] = []  # [first page, last page, first printed, offset or None]
+        for n, label in enumerate(self.labels, 1):
+            m = re.search(r"\(printed ([^)]+)\)", label)
+            p = m[1] if m else None
+            offset = n - int(p) if p and p.isdigit() else None
+            if runs and runs[-1][3] == offset and offset is not None and runs[-1][1] == n - 1:
+                runs[-1][1] = n
+            elif runs and p is None and runs[-1][2] is None and runs[-1][1] == n - 1:
+                runs[-1][1] = n
+            else:
+                runs.append([n, n, p, offset])
+        parts = []
+        for a, b, p, offset in runs[:12]:
+            pages = f"page {a}" if a == b else f"pages {a}-{b}"
+            if p is None:
+                parts.append(f"{pages} {'prints' if a == b else 'print'} no number")
+            elif offset is None or a == b:
+                parts.append(f"{pages} prints {p}")
+            else:
+                parts.append(f"{pages} print {p}-{b - offset}")
+        return "; ".join(parts) + ("; ..." if len(runs) > 12 else "")
 
     def render(self, max_tokens: int = 600, count: Callable[[str], int] = approx_tokens) -> str:
         """The outline as compact text within ``max_tokens`` (by ``count``)."""
@@ -97,6 +123,8 @@ class Outline:
                                                     sorted(st.items(), key=lambda kv: kv[1])))
         else:
             head.append("statements: none found by their titles (search for them)")
+        if self.labels:
+            head.append(f"cite pages by these numbers (1 to {self.pages}); printed numbers: {self.printed_runs()}")
         for detail in (2, 1, 0):  # with headings, Items only, and cut
             lines = [ln for e in self.entries if (ln := _line(e, detail))]
             text = "\n".join([*head, *lines])
@@ -157,7 +185,8 @@ def outline(doc: Document, document: str | None = None) -> Outline:
         if items or headings or kind or contents:
             entries.append(OutlinePage(n, page.label or f"page {n}", printed(page.text), tuple(items),
                                        tuple(headings), kind, contents))
-    return Outline(document or doc.name, doc.kind, len(doc.pages), tuple(entries), len(doc.facts))
+    labels = tuple(p.label or f"page {n}" for n, p in enumerate(doc.pages, 1))
+    return Outline(document or doc.name, doc.kind, len(doc.pages), tuple(entries), len(doc.facts), labels)
 
 
 def _short(title: str, chars: int = 70) -> str:
