@@ -182,6 +182,11 @@ def test_two_v1_file_parts_reach_the_prompt_and_a_third_is_past_the_bound(server
     assert "[annual-report, page 7]" in prompt and "[loan-book, page 3]" in prompt, prompt[-3000:]
     choice = r.json()["choices"][0]  # the answer's figure checks, in the documented extension field
     assert isinstance(choice["finspace_checks"], list) and "finspace_checks" not in choice["message"]
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json={**body, "stream": True}, timeout=120) as s:
+        chunks = [json.loads(line[5:]) for line in sse_lines(s.iter_bytes())
+                  if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+    finish = next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
+    assert isinstance(finish["choices"][0]["finspace_checks"], list), finish  # streamed: on the finish chunk
     body["messages"][0]["content"].append(part(second, "loan-book.pdf"))  # this server holds 2 per conversation
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 400 and "a conversation holds at most 2" in r.json()["error"]["message"], r.text
