@@ -133,7 +133,7 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
                                  elem_id="think")
         c["calculator"] = gr.Radio(CALCULATOR_CHOICES, value="auto", elem_id="calculator",
                                    label="Tools (models with a tool parser): the calculator for arithmetic; with filings "
-                                         "attached, search and read them (Always first: a search)")
+                                         "attached, search and read them (forced first: a search)")
         sampling = default_entry.sampling if default_entry is not None else Sampling()
         with gr.Row():
             c["temperature"] = gr.Slider(0.0, 2.0, value=sampling.temperature, step=0.05,
