@@ -114,3 +114,26 @@ def test_the_scoreboards_calc_format_lets_the_model_call_the_calculator_and_coun
     result = asyncio.run(run_item(engine, "finqa", item, item_settings(engine.entry, 64), context_chars=3000,
                                   prompt_mod=eval_prompt, score_mod=eval_score))
     assert result.tool_calls == 0 and not result.correct and engine.sent[0][1].tools is None
+
+
+class Overflowing(Scripted):
+    """The second round's prompt (the first call's result added) no longer fits: the engine refuses it."""
+
+    async def chat_parts(self, messages, settings, info):
+        from finspace.errors import PromptTooLong
+
+        if any(m["role"] == "tool" for m in messages):
+            self.sent.append((messages, settings))
+            raise PromptTooLong("your last message is 2,100 tokens with the system prompt; ...")
+        async for pair in super().chat_parts(messages, settings, info):
+            yield pair
+
+
+def test_a_result_that_would_overflow_the_context_ends_the_rounds_with_an_answer_from_what_fitted():
+    engine = Overflowing(CALL, "From the question alone: 360.")
+    answer, info = run(engine)
+    assert answer == "From the question alone: 360."
+    last_messages, last_settings = engine.sent[-1]
+    assert last_settings.tools is None and last_messages[-1]["role"] == "user"  # the rounds that fitted, no tools
+    assert info.notes == [loop.NO_ROOM] and "would not fit" in info.notes[0]
+    assert "would not fit" in convo.usage_line({**convo.usage(info, 0.0, 1.0), "document": None})

@@ -80,9 +80,10 @@ def upload(server, name: str, data: bytes) -> dict:
     return {"path": r.json()[0], "url": None, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
 
 
-def run_event(server, fn_index: int, data: list) -> dict:
-    """Join Gradio's queue and read the event's messages until it completes; its last message."""
-    session = uuid.uuid4().hex[:11]
+def run_event(server, fn_index: int, data: list, session: str | None = None) -> dict:
+    """Join Gradio's queue and read the event's messages until it completes; its last message. ``session``: the
+    page's session (its gr.State values), a new one by default."""
+    session = session or uuid.uuid4().hex[:11]
     r = httpx.post(server.url + "/gradio_api/queue/join", timeout=30,
                    json={"data": data, "fn_index": fn_index, "session_hash": session, "trigger_id": None})
     assert r.status_code == 200, r.text
@@ -109,7 +110,7 @@ def test_the_fit_table_names_the_models_that_would_hold_it(server, report):
     msg = run_event(server, ask_event(server), [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None])
     assert msg["success"], msg
     table = next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
-    assert "| **annual-report.pdf** (40 pages, PDF) |" in table
+    assert "| `annual-report`: annual-report.pdf (40 pages, PDF) |" in table
     assert "| Tiny Llama 1k | 1,024 context | **does not fit**" in table
     assert "| Tiny Llama 16k (`long`) | 16,384 context | would hold it whole" in table
     assert "`mid`" not in table, "4,096 tokens do not hold it"
@@ -133,6 +134,7 @@ def test_the_same_upload_on_another_event_is_refused(server, report):
 
 
 def test_a_v1_file_part_reaches_the_prompt(server, report):
+    """(A request without a document has no finspace_checks: test_openai_api's replies are OpenAI's shape.)"""
     data = base64.b64encode(report.read_bytes()).decode()
     body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
         {"type": "text", "text": QUESTION},
@@ -140,6 +142,83 @@ def test_a_v1_file_part_reaches_the_prompt(server, report):
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 200, r.text
     assert "[page 7]\nPage 7 of the annual report.\n" + FACT in last_prompt(server)
+    assert leftovers(server) == []
+
+
+SECOND_FACT = "The loan growth of the bank was 4.2 percent."
+BOTH_QUESTION = "What were the net interest margin and the loan growth of the bank?"
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory):
+    return gen.pdf(tmp_path_factory.mktemp("pdf2") / "loan-book.pdf", pages=12, facts={3: SECOND_FACT})
+
+
+def test_two_documents_on_chat_give_passages_from_each_labelled_by_id(server, report, second):
+    """Issue 39: /chat takes a list of files; the passages come from both, each labelled with its document's id
+    and page (the 1,024-token model holds neither whole)."""
+    from gradio_client import handle_file
+
+    gclient(server).predict(BOTH_QUESTION, [], None, 0.0, 8, [handle_file(str(report)), handle_file(str(second))],
+                            api_name="/chat")
+    prompt = last_prompt(server)
+    assert "[annual-report, page 7]\nPage 7 of the annual report.\n" + FACT in prompt, prompt[-3000:]
+    assert "[loan-book, page 3]" in prompt and SECOND_FACT in prompt, prompt[-3000:]
+    assert '<document id="annual-report"' in prompt and '<document id="loan-book"' in prompt
+    assert json.loads(server.prompts.read_text().splitlines()[-1])["tokens"] <= 1024
+    assert leftovers(server) == []
+
+
+def test_two_v1_file_parts_reach_the_prompt_and_a_third_is_past_the_bound(server, report, second):
+    def part(path, name):
+        data = base64.b64encode(path.read_bytes()).decode()
+        return {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{data}", "filename": name}}
+
+    body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": BOTH_QUESTION}, part(report, "annual-report.pdf"), part(second, "loan-book.pdf")]}]}
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    prompt = last_prompt(server)
+    assert "[annual-report, page 7]" in prompt and "[loan-book, page 3]" in prompt, prompt[-3000:]
+    choice = r.json()["choices"][0]  # the answer's figure checks, in the documented extension field
+    assert isinstance(choice["finspace_checks"], list) and "finspace_checks" not in choice["message"]
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json={**body, "stream": True}, timeout=120) as s:
+        chunks = [json.loads(line[5:]) for line in sse_lines(s.iter_bytes())
+                  if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+    finish = next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
+    assert isinstance(finish["choices"][0]["finspace_checks"], list), finish  # streamed: on the finish chunk
+    body["messages"][0]["content"].append(part(second, "loan-book.pdf"))  # this server holds 2 per conversation
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 400 and "a conversation holds at most 2" in r.json()["error"]["message"], r.text
+    assert leftovers(server) == []
+
+
+def test_a_second_attachment_joins_the_first_and_one_can_be_removed(server, report, second):
+    """The page: a second filing attached in the same conversation joins the first (before issue 39 it replaced
+    it silently); the fit table covers both; the documents list removes one."""
+    session, event = uuid.uuid4().hex[:11], ask_event(server)
+    for path in (report, second):
+        ref = upload(server, path.name, path.read_bytes())
+        msg = run_event(server, event, [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None],
+                        session)
+        assert msg["success"], msg
+    table = next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
+    assert "`annual-report`: annual-report.pdf (40 pages, PDF)" in table and "`loan-book`: loan-book.pdf" in table
+    assert "**2 documents together**" in table
+    listed = msg["output"]["data"][-1]
+    assert listed["choices"] == [["annual-report"] * 2, ["loan-book"] * 2] or \
+        [c[0] for c in listed["choices"]] == ["annual-report", "loan-book"], listed
+    msg = run_event(server, event, [{"text": QUESTION, "files": []}, None, None, 0.0, 8, 1.0, None, True, None],
+                    session)
+    prompt = last_prompt(server)
+    assert '<document id="annual-report"' in prompt and '<document id="loan-book"' in prompt
+    config = httpx.get(server.url + "/config", timeout=30).json()
+    list_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "doc-list")
+    remove = next(d["id"] for d in config["dependencies"] if d["inputs"][:1] == [list_id])
+    msg = run_event(server, remove, [["loan-book"], None], session)
+    assert msg["success"] and "annual-report" not in msg["output"]["data"][1], msg
+    run_event(server, event, [{"text": QUESTION, "files": []}, None, None, 0.0, 8, 1.0, None, True, None], session)
+    assert "loan-book.pdf" in last_prompt(server) and "annual-report" not in last_prompt(server)
     assert leftovers(server) == []
 
 

@@ -148,8 +148,8 @@ def test_the_check_finds_a_cycle(tmp_path, files, expected):
 #: KNOWN_UPWARD imports. A new package or root module must be placed here (the test names it).
 LAYERS = [
     "errors", "units", "host", "planner", "models", "ledger", "structured", "tools", "engine", "xbrl", "documents",
-    "matrix", "edgar", "evals", "settings", "wall", "remote", "fit", "service", "openai_api", "ui", "mcp_server", "web",
-    "commands", "cli", "__main__",
+    "matrix", "grounding", "edgar", "evals", "settings", "wall", "remote", "fit", "service", "openai_api", "ui",
+    "mcp_server", "web", "commands", "cli", "__main__",
 ]
 #: Imports that run back up, each named: settings reads FINSPACE_TRUSTED_PROXIES with the wall's own parser
 #: (wall.clients), and the doctor prints the CLI's catalogue fit rows (commands.fit.plan_rows).

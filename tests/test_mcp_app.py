@@ -213,6 +213,23 @@ def test_the_endpoint_forms_and_get_answering_405_with_allow(server, path):
     assert run(tools()) == TOOLS
 
 
+def test_ask_document_on_two_documents_reads_both_by_id(server):
+    import base64
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    docs = [{"data": b64("# Apple\n\nNet sales were $391,035 million in fiscal 2024.\n"), "filename": "apple.md"},
+            {"data": b64("# NVIDIA\n\nRevenue was $130,497 million in fiscal 2025.\n"), "filename": "nvidia.md"}]
+    r = call(server, "ask_document", {"question": "Compare their sales.", "documents": docs, "max_tokens": 8})
+    assert not r.is_error, text_of(r)
+    out = r.structured_content
+    assert out["ids"] == ["apple", "nvidia"] and out["document"] == "documents: apple whole, nvidia whole", out
+    assert isinstance(out["checks"], list) and out["steps"] == []  # the demo model calls no tools
+    r = call(server, "ask_document", {"question": "q", "documents": docs, "document": docs[0]})
+    assert r.is_error and "not both" in text_of(r), text_of(r)
+
+
 @pytest.mark.parametrize("name, args, phrase", [
     ("will_it_fit", {"gpus": "two", "repo": "a/b"}, "arguments.gpus must be a whole number"),
     ("will_it_fit", {"config_json": "{}", "repo": "a/b"}, "not both"),

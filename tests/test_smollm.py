@@ -17,6 +17,7 @@ from finspace.models.catalog import load_catalog
 from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.host.gpu import MemoryMonitor
 from support.catalog import demo_entry, write_catalog
+from support.filings import filing
 from support.smollm import (KEY, catalog_entry, chatml_problem, english_problem, eos_problem,
                             figure_problem)
 
@@ -105,6 +106,104 @@ async def test_guided_json_extracts_the_figure(engine):
     text = await extract(await on(engine, KEY))
     problem = figure_problem(text, "revenue_usd_billion", 12.4)
     assert problem is None, f"{problem}; the model said: {text!r}"
+
+
+# ------------------------------------------------------------------ a filing on the default (calculator on)
+APPLE = "aapl-10-k-2024-11-01.html"
+APPLE_QUESTION = "What were Apple's total net sales in fiscal 2024, and on which page?"
+DEFAULT_MAX_TOKENS = 512  # make run's SmolLM2 (models.yaml), which the module's catalogue lowers
+
+
+async def test_a_question_about_a_real_10k_is_answered_with_the_calculator_on(engine, catalog, tmp_path):
+    """The newcomer's first question (issue 39): Apple's FY2024 10-K attached, the page's default calculator on,
+    SmolLM2's 2,048-token context and 512-token reply. The document's budget counts the calculator's spec (and
+    a round of calls) with the rest of the prompt, so the answer comes instead of "your last message is 1,770
+    tokens ... leaves room for 1,536" (what the budget without the tools gave)."""
+    from finspace.documents import chat as docs
+    from finspace.host.gpu import MemoryMonitor as Monitor
+    from finspace.service import Service
+    from finspace.settings import Settings
+
+    svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
+    assert svc.chat_tools("auto"), "SmolLM2 (tool_parser hermes) is offered the calculator"
+    att = await docs.attach_bytes(svc, APPLE, filing(APPLE).read_bytes(), None)
+    messages = [{"role": "user", "content": APPLE_QUESTION}]
+    settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
+    settings, summary = await svc.with_document(att, messages, settings, calculator="auto")
+    info = ChatInfo()
+    answer = await first_words(svc.chat_parts(messages, settings, info, calculator="auto"))
+    assert answer and info.output_tokens > 0, (answer, info)
+    assert info.prompt_tokens + DEFAULT_MAX_TOKENS <= engine.max_model_len, info.prompt_tokens
+    assert "passages" in summary and "aapl-10-k-2024-11-01 p. " in summary, summary
+
+
+async def first_words(parts, chars: int = 60) -> str:
+    """The answer's first ``chars`` characters (the stream is closed there: the test needs an answer, not all of
+    it, and 512 tokens on two busy cores take minutes)."""
+    import contextlib
+
+    answer = ""
+    async with contextlib.aclosing(parts) as stream:
+        async for _thinking, delta in stream:
+            answer += delta
+            if len(answer.strip()) >= chars:
+                break
+    return answer.strip()
+
+
+NVIDIA = "nvda-10-k-2025-02-26.html"
+BOTH_QUESTION = "Compare Apple's and NVIDIA's total revenue in fiscal 2024."
+
+
+async def test_two_filings_in_one_chat_give_passages_from_both_named_by_id_and_page(engine, catalog, tmp_path):
+    """Apple's and NVIDIA's 10-Ks in one conversation (issue 39): a question naming both companies gets passages
+    from each, labelled with the document's id and page, and the usage phrase names the pages given; the model
+    answers from them (the calculator on, as the page's default)."""
+    from finspace.documents import chat as docs
+    from finspace.host.gpu import MemoryMonitor as Monitor
+    from finspace.service import Service
+    from finspace.settings import Settings
+
+    svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
+    atts: list = []
+    for name in (APPLE, NVIDIA):
+        atts.append(docs.with_id(await docs.attach_bytes(svc, name, filing(name).read_bytes(), None), atts))
+    assert [a.ident for a in atts] == ["aapl-10-k-2024-11-01", "nvda-10-k-2025-02-26"]
+    messages = [{"role": "user", "content": BOTH_QUESTION}]
+    settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
+    settings, summary = await svc.with_document(atts, messages, settings, calculator="auto")
+    for ident in ("aapl-10-k-2024-11-01", "nvda-10-k-2025-02-26"):
+        assert f"[{ident}, page " in settings.document, f"no passage of {ident}: {settings.document[:2000]}"
+        assert f"{ident} p. " in summary, summary  # "aapl-10-k-2024-11-01 p. 26, 31; nvda-... p. 41"
+    info = ChatInfo()
+    answer = await first_words(svc.chat_parts(messages, settings, info, calculator="auto"))
+    assert answer and info.prompt_tokens + DEFAULT_MAX_TOKENS <= engine.max_model_len, (answer, info.prompt_tokens)
+
+
+async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into_the_next_round(engine, catalog,
+                                                                                                 tmp_path):
+    """The filing tools on the real engine (issue 39): SmolLM2 with "always" (the first round is a call, through
+    structured outputs) and Apple's 10-K attached calls ``search``; its result (bounded) is in the next round's
+    prompt, and the model answers."""
+    from finspace.documents import chat as docs
+    from finspace.host.gpu import MemoryMonitor as Monitor
+    from finspace.service import Service
+    from finspace.settings import Settings
+
+    svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
+    att = docs.with_id(await docs.attach_bytes(svc, APPLE, filing(APPLE).read_bytes(), None), [])
+    messages = [{"role": "user", "content": APPLE_QUESTION}]
+    settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
+    settings, _summary = await svc.with_document([att], messages, settings, calculator="always")
+    assert "the documents' ids: aapl-10-k-2024-11-01" in settings.document
+    info = ChatInfo()
+    answer = await first_words(svc.chat_parts(messages, settings, info, calculator="always", documents=[att]), 20)
+    assert info.tool_steps, (answer, info.notes, info.text[:600])
+    step = info.tool_steps[0]
+    assert step.name == "search" and step.ok and "[aapl-10-k-2024-11-01 page" in step.result, step
+    prompt = last_prompt(engine)
+    assert "<tool_response>\nsearch '" in prompt and step.result[:200] in prompt, prompt[-1500:]
+    assert answer or len(info.tool_steps) > 1, (answer, info.tool_steps)
 
 
 # ------------------------------------------------------------------ the same checks on random weights

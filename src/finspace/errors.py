@@ -55,6 +55,11 @@ class BadInput(FinspaceError):
     http_status = 422
 
 
+class PromptTooLong(BadInput):
+    """The prompt leaves the reply no room in the model's context (finspace.engine.prompt.build_prompt); the
+    chat's tool loop answers from the rounds that fitted instead."""
+
+
 class ToolsRefused(BadInput):
     """A model server that takes no ``tools`` (vLLM started without ``--enable-auto-tool-choice``): the chat
     goes on without the calculator, and says why."""
@@ -124,3 +129,11 @@ class NotFound(FinspaceError):
     """What was asked for does not exist (a ticker, a CIK, an accession on EDGAR); the message says what does."""
 
     http_status = 404
+
+
+class UnknownDocument(BadInput):
+    """A document id that is not in the conversation's library: the message lists the ids it holds."""
+
+
+class PageOutOfRange(BadInput):
+    """A page number outside a document: the message gives the document's range."""

@@ -24,6 +24,7 @@ import psutil
 
 from finspace import planner
 from finspace.models.catalog import Catalog, ModelEntry
+from finspace.documents import chat as docs
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
@@ -39,7 +40,7 @@ from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
 from finspace.wall.throttle import Throttle
-from finspace.engine import tool_loop
+from finspace.grounding import chat as grounded
 from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
@@ -127,13 +128,31 @@ class Service:
     def note_failure(self, client: str | None) -> None:
         self.throttle.failed(client)
 
-    def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off"):
-        """The engine's reply as (thinking, answer) deltas; with ``calculator`` "auto" (the model may call it) or
-        "always" (its first round is a call), models with a tool parser get the built-in calculator
-        (finspace.engine.tool_loop: its calls and results land in ``info.tool_steps``)."""
-        if calculator in ("auto", "always") and tool_loop.offered(self.engine):
-            return tool_loop.calculator_rounds(self.engine, messages, settings, info, force=calculator == "always")
-        return self.engine.chat_parts(messages, settings, info)
+    def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
+                   documents: Any = None):
+        """The reply's (thinking, answer) deltas; ``calculator`` "auto"/"always" (a forced first call) offers
+        models with a tool parser the calculator, and with ``documents`` (Attached) the filing tools
+        (finspace.grounding.chat; steps in ``info.tool_steps``)."""
+        return grounded.chat_parts(self.engine, messages, settings, info, calculator=calculator, documents=documents,
+                                   max_rounds=self.settings.tool_rounds)
+
+    async def check_answer(self, answer: str, documents: Any) -> dict:  # figures against cited pages, and those pages
+        return await asyncio.to_thread(grounded.checked, answer, list(documents or ()))
+
+    def chat_tools(self, calculator: str = "off", documents: Any = None) -> tuple[dict, ...] | None:
+        return grounded.chat_tools(self.engine, calculator, documents)  # what chat_parts offers (None: none)
+
+    async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
+                            calculator: str = "off") -> tuple[ChatSettings, str]:
+        """``settings`` carrying the attached documents (finspace.documents.chat), their budget set after all
+        else the prompt holds (system prompt, conversation, reply, the tools ``chat_parts`` offers with
+        ``calculator`` or the request's ``settings.tools``, a filing tool result and the outlines)."""
+        atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]
+        filing = grounded.filing_tools(self.engine, calculator, atts)
+        return await docs.with_document(self, atts, messages, settings,
+                                        tools=grounded.chat_tools(self.engine, calculator, atts),
+                                        reserve=grounded.result_tokens(self.engine) if filing else 0,
+                                        preamble=grounded.preamble(self.engine, atts) if filing else "")
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)

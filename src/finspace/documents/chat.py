@@ -22,23 +22,66 @@ from finspace.documents.convert import Document, kind_of, short_name
 from finspace.documents.upload import convert_upload, remove_upload
 from finspace.engine.prompt import ChatSettings, sampling_for, with_system
 from finspace.errors import BadInput, NotReady
+from finspace.tools import prompt as tool_prompt
 
 V1_FOLDER = "finspace-v1"  # /v1's decoded files, inside the upload folder, deleted after conversion
+
+
+MAX_ID_CHARS = 64
 
 
 @dataclasses.dataclass(frozen=True)
 class Attached:
     doc: Document
     tokens: int  # the whole document block, in the loaded model's tokens
+    id: str = ""  # the short id the conversation knows it by (unique_id: its file name without the extension)
 
     def to_state(self) -> dict:
-        return {"doc": self.doc.to_json(), "tokens": self.tokens}
+        return {"id": self.ident, "doc": self.doc.to_json(), "tokens": self.tokens}
+
+    @property
+    def ident(self) -> str:
+        return self.id or unique_id(self.doc.name, ())
 
     @classmethod
     def from_state(cls, state: Any) -> Attached | None:
         if not isinstance(state, dict) or "doc" not in state:
             return None
-        return cls(Document.from_json(state["doc"]), int(state["tokens"]))
+        doc = Document.from_json(state["doc"])
+        ident = state.get("id") if isinstance(state.get("id"), str) and state.get("id") else unique_id(doc.name, ())
+        return cls(doc, int(state["tokens"]), ident[:MAX_ID_CHARS])
+
+    def source(self) -> prompt.Source:
+        return prompt.Source(self.ident, self.doc)
+
+
+def unique_id(name: str, taken: Any) -> str:
+    """The file name without its extension ("aapl-10-k-2024-11-01"), with "-2", "-3"... when ``taken`` has it."""
+    stem = Path(short_name(str(name))).stem.strip() or "document"
+    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in stem)[:MAX_ID_CHARS - 4] or "document"
+    ident, n = stem, 1
+    while ident in set(taken):
+        n += 1
+        ident = f"{stem}-{n}"
+    return ident
+
+
+def attached_list(state: Any) -> list[Attached]:
+    """The conversation's documents from the page's state: a list of ``to_state`` dicts (or one, as before)."""
+    items = state if isinstance(state, list) else [state] if state is not None else []
+    return [a for a in (Attached.from_state(x) for x in items) if a is not None]
+
+
+def check_count(svc: Any, n: int) -> None:
+    """BadInput past the conversation's bound on documents (the Matrix's: FINSPACE_MATRIX_MAX_DOCUMENTS, 20)."""
+    limit = svc.settings.matrix.max_documents
+    if n > limit:
+        raise BadInput(f"{n} documents; a conversation holds at most {limit}: remove some, or ask about fewer")
+
+
+def with_id(att: Attached, others: Any) -> Attached:
+    """``att`` with an id none of ``others`` (Attached) has."""
+    return dataclasses.replace(att, id=unique_id(att.doc.name, [o.ident for o in others]))
 
 
 def upload_folder(settings: Any) -> str:
@@ -89,29 +132,55 @@ def reply_tokens(svc: Any, settings: ChatSettings | None = None) -> int:
     return sampling_for(entry, settings or ChatSettings(), svc.engine.max_model_len or 2)["max_tokens"]
 
 
-def fit_of(svc: Any, att: Attached, settings: ChatSettings | None = None) -> fitting.Fit:
+def fit_of(svc: Any, att: Attached | Any, settings: ChatSettings | None = None) -> fitting.Fit:
+    """The fit of one document, or of several together (their tokens summed)."""
     entry = svc.engine.entry
-    return fitting.check(att.tokens, model_key=entry.key if entry else None, model_label=entry.label if entry else None,
-                         max_model_len=svc.engine.max_model_len or 0, reply_tokens=reply_tokens(svc, settings),
-                         models=svc.models())
+    atts = att if isinstance(att, (list, tuple)) else [att]
+    return fitting.check(sum(a.tokens for a in atts), model_key=entry.key if entry else None,
+                         model_label=entry.label if entry else None, max_model_len=svc.engine.max_model_len or 0,
+                         reply_tokens=reply_tokens(svc, settings), models=svc.models())
 
 
-async def with_document(svc: Any, att: Attached, messages: list[dict],
-                        settings: ChatSettings) -> tuple[ChatSettings, str]:
-    """``settings`` carrying the document (whole, or the passages for the last question that fit) and the usage
-    phrase ("document: 12 of 40 pages (5 passages)")."""
+async def prompt_tokens(svc: Any, messages: list[dict], settings: ChatSettings, tools: Any = None) -> int:
+    """Tokens of everything that goes into the prompt besides the document: the system prompt, the tools' specs
+    (``tools``, else the settings'), as the model's parser reads them, and the conversation with its tool calls
+    and results. The chat template's own tokens are ``prompt.TEMPLATE_ROOM_TOKENS``."""
+    entry = svc.engine.entry
+    tools = list(tools if tools is not None else settings.tools or ())
+    msgs = with_system(list(messages) or [{"role": "user", "content": ""}], entry, settings)
+    if tools or any(m.get("role") == "tool" or m.get("tool_calls") for m in msgs):
+        msgs = tool_prompt.written(msgs, tools, getattr(entry, "tool_parser", None))
+    texts = [m["content"] for m in msgs if isinstance(m.get("content"), str)]
+    [used] = await svc.engine.count_tokens(["\n".join(texts)])
+    return used
+
+
+async def with_document(svc: Any, att: Attached | Any, messages: list[dict], settings: ChatSettings,
+                        tools: Any = None, reserve: int = 0, preamble: str = "") -> tuple[ChatSettings, str]:
+    """``settings`` carrying the document, or several (a list of Attached): whole, or the passages for the last
+    question that fit, ranked per document and labelled with its id and page; and the usage phrase ("document:
+    12 of 40 pages (5 passages): aapl-10-k-2024-11-01 p. 31, 33"). ``tools``: the specs the chat will offer (the
+    calculator's), counted with the rest of the prompt before the documents' budget is set, with room for a
+    round of calls and ``reserve`` tokens more (a filing tool's result). ``preamble``: text before the
+    documents' block (the filing tools' ids and outlines), counted first."""
     entry = svc.engine.entry
     if entry is None:
         raise NotReady("no model is loaded; load one and ask again")
+    atts = list(att) if isinstance(att, (list, tuple)) else [att]
+    if not atts:
+        return settings, None
     questions = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     question = questions[-1] if questions and isinstance(questions[-1], str) else ""
-    texts = [m["content"] for m in with_system(list(messages) or [{"role": "user", "content": ""}], entry, settings)
-             if isinstance(m.get("content"), str)]
-    [used] = await svc.engine.count_tokens(["\n".join(texts)])
-    room = prompt.budget(svc.engine.max_model_len, reply_tokens(svc, settings), used)
+    used = await prompt_tokens(svc, messages, settings, tools)
+    if preamble:
+        used += (await svc.engine.count_tokens([preamble]))[0]
+    calls = (prompt.TOOL_ROUND_TOKENS if tools or settings.tools else 0) + reserve  # reserve: a tool result
+    room = prompt.budget(svc.engine.max_model_len, reply_tokens(svc, settings), used + calls)
+    sources = [a.source() for a in atts]
 
     def prepared(count: Any) -> prompt.Prepared:
-        return prompt.prepare(att.doc, question, room, count)
+        return prompt.prepare_many(sources, question, room, count)
 
-    out = await svc.engine.measure(prepared, size=len(prompt.whole_block(att.doc)))
-    return dataclasses.replace(settings, document=out.text), out.summary
+    out = await svc.engine.measure(prepared, size=sum(len(a.doc.text) for a in atts))
+    text = f"{preamble}\n\n{out.text}" if preamble else out.text
+    return dataclasses.replace(settings, document=text), out.summary

@@ -53,23 +53,29 @@ def check(doc_tokens: int, *, model_key: str | None, model_label: str | None, ma
                holders)
 
 
-def table(fit: Fit, doc: Document) -> str:
-    """The fit as Markdown for the page: the document, the loaded model's verdict, the models that hold it,
-    and the two ways on when it does not fit."""
-    pages = len([p for p in doc.pages if p.label])
-    size = f"{pages} {'sheets' if doc.kind == 'xlsx' else 'pages'}, " if pages else ""
-    name = html.escape(doc.name)
+def table(fit: Fit, doc: Document | Sequence[tuple[str, Document, int]]) -> str:
+    """The fit as Markdown for the page: the document (or each of several: (id, document, tokens), the fit
+    covering them together), the loaded model's verdict, the models that hold it, and the two ways on when it
+    does not fit."""
+    named = list(doc) if not isinstance(doc, Document) else []
     model = html.escape(fit.model_label or "no model loaded")
+    if isinstance(doc, Document):
+        doc_rows = [_doc_row(None, doc, fit.doc_tokens, model)]
+        notes = doc.notes
+    else:
+        doc_rows = [_doc_row(ident, d, tokens, model) for ident, d, tokens in named]
+        notes = tuple(n for _i, d, _t in named for n in d.notes)
+        if len(named) > 1:
+            doc_rows.append(f"| **{len(named)} documents together** | {fit.doc_tokens:,} | |")
     verdict = "**fits**" if fit.fits else "**does not fit**"
-    rows = ["| | tokens | |", "| --- | ---: | --- |",
-            f"| **{name}** ({size}{doc.kind.upper()}) | {fit.doc_tokens:,} | counted with {model}'s tokenizer |",
+    rows = ["| | tokens | |", "| --- | ---: | --- |", *doc_rows,
             f"| {model} | {fit.max_model_len:,} context | {verdict} with room for a question and a "
             f"{fit.reply_tokens:,}-token reply ({fit.needed:,} needed) |"]
     for h in fit.holders:
         rows.append(f"| {html.escape(h.label)} (`{h.key}`) | {h.max_model_len:,} context | would hold it whole "
                     "(planned for this machine) |")
     out = "\n".join(rows)
-    for note in doc.notes:
+    for note in notes:
         out += f"\n\n*{html.escape(note)}.*"
     if fit.fits:
         return out + "\n\nAsk away: the whole document goes to the model, before your question."
@@ -79,3 +85,11 @@ def table(fit: Fit, doc: Document) -> str:
             "\n\nNo catalogue model holds it whole on this machine: ask now and the answer comes from the most "
             "relevant passages (BM25), with their pages.")
     return out + ways
+
+
+def _doc_row(ident: str | None, doc: Document, tokens: int, model: str) -> str:
+    pages = len([p for p in doc.pages if p.label])
+    size = f"{pages} {'sheets' if doc.kind == 'xlsx' else 'pages'}, " if pages else ""
+    name = html.escape(doc.name)
+    first = f"`{html.escape(ident)}`: {name}" if ident else f"**{name}**"
+    return f"| {first} ({size}{doc.kind.upper()}) | {tokens:,} | counted with {model}'s tokenizer |"

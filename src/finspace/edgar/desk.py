@@ -147,7 +147,7 @@ class EdgarDesk:
             raise BadInput(f"question has {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,}")
         att = await self.attach(picked, client)
         messages = [{"role": "user", "content": question.strip()}]
-        settings, summary = await docs.with_document(self.svc, att, messages, ChatSettings(max_tokens=max_tokens))
+        settings, summary = await self.svc.with_document(att, messages, ChatSettings(max_tokens=max_tokens))
         info, parts = ChatInfo(), []
         async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info)) as stream:
             async for _thinking, delta in stream:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from finspace.models.catalog import ModelEntry
-from finspace.errors import BadInput
+from finspace.errors import BadInput, PromptTooLong
 from finspace.tools import prompt as tool_prompt
 from finspace.tools.spec import tool_calls as checked_calls
 
@@ -297,7 +297,7 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     k = _first_true(len(starts), fits, guess)
     if k == len(starts):
         last = tails[k - 1] if starts else ids  # head + body[-1:], the last user turn alone
-        raise BadInput(
+        raise PromptTooLong(
             f"your last message is {len(last):,} tokens with the system prompt; with max_tokens {max_tokens} "
             f"the model's context of {max_model_len:,} leaves room for {budget:,}. Shorten the message or lower max tokens"
         )

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
-from finspace.errors import ToolsRefused
+from finspace.errors import PromptTooLong, ToolsRefused
 from finspace.tools import registry
 from finspace.tools.calls import CallReader, forced_schema, reading_parser
 from finspace.tools.spec import ToolRequest
 
-MAX_ROUNDS = 4  # calculator calls in one reply; then the model answers without the tool
+MAX_ROUNDS = 4  # rounds of calls in one reply (FINSPACE_TOOL_ROUNDS); then the model answers without tools
+TOLD = ("error: this result would not fit the model's context with room for the answer; answer now with what "
+        "you have")
+NO_ROOM = ("tools stopped: the last tool result would not fit the model's context with room for the reply; "
+           "answered from what it had")
 
 
 def offered(engine: Any) -> bool:
@@ -31,10 +35,11 @@ def offered(engine: Any) -> bool:
     return reading_parser(engine) is not None and not getattr(engine, "tools_refused", None)
 
 
-def _round_request(round_no: int, force: bool) -> ToolRequest:
-    specs = tuple(registry.builtin_specs())
+def _round_request(round_no: int, force: bool, specs: tuple[dict, ...] | None = None,
+                   first: str = registry.CALCULATE) -> ToolRequest:
+    specs = specs or tuple(registry.builtin_specs())
     if force and round_no == 0:
-        return ToolRequest(specs, "named", registry.CALCULATE, parallel=False)
+        return ToolRequest(specs, "named", first, parallel=False)
     return ToolRequest(specs, "auto", None, parallel=True)
 
 
@@ -49,14 +54,21 @@ def _merge(total: ChatInfo, part: ChatInfo) -> None:
 
 
 async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSettings, info: ChatInfo,
-                            *, force: bool = False) -> AsyncIterator[tuple[str, str]]:
-    """The reply, with calculator calls run between rounds (see the module's docstring)."""
+                            *, force: bool = False, specs: tuple[dict, ...] | None = None,
+                            run: Callable[[str, str], registry.ToolStep] | None = None, first: str | None = None,
+                            max_rounds: int = MAX_ROUNDS) -> AsyncIterator[tuple[str, str]]:
+    """The reply, with tool calls run between rounds (see the module's docstring). ``specs`` and ``run``: the
+    tools offered and how a call is run (default: the calculator alone); ``first``: the tool a forced first
+    round calls; ``max_rounds``: rounds with tools before the answer."""
     parser = reading_parser(engine)
-    msgs = list(messages)
-    for round_no in range(MAX_ROUNDS + 1):
-        last = round_no == MAX_ROUNDS
-        req = _round_request(round_no, force)
+    run = run or _run
+    msgs, fitted = list(messages), list(messages)  # fitted: the conversation of the last round that fitted
+    for round_no in range(max_rounds + 1):
+        last = round_no == max_rounds
+        req = _round_request(round_no, force, specs, first or registry.CALCULATE)
         if last:  # the bound: one more round without the tool, so the reply ends with an answer
+            if max_rounds:
+                info.notes.append(f"tool rounds ended at the bound ({max_rounds}): answered without tools")
             round_settings = dataclasses.replace(settings, tools=None)
         else:
             schema = forced_schema(req) if req.forced else settings.json_schema
@@ -69,6 +81,26 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
                     shown = reader.feed(answer) if reader is not None and answer else answer
                     if thinking or shown:
                         yield thinking, shown
+        except PromptTooLong:
+            if not round_no:  # the question itself does not fit: the caller's message says how to fix it
+                raise
+            # the last round's results overflow the context (nothing of this round was written yet): the model
+            # is told so in place of those results and answers without tools; if even that does not fit, from
+            # the rounds that fitted. The usage line says so.
+            info.notes.append(NO_ROOM)
+            told = msgs[:len(fitted) + 1] + [{**m, "content": TOLD} for m in msgs[len(fitted) + 1:]]
+            for conversation in (told, fitted):
+                part = ChatInfo()
+                try:
+                    async with contextlib.aclosing(engine.chat_parts(
+                            conversation, dataclasses.replace(settings, tools=None), part)) as parts:
+                        async for pair in parts:
+                            yield pair
+                    return
+                except PromptTooLong:
+                    if conversation is fitted:
+                        raise
+            return
         except ToolsRefused as exc:
             if round_no:  # a server that took the first round's tools: its refusal is the reply's error
                 raise
@@ -88,14 +120,14 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
             yield reader.late_thinking, rest
         if not calls:
             return
-        steps = [_run(c) for c in calls]
+        fitted = msgs
+        steps = [run(c["function"]["name"], c["function"]["arguments"]) for c in calls]
         info.tool_steps.extend(steps)
-        msgs += [{"role": "assistant", "content": rest, "tool_calls": calls}]
+        msgs = msgs + [{"role": "assistant", "content": rest, "tool_calls": calls}]
         msgs += [{"role": "tool", "tool_call_id": c["id"], "content": s.result} for c, s in zip(calls, steps)]
 
 
-def _run(call: dict) -> registry.ToolStep:
-    name, arguments = call["function"]["name"], call["function"]["arguments"]
+def _run(name: str, arguments: str) -> registry.ToolStep:
     if name != registry.CALCULATE:  # the model named a tool it was not given: it is told so
         return registry.ToolStep(name[:64], arguments[:2000], f"error: there is no tool {name[:64]!r}; use "
                                                               f"{registry.CALCULATE}", False)

@@ -97,23 +97,33 @@ class ToolCalls:
     async def ask_document(self, args: dict, caller: Caller) -> dict:
         if not self.svc.engine.ready:
             raise NotReady("no model is loaded yet; call health until ready is true, then ask again")
-        [(path, name)] = await self._files([args["document"]])
+        if ("document" in args) == ("documents" in args):
+            raise BadInput("invalid arguments: arguments is missing document (one filing) or documents (a list); "
+                           "send one of them, not both")
+        files = await self._files(args["documents"] if "documents" in args else [args["document"]])
+        atts: list = []
         try:
-            att = await docs.attach(self.svc, path, name, caller.client)
+            for path, name in files:
+                atts.append(docs.with_id(await docs.attach(self.svc, path, name, caller.client), atts))
         finally:
-            remove_upload(path, self.upload_dir)
+            for path, _name in files:
+                remove_upload(path, self.upload_dir)
         messages = [{"role": "user", "content": args["question"]}]
-        settings, summary = await docs.with_document(self.svc, att, messages,
-                                                     ChatSettings(max_tokens=args.get("max_tokens")))
+        settings, summary = await self.svc.with_document(atts, messages, ChatSettings(max_tokens=args.get("max_tokens")),
+                                                         calculator="auto")  # the page's default: tools if it calls them
         info = ChatInfo()
         answer = []
-        async with contextlib.aclosing(self.svc.engine.chat_parts(messages, settings, info)) as parts:
+        async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info, calculator="auto",
+                                                           documents=atts)) as parts:
             async for _thinking, delta in parts:
                 answer.append(delta)
         text = "".join(answer).strip()
-        pages = len(att.doc.pages)
+        pages = max(len(a.doc.pages) for a in atts)
         cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
-        return {"answer": text, "citations": cited, "document": summary, "name": short_name(name), "pages": pages,
+        checked = await self.svc.check_answer(text, atts)
+        return {"answer": text, "citations": cited, "document": summary, "name": short_name(files[0][1]),
+                "ids": [a.ident for a in atts], "pages": pages, "checks": checked["checks"],
+                "steps": [s.as_dict() for s in info.tool_steps],
                 "model": info.model_key or getattr(self.svc.engine.entry, "key", None),
                 "finish_reason": info.finish_reason, "output_tokens": info.output_tokens}
 

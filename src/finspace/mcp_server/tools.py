@@ -56,7 +56,7 @@ def tool_specs(max_documents: int, max_document_mib: float, admin: bool) -> list
     """Every tool as {name, title, description, inputSchema, annotations}; ``admin`` adds load_model."""
     doc = _document(int((max_document_mib * (1 << 20)) * 4 / 3) + 4)
     specs = [_will_it_fit(), _extract_matrix(max_documents, max_document_mib, doc),
-             _ask_document(max_document_mib, doc), *_views(), *_edgar()]
+             _ask_document(max_documents, max_document_mib, doc), *_views(), *_edgar()]
     return specs + [_load_model()] if admin else specs
 
 
@@ -123,20 +123,26 @@ def _extract_matrix(max_documents: int, max_document_mib: float, doc: dict) -> d
             "annotations": READ_ONLY}
 
 
-def _ask_document(max_document_mib: float, doc: dict) -> dict:
-    return {"name": "ask_document", "title": "Ask a question about one filing",
+def _ask_document(max_documents: int, max_document_mib: float, doc: dict) -> dict:
+    return {"name": "ask_document", "title": "Ask a question about one filing or several",
             "description": (
-                "Answer a question about one financial filing with the loaded model, citing pages as (page 7). The "
-                "whole document is read when it fits the model's context, else the passages most relevant to the "
-                "question. Returns {answer, citations (the page numbers cited that exist in the document), "
-                "document (how much of it was read), pages, model}. The document: url, base64 data (with filename) "
-                f"or upload, at most {max_document_mib:g} MiB; the question: up to {MAX_QUESTION_CHARS:,} characters. "
+                "Answer a question about a financial filing (document) or several (documents, each known by its file "
+                "name without the extension) with the loaded model, citing pages as (page 7), or [id p. 7] with "
+                "several. The whole documents are read when they fit the model's context, else the passages most "
+                "relevant to the question from each. Returns {answer, citations (the page numbers cited that exist "
+                "in the document), document (what was read: the pages of each), ids, pages, model, steps (tool calls), "
+                "checks (each cited figure against its page: mark verified / differs / not_on_page / uncited ..., "
+                "with the quote or what the page prints)}. Each document: "
+                f"url, base64 data (with filename) or upload, at most {max_document_mib:g} MiB; at most "
+                f"{max_documents} documents; the question: up to {MAX_QUESTION_CHARS:,} characters. "
                 "Example: {\"question\": \"What was total net sales in fiscal 2024?\", \"document\": {\"url\": "
                 "\"https://example.com/aapl-10-k.htm\"}}"),
-            "inputSchema": {"type": "object", "additionalProperties": False, "required": ["question", "document"],
+            "inputSchema": {"type": "object", "additionalProperties": False, "required": ["question"],
                             "properties": {
                                 "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
                                 "document": doc,
+                                "documents": {"type": "array", "minItems": 1, "maxItems": max_documents,
+                                              "items": doc, "description": "Several filings instead of document."},
                                 "max_tokens": {"type": "integer", "minimum": 1, "maximum": 4096,
                                                "description": "Longest answer in tokens (default: the model's)."}}},
             "annotations": READ_ONLY}

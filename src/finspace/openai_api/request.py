@@ -71,7 +71,7 @@ class ChatRequest:
     settings: ChatSettings
     stream: bool
     include_usage: bool
-    file: tuple[str, bytes] | None = None  # a document sent as a file part: (filename, bytes)
+    files: tuple[tuple[str, bytes], ...] = ()  # documents sent as file parts: (filename, bytes) each
     tools: ToolRequest | None = None  # the functions the model may call (finspace.tools.spec)
 
 
@@ -133,21 +133,22 @@ def _file(i: int, value: Any) -> tuple[str, bytes]:
         raise bad("messages", f"message {i}: file_data is not valid base64") from None
 
 
-def _file_parts(messages: list) -> tuple[list, tuple[str, bytes] | None]:
-    """The messages without their file part (one at most, in a user message) and that file."""
-    found, out = None, []
+def _file_parts(messages: list) -> tuple[list, tuple[tuple[str, bytes], ...]]:
+    """The messages without their file parts (in user messages) and those files, in order: several filings in
+    one conversation, each known by its file name without the extension."""
+    found, out = [], []
     for i, m in enumerate(messages):
         content = m.get("content") if isinstance(m, dict) else None
         if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "file" for p in content):
-            if m.get("role") != "user" or found is not None:
-                raise bad("messages", f"message {i}: send one document per request, in a user message")
-            found = _file(i, next(p for p in content if isinstance(p, dict) and p.get("type") == "file").get("file"))
+            if m.get("role") != "user":
+                raise bad("messages", f"message {i}: documents go in a user message")
+            found += [_file(i, p.get("file")) for p in content if isinstance(p, dict) and p.get("type") == "file"]
             m = {**m, "content": [p for p in content if not (isinstance(p, dict) and p.get("type") == "file")]}
         out.append(m)
-    return out, found
+    return out, tuple(found)
 
 
-def _messages(value: Any) -> tuple[list[dict], tuple[str, bytes] | None]:
+def _messages(value: Any) -> tuple[list[dict], tuple[tuple[str, bytes], ...]]:
     if not isinstance(value, list):
         raise bad("messages", "must be a list of {\"role\", \"content\"} objects")
     value, file = _file_parts(value)
@@ -226,7 +227,7 @@ def parse_chat(body: Any) -> ChatRequest:
                             json_schema=json_schema)
     messages, file = _messages(body.get("messages"))
     return ChatRequest(model=model, messages=messages, settings=settings, stream=stream,
-                       include_usage=_stream_options(body.get("stream_options"), stream), file=file,
+                       include_usage=_stream_options(body.get("stream_options"), stream), files=file,
                        tools=_tools(body))
 
 

@@ -148,12 +148,15 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             req = parse_chat(body)
             key = check_model(svc, req.model)
             req = with_tools(svc, req)
-            if req.file is not None:  # a document: converted like the page's, placed before the conversation
-                att = await docs.attach_bytes(svc, *req.file, svc.client_of(request))
-                settings, _ = await docs.with_document(svc, att, req.messages, req.settings)
-                req = dataclasses.replace(req, settings=settings, file=None)
+            atts: list = []
+            if req.files:  # documents: converted like the page's, placed before the conversation
+                docs.check_count(svc, len(req.files))
+                for name, data in req.files:
+                    atts.append(docs.with_id(await docs.attach_bytes(svc, name, data, svc.client_of(request)), atts))
+                settings, _ = await svc.with_document(atts, req.messages, req.settings)
+                req = dataclasses.replace(req, settings=settings, files=())
             hold = compiles.hold(svc.client_of(request), req.settings.json_schema)
-            return await _until_disconnect(request, _start(svc, req, key, hold))
+            return await _until_disconnect(request, _start(svc, req, key, hold, atts))
         except Exception as exc:  # noqa: BLE001 - the boundary: OpenAI's error object, never a traceback
             return error_response(api_error(svc, exc))
 
@@ -228,9 +231,11 @@ async def _openai_deltas(parts) -> AsyncIterator[dict]:
                 yield {"content": answer}
 
 
-async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager):
+async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager, atts: list | None = None):
     """The reply (or its stream) once its first delta is there; ``hold``: the request's compile slot, held until
-    then (its schema is compiled once the first token comes)."""
+    then (its schema is compiled once the first token comes). ``atts``: the request's documents: the answer's
+    figures are checked against the pages they cite, in the extension field ``finspace_checks`` of the choice
+    (beside the message; the finish chunk's when streaming), which a plain OpenAI client ignores."""
     info = ChatInfo()
     entry = svc.engine.entry
     reasoning_model = bool(entry is not None and getattr(entry, "reasoning", None))
@@ -253,7 +258,7 @@ async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractConte
         compile_slot.compiled()
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": key}
     if req.stream:
-        body = _sse(svc, deltas, first, info, meta, req.include_usage, reader)
+        body = _sse(svc, deltas, first, info, meta, req.include_usage, reader, atts)
         return _ClosingStream(body, media_type="text/event-stream", headers=SSE_HEADERS)
     async with contextlib.aclosing(deltas):
         pieces = [first] if first else []
@@ -261,8 +266,10 @@ async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractConte
     message = joined(pieces)
     if not reasoning_model:
         message.pop("reasoning_content")
+    checks = {"finspace_checks": (await svc.check_answer(message.get("content") or "", atts))["checks"]} \
+        if atts else {}
     return {"object": "chat.completion", **meta, "choices": [
-        {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(info, reader)}],
+        {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(info, reader), **checks}],
         "usage": _usage(info)}
 
 
@@ -285,24 +292,27 @@ def _event(obj: dict) -> bytes:
 
 
 async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
-               include_usage: bool, reader: CallReader | None = None) -> AsyncIterator[bytes]:
+               include_usage: bool, reader: CallReader | None = None, atts: list | None = None) -> AsyncIterator[bytes]:
     """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
     reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""
     extra = {"usage": None} if include_usage else {}
 
-    def chunk(delta: dict, finish: str | None = None) -> bytes:
+    def chunk(delta: dict, finish: str | None = None, more: dict | None = None) -> bytes:
         return _event({"object": "chat.completion.chunk", **meta, "choices": [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra})
+            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **(more or {})}], **extra})
 
     svc.active_streams += 1
     try:
         yield chunk({"role": "assistant", "content": ""})
+        text = []
         async with contextlib.aclosing(deltas):
             delta = first
             while delta is not None:
                 yield chunk(delta)
+                text.append(delta.get("content") or "")
                 delta = await anext(deltas, None)
-        yield chunk({}, _finish(info, reader))
+        checks = {"finspace_checks": (await svc.check_answer("".join(text), atts))["checks"]} if atts else None
+        yield chunk({}, _finish(info, reader), checks)
         if include_usage:
             yield _event({"object": "chat.completion.chunk", **meta, "choices": [], "usage": _usage(info)})
     except Exception as exc:  # noqa: BLE001 - after the stream began: one error event, as vLLM's server sends it

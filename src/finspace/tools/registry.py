@@ -42,12 +42,25 @@ class ToolStep:
 
     @property
     def title(self) -> str:
-        return f"🧮 {self.name}: {_expression(self.arguments) or self.arguments[:80]}"
+        if self.name == CALCULATE:
+            return f"🧮 {self.name}: {_expression(self.arguments) or self.arguments[:80]}"
+        return f"📄 {self.name}: {_brief(self.arguments)}"  # a filing tool (finspace.tools.filing)
 
 
 def builtin_specs() -> list[dict]:
     """The built-in tools, as OpenAI ``tools`` entries."""
     return [CALCULATE_SPEC]
+
+
+def _brief(arguments: str) -> str:
+    """A filing tool's arguments in a few words: "aapl-10-k-2024-11-01, total net sales 2024"."""
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return arguments[:80]
+    if not isinstance(args, dict):
+        return arguments[:80]
+    return ", ".join(str(v)[:60] for v in args.values() if v not in (None, ""))[:120]
 
 
 def _expression(arguments: str) -> str | None:

@@ -73,14 +73,16 @@ def api_messages(message: Any, history: Any) -> list:
 
 
 async def stream_parts(svc: Service, messages: list, settings: ChatSettings,
-                       info: ChatInfo | None = None, calculator: str = "off") -> AsyncIterator[tuple[str, str]]:
+                       info: ChatInfo | None = None, calculator: str = "off",
+                       documents: Any = None) -> AsyncIterator[tuple[str, str]]:
     """The engine's reply as (thinking so far, answer so far), coalesced; counts the stream so intervals
     stretch under load. ``info`` is filled in by the engine (tokens, stop reason; the calculator's steps when
     ``calculator`` is "auto" or "always": Service.chat_parts)."""
     svc.active_streams += 1
     info = info if info is not None else ChatInfo()
     try:
-        async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator)) as parts:
+        async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator,
+                                                       documents=documents)) as parts:
             async for pair in coalesce_parts(parts, lambda: interval_for(svc.active_streams,
                                                                          svc.settings.stream_interval_s)):
                 yield pair
@@ -101,17 +103,23 @@ async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> 
 
 async def document_settings(svc: Service, document: Any, messages: list, settings: ChatSettings,
                             client: str | None = None) -> ChatSettings:
-    """``settings`` carrying the uploaded ``document`` (a gradio FileData: gradio_client's handle_file), whole or
-    as the passages that fit; the upload is deleted whatever happens."""
-    path = document.get("path") if isinstance(document, dict) else None
-    if not isinstance(path, str):
-        raise BadInput("document must be a file sent with gradio_client's handle_file(...), or null")
+    """``settings`` carrying the uploaded ``document`` (a gradio FileData: gradio_client's handle_file), or a list
+    of them (several filings, each known by its file name without the extension), whole or as the passages that
+    fit; every upload is deleted whatever happens."""
+    files = document if isinstance(document, list) else [document]
+    paths = [d.get("path") if isinstance(d, dict) else None for d in files]
+    if not files or not all(isinstance(p, str) for p in paths):
+        raise BadInput("document must be a file sent with gradio_client's handle_file(...), a list of them, or null")
+    atts: list = []
     try:
-        name = document.get("orig_name") if isinstance(document.get("orig_name"), str) else None
-        att = await docs.attach(svc, path, name or path.rsplit("/", 1)[-1], client)
+        docs.check_count(svc, len(files))
+        for d, path in zip(files, paths):
+            name = d.get("orig_name") if isinstance(d.get("orig_name"), str) else None
+            atts.append(docs.with_id(await docs.attach(svc, path, name or path.rsplit("/", 1)[-1], client), atts))
     finally:
-        remove_upload(path, docs.upload_folder(svc.settings))
-    return (await docs.with_document(svc, att, messages, settings))[0]
+        for path in paths:
+            remove_upload(path, docs.upload_folder(svc.settings))
+    return (await svc.with_document(atts, messages, settings))[0]
 
 
 def matrix_files(documents: Any) -> list[tuple[str, str]]:
@@ -134,7 +142,7 @@ class Endpoints:
     @takes_document
     async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
                    temperature: float | None = None, max_tokens: int | None = None,
-                   document: dict | None = None, request: gr.Request = None) -> str:
+                   document: dict | list[dict] | None = None, request: gr.Request = None) -> str:
         """Stream a reply. history: earlier turns [{"role": "user"|"assistant", "content": str}];
         system_prompt/temperature/max_tokens: null for the model's defaults. document: a filing to answer from
         (handle_file("10-K.pdf"): PDF, HTML, DOCX, XLSX, CSV, TXT or MD), placed before the conversation, whole

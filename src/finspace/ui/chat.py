@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from finspace.ui import checks as figure_checks
+
 BASE_INTERVAL_S = 0.05  # FINSPACE_STREAM_INTERVAL_MS (finspace.settings) sets the app's own
 # Above this many concurrent streams, each waits proportionally longer between updates: the app sends at most
 # ~160 updates a second in all (8 streams x 20/s), so 16 streams get one every 100 ms, 32 every 200 ms. Each update
@@ -151,9 +153,13 @@ def display(conv: list[dict]) -> list[dict]:
             if t["role"] == "assistant" and not t["content"] and t.get("usage") is None:
                 continue
             content = t["content"]
+            if t["role"] == "assistant" and t.get("checks"):  # each figure's mark (finspace.ui.checks)
+                content = figure_checks.marked(content, t["checks"])
             if t["role"] == "assistant" and t.get("usage") is not None:
                 content = f"{content}\n\n<sub>{usage_line(t['usage'])}</sub>"
             out.append({"role": t["role"], "content": content})
+            if t["role"] == "assistant" and (t.get("checks") or t.get("sources")):
+                out.append(figure_checks.sources(t.get("sources") or [], t.get("checks") or []))
         else:
             out.append({"role": "assistant", "content": f"*{_md_escape(t['content'])}*"})
     return out

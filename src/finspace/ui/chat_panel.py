@@ -29,7 +29,8 @@ from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
-from finspace.ui.documents import FILE_TYPES, build_attach, fit_table, message_file, message_text, takes_document
+from finspace.ui.documents import (FILE_TYPES, build_attach, build_remove, doc_list, fit_table, message_file,
+                                    message_text, takes_document)
 
 log = logging.getLogger("finspace.ui")
 
@@ -106,8 +107,10 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
         group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
-    c["doc"] = gr.State(None)  # the conversation's document (finspace.documents.chat.Attached state)
+    c["doc"] = gr.State(None)  # the conversation's documents (a list of finspace.documents.chat.Attached states)
     c["doc_fit"] = gr.Markdown(elem_id="doc-fit")
+    c["doc_list"] = gr.CheckboxGroup([], value=[], visible=False, elem_id="doc-list", interactive=True,
+                                     label="Documents in this conversation, by id (uncheck one to remove it)")
     with gr.Row():
         c["msg"] = gr.MultimodalTextbox(
             placeholder="Type a question and press Enter; attach a filing (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) "
@@ -129,7 +132,8 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
         c["think"] = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
                                  elem_id="think")
         c["calculator"] = gr.Radio(CALCULATOR_CHOICES, value="auto", elem_id="calculator",
-                                   label="Calculator (models with a tool parser): the model calls it for arithmetic")
+                                   label="Tools (models with a tool parser): the calculator for arithmetic; with filings "
+                                         "attached, search and read them (forced first: a search)")
         sampling = default_entry.sampling if default_entry is not None else Sampling()
         with gr.Row():
             c["temperature"] = gr.Slider(0.0, 2.0, value=sampling.temperature, step=0.05,
@@ -144,7 +148,7 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
 
 
 def clear_chat():
-    return [], [], gr.update(visible=False), None, ""
+    return [], [], gr.update(visible=False), None, "", gr.update(choices=[], value=[], visible=False)
 
 
 class ChatHandlers:
@@ -157,6 +161,7 @@ class ChatHandlers:
         self.svc, self.engine = svc, svc.engine
         self.provenance = saved.Provenance(svc)
         self.attach = build_attach(svc)
+        self.remove = build_remove(svc)
         self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
     async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None,
@@ -164,7 +169,7 @@ class ChatHandlers:
         """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
         conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
         entry = self.engine.entry
-        attached = docs.Attached.from_state(doc_state)
+        attached = docs.attached_list(doc_state)
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
             reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
@@ -184,9 +189,10 @@ class ChatHandlers:
         yield convo.display(conv_), conv_, first_msg, hide
         try:
             summary = None
-            if attached is not None:
-                settings, summary = await docs.with_document(self.svc, attached, messages, settings)
-            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator)) as parts:
+            if attached:
+                settings, summary = await self.svc.with_document(attached, messages, settings, calculator=calculator)
+            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator,
+                                                        attached)) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
                     reply["content"] = base_answer + answer if base_answer else answer.lstrip()
@@ -196,6 +202,8 @@ class ChatHandlers:
             reply["raw"] = base_raw + info.text
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
             reply["usage"]["document"] = summary
+            if attached and reply["content"]:  # each cited figure against its page, and the pages (Sources)
+                reply.update(await self.svc.check_answer(reply["content"], attached))
             if info.tool_steps:
                 reply["tools"] = [step.as_dict() for step in info.tool_steps]
             yield convo.display(conv_), conv_, gr.skip(), gr.update(visible=convo.can_continue(conv_))
@@ -229,18 +237,19 @@ class ChatHandlers:
         (finspace.ui.documents); outputs: the chat's four, then the document state and its fit table. Inputs: the
         message, the conversation, the six settings, the document state."""
         *values, doc_state, calculator = values
-        text, skip2 = message_text(message), (gr.skip(), gr.skip())
+        text, skip2 = message_text(message), (gr.skip(), gr.skip(), gr.skip())
         if message_file(message) is not None:
             try:  # the table leaves room for the reply the settings ask for
                 fit_settings = settings_from(self.engine, *values)
             except BadInput:
                 fit_settings = None
-            attached = await self.attach(message, self.svc.client_of(request), fit_settings)
+            attached = await self.attach(message, self.svc.client_of(request), doc_state, fit_settings)
             if attached is None:  # refused: its reason is shown, the file is gone, the question stays
-                yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip()
+                yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 return
             doc_state, table = attached
-            yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table
+            yield (gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table,
+                   doc_list(docs.attached_list(doc_state)))
         if not text.strip() and doc_state is not None:
             return  # a document attached without a question: its fit table is the answer
         problem = convo.message_problem(text, conv_, MAX_CONVERSATION_CHARS)
@@ -251,7 +260,7 @@ class ChatHandlers:
             yield (*self.skip4, *skip2)
             return
         if doc_state is not None and message_file(message) is None:  # the settings may have changed since
-            yield (*self.skip4, gr.skip(), fit_table(self.svc, doc_state, settings))
+            yield (*self.skip4, gr.skip(), fit_table(self.svc, doc_state, settings), gr.skip())
         conv_ = list(conv_ or [])
         self.mark_switch(conv_)
         conv_.append(convo.turn("user", text))
@@ -316,14 +325,16 @@ def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> li
     respond = h.respond
     common = dict(outputs=[chatbot, conv, msg, cont], concurrency_limit=chat_concurrency,
                   concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
-    asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"]]}
+    asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"], c["doc_list"]]}
     calc = c["calculator"]
     ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
     ev_send = c["send"].click(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
     ev_regen = c["regen"].click(h.regenerate, inputs=[conv, *settings_in, doc, calc], **common)
     ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in, doc, calc], **common)
     c["stop"].click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
-    cleared = [chatbot, conv, cont, doc, c["doc_fit"]]
+    cleared = [chatbot, conv, cont, doc, c["doc_fit"], c["doc_list"]]
+    c["doc_list"].input(h.remove, inputs=[c["doc_list"], doc], outputs=[doc, c["doc_fit"], c["doc_list"]],
+                        api_visibility="private", concurrency_limit=None, show_progress="hidden")
     ev_clear = c["clear"].click(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
     ev_clear2 = chatbot.clear(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
     c["preset"].change(h.apply_preset, inputs=[c["preset"]], outputs=[c["system_prompt"]], api_visibility="private",

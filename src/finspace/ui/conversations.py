@@ -44,7 +44,7 @@ def build_conversations(demo: gr.Blocks, c: dict, svc: Any) -> Callable[[], None
     title.submit(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
     switched.append(k["delete"].click(delete_chat, inputs=[store], outputs=view, **private))
     for ev in switched:  # a document belongs to the conversation it was attached in
-        ev.then(drop_document, outputs=[c["doc"], c["doc_fit"]], **private)
+        ev.then(drop_document, outputs=[c["doc"], c["doc_fit"], c["doc_list"]], **private)
     exports = Exports(upload_folder(svc.settings))
     svc.on_close.append(exports.clear)
 
@@ -56,8 +56,8 @@ def build_conversations(demo: gr.Blocks, c: dict, svc: Any) -> Callable[[], None
 
 
 def drop_document():
-    """The document state and its fit table, emptied (another conversation is shown)."""
-    return None, ""
+    """The documents' state, their fit table and list, emptied (another conversation is shown)."""
+    return None, "", gr.update(choices=[], value=[], visible=False)
 
 
 def layout() -> dict[str, Any]:

@@ -48,31 +48,61 @@ def message_file(message: Any) -> str | None:
     return first.get("path") if isinstance(first, dict) else first
 
 
+def fit_view(svc: Any, atts: list, settings: Any = None) -> str:
+    """The fit table of the conversation's documents together ("" when there are none); ``settings``: the chat's
+    (its max tokens is the reply the table leaves room for)."""
+    if not atts:
+        return ""
+    return fitting.table(docs.fit_of(svc, atts, settings), [(a.ident, a.doc, a.tokens) for a in atts])
+
+
+def doc_list(atts: list) -> Any:
+    """The conversation's documents by id, each checked: unchecking one removes it (``build_remove``)."""
+    ids = [a.ident for a in atts]
+    return gr.update(choices=ids, value=ids, visible=bool(ids))
+
+
 def build_attach(svc: Any):
-    """The attach step: the chat box's value (with one file) -> (document state, fit table), or None when the
-    file is refused (a warning says why). The upload is deleted whatever happens."""
+    """The attach step: the chat box's value (with one file) and the conversation's documents (``doc_state``)
+    -> (the documents with the new one added under its own id, fit table), or None when the file is refused (a
+    warning says why). A second filing joins the first; the upload is deleted whatever happens."""
     folder = docs.upload_folder(svc.settings)
 
-    async def attach(message, client: str | None, settings: Any = None) -> tuple[dict, str] | None:
+    async def attach(message, client: str | None, doc_state: Any = None,
+                     settings: Any = None) -> tuple[list, str] | None:
         """``settings``: the chat's (its max tokens is the reply the fit table leaves room for)."""
         files = message.get("files") or []
+        have = docs.attached_list(doc_state)
         try:
             if len(files) > 1:
                 raise FinspaceError("attach one document at a time")
+            docs.check_count(svc, len(have) + 1)
             path = str(message_file(message))
-            att = await docs.attach(svc, path, Path(path).name, client)
+            att = docs.with_id(await docs.attach(svc, path, Path(path).name, client), have)
         except FinspaceError as exc:
             gr.Warning(html.escape(svc.redact(str(exc))))
             return None
         finally:
             for f in files:  # whatever happened, no upload stays on the server
                 remove_upload(f.get("path") if isinstance(f, dict) else str(f), folder)
-        return att.to_state(), fitting.table(docs.fit_of(svc, att, settings), att.doc)
+        atts = [*have, att]
+        return [a.to_state() for a in atts], fit_view(svc, atts, settings)
 
     return attach
 
 
 def fit_table(svc: Any, doc_state: Any, settings: Any) -> str | None:
-    """The fit table of the conversation's document for these settings (None without one)."""
-    att = docs.Attached.from_state(doc_state)
-    return fitting.table(docs.fit_of(svc, att, settings), att.doc) if att is not None else None
+    """The fit table of the conversation's documents for these settings (None without any)."""
+    atts = docs.attached_list(doc_state)
+    return fit_view(svc, atts, settings) if atts else None
+
+
+def build_remove(svc: Any):
+    """The documents list's handler: the documents whose ids stay checked, and their fit table."""
+
+    def remove(kept: Any, doc_state: Any):
+        kept = set(kept) if isinstance(kept, list) else set()
+        atts = [a for a in docs.attached_list(doc_state) if a.ident in kept]
+        return ([a.to_state() for a in atts] or None), fit_view(svc, atts), doc_list(atts)
+
+    return remove

@@ -12,11 +12,11 @@ import gradio as gr
 import pandas as pd
 
 from finspace.documents import chat as docs
-from finspace.documents import fit as fitting
 from finspace.documents.chat import upload_folder
 from finspace.matrix.table import to_json
 from finspace.service import Service
 from finspace.ui.api import user_error
+from finspace.ui.documents import doc_list, fit_view
 from finspace.ui.exports import Exports
 from finspace.ui.saved import Provenance
 
@@ -143,18 +143,23 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         return (f"**{out['field']}** ({units}); each point names its filing (form, accession, filed). "
                 + " ".join(out["notes"]), df, df.assign(end=df["end"].dt.date.astype(str)), path)
 
-    async def open_in_chat(q, acc, request: gr.Request):
+    async def open_in_chat(q, acc, doc_state, request: gr.Request):
+        """The picked filing joins the Chat tab's documents (as a second attachment there does)."""
+        have = docs.attached_list(doc_state)
         try:
+            docs.check_count(svc, len(have) + 1)
             picked = await svc.edgar.pick(q, acc)
-            att = await svc.edgar.attach(picked, svc.client_of(request))
+            att = docs.with_id(await svc.edgar.attach(picked, svc.client_of(request)), have)
         except Exception as exc:  # noqa: BLE001 - the boundary
             raise user_error(svc, exc) from None
-        f = picked.filing
-        return (att.to_state(), fitting.table(docs.fit_of(svc, att), att.doc),
-                f"{picked.company.ticker} {f.form} filed {f.filed} is attached to the **Chat** tab: ask there.")
+        f, atts = picked.filing, [*have, att]
+        return ([a.to_state() for a in atts], fit_view(svc, atts), doc_list(atts),
+                f"{picked.company.ticker} {f.form} filed {f.filed} is attached to the **Chat** tab as "
+                f"`{att.ident}`: ask there.")
 
     if chat is not None:
-        to_chat.click(open_in_chat, [company, pick], [chat["doc"], chat["doc_fit"], answer], api_visibility="private")
+        to_chat.click(open_in_chat, [company, pick, chat["doc"]],
+                      [chat["doc"], chat["doc_fit"], chat["doc_list"], answer], api_visibility="private")
     find.click(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     company.submit(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     ask.click(ask_it, [company, pick, question], [answer], api_visibility="private")

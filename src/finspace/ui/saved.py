@@ -96,11 +96,20 @@ def check_turn(t: Any, i: int) -> dict:
     tools = check_tools(t.get("tools"), i)
     if tools is not None:
         out["tools"] = tools
+    for key in ("checks", "sources"):  # the answer's figure checks and cited pages (finspace.ui.checks)
+        v = t.get(key)
+        if isinstance(v, list) and len(v) <= MAX_CHECKS and all(isinstance(x, dict) and _plain(x) for x in v) \
+                and len(json.dumps(v)) <= MAX_CHECKS_CHARS:
+            out[key] = v
     return out
 
 
+MAX_CHECKS = 100
+MAX_CHECKS_CHARS = 60_000
+
+
 MAX_TOOL_STEPS = 16
-TOOL_STEP_KEYS = {"name": 64, "arguments": 2000, "result": 2000}
+TOOL_STEP_KEYS = {"name": 64, "arguments": 2000, "result": 8000}  # a filing tool's page: 1,500 tokens
 
 
 def check_tools(steps: Any, i: int) -> list[dict] | None:
@@ -144,7 +153,7 @@ def check_usage(u: Any, i: int) -> dict | None:
         raise StoreProblem(f"message {i}'s usage finish_reason is not a short text")
     out["finish_reason"] = reason
     document = u.get("document")  # "document: 12 of 40 pages (5 passages)"
-    if isinstance(document, str) and len(document) <= 120:
+    if isinstance(document, str) and len(document) <= 600:  # it names the pages given
         out["document"] = document
     return out
 
@@ -257,7 +266,8 @@ def export_json(title: str, turns: list[dict]) -> dict:
         m = {"role": t["role"], "kind": t["kind"], "content": t.get("content", ""), "at": _iso(t.get("at"))}
         if t["role"] == "assistant" and t["kind"] == "turn":
             m.update(model=t.get("model"), thinking=t.get("reasoning") or None, usage=t.get("usage"),
-                     sampling=t.get("sampling"), provenance=t.get("provenance"), tools=t.get("tools") or None)
+                     sampling=t.get("sampling"), provenance=t.get("provenance"), tools=t.get("tools") or None,
+                     checks=t.get("checks") or None, sources=t.get("sources") or None)
         messages.append(m)
     models = {}
     for t in turns:
@@ -291,6 +301,13 @@ def export_markdown(doc: dict) -> str:
             lines += [f"<details><summary>Tool: {step['name']}</summary>", "", f"`{step['arguments']}` → "
                       f"**{step['result']}**", "", "</details>", ""]
         lines += [m["content"], ""]
+        for c in m.get("checks") or ():
+            where = f"{c.get('document')} p. {c.get('page')}" if c.get("page") else "uncited"
+            lines.append(f"- {c.get('symbol')} {c.get('figure')} ({where}): {c.get('label_text')}"
+                         + (f"; the page prints {c['printed']}" if c.get("printed") else "")
+                         + (f"; \"{c['quote']}\"" if c.get("quote") else ""))
+        if m.get("checks"):
+            lines.append("")
     return "\n".join(lines)
 
 
