@@ -1,12 +1,10 @@
 """What the REST routes, the Gradio UI (and the OpenAI API) share: one object per app, no globals.
 
 ``Service`` wraps the engine (any ``finspace.engine.api.EngineAPI``: vLLM in-process, or a remote endpoint;
-it never touches either implementation's internals) for the boundaries: it starts model loads as
-background tasks owned by the app (a closed browser tab or a dropped HTTP
-request never cancels a load halfway), checks the admin token in constant
-time, and builds the JSON views (/health, /models, /loads) both boundaries
-return. Domain errors (finspace.errors) pass through unchanged; each boundary
-translates them once.
+it never touches either implementation's internals) for the boundaries: it starts model loads as background
+tasks owned by the app (a closed browser tab or a dropped HTTP request never cancels a load halfway), checks the
+admin token in constant time, and builds the JSON views (/health, /models, /loads) both boundaries return.
+Domain errors (finspace.errors) pass through unchanged; each boundary translates them once.
 """
 
 from __future__ import annotations

@@ -143,8 +143,7 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         return (f"**{out['field']}** ({units}); each point names its filing (form, accession, filed). "
                 + " ".join(out["notes"]), df, df.assign(end=df["end"].dt.date.astype(str)), path)
 
-    async def open_in_chat(q, acc, doc_state, request: gr.Request):
-        """The picked filing joins the Chat tab's documents (as a second attachment there does)."""
+    async def open_in_chat(q, acc, doc_state, request: gr.Request):  # joins the chat's documents, as an attach does
         have = docs.attached_list(doc_state)
         try:
             docs.check_count(svc, len(have) + 1)
@@ -153,9 +152,8 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         except Exception as exc:  # noqa: BLE001 - the boundary
             raise user_error(svc, exc) from None
         f, atts = picked.filing, [*have, att]
-        return ([a.to_state() for a in atts], fit_view(svc, atts), doc_list(atts),
-                f"{picked.company.ticker} {f.form} filed {f.filed} is attached to the **Chat** tab as "
-                f"`{att.ident}`: ask there.")
+        return ([a.to_state() for a in atts], fit_view(svc, atts), doc_list(atts), f"{picked.company.ticker} "
+                f"{f.form} filed {f.filed} is attached to the **Chat** tab as `{att.ident}`: ask there.")
 
     if chat is not None:
         to_chat.click(open_in_chat, [company, pick, chat["doc"]],
