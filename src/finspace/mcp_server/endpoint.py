@@ -24,6 +24,8 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
+
 from finspace.wall.clients import request_client
 from finspace.errors import FinspaceError
 from finspace.mcp_server import arguments
@@ -33,6 +35,7 @@ from finspace.mcp_server.tools import tool_specs
 log = logging.getLogger("finspace.mcp")
 
 MCP_PATH = "/gradio_api/mcp"  # where a Gradio Space serves MCP; "/gradio_api/mcp/" too
+CHECK_THREADS = 4  # calls whose arguments are checked at once, in worker threads
 SDK_MAJORS = ("1", "2")
 INSTRUCTIONS = ("Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract fields from filings "
                 "with page-cited quotes (extract_matrix), ask one filing a question (ask_document); models, health "
@@ -56,6 +59,7 @@ class McpEndpoint:
     def __init__(self, svc: Any, *, max_body_bytes: int, allow_loopback: bool = False):
         self.svc = svc
         self.calls = ToolCalls(svc, allow_loopback=allow_loopback)
+        self.checks = anyio.CapacityLimiter(CHECK_THREADS)
         self.problem = sdk_problem()
         self.manager = None
         if self.problem is None:
@@ -168,7 +172,8 @@ class McpEndpoint:
                 raise _Refused("load_model is not a tool for this caller: switching models needs the admin token "
                                "(Authorization: Bearer <FINSPACE_ADMIN_TOKEN>) on an app that has one")
             raise _Refused(f"unknown tool {name[:60]!r}; the tools are {public} (tools/list describes them)")
-        args = arguments.check(specs[name]["inputSchema"], args)
+        # the caller's structure (fields, documents) is walked off the event loop, a few calls at a time
+        args = await anyio.to_thread.run_sync(arguments.check, specs[name]["inputSchema"], args, limiter=self.checks)
         return await getattr(self.calls, name)(args, caller)
 
 
