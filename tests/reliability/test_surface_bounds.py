@@ -5,20 +5,30 @@ on vLLM CPU) and measured against a baseline taken in the same run: every test f
    ``additionalProperties`` and ``items``), as ``response_format`` or a tool's ``parameters``: the cost check was
    exponential (14 s here) inside the async handler, so ``/health`` from another client waited as long. Now it is
    refused with a 400 about as fast as any other bad schema, and ``/health`` stays as fast as its baseline.
+2. MCP's stateless JSON transport never noticed a caller that went away: a dropped ``ask_document`` went on
+   generating, a dropped ``extract_matrix`` held its Matrix slot to its end. Now both end when the caller does:
+   the generation as fast as a dropped /v1 stream's, the slot well inside one slow PDF's conversion.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import socket
 import statistics
+import struct
 import threading
 import time
 
 import httpx
 import pytest
 
-from rel_utils import SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, still_serving
+from rel_utils import (SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, running_requests,
+                       still_serving, wait_until)
+from support.slow_pdf import slow_pdf
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
+FIELD = [{"name": "Revenue", "type": "number", "instruction": "Total revenue"}]
 
 
 @pytest.fixture(scope="module")
@@ -94,4 +104,92 @@ def test_a_schema_of_chained_definitions_is_refused_quickly_and_holds_no_route(s
     # four at once against one: a bounded check costs about what parsing the request does
     assert slowest <= 4 * 10 * plain_s, (slowest, plain_s)
     assert statistics.median(during) <= 10 * health_base + 4 * plain_s, (during, health_base)
+    still_serving(server)
+
+
+# ------------------------------------------------------------------ 2: MCP calls end with their caller
+MCP = "/gradio_api/mcp/"
+
+
+def mcp_body(name: str, arguments: dict) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}}).encode()
+
+
+def mcp_call(url: str, name: str, arguments: dict) -> dict:
+    r = httpx.post(url + MCP, content=mcp_body(name, arguments), timeout=600,
+                   headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+    TALLY.add(inputs=1)
+    TALLY.response(r.status_code, r.text)
+    assert r.status_code == 200, r.text[:300]
+    return r.json()["result"]
+
+
+def raw_post(url: str, path: str, body: bytes, content_type: str = "application/json") -> socket.socket:
+    """A POST whose answer is never read: the caller goes away when the test closes the socket."""
+    host, port = httpx.URL(url).host, httpx.URL(url).port
+    sock = socket.create_connection((host, port), timeout=30)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
+                 f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    return sock
+
+
+def drop(sock: socket.socket) -> float:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset, as a killed client
+    sock.close()
+    return time.monotonic()
+
+
+def freed_after(server, sock: socket.socket) -> float:
+    wait_until(lambda: running_requests(server) == 1, 120, 0.05, "the long generation running")
+    time.sleep(0.5)
+    assert running_requests(server) == 1, "the generation ended before the drop: not long enough to test"
+    dropped = drop(sock)
+    wait_until(lambda: running_requests(server) == 0, 300, 0.05, "the dropped caller's request freed")
+    return time.monotonic() - dropped
+
+
+def test_a_dropped_mcp_call_stops_generating_and_frees_its_matrix_slot(server, tmp_path):
+    """Finding 2: the stateless JSON transport never noticed a caller that went away: a dropped ask_document went
+    on generating (24 s), a dropped extract_matrix held its Matrix slot to its end. The baseline: a /v1 stream
+    dropped the same way, and one slow PDF's conversion, both timed in this run."""
+    url = server.url
+    assert running_requests(server) == 0
+    v1 = json.dumps({"model": "a", "max_tokens": 4000, "stream": True, "temperature": 1.0, "seed": 1,
+                     "messages": [{"role": "user", "content": "Write a long story."}]}).encode()
+    t_v1 = freed_after(server, raw_post(url, "/v1/chat/completions", v1))
+    note = base64.b64encode(b"EBITDA rose 4% in fiscal 2024. " * 20).decode()
+    ask = mcp_body("ask_document", {"question": "Write a long story about EBITDA.", "max_tokens": 4000,
+                                    "document": {"data": note, "filename": "note.txt"}})
+    t_mcp = freed_after(server, raw_post(url, MCP, ask))
+    print(f"dropped mid-generation: /v1 freed in {t_v1 * 1e3:.0f} ms, MCP ask_document in {t_mcp * 1e3:.0f} ms")
+    assert t_mcp <= 5 * t_v1 + 0.5, (t_mcp, t_v1)  # 0.5: the 0.5 s of the wait before each drop, at most
+    TALLY.add(faults=2, survived=2)
+
+    # a Matrix slot: a matrix of two slow PDFs (tens of seconds of conversion) dropped while it converts
+    from finspace.documents.convert import convert
+    from finspace.documents.limits import DocumentLimits
+    pdf = slow_pdf(tmp_path / "slow.pdf", operators=1600)
+    t0 = time.monotonic()
+    convert(pdf, "slow.pdf", DocumentLimits(convert_timeout_s=600))
+    t_slow = time.monotonic() - t0
+    data = base64.b64encode(pdf.read_bytes()).decode()
+    matrix = mcp_body("extract_matrix", {"documents": [{"data": data, "filename": f"s{i}.pdf"} for i in range(2)],
+                                         "fields": FIELD})
+    sock = raw_post(url, MCP, matrix)
+    probe = {"documents": [{"data": note, "filename": "note.txt"}], "fields": FIELD}
+    wait_until(lambda: "already filling" in json.dumps(mcp_call(url, "extract_matrix", probe)), 60, 0.2,
+               "the dropped matrix holding its slot")
+    dropped = drop(sock)
+    while True:
+        out = mcp_call(url, "extract_matrix", probe)
+        if not out.get("isError"):
+            break
+        assert "already filling" in json.dumps(out), out
+        held = time.monotonic() - dropped
+        assert held < t_slow / 2, (f"the dropped matrix still held its slot {held:.1f} s after its caller went away; "
+                                   f"one slow PDF converts in {t_slow:.1f} s")
+        time.sleep(0.2)
+    print(f"dropped matrix: slot free {time.monotonic() - dropped:.1f} s after the drop (a slow PDF: {t_slow:.1f} s)")
+    TALLY.add(faults=1, survived=1)
     still_serving(server)

@@ -18,6 +18,7 @@ fix (secrets redacted); a surprise is logged, answered "unexpected server error"
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -109,7 +110,7 @@ class McpEndpoint:
                                     (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
-        await self.manager.handle_request(scope, receive, send)
+        await _cancelled_when_gone(self.manager.handle_request, scope, receive, send)
 
     # ------------------------------------------------------------------ who is calling
     def _caller(self, ctx: Any) -> Caller:
@@ -150,7 +151,7 @@ class McpEndpoint:
         caller = self._caller(ctx)
         name = params.name if isinstance(params.name, str) else ""
         try:
-            value = await self.call(name, params.arguments, caller)
+            value = await _until_gone(self.call(name, params.arguments, caller), _gone_event(ctx))
         except FinspaceError as exc:
             return _error(types, self.svc.redact(str(exc)))
         except Exception as exc:  # noqa: BLE001 - the boundary: a named error, never a traceback
@@ -175,6 +176,67 @@ class McpEndpoint:
         # the caller's structure (fields, documents) is walked off the event loop, a few calls at a time
         args = await anyio.to_thread.run_sync(arguments.check, specs[name]["inputSchema"], args, limiter=self.checks)
         return await getattr(self.calls, name)(args, caller)
+
+
+GONE = "finspace.mcp.gone"  # the ASGI scope's key for the event set when the caller disconnects
+
+
+async def _cancelled_when_gone(handle, scope, receive, send) -> None:
+    """``handle`` the request, with an event in its scope set when the caller disconnects. The stateless JSON
+    transport reads the body and then never reads again, so it would not notice a caller that went away: once
+    the body is in, this reads on for ``http.disconnect``, as /v1 and Gradio's queue do (the tool's work is
+    cancelled then, ``_until_gone``: a generation aborted, a Matrix slot freed at once)."""
+    gone, body_in = asyncio.Event(), asyncio.Event()
+
+    async def reading():
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+        elif not message.get("more_body"):
+            body_in.set()
+        return message
+
+    async def watch():
+        await body_in.wait()
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await handle({**scope, GONE: gone}, reading, send)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+
+
+def _gone_event(ctx: Any) -> asyncio.Event | None:
+    request = getattr(ctx, "request", None)
+    return getattr(request, "scope", {}).get(GONE) if request is not None else None
+
+
+async def _until_gone(work, gone: asyncio.Event | None) -> Any:
+    """``work``'s result; cancelled (its engine stream closed, its slots freed) if the caller goes away first."""
+    task = asyncio.ensure_future(work)
+    if gone is None:
+        return await task
+    watch = asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("an MCP caller went away before its result was ready; the call was cancelled")
+        raise _Gone("the caller went away; the call was cancelled")
+    return task.result()
+
+
+class _Gone(FinspaceError):
+    http_status = 499
 
 
 class _Params:
