@@ -8,12 +8,23 @@ on vLLM CPU) and measured against a baseline taken in the same run: every test f
 2. MCP's stateless JSON transport never noticed a caller that went away: a dropped ``ask_document`` went on
    generating, a dropped ``extract_matrix`` held its Matrix slot to its end. Now both end when the caller does:
    the generation as fast as a dropped /v1 stream's, the slot well inside one slow PDF's conversion.
+3. Inline XBRL outside the document's bounds: 3 to 5 MB of contexts nested in chains, long dimensions at the
+   bottom, made the converter's child print about 150 MB of JSON that the app parsed on its event loop (+546 MiB
+   for one ask_document). Now every product counts against the document's bounds in the child, the app reads
+   no more than the bound, off the loop: the app's peak memory for it is about a real 10-K's of the same size.
+6. A document with no word to index (560 KB of single digits, an HTML table of 60,000 "1" rows), too long to fit
+   whole: bm25s raised ``ValueError: max() arg is an empty sequence``, a 500 ("unexpected server error"). Now its
+   passages are chosen in document order, answered as a worded document of the same size is.
+5. One client read another's upload: MCP's ``upload`` took any file in the upload folder, and two clients
+   uploading the same bytes shared one file (Gradio names it by a hash of the bytes), so one's use deleted the
+   other's. Now each upload is its sender's own file, and only its sender names it.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import statistics
 import struct
@@ -21,13 +32,16 @@ import threading
 import time
 
 import httpx
+import psutil
 import pytest
 
 from rel_utils import (SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, running_requests,
                        still_serving, wait_until)
+from support.filings import filing
 from support.slow_pdf import slow_pdf
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
+MIB = 1 << 20
 FIELD = [{"name": "Revenue", "type": "number", "instruction": "Total revenue"}]
 
 
@@ -116,8 +130,8 @@ def mcp_body(name: str, arguments: dict) -> bytes:
                        "params": {"name": name, "arguments": arguments}}).encode()
 
 
-def mcp_call(url: str, name: str, arguments: dict) -> dict:
-    r = httpx.post(url + MCP, content=mcp_body(name, arguments), timeout=600,
+def mcp_call(url: str, name: str, arguments: dict, http: httpx.Client | None = None) -> dict:
+    r = (http or httpx).post(url + MCP, content=mcp_body(name, arguments), timeout=600,
                    headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
     TALLY.add(inputs=1)
     TALLY.response(r.status_code, r.text)
@@ -193,3 +207,136 @@ def test_a_dropped_mcp_call_stops_generating_and_frees_its_matrix_slot(server, t
     print(f"dropped matrix: slot free {time.monotonic() - dropped:.1f} s after the drop (a slow PDF: {t_slow:.1f} s)")
     TALLY.add(faults=1, survived=1)
     still_serving(server)
+
+
+# ------------------------------------------------------------------ 3: a conversion's every product is bounded
+def nested_contexts(chains: int = 400, depth: int = 100) -> bytes:
+    """Chains of ``depth`` contexts nested in each other, 16 long dimensions at the bottom: a reader that takes a
+    context's first 16 dimensions from everything inside it gives every context of the chain all 16 (6 KB each:
+    about 150 MB of JSON from a 4.6 MB file)."""
+    dims = "".join(f'<xbrldi:explicitMember dimension="d:{"D" * 190}{j}">m:{"M" * 190}{j}</xbrldi:explicitMember>'
+                   for j in range(16))
+    out = ['<html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL" '
+           'xmlns:xbrli="http://www.xbrl.org/2003/instance" xmlns:xbrldi="http://xbrl.org/2006/xbrldi"><body>'
+           '<ix:header><ix:resources>']
+    for c in range(chains):
+        out += [f'<xbrli:context id="c{c}_{i}">' for i in range(depth)]
+        out += [dims, "</xbrli:context>" * depth]
+    out.append('</ix:resources></ix:header><p>Revenue <ix:nonNumeric name="dei:X" contextRef="c0_0">rose</ix:nonNumeric>'
+               '</p></body></html>')
+    return "".join(out).encode()
+
+
+def peak_rss_during(pid: int, work) -> tuple[int, object]:
+    """The app process's peak RSS growth (sampled every 20 ms) while ``work()`` runs, and its result."""
+    proc = psutil.Process(pid)
+    start, peak, done = proc.memory_info().rss, [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = work()
+    finally:
+        done.set()
+        sampler.join()
+    return max(0, peak[0] - start), result
+
+
+def ask_with_file(url: str, name: str, data: bytes) -> dict:
+    return mcp_call(url, "ask_document", {"question": "What rose?", "max_tokens": 1,
+                                          "document": {"data": base64.b64encode(data).decode(), "filename": name}})
+
+
+def test_inline_xbrl_counts_against_the_document_bounds(server):
+    """Finding 3: the app's memory for a hostile inline-XBRL file against a real 10-K's (2 MB), in this run."""
+    real = filing("nvda-10-k-2025-02-26.html").read_bytes()
+    hostile = nested_contexts()
+    assert len(hostile) > len(real)
+    ask_with_file(server.url, "warm.html", real)  # the first conversion's imports are not the figure
+    grew_real, out = peak_rss_during(server.proc.pid, lambda: ask_with_file(server.url, "nvda.html", real))
+    assert not out.get("isError"), out
+    health_base = statistics.median(health_s(server.url) for _ in range(3))
+    during: list[float] = []
+    done = threading.Event()
+
+    def probe():
+        while not done.is_set():
+            during.append(health_s(server.url))
+            time.sleep(0.05)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        grew, out = peak_rss_during(server.proc.pid, lambda: ask_with_file(server.url, "nested.html", hostile))
+    finally:
+        done.set()
+        prober.join()
+    text = json.dumps(out)
+    assert "Traceback" not in text and "unexpected" not in text, text[:300]
+    print(f"inline XBRL of nested contexts: the app grew {grew / MIB:.0f} MiB at its peak (a real 10-K "
+          f"{grew_real / MIB:.0f} MiB); /health at most {max(during) * 1e3:.0f} ms (baseline {health_base * 1e3:.0f} ms)")
+    assert grew <= 2 * grew_real + 32 * MIB, (grew / MIB, grew_real / MIB)
+    assert max(during) <= 20 * health_base + 0.25, (during, health_base)
+    TALLY.add(inputs=1)
+    still_serving(server)
+
+
+# ------------------------------------------------------------------ 6: a document with no word to index
+def test_a_document_with_no_word_to_index_is_answered(server):
+    """Finding 6: digits only, too long to fit whole, through MCP and /v1: answered (passages in document order),
+    in about the time a worded text of the same size takes (the baseline, in this run)."""
+    digits = (" ".join(str(i % 10) for i in range(280_000))).encode()  # 560 KB of single digits
+    table = ("<table>" + "<tr><td>1</td></tr>" * 60_000 + "</table>").encode()
+    worded = (b"Revenue rose in fiscal 2024. " * (len(digits) // 29 + 1))[:len(digits)]
+    t0 = time.monotonic()
+    out = ask_with_file(server.url, "worded.txt", worded)
+    t_worded = time.monotonic() - t0
+    assert not out.get("isError"), out
+    for name, data in (("digits.txt", digits), ("ones.html", table)):
+        t0 = time.monotonic()
+        out = ask_with_file(server.url, name, data)
+        took = time.monotonic() - t0
+        assert not out.get("isError"), json.dumps(out)[:300]
+        assert "answer" in out["structuredContent"], json.dumps(out)[:300]
+        print(f"{name}: answered in {took:.1f} s (a worded text of the same size {t_worded:.1f} s)")
+        assert took <= 4 * t_worded, (took, t_worded)
+    TALLY.add(inputs=2)
+
+
+# ------------------------------------------------------------------ 5: uploads owned by their sender
+def from_address(address: str) -> httpx.Client:
+    """A client whose connections come from ``address`` (another 127.x address: another client to the app)."""
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=600)
+
+
+def test_uploads_are_owned_by_the_client_that_sent_them(server):
+    """Finding 5, the figure: files stored for the same bytes from two clients (2), and the other's after one
+    client used its own (still there)."""
+    note = b"Net sales rose 4% to $391 billion in fiscal 2024. " * 10
+    url = server.url
+    with from_address("127.0.0.2") as a, from_address("127.0.0.3") as b:
+        paths = []
+        for http in (a, b):
+            r = http.post(url + "/gradio_api/upload", files=[("files", ("note.txt", note))])
+            TALLY.response(r.status_code, r.text)
+            assert r.status_code == 200, r.text[:300]
+            paths.append(r.json()[0])
+        pa, pb = paths
+        assert pa != pb and os.path.isfile(pa) and os.path.isfile(pb), paths
+        stolen = mcp_call(url, "ask_document", {"question": "What rose?", "max_tokens": 1,
+                                                "document": {"upload": pa, "filename": "note.txt"}}, b)
+        assert stolen.get("isError") and "from this client" in json.dumps(stolen), stolen
+        assert os.path.isfile(pa), "a refused call deleted the owner's upload"
+        mine = mcp_call(url, "ask_document", {"question": "What rose?", "max_tokens": 1,
+                                              "document": {"upload": pa, "filename": "note.txt"}}, a)
+        assert not mine.get("isError"), mine
+        assert not os.path.exists(pa) and os.path.isfile(pb), "one client's use deleted the other's upload"
+        theirs = mcp_call(url, "ask_document", {"question": "What rose?", "max_tokens": 1,
+                                                "document": {"upload": pb, "filename": "note.txt"}}, b)
+        assert not theirs.get("isError"), theirs
+    TALLY.add(inputs=4)

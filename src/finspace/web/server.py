@@ -228,6 +228,8 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
     # gr.mount_gradio_app never marks the Blocks launched, and Gradio skips its check of file paths in payloads
     # until they are (gradio 6.31 processing_utils._check_allowed): mark them, so Gradio's own wall stands too.
     demo.has_launched = True
+    held = uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes)
+    demo.finspace_service.uploads = held  # who owns which upload: MCP's upload argument names only its caller's
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
                        mcp_bytes=mcp_body_bound(settings),
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
@@ -235,7 +237,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
                        upload_file_bytes=settings.documents.max_bytes,
                        upload_bytes=upload_body_bound(settings),
                        upload_types=tuple(sorted(KINDS)),
-                       held=uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes),
+                       held=held, stored=demo.upload_file_set.update,
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
 
