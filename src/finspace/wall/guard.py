@@ -4,20 +4,17 @@ A Space is public: anyone can call every route, Gradio's own included, with any
 payload. ``Guard`` is a pure ASGI middleware around the whole app (REST and the
 mounted Gradio UI). In order, it:
 
-- answers 404 for routes finspace does not offer: FastAPI's /docs and /openapi.json
-  (unless FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes
-  (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
-  queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
-  then lets through only the routes and methods the page and the public API use
-  (``finspace.wall.surface``: 404, or 405 for a wrong method), so no other Gradio route
-  (the streaming-input route ``/gradio_api/stream/<event_id>`` among them) ever
-  receives event data;
+- answers 404 for routes finspace does not offer: FastAPI's /docs and /openapi.json (unless
+  FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes (/gradio_api/run/..., /gradio_api/api/...,
+  /run/..., /api/...: they skip the queue), and /gradio_api/call/<name> for any name that is not a public
+  endpoint; then lets through only the routes and methods the page and the public API use
+  (``finspace.wall.surface``: 404, or 405 for a wrong method), so no other Gradio route (the streaming-input
+  route ``/gradio_api/stream/<event_id>`` among them) ever receives event data;
 - takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
   request, named with a document's extension, as python-multipart parses the body (``finspace.wall.uploads``),
-  the body bounded by the document size limit; refuses them otherwise;
-- bounds every body before it is read: Content-Length first, then the bytes as
-  they arrive (413 with the limit), so a 100 MB body costs nothing, with or
-  without a token;
+  the body bounded by the document size limit; refuses them otherwise; each stored file is its sender's own;
+- bounds every body before it is read: Content-Length first, then the bytes as they arrive (413 with the
+  limit), so a 100 MB body costs nothing, with or without a token;
 - reads the JSON of Gradio's event routes strictly (no NaN, no binary: 400) and
   refuses any Gradio FileData reference in it (``{"path": ..., "meta": {"_type":
   "gradio.FileData"}}``): no payload can name a file on the server. The one
@@ -212,6 +209,7 @@ class Guard:
                  upload_bytes: int = 0, upload_files: int = 1, upload_file_bytes: int | None = None,
                  document_events: Callable[[], Collection[int]] = frozenset, mcp_bytes: int = 0,
                  held: uploads.Held | None = None, stored: Callable[[list[str]], None] = lambda paths: None,
+                 heard: Callable[[str], None] = lambda path: None,
                  upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
@@ -230,6 +228,7 @@ class Guard:
         self.mcp_bytes = mcp_bytes or limits.event_body_bytes
         self.held = held  # uploaded files per client, bounded (None: unbounded); each owned by its client
         self.stored = stored  # told the paths of each upload (Gradio's cache sweep removes them if never used)
+        self.heard = heard  # told each GET's path: a page's heartbeat keeps its session (wall.sessions)
         self.scrub = PathScrubber()
         self.carried = uploads.Carried(limits.upload_client_bytes)  # MCP bodies in flight per client
 
@@ -299,7 +298,7 @@ class Guard:
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)
-        if method == "GET" and path == "/gradio_api/queue/data":
+        if method == "GET" and (self.heard(path) or path == "/gradio_api/queue/data"):  # heard: a heartbeat?
             session = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash") or [""])[0]
             return await self._stream(scope, receive, send, session)
         call = _CALL.match(path)
