@@ -15,6 +15,10 @@ on vLLM CPU) and measured against a baseline taken in the same run: every test f
 6. A document with no word to index (560 KB of single digits, an HTML table of 60,000 "1" rows), too long to fit
    whole: bm25s raised ``ValueError: max() arg is an empty sequence``, a 500 ("unexpected server error"). Now its
    passages are chosen in document order, answered as a worded document of the same size is.
+4. 2,000 text facts continuing into one ``ix:continuation`` of 150,000 empty elements (0.78 MB) ran the converter
+   to its 60 s bound, the part walked again for every fact; from two clients both conversion slots were held and
+   a third client's small document waited a minute. Now the part is read once: the file converts in about the
+   time a real 10-K of twice its size does, and the third client's document is not held behind it.
 5. One client read another's upload: MCP's ``upload`` took any file in the upload folder, and two clients
    uploading the same bytes shared one file (Gradio names it by a hash of the bytes), so one's use deleted the
    other's. Now each upload is its sender's own file, and only its sender names it.
@@ -339,4 +343,48 @@ def test_uploads_are_owned_by_the_client_that_sent_them(server):
         theirs = mcp_call(url, "ask_document", {"question": "What rose?", "max_tokens": 1,
                                                 "document": {"upload": pb, "filename": "note.txt"}}, b)
         assert not theirs.get("isError"), theirs
+    TALLY.add(inputs=4)
+
+
+# ------------------------------------------------------------------ 4: per-fact work linear in the document
+def continuation_file(facts: int = 2000, empties: int = 150_000) -> bytes:
+    head = ('<html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL" '
+            'xmlns:xbrli="http://www.xbrl.org/2003/instance"><body><ix:header><ix:resources><xbrli:context id="c">'
+            '<xbrli:period><xbrli:instant>2024-12-31</xbrli:instant></xbrli:period></xbrli:context>'
+            '</ix:resources></ix:header>')
+    tagged = "".join(f'<p><ix:nonNumeric name="us-gaap:Note{i}" contextRef="c" continuedAt="k">Revenue rose'
+                     '</ix:nonNumeric></p>' for i in range(facts))
+    return (head + tagged + '<ix:continuation id="k">' + "<i></i>" * empties + "</ix:continuation></body></html>").encode()
+
+
+def test_a_continuation_reached_by_every_fact_is_read_once_and_holds_no_slot(server):
+    """Finding 4: the hostile file's time against a real 10-K's (2 MB) through the same route, and a third
+    client's small document while two clients send the hostile file, against that document alone."""
+    url, hostile = server.url, continuation_file()
+    real = filing("nvda-10-k-2025-02-26.html").read_bytes()
+    note = b"EBITDA rose 4% in fiscal 2024."
+
+    def timed(http: httpx.Client, name: str, data: bytes) -> float:
+        t0 = time.monotonic()
+        out = mcp_call(url, "ask_document", {"question": "What rose?", "max_tokens": 1, "document": {
+            "data": base64.b64encode(data).decode(), "filename": name}}, http)
+        assert not out.get("isError"), json.dumps(out)[:300]
+        return time.monotonic() - t0
+
+    with from_address("127.0.0.4") as a, from_address("127.0.0.5") as b, from_address("127.0.0.6") as c:
+        t_note = timed(c, "note.txt", note)
+        t_real = timed(a, "nvda.html", real)
+        t_hostile = timed(a, "notes.html", hostile)
+        both = [threading.Thread(target=timed, args=(http, "notes.html", hostile)) for http in (a, b)]
+        for t in both:
+            t.start()
+        time.sleep(min(1.0, t_hostile / 4))  # both converting
+        t_third = timed(c, "note.txt", note)
+        for t in both:
+            t.join(300)
+    print(f"continuation file: {t_hostile:.1f} s (a real 10-K {t_real:.1f} s); a third client's note "
+          f"{t_third:.1f} s beside two of them ({t_note:.1f} s alone)")
+    assert t_hostile <= 3 * t_real, (t_hostile, t_real)
+    # it may wait for one of them (two conversions share two cores here): never for the converter's bound
+    assert t_third <= 2 * t_hostile + 3 * t_note, (t_third, t_hostile, t_note)
     TALLY.add(inputs=4)
