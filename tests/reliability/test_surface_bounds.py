@@ -27,6 +27,7 @@ on vLLM CPU) and measured against a baseline taken in the same run: every test f
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -158,6 +159,15 @@ def drop(sock: socket.socket) -> float:
     return time.monotonic()
 
 
+def converting(server) -> int:
+    """Converter children running now (finspace.documents.upload)."""
+    n = 0
+    for child in psutil.Process(server.proc.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            n += "finspace.documents.upload" in " ".join(child.cmdline())
+    return n
+
+
 def freed_after(server, sock: socket.socket) -> float:
     wait_until(lambda: running_requests(server) == 1, 120, 0.05, "the long generation running")
     time.sleep(0.5)
@@ -195,9 +205,10 @@ def test_a_dropped_mcp_call_stops_generating_and_frees_its_matrix_slot(server, t
     matrix = mcp_body("extract_matrix", {"documents": [{"data": data, "filename": f"s{i}.pdf"} for i in range(2)],
                                          "fields": FIELD})
     sock = raw_post(url, MCP, matrix)
+    wait_until(lambda: converting(server) >= 1, 120, 0.1, "the matrix converting its first slow PDF")
     probe = {"documents": [{"data": note, "filename": "note.txt"}], "fields": FIELD}
-    wait_until(lambda: "already filling" in json.dumps(mcp_call(url, "extract_matrix", probe)), 60, 0.2,
-               "the dropped matrix holding its slot")
+    out = mcp_call(url, "extract_matrix", probe)
+    assert "already filling" in json.dumps(out), out  # the matrix holds its slot while its caller is there
     dropped = drop(sock)
     while True:
         out = mcp_call(url, "extract_matrix", probe)
