@@ -216,7 +216,8 @@ def test_a_dropped_mcp_call_stops_generating_and_frees_its_matrix_slot(server, t
             break
         assert "already filling" in json.dumps(out), out
         held = time.monotonic() - dropped
-        assert held < t_slow, (  # before: held through both slow PDFs' conversions and the cellsf"the dropped matrix still held its slot {held:.1f} s after its caller went away; "
+        # before: held through both slow PDFs' conversions and the cells
+        assert held < t_slow, (f"the dropped matrix still held its slot {held:.1f} s after its caller went away; "
                                    f"one slow PDF converts in {t_slow:.1f} s")
         time.sleep(0.2)
     print(f"dropped matrix: slot free {time.monotonic() - dropped:.1f} s after the drop (a slow PDF: {t_slow:.1f} s)")
