@@ -182,7 +182,7 @@ async def test_task_cancellation_aborts_too(engine):
         ("hello", None, "must be a list"),
         ([{"role": "user", "content": "   "}], None, "message is empty"),
         ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], None, "images and audio are not read"),
-        ([{"role": "user", "content": {"path": "/etc/passwd"}}], None, "non-text content"),
+        ([{"role": "user", "content": {"path": "/etc/passwd"}}], None, "it must be text"),
         ([{"role": "robot", "content": "hi"}], None, "role 'robot'"),
         ([{"role": "user", "content": "x" * 70_000}], None, "limit is 64,000"),
         (HELLO, ChatSettings(temperature=float("nan")), "temperature must be a finite number"),

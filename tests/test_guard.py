@@ -467,3 +467,18 @@ def test_mcp_bodies_are_bounded_and_strict_before_the_sdk_reads_them(method, con
     assert r.status_code == status and phrase in r.json()["error"], r.text
     assert r.headers.get("allow") == ("OPTIONS, POST" if status == 405 else None), r.headers  # HTTP's rule
     assert state["peak"] == 0 and tracker.in_flight("127.0.0.1") == 0
+
+
+def test_mcp_bodies_in_flight_are_bounded_per_client_as_uploads_are():
+    """Issue 41, finding 7: a client's MCP calls together carry at most its upload bound (a base64 body costs the
+    app ~3.7x its size while the call runs); another client is not affected; a finished call gives its bytes back."""
+    from finspace.wall.uploads import Carried
+
+    carried = Carried(128 << 20)
+    body = 54 << 20  # the largest MCP body here: the Matrix's two filings as base64
+    assert carried.admit("a", body) is None and carried.admit("a", body) is None
+    refusal = carried.admit("a", body)
+    assert refusal and "FINSPACE_UPLOAD_CLIENT_MIB" in refusal and "108.0 MiB" in refusal
+    assert carried.admit("b", body) is None  # per client
+    carried.release("a", body)
+    assert carried.admit("a", body) is None

@@ -34,6 +34,9 @@ def refusal(url: str, allow_loopback: bool = False) -> str:
     ("http://172.31.255.255/x.pdf", "private"), ("http://192.168.1.1/x.pdf", "private"),
     ("http://169.254.169.254/latest/meta-data/", "link-local"), ("http://[fe80::1]/x.pdf", "link-local"),
     ("http://[fc00::1]/x.pdf", "private"), ("http://[fd12:3456::1]/x.pdf", "private"),
+    # issue 41: 6to4 and NAT64 carry an IPv4 address (127.0.0.1 here); fec0::/10 is site-local
+    ("http://[2002:7f00:1::1]/x.pdf", "this machine"), ("http://[64:ff9b::7f00:1]/x.pdf", "this machine"),
+    ("http://[2002:a00:1::1]/x.pdf", "private"), ("http://[fec0::1]/x.pdf", "site-local"),
     ("http://100.64.0.1/x.pdf", "private"), ("http://224.0.0.1/x.pdf", "not a public"),
     ("file:///etc/passwd", "only public http(s)"), ("FILE:///proc/self/environ", "only public http(s)"),
     ("ftp://example.com/a.pdf", "only public http(s)"), ("gopher://127.0.0.1:6379/_", "only public http(s)"),

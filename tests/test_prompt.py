@@ -73,7 +73,9 @@ def conversation(turns: int, filler: str = "Revenue grew twelve percent year ove
     (["hi"], "message 0 must be an object"),
     ([{"role": "user", "content": "   "}], "message is empty"),
     ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], "images and audio are not read"),
-    ([{"role": "user", "content": {"path": "/etc/passwd"}}], "non-text content"),
+    ([{"role": "user", "content": {"path": "/etc/passwd"}}], "it must be text"),
+    ([{"role": "user", "content": None}], "content is null; it must be text"),  # issue 41: no Python type named
+    ([{"role": "user", "content": [7]}], "holds a number where a text part was expected"),
     ([{"role": "robot", "content": "hi"}], "role 'robot'"),
     ([{"role": "user", "content": "x" * 70_000}], "limit is 64,000"),
     ([{"role": "user", "content": "x" * 60_000}] * 5, "the limit is 256,000"),

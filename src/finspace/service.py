@@ -69,6 +69,7 @@ class Service:
         self.fits = FitRunner(self.check_fit, self.settings.fits_per_client, self.settings.fit_timeout_s)
         self.blocking: str | None = None  # what keeps this machine from serving (finspace.fit.doctor), set at start
         self.storage_note: str | None = None  # why the load ledger will not survive a restart, if it won't
+        self.uploads = None  # finspace.wall.uploads.Held, set by build_app: which client owns which upload
         self.started_at = time.time()
         self.versions = versions()
         self.active_streams = 0
@@ -423,13 +424,23 @@ class Service:
             raise FinspaceError(f"cannot read the load ledger ({type(exc).__name__}); see the server log") from None
         return [jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
 
-    def check_fit(self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, **settings: Any) -> dict:
-        """Will it fit? for any model (finspace.fit.service); reads the Hub for a repo id: call from a thread."""
+    def check_fit(self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, caller_token: Any = None,
+                  **settings: Any) -> dict:
+        """Will it fit? for any model (finspace.fit.service); reads the Hub for a repo id: call from a thread. The
+        Hub is read with the Space's HF_TOKEN only for a caller who gave the admin token; anyone else reads it
+        without a token (``False``: not even the environment's), so public repos only, as that caller could."""
         from finspace.fit.service import check_fit
 
         default = self.engine.gpu.key if self.engine.gpu is not None else "l40s"
-        return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=self.settings.hf_token,
+        token = self.settings.hf_token if self._is_admin_token(caller_token) else False
+        return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=token,
                          catalog=self.catalog, **settings)
+
+    def _is_admin_token(self, token: Any) -> bool:
+        if not isinstance(token, str) or not token or not self.admin_token:
+            return False
+        given = token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1]
+        return hmac.compare_digest(given, self.admin_token.encode("utf-8"))
 
     def redact_record(self, record: Any) -> Any:
         if isinstance(record, dict):

@@ -123,6 +123,7 @@ class Limits:
 
     events_per_client: int = 16  # Gradio events queued or running per client address
     stream_open_s: float = 5.0  # an event whose result stream is not opened by then is cancelled
+    session_idle_s: float = 300.0  # a session that never opened a heartbeat loses its state after this idle
     rest_body_bytes: int = 16 << 10  # REST bodies ({"model": KEY})
     # Gradio event bodies: a chat's 64,000-character message and system prompt and 256,000 characters of history,
     # each character up to 12 bytes as JSON writes it escaped (an emoji is \ud83d\udcb8): 4.6 MB at most
@@ -262,6 +263,7 @@ class Settings:
         limits = Limits(
             events_per_client=_int(env, "FINSPACE_MAX_EVENTS_PER_CLIENT", Limits.events_per_client, 1, 100_000),
             stream_open_s=_float(env, "FINSPACE_STREAM_OPEN_S", Limits.stream_open_s, 0.5, 600),
+            session_idle_s=_float(env, "FINSPACE_SESSION_IDLE_S", Limits.session_idle_s, 1, 86_400),
             header_timeout_s=_float(env, "FINSPACE_HEADER_TIMEOUT_S", Limits.header_timeout_s, 0.5, 600),
             body_timeout_s=_float(env, "FINSPACE_BODY_TIMEOUT_S", Limits.body_timeout_s, 0.5, 3600),
             max_connections=_int(env, "FINSPACE_MAX_CONNECTIONS", Limits.max_connections, 8, 1_000_000),

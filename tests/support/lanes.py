@@ -31,7 +31,7 @@ from xdist.scheduler import LoadScopeScheduling
 # setup included), so the longest start first and the lanes end together. The rest keep their order, those that
 # start an engine before those that do not.
 LONG = {
-    "tests/test_engine.py": 490, "shared_smollm_server": 360, "surface_server": 220, "shared_tiny_server": 200,
+    "tests/test_engine.py": 490, "shared_smollm_server": 360, "surface_server": 350, "shared_tiny_server": 200,
     "tests/test_evals_app.py": 140, "tests/reliability/test_side_by_side.py": 130,
     "tests/test_tensor_parallel.py": 120, "tests/reliability/test_load.py": 115,
     "tests/reliability/test_faults.py": 105, "tests/reliability/test_surface_schemas.py": 95,

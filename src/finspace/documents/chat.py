@@ -11,6 +11,7 @@ and the conversation, else the passages most relevant to the last question.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -104,7 +105,8 @@ async def attach(svc: Any, path: str, name: str, client: str | None) -> Attached
             doc = await convert_upload(path, name, svc.settings.documents, upload_folder(svc.settings))
     finally:  # refused before converting (429): the upload goes all the same
         remove_upload(path, upload_folder(svc.settings))
-    [tokens] = await svc.engine.count_tokens([prompt.whole_block(doc)])
+    whole = prompt.whole_block(doc)  # counted piece by piece: memory bounded by a piece, not by the document
+    tokens = await svc.engine.measure(lambda count: prompt.count_upto(whole, sys.maxsize, count), size=len(whole))
     return Attached(doc, tokens)
 
 

@@ -33,6 +33,7 @@ MAX_REDIRECTS = 3
 MAX_URL_CHARS = 2000
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not public either
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # an IPv4 address behind a NAT64 gateway
 
 
 class Unresolved(BadInput):
@@ -47,8 +48,13 @@ class Fetched:
 
 def refused_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_loopback: bool = False) -> str | None:
     """Why ``ip`` may not be fetched from, else None."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:  # fec0::/10, deprecated but still routed inside some networks
+            return "it is a site-local address (a private network)"
+        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or \
+            (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
+        if embedded is not None:  # 6to4 (2002:7f00:1::1 is 127.0.0.1), Teredo, NAT64: judged by the IPv4 inside
+            return refused_address(embedded, allow_loopback)
     if ip.is_loopback:
         return None if allow_loopback else "it is this machine (a loopback address)"
     if ip.is_unspecified:

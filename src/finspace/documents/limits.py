@@ -37,6 +37,13 @@ class DocumentLimits:
         return min(self.convert_timeout_s, self.convert_base_s + self.convert_page_s * max(0, pages))
 
     @property
+    def answer_bytes(self) -> int:
+        """The converter's whole answer (text, tables, facts, contexts as UTF-8 JSON), in bytes: the text's bound
+        at up to 4 bytes a character, and 16 MiB for the inline-XBRL facts (finspace.xbrl's own character bound).
+        The child refuses a larger document; the app never reads past it."""
+        return 4 * self.max_chars + 16 * MIB
+
+    @property
     def upload_body_bytes(self) -> int:
         """The upload route's body bound: one file of ``max_bytes`` and its multipart envelope."""
         return self.max_bytes + 64 * 1024

@@ -37,6 +37,11 @@ STATEMENT_MIN_FIGURES = 20  # and the page prints figures: a contents page that 
 _FIGURE = re.compile(r"\d{1,3}(?:,\d{3})+")
 
 
+# a "word" longer than this is cut into pieces of it: a passage is bounded in characters as in words (3 KB runs
+# without a space made one 1.2 MB passage, whose token count took the app 250 MiB)
+MAX_WORD_CHARS = 64
+
+
 @dataclass(frozen=True)
 class Passage:
     index: int  # position in the document
@@ -75,7 +80,7 @@ def split(doc: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
                 for part in block:
                     emit(page.label, part)
                 continue
-            pw = block[0].split()
+            pw = [w[i:i + MAX_WORD_CHARS] for w in block[0].split() for i in range(0, len(w), MAX_WORD_CHARS)]
             while len(pw) > words:  # a paragraph longer than a passage: cut it
                 flush()
                 emit(page.label, " ".join(pw[:words]))
@@ -145,8 +150,9 @@ class Index:
         self._retriever = None
         if self.passages:
             corpus = bm25s.tokenize([p.text for p in self.passages], stopwords="en", show_progress=False)
-            self._retriever = bm25s.BM25()
-            self._retriever.index(corpus, show_progress=False)
+            if corpus.vocab:  # a text of no word to index (single digits, "1" rows): no index, document order
+                self._retriever = bm25s.BM25()
+                self._retriever.index(corpus, show_progress=False)
 
     @classmethod
     def of(cls, doc: Document, words: int = PASSAGE_WORDS) -> Index:
@@ -158,8 +164,8 @@ class Index:
         ``EXTRA_WEIGHT`` x BM25 of the words ``use`` adds (synonyms, statement titles, a metric's inputs), each
         scaled to its best passage; ties keep document order."""
         n = len(self.passages)
-        if self._retriever is None:
-            return []
+        if self._retriever is None:  # no passage, or no word in any: document order
+            return list(range(n))
         own = self._scores(question)
         extra = fw.expand(question, synonyms=use.synonyms, metrics=use.metrics)[len(question):]
         more = self._scores(extra) if extra.strip() else None

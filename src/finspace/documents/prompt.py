@@ -57,11 +57,14 @@ def pages_phrase(doc: Document, chosen: list[psg.Passage], total_passages: int) 
     return f"document: {used} of {len(labels)} {unit} ({len(chosen)} passage{'s' if len(chosen) != 1 else ''})"
 
 
+COUNT_PIECE_CHARS = 32_768  # a document is counted in pieces of this many characters (``count_upto``)
+
+
 def prepare(doc: Document, question: str, budget_tokens: int, count: Callable[[str], int]) -> Prepared:
     """The whole document when its block fits ``budget_tokens`` (``count``: tokens of a text), else the most
     relevant passages to ``question`` that fit it, in document order."""
     whole = whole_block(doc)
-    if count(whole) <= budget_tokens:
+    if count_upto(whole, budget_tokens, count) <= budget_tokens:
         n = len([p for p in doc.pages if p.label])
         return Prepared(whole, True, f"document: whole ({n} pages)" if n else "document: whole")
     index = psg.index_of(doc)  # built once per document object
@@ -71,6 +74,20 @@ def prepare(doc: Document, question: str, budget_tokens: int, count: Callable[[s
     label = max(8, count(f"\n\n[{longest}]\n"))  # each passage's label line, as long as the longest
     chosen = index.select(question, max(0, budget_tokens - head), count, label_tokens=label)
     return Prepared(passages_block(doc, chosen, total), False, pages_phrase(doc, chosen, total))
+
+
+def count_upto(text: str, limit: int, count: Callable[[str], int]) -> int:
+    """``text``'s tokens counted piece by piece, stopping once past ``limit``: the work and the memory are bounded
+    by the budget, not by the document (1.2 MB of text that is one token a character took the app +250 MiB to
+    count whole). The pieces count about what the whole would (a token or so more at each cut)."""
+    if len(text) <= COUNT_PIECE_CHARS:
+        return count(text)
+    total = 0
+    for start in range(0, len(text), COUNT_PIECE_CHARS):
+        total += count(text[start:start + COUNT_PIECE_CHARS])
+        if total > limit:
+            break
+    return total
 
 
 def budget(max_model_len: int, reply_tokens: int, conversation_tokens: int) -> int:

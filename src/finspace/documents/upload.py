@@ -76,7 +76,12 @@ async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
             if limits.convert_bound_s(pages) < deadline - loop.time():  # a PDF: bounded by its pages from here
                 bound = limits.convert_bound_s(pages)
                 deadline = loop.time() + bound
-        out = await asyncio.wait_for(proc.stdout.read(), max(0.0, deadline - loop.time()))
+        out = await asyncio.wait_for(_read_bounded(proc.stdout, limits.answer_bytes),
+                                     max(0.0, deadline - loop.time()))
+        if out is None:
+            raise BadInput(f"{short_name(name)} converts to more than {limits.answer_bytes >> 20} MiB of text, "
+                           "tables and facts, the bound of one document; upload a smaller document or the part you "
+                           "need")
         err = await asyncio.wait_for(errors, max(0.1, deadline - loop.time()))
     except (asyncio.TimeoutError, TimeoutError):
         why = f"the limit for its {pages} pages (FINSPACE_DOCUMENT_PAGE_S)" if pages is not None and \
@@ -89,16 +94,31 @@ async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         await proc.wait()
-    try:
-        answer = json.loads(out.decode("utf-8"))
+    try:  # parsed off the event loop: a document's answer is megabytes of JSON
+        return await asyncio.to_thread(_document, out)
     except ValueError:
         why = "it ran out of memory" if proc.returncode in (-9, 137) or b"MemoryError" in err else \
             f"the converter stopped (exit {proc.returncode})"
         raise BadInput(f"{short_name(name)} could not be converted: {why}; upload a smaller or simpler file") \
             from None
+
+
+def _document(out: bytes) -> Document:
+    answer = json.loads(out.decode("utf-8"))
     if "error" in answer:
         raise BadInput(str(answer["error"]))
     return Document.from_json(answer["document"])
+
+
+async def _read_bounded(stream: asyncio.StreamReader, limit: int) -> bytes | None:
+    """The rest of ``stream``, or None as soon as it passes ``limit`` bytes (the rest is never read)."""
+    chunks, size = [], 0
+    while chunk := await stream.read(1 << 20):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _child(argv: list[str]) -> int:
@@ -115,14 +135,23 @@ def _child(argv: list[str]) -> int:
     sys.stdout.flush()
     try:
         answer = {"document": convert(path, name, limits).to_json()}
+        if len(_encoded(answer)) > limits.answer_bytes:  # every product counts: text, tables, facts, contexts
+            answer = {"error": f"{short_name(name)} converts to more than {limits.answer_bytes >> 20} MiB of text, "
+                               "tables and facts, the bound of one document; upload a smaller document or the part "
+                               "you need"}
     except BadInput as exc:
         answer = {"error": str(exc)}
     except MemoryError:
         answer = {"error": f"{short_name(name)} needs more memory to convert than the limit; upload a smaller file"}
     except Exception as exc:  # noqa: BLE001 - the child's boundary: a named refusal, never a traceback
         answer = {"error": f"{short_name(name)} could not be converted ({type(exc).__name__}); check the file"}
-    sys.stdout.write(json.dumps(answer))
+    sys.stdout.flush()
+    sys.stdout.buffer.write(_encoded(answer))
     return 0
+
+
+def _encoded(answer: dict) -> bytes:
+    return json.dumps(answer, ensure_ascii=False).encode("utf-8", "replace")
 
 
 def _pdf_pages(path: str, name: str) -> int | None:

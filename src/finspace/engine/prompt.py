@@ -84,14 +84,32 @@ def _text_of(i: int, content: Any) -> str:
             elif isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
                 pieces.append(part["text"])
             else:
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise BadInput(f"message {i} has a {str(kind)[:40]!r} part; a message takes text parts, and one "
-                               "document (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) as a \"file\" part on /v1 or "
+                if not isinstance(part, dict):
+                    raise BadInput(f"message {i}'s content holds {_json_kind(part)} where a text part was expected: "
+                                   'send a string, or parts like {"type": "text", "text": "..."}')
+                raise BadInput(f"message {i} has a {str(part.get('type'))[:40]!r} part; a message takes text parts, "
+                               "and one document (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) as a \"file\" part on /v1 or "
                                "attached on the page; images and audio are not read")
         return "\n".join(pieces)
     if isinstance(content, dict) and isinstance(content.get("text"), str):
         return content["text"]
-    raise BadInput(f"message {i} has non-text content ({type(content).__name__}); only text is supported")
+    raise BadInput(f"message {i}'s content is {_json_kind(content)}; it must be text (a string), or a list of "
+                   'text parts like {"type": "text", "text": "..."}')
+
+
+def _json_kind(value: object) -> str:
+    """What a caller sent, in JSON's words (never a Python type's name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object without a \"text\" string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "not text"
 
 
 MAX_TEMPLATE_KWARGS = 16

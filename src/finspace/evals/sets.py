@@ -75,9 +75,10 @@ _SPECS = {
 
 def placed_dirs(evalsets_dir: str | Path | None = None) -> tuple[Path, ...]:
     """Where a set's published file may be placed: ``evalsets_dir`` (FINSPACE_EVALSETS_DIR) when given, then
-    evalsets/ and shared/evalsets/ beside src/."""
+    evalsets/ and shared/evalsets/ inside the repository, then shared/evalsets/ beside it (where a checkout's
+    shared data lies: ../shared/evalsets, as ../shared/filings)."""
     given = (Path(evalsets_dir).expanduser(),) if evalsets_dir else ()
-    return given + (REPO_ROOT / "evalsets", REPO_ROOT / "shared" / "evalsets")
+    return given + (REPO_ROOT / "evalsets", REPO_ROOT / "shared" / "evalsets", REPO_ROOT.parent / "shared" / "evalsets")
 
 
 def _spec(name: object) -> _Spec:

@@ -50,8 +50,9 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def _download(repo_id: str, filename: str, revision: str | None, token: str | None) -> str:
-    """The local path of one file of the repo, or HubError (None-able errors are the caller's)."""
+def _download(repo_id: str, filename: str, revision: str | None, token: str | bool | None) -> str:
+    """The local path of one file of the repo, or HubError (None-able errors are the caller's). ``token``: None
+    reads HF_TOKEN from the environment (the command line's user), False reads without any token."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError,
@@ -59,6 +60,10 @@ def _download(repo_id: str, filename: str, revision: str | None, token: str | No
 
     try:
         return hf_hub_download(repo_id, filename, revision=revision, token=token)
+    except (GatedRepoError, RepositoryNotFoundError) if token is False else ():  # an anonymous caller (False):
+        # one answer for gated, private and absent, so the refusal tells nothing of the owner's repos
+        raise HubError(f"no public Hub repo {repo_id} that this app may read for you (it does not exist, or it "
+                       f"is private or gated); or {_fallback(repo_id)}") from None
     except GatedRepoError:
         raise HubError(f"{repo_id} is gated: accept its licence on huggingface.co and set HF_TOKEN to a token "
                        f"that may read it; or {_fallback(repo_id)}") from None
@@ -71,7 +76,7 @@ def _download(repo_id: str, filename: str, revision: str | None, token: str | No
                        f"(offline); {_fallback(repo_id)}") from None
 
 
-def read_repo(repo_id: str, *, revision: str | None = None, token: str | None = None) -> RepoModel:
+def read_repo(repo_id: str, *, revision: str | None = None, token: str | bool | None = None) -> RepoModel:
     """config.json and the safetensors index's total_size of ``repo_id`` (HubError when it cannot)."""
     from huggingface_hub.errors import EntryNotFoundError
 

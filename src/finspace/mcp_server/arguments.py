@@ -14,6 +14,7 @@ import binascii
 import os
 import uuid
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -83,7 +84,7 @@ def _raise(message: str):
 
 
 async def document_file(doc: dict, upload_dir: str, max_bytes: int, *, allow_loopback: bool = False,
-                        fetch_timeout_s: float = 30.0) -> tuple[str, str]:
+                        fetch_timeout_s: float = 30.0, owned: Callable[[str], bool] | None = None) -> tuple[str, str]:
     """(path inside ``upload_dir``, name) of one document argument (already schema-checked)."""
     given = [k for k in ("url", "data", "upload") if k in doc]
     if len(given) != 1:
@@ -91,10 +92,11 @@ async def document_file(doc: dict, upload_dir: str, max_bytes: int, *, allow_loo
     name = doc.get("filename")
     if "upload" in doc:
         path = doc["upload"]
-        if "\x00" in path or not inside(path, upload_dir) or not os.path.isfile(path):
+        if "\x00" in path or not inside(path, upload_dir) or not os.path.isfile(path) \
+                or (owned is not None and not owned(path)):  # only the caller's own upload
             raise BadInput("upload must be a path that this app's upload route returned (POST gradio_api/upload, one "
-                           "file each; uploads are deleted once read: upload again); no other file on the server is "
-                           "read")
+                           "file each, from this client; uploads are deleted once read: upload again); no other "
+                           "file on the server is read")
         name = name or Path(path).name
         kind_of(name)
         return os.path.realpath(path), name

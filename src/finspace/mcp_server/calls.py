@@ -49,8 +49,11 @@ class ToolCalls:
     def upload_dir(self) -> str:
         return docs.upload_folder(self.svc.settings)
 
-    async def _files(self, documents: list[dict]) -> list[tuple[str, str]]:
-        """Each document as a file in the upload folder; on any refusal the ones already written are removed."""
+    async def _files(self, documents: list[dict], client: str | None) -> list[tuple[str, str]]:
+        """Each document as a file in the upload folder; on any refusal the ones already written are removed. An
+        ``upload`` must be ``client``'s own (the upload route's owner, ``Service.uploads``)."""
+        held = getattr(self.svc, "uploads", None)
+        owned = (lambda path: held.owns(client, path)) if held is not None else None
         files: list[tuple[str, str]] = []
         try:
             for i, doc in enumerate(documents):
@@ -65,7 +68,7 @@ class ToolCalls:
                         continue
                     files.append(await document_file(doc, self.upload_dir, self.svc.settings.documents.max_bytes,
                                                      allow_loopback=self.allow_loopback,
-                                                     fetch_timeout_s=self.fetch_timeout_s))
+                                                     fetch_timeout_s=self.fetch_timeout_s, owned=owned))
                 except BadInput as exc:
                     if len(documents) > 1:
                         raise BadInput(f"documents[{i}]: {exc}") from None
@@ -80,13 +83,13 @@ class ToolCalls:
     async def will_it_fit(self, args: dict, caller: Caller) -> dict:
         settings = {k: args[k] for k in FIT_SETTINGS if k in args}
         return await self.svc.fits.run(caller.client, args.get("config_json"), args.get("repo"), args.get("gpu"),
-                                       args.get("gpus"), **settings)
+                                       args.get("gpus"), caller_token=caller.token, **settings)
 
     async def extract_matrix(self, args: dict, caller: Caller) -> dict:
         engine = self.svc.engine
         if engine.entry is None or not engine.ready:
             raise NotReady("no model is loaded yet; call health until ready is true, then extract again")
-        files = await self._files(args["documents"])
+        files = await self._files(args["documents"], caller.client)
         result = None
         async with contextlib.aclosing(self.svc.matrix.fill(files, args.get("fields", "income-statement"),
                                                             caller.client, self.provenance())) as updates:
@@ -100,7 +103,8 @@ class ToolCalls:
         if ("document" in args) == ("documents" in args):
             raise BadInput("invalid arguments: arguments is missing document (one filing) or documents (a list); "
                            "send one of them, not both")
-        files = await self._files(args["documents"] if "documents" in args else [args["document"]])
+        files = await self._files(args["documents"] if "documents" in args else [args["document"]],
+                                  caller.client)
         atts: list = []
         try:
             for path, name in files:

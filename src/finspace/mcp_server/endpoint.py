@@ -18,11 +18,14 @@ fix (secrets redacted); a surprise is logged, answered "unexpected server error"
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+import anyio
 
 from finspace.wall.clients import request_client
 from finspace.errors import FinspaceError
@@ -33,6 +36,7 @@ from finspace.mcp_server.tools import tool_specs
 log = logging.getLogger("finspace.mcp")
 
 MCP_PATH = "/gradio_api/mcp"  # where a Gradio Space serves MCP; the other paths served: finspace.wall.guard.MCP_PATHS
+CHECK_THREADS = 4  # calls whose arguments are checked at once, in worker threads
 SDK_MAJORS = ("1", "2")
 INSTRUCTIONS = ("Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract fields from filings "
                 "with page-cited quotes (extract_matrix), ask one filing a question (ask_document); models, health "
@@ -56,6 +60,7 @@ class McpEndpoint:
     def __init__(self, svc: Any, *, max_body_bytes: int, allow_loopback: bool = False):
         self.svc = svc
         self.calls = ToolCalls(svc, allow_loopback=allow_loopback)
+        self.checks = anyio.CapacityLimiter(CHECK_THREADS)
         self.problem = sdk_problem()
         self.manager = None
         if self.problem is None:
@@ -105,7 +110,7 @@ class McpEndpoint:
                                     (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
-        await self.manager.handle_request(scope, receive, send)
+        await _cancelled_when_gone(self.manager.handle_request, scope, receive, send)
 
     # ------------------------------------------------------------------ who is calling
     def _caller(self, ctx: Any) -> Caller:
@@ -146,7 +151,7 @@ class McpEndpoint:
         caller = self._caller(ctx)
         name = params.name if isinstance(params.name, str) else ""
         try:
-            value = await self.call(name, params.arguments, caller)
+            value = await _until_gone(self.call(name, params.arguments, caller), _gone_event(ctx))
         except FinspaceError as exc:
             return _error(types, self.svc.redact(str(exc)))
         except Exception as exc:  # noqa: BLE001 - the boundary: a named error, never a traceback
@@ -168,8 +173,70 @@ class McpEndpoint:
                 raise _Refused("load_model is not a tool for this caller: switching models needs the admin token "
                                "(Authorization: Bearer <FINSPACE_ADMIN_TOKEN>) on an app that has one")
             raise _Refused(f"unknown tool {name[:60]!r}; the tools are {public} (tools/list describes them)")
-        args = arguments.check(specs[name]["inputSchema"], args)
+        # the caller's structure (fields, documents) is walked off the event loop, a few calls at a time
+        args = await anyio.to_thread.run_sync(arguments.check, specs[name]["inputSchema"], args, limiter=self.checks)
         return await getattr(self.calls, name)(args, caller)
+
+
+GONE = "finspace.mcp.gone"  # the ASGI scope's key for the event set when the caller disconnects
+
+
+async def _cancelled_when_gone(handle, scope, receive, send) -> None:
+    """``handle`` the request, with an event in its scope set when the caller disconnects. The stateless JSON
+    transport reads the body and then never reads again, so it would not notice a caller that went away: once
+    the body is in, this reads on for ``http.disconnect``, as /v1 and Gradio's queue do (the tool's work is
+    cancelled then, ``_until_gone``: a generation aborted, a Matrix slot freed at once)."""
+    gone, body_in = asyncio.Event(), asyncio.Event()
+
+    async def reading():
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+        elif not message.get("more_body"):
+            body_in.set()
+        return message
+
+    async def watch():
+        await body_in.wait()
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await handle({**scope, GONE: gone}, reading, send)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+
+
+def _gone_event(ctx: Any) -> asyncio.Event | None:
+    request = getattr(ctx, "request", None)
+    return getattr(request, "scope", {}).get(GONE) if request is not None else None
+
+
+async def _until_gone(work, gone: asyncio.Event | None) -> Any:
+    """``work``'s result; cancelled (its engine stream closed, its slots freed) if the caller goes away first."""
+    task = asyncio.ensure_future(work)
+    if gone is None:
+        return await task
+    watch = asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("an MCP caller went away before its result was ready; the call was cancelled")
+        raise _Gone("the caller went away; the call was cancelled")
+    return task.result()
+
+
+class _Gone(FinspaceError):
+    http_status = 499
 
 
 class _Params:

@@ -34,6 +34,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -51,6 +52,7 @@ from finspace.structured.compiles import CompileGate
 log = logging.getLogger("finspace.openai")
 
 _FIELDS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+CHECK_THREADS = 4  # /v1 requests checked at once (each check bounded in work: finspace.structured.cost)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -123,6 +125,7 @@ class _ClosingStream(StreamingResponse):
 def add_openai_routes(app: FastAPI, svc) -> None:
     """Register /v1/chat/completions and /v1/models on ``app`` (before the Gradio mount at "/")."""
     compiles = CompileGate()  # a client's new response_format schemas compiling at once (finspace.structured)
+    checks = anyio.CapacityLimiter(CHECK_THREADS)  # requests being checked at once, in worker threads
 
     @app.get("/v1/models", summary="OpenAI-compatible: the loaded model")
     async def list_models(request: Request):
@@ -140,14 +143,10 @@ def add_openai_routes(app: FastAPI, svc) -> None:
     async def chat_completions(request: Request):
         try:
             check_key(svc, request)
-            try:
-                body = json.loads(await request.body(), parse_constant=_no_constant)
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                raise ApiError(400, "the body is not valid JSON; send a chat-completions object",
-                               code="invalid_json") from None
-            req = parse_chat(body)
-            key = check_model(svc, req.model)
-            req = with_tools(svc, req)
+            raw = await request.body()
+            # the checks walk caller-controlled structure (a schema, tools): bounded in work (structured.cost),
+            # and off the event loop, a few at a time, so no request's check holds the other routes
+            req, key = await anyio.to_thread.run_sync(_checked, svc, raw, limiter=checks)
             atts: list = []
             if req.files:  # documents: converted like the page's, placed before the conversation
                 docs.check_count(svc, len(req.files))
@@ -164,6 +163,18 @@ def add_openai_routes(app: FastAPI, svc) -> None:
     async def not_offered(rest: str):
         return error_response(ApiError(404, f"/v1/{rest[:60]} is not offered here; finspace serves POST "
                                             "/v1/chat/completions and GET /v1/models", code="unknown_url"))
+
+
+def _checked(svc, raw: bytes) -> tuple[ChatRequest, str]:
+    """The request read and checked (JSON, fields, schema, tools) and the model's key: run in a worker thread."""
+    try:
+        body = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ApiError(400, "the body is not valid JSON; send a chat-completions object",
+                       code="invalid_json") from None
+    req = parse_chat(body)
+    key = check_model(svc, req.model)
+    return with_tools(svc, req), key
 
 
 def with_tools(svc, req: ChatRequest) -> ChatRequest:

@@ -39,6 +39,7 @@ FORMAT_COST = {"email": 1_500, "uri": 900, "hostname": 500}  # measured; the oth
 FORMAT_DEFAULT = 200
 _SUPERLINEAR = 800
 _MAX_SPREAD = 64
+HEAVIEST_WORK = 8 * MAX_GRAMMAR_COST  # the walk that names the costliest place in a refusal
 
 
 def schema_cost(schema: Any, limit: int = MAX_GRAMMAR_COST) -> int:
@@ -47,8 +48,9 @@ def schema_cost(schema: Any, limit: int = MAX_GRAMMAR_COST) -> int:
 
 
 def heaviest(schema: Any, where: str) -> str:
-    """Where most of a schema's figure is: the path down its costliest sub-schemas (for the refusal's message)."""
-    counter = _Counter(schema, 1 << 62)
+    """Where most of a schema's figure is: the path down its costliest sub-schemas (for the refusal's message).
+    Bounded like ``schema_cost``: all of it together counts at most ``HEAVIEST_WORK`` units of walking."""
+    counter = _Counter(schema, HEAVIEST_WORK)
     node, path = schema, where
     for _ in range(32):
         kids = [(child, f"{path}.{key}.{str(name)[:40]}") for key in ("properties",)
@@ -58,7 +60,7 @@ def heaviest(schema: Any, where: str) -> str:
                      for i, child in enumerate(node.get(key) or ())]
             kids += [(node[key], f"{path}.{key}") for key in ("items", "additionalProperties")
                      if isinstance(node.get(key), dict)]
-        if not kids:
+        if not kids or counter.spent > HEAVIEST_WORK:
             break
         node, path = max(kids, key=lambda kid: counter.cost(kid[0], ()))
     return path
@@ -84,10 +86,20 @@ def _repeat(count: int, body: int) -> int:
 
 
 class _Counter:
+    """The figure, with its work bounded: a definition's figure is kept once walked (``memo``, unless the walk met
+    a reference cycle, whose figure depends on the path), every sum stops as soon as it passes ``limit``, and
+    ``spent`` counts the walk itself: each sub-schema visited adds at least ``NODE`` to the figure, so once the
+    walk has spent ``limit`` the figure is past it. Twenty definitions each naming the next twice (``$ref`` and
+    ``items``) were 2**20 walks (14 s with the event loop held); now each is walked once."""
+
     def __init__(self, root: Any, limit: int):
-        self.root, self.limit, self.total = root, limit, 0
+        self.root, self.limit, self.spent, self.cycles = root, limit, 0, 0
+        self.memo: dict[str, int] = {}
 
     def cost(self, node: Any, refs: tuple[str, ...]) -> int:
+        self.spent += NODE if isinstance(node, dict) else LITERAL
+        if self.spent > self.limit:
+            return self.limit + 1
         if not isinstance(node, dict):
             return LITERAL
         out = NODE
@@ -96,8 +108,10 @@ class _Counter:
                 values = node[key] if key == "enum" else [node[key]]
                 out += sum(len(json.dumps(v, default=str)) for v in values) * LITERAL
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref not in refs:
-            out += self.cost(_resolve(self.root, ref), (*refs, ref))
+        if isinstance(ref, str):
+            out += self._ref(ref, refs)
+            if out > self.limit:
+                return out
         kinds = node.get("type")
         kinds = set(kinds) if isinstance(kinds, list) else {kinds} if isinstance(kinds, str) else set()
         shaped = any(k in node for k in ("enum", "const", "$ref", "anyOf", "oneOf", "allOf", "properties", "items",
@@ -116,6 +130,8 @@ class _Counter:
         extra = node.get("additionalProperties")
         if isinstance(extra, dict):
             out += WIDE + self.cost(extra, refs)
+            if out > self.limit:
+                return out
         for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
             for child in node.get(key) or ():
                 out += self.cost(child, refs)
@@ -124,6 +140,18 @@ class _Counter:
         if isinstance(node.get("items"), dict):
             out += self.cost(node["items"], refs)
         return out
+
+    def _ref(self, ref: str, refs: tuple[str, ...]) -> int:
+        if ref in refs:  # a cycle: counted once on this path
+            self.cycles += 1
+            return 0
+        if ref in self.memo:
+            return self.memo[ref]
+        cycles = self.cycles
+        figure = self.cost(_resolve(self.root, ref), (*refs, ref))
+        if self.cycles == cycles:
+            self.memo[ref] = figure
+        return figure
 
 
 def _string(node: dict) -> int:

@@ -136,6 +136,11 @@ class EventTracker:
                 self._cancelling.add(task)
                 task.add_done_callback(self._cancelling.discard)
 
+    def busy(self, session: str) -> bool:
+        """Whether ``session`` has an event queued or running, or a result stream open."""
+        return self._open.get(session, 0) > 0 or any(ev.session == session and self._alive(ev)
+                                                      for ev in self._events.values())
+
     def has_session(self, session: str) -> bool:
         """Whether Gradio's queue holds messages for ``session`` (True before the queue is attached): a stream
         opened for a session it has dropped (its events swept or done) would fail half-way through its reply."""

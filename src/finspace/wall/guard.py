@@ -4,20 +4,17 @@ A Space is public: anyone can call every route, Gradio's own included, with any
 payload. ``Guard`` is a pure ASGI middleware around the whole app (REST and the
 mounted Gradio UI). In order, it:
 
-- answers 404 for routes finspace does not offer: FastAPI's /docs and /openapi.json
-  (unless FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes
-  (/gradio_api/run/..., /gradio_api/api/..., /run/..., /api/...: they skip the
-  queue), and /gradio_api/call/<name> for any name that is not a public endpoint;
-  then lets through only the routes and methods the page and the public API use
-  (``finspace.wall.surface``: 404, or 405 for a wrong method), so no other Gradio route
-  (the streaming-input route ``/gradio_api/stream/<event_id>`` among them) ever
-  receives event data;
+- answers 404 for routes finspace does not offer: FastAPI's /docs and /openapi.json (unless
+  FINSPACE_API_DOCS=1), Gradio's /monitoring, Gradio's direct routes (/gradio_api/run/..., /gradio_api/api/...,
+  /run/..., /api/...: they skip the queue), and /gradio_api/call/<name> for any name that is not a public
+  endpoint; then lets through only the routes and methods the page and the public API use
+  (``finspace.wall.surface``: 404, or 405 for a wrong method), so no other Gradio route (the streaming-input
+  route ``/gradio_api/stream/<event_id>`` among them) ever receives event data;
 - takes uploads only when the app names Gradio's upload folder (a document for the chat): one file per
   request, named with a document's extension, as python-multipart parses the body (``finspace.wall.uploads``),
-  the body bounded by the document size limit; refuses them otherwise;
-- bounds every body before it is read: Content-Length first, then the bytes as
-  they arrive (413 with the limit), so a 100 MB body costs nothing, with or
-  without a token;
+  the body bounded by the document size limit; refuses them otherwise; each stored file is its sender's own;
+- bounds every body before it is read: Content-Length first, then the bytes as they arrive (413 with the
+  limit), so a 100 MB body costs nothing, with or without a token;
 - reads the JSON of Gradio's event routes strictly (no NaN, no binary: 400) and
   refuses any Gradio FileData reference in it (``{"path": ..., "meta": {"_type":
   "gradio.FileData"}}``): no payload can name a file on the server. The one
@@ -143,13 +140,16 @@ def uploaded_file(ref: dict, upload_dir: str) -> bool:
     return url is None or (isinstance(url, str) and unquote(url).endswith("/gradio_api/file=" + path))
 
 
-def _check_references(value: Any, fn_index: Any, documents: Collection[int], upload_dir: str | None) -> None:
+def _check_references(value: Any, fn_index: Any, documents: Collection[int], upload_dir: str | None,
+                      owned: Callable[[str], bool] | None = None) -> None:
     refs = file_references(value)
     if refs == []:
         return
     on_document_event = isinstance(fn_index, int) and not isinstance(fn_index, bool) and fn_index in documents
     if refs is not None and upload_dir is not None and on_document_event \
             and all(uploaded_file(r, upload_dir) for r in refs):
+        if owned is not None and not all(owned(r["path"]) for r in refs):
+            raise Refusal(403, "that upload is not yours: a document is used by the client that uploaded it")
         return
     shown = "(nested too deeply)" if refs is None else next(
         (_shown(r) for r in refs if upload_dir is None or not uploaded_file(r, upload_dir)), _shown(refs[0]))
@@ -159,7 +159,8 @@ def _check_references(value: Any, fn_index: Any, documents: Collection[int], upl
 
 
 def check_event_body(value: Any, events: Mapping[int, tuple], api_name: str | None = None,
-                     documents: Collection[int] = (), upload_dir: str | None = None) -> tuple[int | None, str | None]:
+                     documents: Collection[int] = (), upload_dir: str | None = None,
+                     owned: Callable[[str], bool] | None = None) -> tuple[int | None, str | None]:
     """A queue/join body (or a call body for ``api_name``): (fn_index, session_hash), or Refusal(400) naming the
     field. ``events`` maps each event's fn_index to its (api_name, number of inputs[, number required: the rest
     are optional and padded with null in ``value``]). File references pass only on ``documents`` events, and
@@ -167,7 +168,7 @@ def check_event_body(value: Any, events: Mapping[int, tuple], api_name: str | No
     if not isinstance(value, dict):
         raise Refusal(400, "the body must be a JSON object with \"data\" (a list), \"fn_index\" and \"session_hash\"")
     named = next((i for i, e in events.items() if e[0] == api_name), None) if api_name is not None else None
-    _check_references(value, named if api_name is not None else value.get("fn_index"), documents, upload_dir)
+    _check_references(value, named if api_name is not None else value.get("fn_index"), documents, upload_dir, owned)
     if "data" in value and not isinstance(value["data"], list):
         raise Refusal(400, "\"data\" must be a list of the endpoint's inputs")
     fn_index = value.get("fn_index")
@@ -208,7 +209,8 @@ class Guard:
                  tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
                  upload_bytes: int = 0, upload_files: int = 1, upload_file_bytes: int | None = None,
                  document_events: Callable[[], Collection[int]] = frozenset, mcp_bytes: int = 0,
-                 held: uploads.Held | None = None,
+                 held: uploads.Held | None = None, stored: Callable[[list[str]], None] = lambda paths: None,
+                 heard: Callable[[str], None] = lambda path: None,
                  upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
         self.app = app
         self.limits = limits
@@ -225,8 +227,11 @@ class Guard:
         self.upload_file_bytes = upload_file_bytes
         self.upload_types = upload_types
         self.mcp_bytes = mcp_bytes or limits.event_body_bytes
-        self.held = held  # uploaded files per client, bounded (None: unbounded)
+        self.held = held  # uploaded files per client, bounded (None: unbounded); each owned by its client
+        self.stored = stored  # told the paths of each upload (Gradio's cache sweep removes them if never used)
+        self.heard = heard  # told each GET's path: a page's heartbeat keeps its session (wall.sessions)
         self.scrub = PathScrubber()
+        self.carried = uploads.Carried(limits.upload_client_bytes)  # MCP bodies in flight per client
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -257,8 +262,9 @@ class Guard:
                         self._documents = frozenset(self._documents_of())
                     sent = len(value["data"]) if isinstance(value, dict) and isinstance(value.get("data"), list) \
                         else None
+                    owned = (lambda p: self.held.owns(client, p)) if self.held is not None else None
                     _, session = check_event_body(value, self._events, call.group(1) if call else None,
-                                                  self._documents or (), self.upload_dir)
+                                                  self._documents or (), self.upload_dir, owned)
                     if sent is not None and len(value["data"]) != sent:  # optional inputs were padded
                         body = json.dumps(value).encode()
                     refusal = self.tracker.admit(client)  # a place taken now, given back in _join
@@ -268,7 +274,9 @@ class Guard:
                     raise Refusal(400, "file references are not accepted here; finspace takes no files")
             elif path in MCP_PATHS:
                 strict_json(body)  # no NaN, no binary, no nesting past the parser's depth: 400 before the SDK
-                refusal = self.tracker.admit(client)  # the call holds one of the client's places while it runs
+                refusal = self.carried.admit(client, len(body))  # its bytes, and one of the client's places
+                if refusal is None and (refusal := self.tracker.admit(client)):
+                    self.carried.release(client, len(body))
                 if refusal:
                     raise Refusal(429, refusal, {"Retry-After": "2"})
                 try:
@@ -276,6 +284,7 @@ class Guard:
                                             keep_4xx=True)
                 finally:
                     self.tracker.settle(client)
+                    self.carried.release(client, len(body))
             elif path == UPLOAD:
                 try:
                     stored = uploads.check_parts(body, headers.get("content-type", ""), self.upload_types,
@@ -290,7 +299,7 @@ class Guard:
             receive = _replay(body, receive)
             if is_join:
                 return await self._join(scope, receive, send, client, session)
-        if method == "GET" and path == "/gradio_api/queue/data":
+        if method == "GET" and (self.heard(path) or path == "/gradio_api/queue/data"):  # heard: a heartbeat?
             session = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash") or [""])[0]
             return await self._stream(scope, receive, send, session)
         call = _CALL.match(path)
@@ -391,8 +400,25 @@ class Guard:
         await self._forward(scope, receive, send, settle)
 
     async def _upload(self, scope, receive, send, client: str, reservation: list) -> None:
-        """Gradio's upload route, its answer (the stored paths) held against the client's bound."""
-        await self._forward(scope, receive, send, lambda body: self.held.settle(client, reservation, body))
+        """Gradio's upload route, its answer (the stored paths, each moved to a folder of its own first:
+        ``uploads.owned_copies``) held against the client's bound: the client that sent a file owns it alone."""
+        got: list[dict] = []  # the answer (a short JSON list), held back until its paths are the client's own
+        async def capture(message):
+            got.append(message)
+
+        body, ok = None, False
+        try:
+            await downstream(self.app, scope, receive, capture, scope["path"], self.scrub)
+            body = b"".join(m.get("body", b"") for m in got if m["type"] == "http.response.body")
+            if (ok := bool(got) and got[0]["status"] == 200) and self.upload_dir is not None:
+                body = uploads.owned_copies(body, self.upload_dir)
+                self.stored([p for p in json.loads(body) if isinstance(p, str)])
+        finally:
+            self.held.settle(client, reservation, body if ok else None)
+        if got:
+            headers = [(k, v) for k, v in got[0].get("headers", []) if k.lower() != b"content-length"]
+            await send({**got[0], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
 
     async def _stream(self, scope, receive, send, session: str):
         if not self.tracker.has_session(session):

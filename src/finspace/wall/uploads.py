@@ -18,13 +18,16 @@ client stored 180 MiB in 2.2 s, three uploads of 20 x 3 MiB that only Gradio's 1
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 MAX_FIELDS = 7  # plain form fields beside an upload's files, at most
+OWN = "finspace-own"  # each upload's own folder inside the upload folder: <OWN>/<random>/<name>
 
 
 class BadUpload(ValueError):
@@ -188,3 +191,65 @@ class Held:
             self._held[client] = held
         else:
             self._held.pop(client, None)
+
+    def owns(self, client: str | None, path: str) -> bool:
+        """Whether ``client``'s upload is the file at ``path`` (its real path), still stored."""
+        real = os.path.realpath(path)
+        return client is not None and any(p is not None and os.path.realpath(p) == real
+                                          for p, _size in self._live(client).values())
+
+
+class Carried:
+    """The bytes of the MCP bodies each client's running calls carry, bounded as its uploads are: a base64 body
+    costs the app about 3.7 times its size while the call runs (three 76 MB bodies at once: +765 MiB)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._bytes: dict[str, int] = {}
+
+    def admit(self, client: str, size: int) -> str | None:
+        """None, with ``size`` counted for ``client`` (``release`` it after), or the refusal naming the bound."""
+        now = self._bytes.get(client, 0)
+        if now and now + size > self.max_bytes:
+            return (f"your MCP calls running now carry {now / (1 << 20):.1f} MiB; a client's calls together carry "
+                    f"{self.max_bytes >> 20} MiB at most, as its uploads (FINSPACE_UPLOAD_CLIENT_MIB): wait for "
+                    "them, or send documents by url")
+        self._bytes[client] = now + size
+        return None
+
+    def release(self, client: str, size: int) -> None:
+        left = self._bytes.pop(client, 0) - size
+        if left > 0:
+            self._bytes[client] = left
+
+
+def owned_copies(answer: bytes, upload_dir: str) -> bytes:
+    """Gradio's upload answer (a JSON list of stored paths) with each file moved to a folder of its own (a hard
+    link, then the original unlinked): Gradio names a stored file by a hash of its bytes, so two clients uploading
+    the same 10-K shared one file, and one's use deleted the other's. A path that cannot be moved stays."""
+    try:
+        paths = json.loads(answer)
+    except ValueError:
+        return answer
+    if not isinstance(paths, list):
+        return answer
+    root = os.path.realpath(upload_dir)
+    out = []
+    for path in paths:
+        if not isinstance(path, str) or not os.path.realpath(path).startswith(root + os.sep):
+            out.append(path)
+            continue
+        target = Path(upload_dir) / OWN / uuid.uuid4().hex / Path(path).name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, target)
+        except OSError:  # another upload of the same bytes moved it just now: this one stays as Gradio stored it
+            with contextlib.suppress(OSError):
+                target.parent.rmdir()
+            out.append(path)
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            os.rmdir(os.path.dirname(path))  # Gradio's one-file folder, when empty
+        out.append(str(target))
+    return json.dumps(out).encode()

@@ -45,6 +45,7 @@ from finspace.evals.rest import add_score_routes
 from finspace.wall.clients import request_client
 from finspace.wall import uploads
 from finspace.wall.guard import MCP_PATHS, EventTracker, Guard
+from finspace.wall.sessions import Sessions
 from finspace.mcp_server.endpoint import McpEndpoint
 from finspace.openai_api import add_openai_routes, error_body
 from finspace.service import Service
@@ -113,11 +114,14 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
     svc.blocking, svc.storage_note = blocking, storage_note  # finspace.fit.doctor's findings at start
     tracker = EventTracker(settings.limits)
+    sessions = Sessions(settings.limits.session_idle_s, tracker.busy)  # state of sessions without a heartbeat
     mcp = McpEndpoint(svc, max_body_bytes=mcp_body_bound(settings), allow_loopback=settings.test_mcp_fetch_loopback)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         sweeper = asyncio.get_running_loop().create_task(tracker.run(), name="finspace-event-sweeper")
+        idle = asyncio.get_running_loop().create_task(sessions.run(min(30.0, sessions.idle_s / 4)),
+                                                      name="finspace-session-sweeper")
         await svc.open()
         if svc.blocking:
             log.error("no model will load: %s", svc.blocking)
@@ -128,6 +132,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
                 yield
         finally:
             sweeper.cancel()
+            idle.cancel()
             log.info("shutting down: stopping the engine")
             await svc.close()
 
@@ -156,7 +161,8 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
                     chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
     tracker.attach(demo._queue)
-    _mount_behind_the_guard(app, demo, settings, catalog, tracker)
+    _mount_behind_the_guard(app, demo, settings, catalog, tracker, sessions)
+    sessions.attach(demo.state_holder)
     app.state.tracker = tracker
     return app
 
@@ -234,7 +240,8 @@ def _add_rest_routes(app: FastAPI, svc: Service, require_admin) -> None:
         return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
 
 
-def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker) -> None:
+def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker,
+                            sessions: Sessions) -> None:
     """The Gradio UI at "/", Gradio's own file checks on, and finspace.wall.guard in front of every route."""
     import gradio as gr
 
@@ -245,6 +252,8 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
     # gr.mount_gradio_app never marks the Blocks launched, and Gradio skips its check of file paths in payloads
     # until they are (gradio 6.31 processing_utils._check_allowed): mark them, so Gradio's own wall stands too.
     demo.has_launched = True
+    held = uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes)
+    demo.finspace_service.uploads = held  # who owns which upload: MCP's upload argument names only its caller's
     app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
                        mcp_bytes=mcp_body_bound(settings),
                        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
@@ -252,7 +261,7 @@ def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tra
                        upload_file_bytes=settings.documents.max_bytes,
                        upload_bytes=upload_body_bound(settings),
                        upload_types=tuple(sorted({*KINDS, *EVAL_FILE_TYPES})),
-                       held=uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes),
+                       held=held, stored=demo.upload_file_set.update, heard=sessions.heard,
                        document_events=lambda: {i for i, fn in demo.fns.items()
                                                 if getattr(fn.fn, "finspace_takes_document", False)})
 

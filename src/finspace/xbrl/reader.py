@@ -37,6 +37,11 @@ class XbrlLimits:
     max_number_chars: int = 40
     max_text_chars: int = 1_000  # a text fact kept (a text block is cut there, marked with "…")
     max_chain: int = 1_000  # ix:continuation parts followed for one fact
+    # all the facts' text and the contexts they name together, in characters: the product of a conversion is
+    # bounded as its text is (a 3.18 MB file of 50,000 nested contexts was 170 MB of JSON before); past it the
+    # rest of the facts are left out, counted in the notes
+    max_total_chars: int = 2_000_000
+    max_context_elements: int = 64  # elements read inside one context (its period and dimensions)
 
 
 _NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?$")
@@ -94,6 +99,7 @@ class _Reader:
         self.units: dict[str, str] = {}
         self.tags: list[tuple[str, object, int]] = []  # (nonfraction | nonnumeric, element, page)
         self.parts: dict[str, object] = {}  # ix:continuation by id
+        self.pieces: dict[str, str] = {}  # ix:continuation's text by id, read once
 
     def run(self, root) -> Facts:
         from lxml import etree
@@ -119,11 +125,32 @@ class _Reader:
                 self._context(el)
             elif name == "unit":
                 self._unit(el)
-        facts = [f for f in (self._fact(kind, el, pg) for kind, el, pg in self.tags) if f is not None]
+        facts, contexts, spent, over = [], {}, 0, 0
+        for kind, el, pg in self.tags:
+            if spent > self.lim.max_total_chars:
+                over += 1
+                continue
+            fact = self._fact(kind, el, pg)
+            if fact is None:
+                continue
+            spent += _size(fact) + (_context_size(self.contexts[fact.context]) if fact.context not in contexts else 0)
+            if spent > self.lim.max_total_chars:
+                over += 1
+                continue
+            facts.append(fact)
+            contexts.setdefault(fact.context, self.contexts[fact.context])
+        for cid, ctx in self.contexts.items():  # the contexts no fact names, while the bound allows
+            if cid not in contexts:
+                spent += _context_size(ctx)
+                if spent > self.lim.max_total_chars:
+                    break
+                contexts[cid] = ctx
         notes = [f"{n:,} fact{'s' if n != 1 else ''} skipped: {why}" for why, n in self.skipped.items()]
         if dropped:
             notes.append(f"{dropped:,} facts past the bound of {self.lim.max_facts:,} left out")
-        return Facts(tuple(facts), self.contexts, tuple(notes))
+        if over:
+            notes.append(f"{over:,} facts past the bound of {self.lim.max_total_chars:,} characters of facts left out")
+        return Facts(tuple(facts), contexts, tuple(notes))
 
     # ------------------------------------------------------------ header
     def _context(self, el) -> None:
@@ -135,7 +162,9 @@ class _Reader:
         start = end = None
         instant = False
         dims = []
-        for sub in el.iter():
+        for n, sub in enumerate(el.iter()):
+            if n >= self.lim.max_context_elements:  # a context nesting others: each read once, a bounded part
+                break
             name = _local(sub.tag)
             text = (sub.text or "").strip()[:32]
             if name == "instant":
@@ -224,6 +253,15 @@ class _Reader:
             self.skipped["its text is not a number in its format"] += 1
             return None
 
+    def _piece(self, pid: str, part) -> str:
+        """An ix:continuation's own text (up to the text bound), read once: 2,000 facts continuing into one part
+        of 150,000 empty elements walked it 2,000 times (the converter's whole time bound)."""
+        if pid not in self.pieces:
+            out: list[str] = []
+            _collect(part, out, self.lim.max_text_chars)
+            self.pieces[pid] = "".join(out)
+        return self.pieces[pid]
+
     def _text(self, el) -> str:
         """The fact's text, ix:exclude left out, its continuations followed (a loop stops the chain)."""
         out: list[str] = []
@@ -241,11 +279,21 @@ class _Reader:
                 self.skipped["a continuedAt that names no ix:continuation (the text stops there)"] += 1
                 break
             seen.add(nxt)
+            piece = self._piece(nxt, part)  # each part walked once for the document, however many facts reach it
             out.append(" ")
-            size += _collect(part, out, self.lim.max_text_chars - size)
+            out.append(piece[: self.lim.max_text_chars - size + 1])
+            size += len(piece)
             nxt = _attrs(part).get("continuedat")
         text = " ".join("".join(out).split())
         return text if len(text) <= self.lim.max_text_chars else text[: self.lim.max_text_chars - 1] + "…"
+
+
+def _size(fact: Fact) -> int:
+    return len(fact.concept) + len(fact.context) + len(fact.text or "") + len(fact.unit or "") + 32
+
+
+def _context_size(ctx: Context) -> int:
+    return len(ctx.id) + sum(len(a) + len(b) for a, b in ctx.dims) + 32
 
 
 def _collect(el, out: list[str], room: int) -> int:
