@@ -22,7 +22,6 @@ import psutil
 
 from finspace import planner
 from finspace.models.catalog import Catalog, ModelEntry
-from finspace.documents import chat as docs
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
@@ -111,9 +110,7 @@ class Service:
         if not isinstance(token, str) or not token:
             raise Unauthorized(f"{action} on this Space needs the admin token "
                                "(Authorization: Bearer <token>, or the token field in the UI)")
-        limit = ADMIN_TOKEN_MAX_CHARS
-        given = token.encode("utf-8", "surrogatepass")[: limit * 4 + 1]  # bounded work for any length
-        if not hmac.compare_digest(given, self.admin_token.encode("utf-8")):
+        if not self._is_admin_token(token):
             self.note_failure(client)
             raise Unauthorized("the admin token is wrong; nothing was changed")
 
@@ -142,16 +139,8 @@ class Service:
         return grounded.chat_tools(self.engine, calculator, documents)  # what chat_parts offers (None: none)
 
     async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
-                            calculator: str = "off") -> tuple[ChatSettings, str]:
-        """``settings`` carrying the attached documents (finspace.documents.chat), their budget set after all
-        else the prompt holds (system prompt, conversation, reply, the tools ``chat_parts`` offers with
-        ``calculator`` or the request's ``settings.tools``, a filing tool result and the outlines)."""
-        atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]
-        filing = grounded.filing_tools(self.engine, calculator, atts)
-        return await docs.with_document(self, atts, messages, settings,
-                                        tools=grounded.chat_tools(self.engine, calculator, atts),
-                                        reserve=grounded.result_tokens(self.engine) if filing else 0,
-                                        preamble=grounded.preamble(self.engine, atts) if filing else "")
+                            calculator: str = "off") -> tuple[ChatSettings, str]:  # finspace.grounding.chat
+        return await grounded.with_documents(self, attached, messages, settings, calculator)
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)
@@ -436,7 +425,7 @@ class Service:
         return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=token,
                          catalog=self.catalog, **settings)
 
-    def _is_admin_token(self, token: Any) -> bool:
+    def _is_admin_token(self, token: Any) -> bool:  # in constant time, bounded work for any length
         if not isinstance(token, str) or not token or not self.admin_token:
             return False
         given = token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1]

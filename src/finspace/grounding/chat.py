@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from finspace.documents import chat as docs
 from finspace.engine import tool_loop
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
@@ -102,3 +103,15 @@ def checked(answer: str, documents: Any) -> dict:
             sources.append({"document": c.document, "page": c.page, "label": page.label or f"page {c.page}",
                             "text": page.text[:SOURCE_CHARS]})
     return {"checks": [c.to_json() for c in checks], "sources": sources}
+
+
+async def with_documents(svc: Any, attached: Any, messages: Any, settings: ChatSettings,
+                         calculator: str = "off") -> tuple[ChatSettings, str]:
+    """``settings`` carrying the attached documents (finspace.documents.chat), their budget set after all else the
+    prompt holds (system prompt, conversation, reply, the tools ``chat_parts`` offers with ``calculator`` or the
+    request's ``settings.tools``, a filing tool result and the outlines). ``svc``: the Service."""
+    atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]
+    filing = filing_tools(svc.engine, calculator, atts)
+    return await docs.with_document(svc, atts, messages, settings, tools=chat_tools(svc.engine, calculator, atts),
+                                    reserve=result_tokens(svc.engine) if filing else 0,
+                                    preamble=preamble(svc.engine, atts) if filing else "")

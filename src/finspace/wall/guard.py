@@ -15,15 +15,13 @@ mounted Gradio UI). In order, it:
   the body bounded by the document size limit; refuses them otherwise; each stored file is its sender's own;
 - bounds every body before it is read: Content-Length first, then the bytes as they arrive (413 with the
   limit), so a 100 MB body costs nothing, with or without a token;
-- reads the JSON of Gradio's event routes strictly (no NaN, no binary: 400) and
-  refuses any Gradio FileData reference in it (``{"path": ..., "meta": {"_type":
-  "gradio.FileData"}}``): no payload can name a file on the server. The one
-  exception is the document a chat carries: on the events marked as taking one
-  (``document_events``: the chat box's submit and Send events and the /chat endpoint, by
-  fn_index), a reference whose real path lies inside Gradio's upload folder
-  (and whose url, if any, is that file's own) passes; any other path, any other
-  event, is refused as before. Gradio skips its own check of such paths when an
-  app is mounted rather than launched; this wall does not depend on Gradio's version;
+- reads the JSON of Gradio's event routes strictly (no NaN, no binary: 400) and refuses any Gradio FileData
+  reference in it (``{"path": ..., "meta": {"_type": "gradio.FileData"}}``): no payload can name a file on the
+  server. The one exception is the document a chat carries: on the events marked as taking one
+  (``document_events``: the chat box's submit and Send events and the /chat endpoint, by fn_index), a reference
+  whose real path lies inside Gradio's upload folder (and whose url, if any, is that file's own) passes; any other
+  path, any other event, is refused as before. Gradio skips its own check of such paths when an app is mounted
+  rather than launched; this wall does not depend on Gradio's version;
 - checks ``fn_index`` against the app's events, and bounds the events each client
   has queued or running (``EventTracker``, 429 past the bound; the check takes the
   place in the same step, so simultaneous joins see each other);
