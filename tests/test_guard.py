@@ -482,3 +482,19 @@ def test_mcp_bodies_in_flight_are_bounded_per_client_as_uploads_are():
     assert carried.admit("b", body) is None  # per client
     carried.release("a", body)
     assert carried.admit("a", body) is None
+
+
+def test_the_same_bytes_twice_in_one_upload_become_two_files_of_their_own(tmp_path):
+    """Gradio answers one content-hash path twice for two identical files in one upload: each gets its own copy
+    (the second used to keep the path the first had moved away: a file that no longer existed, refused as "not
+    yours" when used)."""
+    from pathlib import Path
+
+    from finspace.wall import uploads as up
+
+    stored = tmp_path / "abc123" / "note.md"
+    stored.parent.mkdir()
+    stored.write_text("hello")
+    out = json.loads(up.owned_copies(json.dumps([str(stored), str(stored)]).encode(), str(tmp_path)))
+    assert len(set(out)) == 2 and all(up.OWN in p and Path(p).read_text() == "hello" for p in out), out
+    assert not stored.exists()

@@ -45,7 +45,7 @@ def hub(tmp_path, monkeypatch):
 
 
 def service() -> types.SimpleNamespace:
-    svc = types.SimpleNamespace(engine=types.SimpleNamespace(gpu=None), admin_token=ADMIN,
+    svc = types.SimpleNamespace(engine=types.SimpleNamespace(gpu=None), admin_token=ADMIN, catalog=None,
                                 settings=types.SimpleNamespace(hf_token=SPACE_TOKEN))
     svc._is_admin_token = lambda token: Service._is_admin_token(svc, token)
     return svc

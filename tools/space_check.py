@@ -66,7 +66,8 @@ PYPI = "https://pypi.org/simple"
 IMPORTED_DISTS = frozenset({
     "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
     "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
-    "pypdf", "beautifulsoup4", "lxml", "python-docx", "openpyxl", "bm25s",  # finspace.documents
+    "pypdf", "pypdfium2", "beautifulsoup4", "lxml", "python-docx", "openpyxl", "bm25s",  # finspace.documents
+    "anyio",  # finspace.openai_api and mcp_server (request checks in worker threads)
     "gguf", "accelerate", "filelock",  # finspace.models.gguf (the CPU default's checkpoint)
     "python-multipart",  # finspace.wall.uploads (the parse Gradio's upload route makes)
     "httpx", "openai", "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)

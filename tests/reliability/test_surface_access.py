@@ -95,7 +95,8 @@ def test_tokens_are_compared_in_constant_time(monkeypatch):
                         isinstance(o, ast.Constant) and o.value in (None, "") for o in operands):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
     assert not offenders, "tokens compared with ==/!=:\n" + "\n".join(offenders)
-    assert "hmac.compare_digest(" in inspect.getsource(service_mod.Service.authorize)
+    assert "self._is_admin_token(token)" in inspect.getsource(service_mod.Service.authorize)
+    assert "hmac.compare_digest(" in inspect.getsource(service_mod.Service._is_admin_token)
     assert "svc.authorize(" in inspect.getsource(server_mod.build_app)  # REST goes through it too
 
     calls = []

@@ -22,7 +22,8 @@ from rel_utils import SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, base
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 MCP = "/gradio_api/mcp/"
-TOOLS = ["will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores"]
+TOOLS = ["will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores", "company_filings",
+         "company_facts"]
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 SCALE = env_flag("FINSPACE_FUZZ_SCALE", 1.0)
 ALLOWED = {200, 202, 400, 401, 404, 405, 406, 413, 415, 422, 429, 431}

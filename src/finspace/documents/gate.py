@@ -35,8 +35,10 @@ BULK_WAITS = 3  # a matrix's filing waits up to this many conversion bounds for 
 
 class ConversionGate:
     def __init__(self, total: int, per_client: int, wait_s: float):
-        # one client never holds every slot, whatever FINSPACE_MAX_CONVERSIONS_PER_CLIENT says (issue 41)
-        self.total, self.per_client, self.wait_s = total, max(1, min(per_client, total - 1)), wait_s
+        # one client never holds every slot, whatever FINSPACE_MAX_CONVERSIONS_PER_CLIENT says (issue 41); with one
+        # slot in all that cannot hold, and a client's documents past it wait as everyone's do
+        per_client = max(1, min(per_client, total - 1)) if total > 1 else per_client
+        self.total, self.per_client, self.wait_s = total, per_client, wait_s
         self._slots: asyncio.Semaphore | None = None  # made in the serving loop, on first use
         self._bulk: asyncio.Semaphore | None = None  # the matrices' share of the slots: total - 1 (at least 1)
         self._held: Counter[str] = Counter()  # running or waiting, per client

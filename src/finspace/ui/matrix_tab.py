@@ -40,7 +40,8 @@ XBRL_LEGEND = {"xbrl": "the filer's XBRL value", "agrees": "agrees with the file
                "differs": "differs from the filer's XBRL", "missed": "not found, the filer's XBRL has it"}
 # a cell's hover for the keys that are not a check's mark (finspace.matrix.verify.MARKS) nor in the legend
 CELL_TITLES = {"xbrl_none": "the filer's XBRL has no value for this field", "pending": "waiting for the model",
-               "error": "this filing could not be read"}
+               "error": "this filing could not be read",
+               "verified": "verified: the quote is on its page and holds the value"}  # a mark's one-word label
 AGREEMENT_BORDER = {"agrees": "4px solid #2e7d32", "differs": "4px solid #c62828", "missed": "4px dashed #c62828"}
 CSS = """
 #matrix-grid table {border-collapse: collapse; font-size: 0.92em;}
@@ -71,7 +72,7 @@ def grid_html(result: MatrixResult | None) -> str:
         cells = [f"<td>{html.escape(row[0])}</td>"]
         for c, text in enumerate(row[1:]):
             key, agrees = keys[r][c], agreement[r][c]
-            label = next((m.label for m in MARKS if m.key == key), XBRL_LEGEND.get(key) or CELL_TITLES.get(key, ""))
+            label = CELL_TITLES.get(key) or next((m.label for m in MARKS if m.key == key), XBRL_LEGEND.get(key, ""))
             border = f";border-left:{AGREEMENT_BORDER[agrees]}" if agrees else ""
             cells.append(f"<td data-check='{key}' data-xbrl='{agrees}' title='{html.escape(label)}' "
                          f"style='background:{COLOURS.get(key, 'transparent')}{border}'>{html.escape(text)}</td>")

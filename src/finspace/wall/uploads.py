@@ -234,7 +234,8 @@ def owned_copies(answer: bytes, upload_dir: str) -> bytes:
     if not isinstance(paths, list):
         return answer
     root = os.path.realpath(upload_dir)
-    out = []
+    out: list = []
+    moved: dict[str, Path] = {}  # the same bytes twice in one upload: Gradio answers one path twice
     for path in paths:
         if not isinstance(path, str) or not os.path.realpath(path).startswith(root + os.sep):
             out.append(path)
@@ -242,7 +243,8 @@ def owned_copies(answer: bytes, upload_dir: str) -> bytes:
         target = Path(upload_dir) / OWN / uuid.uuid4().hex / Path(path).name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            os.link(path, target)
+            os.link(moved.get(path, path), target)
+            moved.setdefault(path, target)
         except OSError:  # another upload of the same bytes moved it just now: this one stays as Gradio stored it
             with contextlib.suppress(OSError):
                 target.parent.rmdir()
