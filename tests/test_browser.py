@@ -90,8 +90,8 @@ def open_page(context, url: str, model_label: str | None = None):
 
 @pytest.fixture(scope="module")
 def page(server):
-    with chromium_context() as context:
-        yield open_page(context, server.url)
+    with chromium_context() as context:  # the model's label is rendered after the input, at times (a busy host)
+        yield open_page(context, server.url, "Tiny Llama")
 
 
 DOCS = REPO / "docs"
