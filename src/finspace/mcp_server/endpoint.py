@@ -31,6 +31,7 @@ from finspace.wall.clients import request_client
 from finspace.errors import FinspaceError
 from finspace.mcp_server import arguments
 from finspace.mcp_server.calls import Caller, ToolCalls
+from finspace.wall.leaving import unless_gone
 from finspace.mcp_server.tools import tool_specs
 
 log = logging.getLogger("finspace.mcp")
@@ -218,21 +219,13 @@ def _gone_event(ctx: Any) -> asyncio.Event | None:
 
 async def _until_gone(work, gone: asyncio.Event | None) -> Any:
     """``work``'s result; cancelled (its engine stream closed, its slots freed) if the caller goes away first."""
-    task = asyncio.ensure_future(work)
     if gone is None:
-        return await task
-    watch = asyncio.ensure_future(gone.wait())
-    try:
-        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        return await work
+    finished, value = await unless_gone(work, gone.wait())
+    if not finished:
         log.info("an MCP caller went away before its result was ready; the call was cancelled")
         raise _Gone("the caller went away; the call was cancelled")
-    return task.result()
+    return value
 
 
 class _Gone(FinspaceError):

@@ -23,7 +23,6 @@ and sent as ``message.tool_calls`` / ``delta.tool_calls`` with ``finish_reason: 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import hmac
@@ -42,6 +41,7 @@ from finspace.engine import ChatInfo
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.documents import chat as docs
 from finspace.wall.clients import request_client
+from finspace.wall.leaving import unless_gone
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.openai_api.toolcalls import joined, tool_deltas
 from finspace.tools.calls import CallReader, forced_schema, reading_parser
@@ -214,18 +214,11 @@ async def _until_disconnect(request: Request, work):
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
-    task, watch = asyncio.ensure_future(work), asyncio.ensure_future(gone())
-    try:
-        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    finished, value = await unless_gone(work, gone())
+    if not finished:
         log.info("a /v1 client went away before its reply was ready; the request was aborted")
         return Response(status_code=499)  # nobody reads it
-    return task.result()
+    return value
 
 
 def _no_constant(name: str):
