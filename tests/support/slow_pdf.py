@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support import hostile_pdf
+
 
 def slow_pdf(path: Path, pages: int = 220, operators: int = 4000) -> Path:
     ops = [f"BT /F1 9 Tf {36 + (i % 5) * 100} {760 - (i // 5) * 14 % 720} Td (Net sales {i:04d} 1,234) Tj ET"
@@ -15,17 +17,7 @@ def slow_pdf(path: Path, pages: int = 220, operators: int = 4000) -> Path:
     objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [" + b" ".join(f"{5 + k} 0 R".encode() for k in range(pages))
             + f"] /Count {pages} >>".encode(),
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"]
+            hostile_pdf.FONT, hostile_pdf.stream(stream)]
     objs += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
              b"/Contents 4 0 R >>"] * pages
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for n, body in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += f"{n} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
-    return path
+    return hostile_pdf.write(path, objs)
