@@ -2,8 +2,9 @@
 
 Each test fails on the code before the fix and passes after:
 
-4. Two clients' matrices of slow PDFs (220 pages sharing one content stream of 1,600 operators: 15-60 s of text
-   extraction each here) held both conversion slots; a third client's /v1 chat with a small text file waited for one. Now the
+4. Two clients' matrices of slow PDFs (220 pages sharing one content stream of 1,600 operators or more: with pypdf
+   15-60 s of text extraction each here; PDFium reads them faster, so `timings` doubles the operators until one
+   takes 4 times a text file's chat) held both conversion slots; a third client's /v1 chat with a small text file waited for one. Now the
    matrices convert within a share of the slots and a chat's document has its own: the chat answers in less
    than half the time one slow PDF takes to convert here, measured in the same test.
 5. - /matrix fields nested 3,000 or 100,000 deep: "unexpected server error (RecursionError)", the upload kept.
@@ -58,7 +59,7 @@ def server(tmp_path_factory, model_dir):
     srv = start_server(root, {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=8)},
                        env=env, timeout=900)  # this machine is shared: the engine's start may be slow
     srv.uploads = uploads
-    srv.slow = [slow_pdf(root / f"slow-{i}.pdf", operators=1600) for i in range(4)]  # 15-60 s each here
+    srv.slow = [slow_pdf(root / f"slow-{i}.pdf", operators=1600) for i in range(4)]  # `timings` makes them slower
     srv.note = root / "note.txt"
     srv.note.write_bytes(NOTE)
     try:
@@ -233,9 +234,15 @@ def timings(server) -> tuple[float, float]:
     v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)  # warm-up
     t_note, r = v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)
     assert r.status_code == 200, r.text
-    t0 = time.monotonic()
-    convert(server.slow[0], "slow.pdf", DocumentLimits(convert_timeout_s=600))
-    t_slow = time.monotonic() - t0
+    operators = 1600
+    while True:  # as slow as this machine needs: PDFium reads 1,600 operators x 220 pages in 2-3 s on 2 cores
+        t0 = time.monotonic()
+        convert(server.slow[0], "slow.pdf", DocumentLimits(convert_timeout_s=600))
+        t_slow = time.monotonic() - t0
+        if t_slow > 4 * t_note or operators >= 12_800:
+            break
+        operators *= 2
+        server.slow = [slow_pdf(p, operators=operators) for p in server.slow]
     assert t_slow > 3 * t_note, f"a slow PDF took {t_slow:.1f} s, a text file {t_note:.1f} s: not slow enough to test"
     return t_note, t_slow
 
