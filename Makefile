@@ -17,7 +17,7 @@ PORT ?= 7860
 SPACE_PY := $(shell sed -n 's/^python_version: *"\{0,1\}\([0-9.]*\).*/\1/p' README_HF_SPACE.md)
 SPACE_PYTHON ?= $(firstword $(foreach p,python$(SPACE_PY) $(wildcard $(HOME)/.pyenv/versions/$(SPACE_PY)*/bin/python$(SPACE_PY)),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null)))
 
-.PHONY: run test test-serial bench bench-engine install browser clean space-check
+.PHONY: run test test-serial lint bench bench-engine install browser clean space-check
 
 install: $(STAMP)
 
@@ -25,7 +25,7 @@ $(STAMP): $(REQS) pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(HAS_GPU),1)
-	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout pytest-xdist hypothesis playwright gradio_client "openai==3.57.0"
+	$(BIN)/python -m pip install -q -r requirements.txt "gradio==6.31.0" pytest pytest-asyncio pytest-timeout pytest-xdist hypothesis playwright gradio_client "openai==3.57.0" "ruff==0.17.6" "mypy==2.4.1"
 else
 	$(BIN)/python -m pip show -q torch >/dev/null 2>&1 || \
 	  $(BIN)/python -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null || \
@@ -53,13 +53,18 @@ run: install
 space-check: install
 	$(BIN)/python tools/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
+# ruff over the tree, mypy --strict over the pure packages (pyproject.toml): seconds, so before every test run.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 # Two lanes (pytest-xdist, one per core; tests/support/lanes.py): 26 minutes here, 34-39 on a busy
 # machine; one process took 52-56.
-test: install browser
+test: install browser lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 # One process, in the collected order (to read a failure without a second lane beside it).
-test-serial: install browser
+test-serial: install browser lint
 	$(BIN)/python -m pytest -q
 
 bench: install

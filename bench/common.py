@@ -9,13 +9,11 @@ which bench/serving.py wires to atexit and to SIGTERM/SIGINT/SIGHUP.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -256,7 +256,6 @@ class GradioUsers:
                     seen.append(time.perf_counter())
                     text = out
         final = job.result()  # blocks on the job's future; raises the app's error, if any
-        end = time.perf_counter()
         outs = [o for o in job.outputs() if isinstance(o, str)]
         text = outs[-1] if outs else (final if isinstance(final, str) else text)
         arrived = self.arrivals.get(job.communicator.event_id, []) if self.timed and job.communicator else []
@@ -465,7 +464,8 @@ def main() -> int:
         model_path, catalog, entry = prepare_model(workdir, args.model_dir)
         print(f"model: {model_path} (bench-llama, fp32); {args.tokens} tokens/request, greedy; "
               f"levels {args.levels}; {os.cpu_count()} CPUs; work dir {workdir}", flush=True)
-        for args.phase, which in enumerate(args.schedule):
+        for phase, which in enumerate(args.schedule):
+            args.phase = phase
             for attempt in range(args.retries + 1):
                 try:
                     for n, runs in measure(which, args, model_path, catalog, entry, workdir).items():

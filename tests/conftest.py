@@ -156,3 +156,16 @@ def shared_smollm_server(request, tmp_path_factory, smollm_models):
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """A trained byte-level tokenizer with Qwen 3's think tags, hermes' call tags (added, as Qwen's vocabulary
+    has them) and Llama 3.1's <|python_tag|> (special).
+    Shared by the tool-call parser tests (test_tool_calls, test_filing_tools)."""
+    from finspace.models.demo import _train_tokenizer
+
+    t = _train_tokenizer("tiny-qwen3")
+    t.add_tokens(["<tool_call>", "</tool_call>"])
+    t.add_special_tokens({"additional_special_tokens": ["<think>", "</think>", "<|python_tag|>"]})
+    return t

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from test_browser import SHOTS, chromium_context, open_page, shot
+from test_browser import chromium_context, open_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(900)]
 

@@ -22,7 +22,7 @@ from finspace.grounding.calls import runner
 from finspace.tools import filing, registry
 from finspace.tools.spec import parse_tools
 from support.filings import filing as real_filing
-from test_tool_calls import _reply, tok  # noqa: F401 - tok: the shared trained tokenizer fixture
+from test_tool_calls import _reply
 
 REPLIES = Path(__file__).parent / "data" / "filing_tool_replies"
 APPLE, NVIDIA = "aapl-10-k-2024-11-01", "nvda-10-k-2025-02-26"

@@ -201,7 +201,7 @@ def test_hostile_html_is_refused_naming_the_bound_in_bounded_time(tmp_path):
     }
     for what, (body, message) in cases.items():
         path = _html(tmp_path, body)
-        seconds, text = _timed(lambda: convert(path, "bad.html", DocumentLimits()))
+        seconds, text = _timed(lambda path=path: convert(path, "bad.html", DocumentLimits()))
         assert re.search(message, text), (what, text)
         assert seconds < 10 * baseline + 1.0, (what, seconds, baseline)
 

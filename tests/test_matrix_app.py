@@ -10,7 +10,6 @@ tests/test_smollm_matrix.py on SmolLM2.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 

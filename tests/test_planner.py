@@ -87,6 +87,11 @@ def test_gemma3_text_only_config():
     ({**LLAMA8, "num_key_value_heads": 5}, r"not a multiple of num_key_value_heads 5"),
     ({k: v for k, v in GEMMA3.items() if k != "text_config"}, r"no 'text_config'"),
     ({**LLAMA8, "quantization_config": {"quant_method": "hqq"}}, r"quant_method 'hqq' is not supported"),
+    # a caller's config reaches int(): these were a TypeError / ValueError (a 500 on will_it_fit)
+    ({**LLAMA8, "quantization_config": {"quant_method": "awq", "bits": "four"}}, r"field 'bits' must be a whole"),
+    ({**LLAMA8, "quantization_config": {"quant_method": "gptq", "group_size": [128]}}, r"'group_size' must be a whole"),
+    ({**LLAMA8, "quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 4.5}}}}}, r"'num_bits' must be a whole number, got 4.5"),
 ])
 def test_config_errors_name_the_field(config, match):
     with pytest.raises(ConfigError, match=match):

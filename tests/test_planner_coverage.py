@@ -5,7 +5,6 @@ tests/data/configs/SOURCES.md says where each config and published size comes fr
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -29,18 +29,6 @@ GET_FILING = {"type": "function", "function": {
 TOOLS = [registry.CALCULATE_SPEC, GET_FILING]
 
 
-@pytest.fixture(scope="module")
-def tok():
-    """A trained byte-level tokenizer with Qwen 3's think tags, hermes' call tags (added, as Qwen's vocabulary
-    has them) and Llama 3.1's <|python_tag|> (special)."""
-    from finspace.models.demo import _train_tokenizer
-
-    t = _train_tokenizer("tiny-qwen3")
-    t.add_tokens(["<tool_call>", "</tool_call>"])
-    t.add_special_tokens({"additional_special_tokens": ["<think>", "</think>", "<|python_tag|>"]})
-    return t
-
-
 def _deltas(tok, text: str, per_delta: int | None):
     ids = tok.encode(text, add_special_tokens=False)
     assert tok.decode(ids) == text

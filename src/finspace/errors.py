@@ -44,7 +44,7 @@ class DoesNotFit(FinspaceError):
 
     http_status = 400
 
-    def __init__(self, message: str, plan=None):
+    def __init__(self, message: str, plan: object = None):
         super().__init__(message)
         self.plan = plan
 

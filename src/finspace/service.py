@@ -318,7 +318,7 @@ class Service:
             "last_error": self.redact(last_error),
             "device": h.device,
             "gpus": gpus,
-            **{"remote": r.as_dict() for r in readings if r.kind == "remote"},
+            **{r.kind: r.as_dict() for r in readings if r.kind == "remote"},
             "host_ram": host,
             "uptime_s": round(time.time() - self.started_at, 1),
             "version": self.versions,

@@ -33,8 +33,8 @@ from gradio_client.exceptions import AppError
 
 from helpers import REPO
 from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, TALLY,
-                       GradioRaw, assert_clean, baseline, engine_pids, gclient, gradio_config, has_traceback,
-                       health, listing, running_requests, wait_until)
+                       GradioRaw, assert_clean, baseline, gclient, gradio_config, has_traceback,
+                       listing, running_requests, wait_until)
 from rel_utils import unchanged as rel_unchanged
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -196,7 +196,7 @@ def test_ui_events_called_directly_cannot_switch(server):
     config = gradio_config(server.url)
     comps = {c["id"]: c for c in config["components"]}
     deps = [d for d in config["dependencies"] if d.get("backend_fn")]
-    assert all(d["api_visibility"] == "private" for d in deps if not d.get("api_name") in
+    assert all(d["api_visibility"] == "private" for d in deps if d.get("api_name") not in
                ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
                 "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix"))
     public = {name for name, info in gclient(server).view_api(print_info=False, return_format="dict")

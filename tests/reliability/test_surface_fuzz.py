@@ -405,7 +405,7 @@ def test_gradio_routes_with_file_references_bytes_and_stray_fn_indexes(server, b
 # Each payload, if a template ever rendered it, would print MARK (or loop for ever): the answer must never hold MARK
 # and must come quickly. Model "a" takes no template variables, so chat_template_kwargs is always a 400 here.
 MARK = "QZJ" + "WKV"
-JINJA = [f"{{{{ 'QZJ' ~ 'WKV' }}}}", "{% for i in range(10**9) %}{% for j in range(10**9) %}x{% endfor %}{% endfor %}",
+JINJA = ["{{ 'QZJ' ~ 'WKV' }}", "{% for i in range(10**9) %}{% for j in range(10**9) %}x{% endfor %}{% endfor %}",
          "{{ 'lorem ipsum ' * 200000 }}", "{% set x = cycler.__init__.__globals__ %}{{ x }}",
          f"{{% raw %}}{{{{ 1 }}}}{{% endraw %}}{{{{ '{MARK[:3]}' + '{MARK[3:]}' }}}}", "{{ messages }}",
          "{{ raise_exception('x') }}", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{#", "{{", "{% if %}"]

@@ -63,33 +63,33 @@ def split(doc: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
     table with its title and scale lines is one passage (cut between rows past ``TABLE_CHARS``)."""
     out: list[Passage] = []
 
+    current: list[str] = []  # the paragraphs of the passage being packed (on the page being read)
+
     def emit(label: str, text: str) -> None:
         out.append(Passage(len(out), label, text))
 
+    def flush(label: str) -> None:
+        if current:
+            emit(label, "\n".join(current))
+            current.clear()
+
     for page in doc.pages:
-        current: list[str] = []
-
-        def flush(label: str = page.label) -> None:
-            if current:
-                emit(label, "\n".join(current))
-                current.clear()
-
         for kind, block in _blocks(page.text):
             if kind == "table":
-                flush()
+                flush(page.label)
                 for part in block:
                     emit(page.label, part)
                 continue
             pw = [w[i:i + MAX_WORD_CHARS] for w in block[0].split() for i in range(0, len(w), MAX_WORD_CHARS)]
             while len(pw) > words:  # a paragraph longer than a passage: cut it
-                flush()
+                flush(page.label)
                 emit(page.label, " ".join(pw[:words]))
                 pw = pw[words:]
             if current and sum(len(c.split()) for c in current) + len(pw) > words:
-                flush()
+                flush(page.label)
             if pw:
                 current.append(" ".join(pw))
-        flush()
+        flush(page.label)
     return out
 
 

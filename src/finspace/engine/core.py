@@ -14,7 +14,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

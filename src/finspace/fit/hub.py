@@ -58,9 +58,10 @@ def _download(repo_id: str, filename: str, revision: str | None, token: str | bo
         GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError,
     )
 
+    anonymous = (GatedRepoError, RepositoryNotFoundError) if token is False else ()  # nothing to catch else
     try:
         return hf_hub_download(repo_id, filename, revision=revision, token=token)
-    except (GatedRepoError, RepositoryNotFoundError) if token is False else ():  # an anonymous caller (False):
+    except anonymous:  # an anonymous caller (False):
         # one answer for gated, private and absent, so the refusal tells nothing of the owner's repos
         raise HubError(f"no public Hub repo {repo_id} that this app may read for you (it does not exist, or it "
                        f"is private or gated); or {_fallback(repo_id)}") from None

@@ -31,7 +31,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request

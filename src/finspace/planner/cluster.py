@@ -16,6 +16,8 @@ instance get the fewest blocks any rank has room for), so the totals are DP x th
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass, replace
 
@@ -96,7 +98,7 @@ def _whole(name: str, v: object, top: int) -> int:
     return v
 
 
-def size_cluster(config: dict, gpu: GPUSpec, settings: Settings, gpus: int, *, gpus_per_node: int | None = None,
+def size_cluster(config: dict[str, Any], gpu: GPUSpec, settings: Settings, gpus: int, *, gpus_per_node: int | None = None,
                  tp: int | None = None, pp: int | None = None, total_size_bytes: int | None = None) -> ClusterPlan:
     """The layout of ``config`` on ``gpus`` GPUs of type ``gpu`` and one replica's plan.
 
@@ -117,7 +119,7 @@ def size_cluster(config: dict, gpu: GPUSpec, settings: Settings, gpus: int, *, g
     return _auto(config, gpu, settings, gpus, per_node, total_size_bytes)
 
 
-def layouts(config: dict, gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:
+def layouts(config: dict[str, Any], gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:
     """(tp, pp) the planner may pick, in order of preference: TP 1, 2, 4 ... within a node, then a node's TP
     over 2, 3 ... stages (at most one stage per layer)."""
     shape = model_shape(config)
@@ -129,7 +131,7 @@ def layouts(config: dict, gpus: int, gpus_per_node: int) -> list[tuple[int, int]
     return out
 
 
-def _auto(config: dict, gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
+def _auto(config: dict[str, Any], gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
           total_size: int | None) -> ClusterPlan:
     """The first layout of ``layouts`` whose replica starts and holds ``MIN_CONCURRENCY`` sequences of the
     context (max_num_seqs if fewer): TP in order, then the stages bisected (more stages never hold less). When
@@ -143,7 +145,8 @@ def _auto(config: dict, gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
         r = replan(config, shape, gpu, replace(s, tensor_parallel_size=t, pipeline_parallel_size=p), t * p,
                    total_size)
         tried.append((t, p, r.max_concurrency if r.fits else 0.0))
-        return r.fits and r.max_concurrency >= min(MIN_CONCURRENCY, r.settings.max_num_seqs)
+        seqs = r.settings.max_num_seqs  # a plan's settings are resolved: vLLM's default filled in
+        return r.fits and seqs is not None and r.max_concurrency >= min(MIN_CONCURRENCY, seqs)
 
     order = layouts(config, gpus, per_node)
     flat = [lp for lp in order if lp[1] == 1]
@@ -166,6 +169,6 @@ def _auto(config: dict, gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
     return ClusterPlan(gpus, per_node, t, p, gpus // (t * p), one, "auto", tuple(tried))
 
 
-def _replica(config: dict, gpu: GPUSpec, s: Settings, tp: int, pp: int, total_size: int | None) -> Plan:
+def _replica(config: dict[str, Any], gpu: GPUSpec, s: Settings, tp: int, pp: int, total_size: int | None) -> Plan:
     return plan(config, gpu, replace(s, tensor_parallel_size=tp, pipeline_parallel_size=pp), gpus=tp * pp,
                 total_size_bytes=total_size)

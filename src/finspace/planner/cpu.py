@@ -14,6 +14,8 @@ worker). The plan's figures are one rank's, as on a GPU; host RAM must hold ever
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import replace
 
 from finspace.host.hardware import GPUSpec, custom_gpu
@@ -29,7 +31,7 @@ def host_device(ram_bytes: int) -> GPUSpec:
     return custom_gpu(ram_bytes, name="CPU (host RAM)")
 
 
-def plan_on_machine(config: dict, settings: Settings, *, gpu: GPUSpec | None, gpus: int,
+def plan_on_machine(config: dict[str, Any], settings: Settings, *, gpu: GPUSpec | None, gpus: int,
                     total_size_bytes: int | None, pool_bytes: int, ram_bytes: int) -> Plan:
     """The plan for one model on this machine: ``gpus`` x ``gpu``, or (``gpu`` None) the CPU with a
     ``pool_bytes`` KV pool in ``ram_bytes`` of host RAM. ``max_model_len`` -1: the largest that fits."""

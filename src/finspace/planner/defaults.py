@@ -18,6 +18,8 @@ refused, since defaulting them would plan another model.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: model_type -> {field: default}. The class each row comes from is named beside it.
 TRANSFORMERS_DEFAULTS: dict[str, dict[str, object]] = {
     # LlamaConfig
@@ -99,7 +101,7 @@ _ALIASES = {"gemma3": "gemma3_text", "qwen2_5_vl_text": "qwen2", "ministral": "m
 NESTED_ONLY = ("hidden_size", "intermediate_size", "num_hidden_layers")
 
 
-def with_defaults(model_type: str, cfg: dict, *, nested: bool = True) -> dict:
+def with_defaults(model_type: str, cfg: dict[str, Any], *, nested: bool = True) -> dict[str, Any]:
     """``cfg`` with transformers' defaults for ``model_type`` under the keys it leaves out
     (``nested=False``, a top-level config: not the NESTED_ONLY sizes)."""
     row = TRANSFORMERS_DEFAULTS.get(_ALIASES.get(model_type, model_type), {})

@@ -21,6 +21,8 @@ What vLLM builds, and where:
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 
@@ -50,7 +52,7 @@ class MlaShape:
         return self.kv_lora_rank + self.qk_rope_head_dim
 
 
-def _int(text: dict, *keys: str, default: int = 0) -> int:
+def _int(text: dict[str, Any], *keys: str, default: int = 0) -> int:
     for k in keys:
         v = text.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
@@ -58,7 +60,7 @@ def _int(text: dict, *keys: str, default: int = 0) -> int:
     return default
 
 
-def parse_moe(model_type: str, text: dict, layers: int) -> MoeShape | None:
+def parse_moe(model_type: str, text: dict[str, Any], layers: int) -> MoeShape | None:
     """The experts of a mixture-of-experts config (None for a dense model)."""
     if model_type in ("qwen3_moe", "qwen2_moe"):
         step = _int(text, "decoder_sparse_step", default=1)
@@ -85,7 +87,7 @@ def parse_moe(model_type: str, text: dict, layers: int) -> MoeShape | None:
     return None
 
 
-def parse_mla(model_type: str, text: dict) -> MlaShape | None:
+def parse_mla(model_type: str, text: dict[str, Any]) -> MlaShape | None:
     if model_type not in ("deepseek_v2", "deepseek_v3"):
         return None
     return MlaShape(_int(text, "kv_lora_rank"), _int(text, "q_lora_rank"), _int(text, "qk_nope_head_dim"),

@@ -6,13 +6,15 @@ It lives in the planner so that ``finspace.planner.plan_json`` needs no import o
 
 from __future__ import annotations
 
+from typing import Any
+
 from finspace.planner.cluster import ClusterPlan
 from finspace.planner.result import Plan
 from finspace.planner.settings import Settings
 from finspace.units import in_gib
 
 
-def settings_json(s: Settings) -> dict:
+def settings_json(s: Settings) -> dict[str, Any]:
     """The settings as JSON; pipeline_parallel_size only when > 1 (the object is unchanged without it)."""
     pp = {"pipeline_parallel_size": s.pipeline_parallel_size} if s.pipeline_parallel_size > 1 else {}
     return {
@@ -24,7 +26,7 @@ def settings_json(s: Settings) -> dict:
     }
 
 
-def plan_json(p: Plan) -> dict:
+def plan_json(p: Plan) -> dict[str, Any]:
     """The ``--json`` object. Names are stable; GiB values are rounded to 0.01."""
     d = p.detail
     return {
@@ -59,7 +61,7 @@ def plan_json(p: Plan) -> dict:
     }
 
 
-def cluster_json(c: ClusterPlan) -> dict:
+def cluster_json(c: ClusterPlan) -> dict[str, Any]:
     """The layout of a model on a cluster: TP x PP x DP, KV capacity and concurrency per replica and in total."""
     return {
         "gpus": c.gpus, "gpus_per_node": c.gpus_per_node, "chosen": c.chosen,
@@ -75,7 +77,7 @@ def cluster_json(c: ClusterPlan) -> dict:
     }
 
 
-def warmup_json(p: Plan) -> dict:
+def warmup_json(p: Plan) -> dict[str, Any]:
     """The sampler warm-up's verdict (the last pipeline stage's, which samples)."""
     w = p.stages[-1] if p.stages else p.detail
     return {"requests": w.warmup_requests, "peak_bytes": w.warmup_bytes, "free_bytes": w.warmup_free_bytes,

@@ -45,6 +45,8 @@ most of the gap between its parameters (22.70 GiB) and vLLM's 23.31 GiB.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from finspace.errors import BadInput
@@ -222,14 +224,14 @@ class KvLayout:
     block_bytes: int
     groups: tuple[str, ...]  # kind of each group
     group_size: int
-    counts: dict
+    counts: dict[str, Any]
     window: int | None
     block_size: int
     in_flight: int
 
     def need_per_layer(self, kind: str, length: int) -> int:
         bs = self.block_size
-        if kind == "sliding":
+        if kind == "sliding" and self.window is not None:  # a sliding layer always has its window
             n = min(self.window - 1 + self.in_flight, length)
             return (cdiv(n, bs) + 1) * self.page
         return cdiv(length, bs) * self.page
@@ -246,6 +248,7 @@ def kv_layout(shape: ModelShape, s: Settings, kv_bytes: int, tp: int, mnbt: int,
     page = s.block_size * shape.kv_entry(tp) * kv_bytes  # MLA: one latent, not K and V per head
     counts = {"full": shape.num_full_layers, "sliding": shape.num_sliding_layers}
     counts = {k: n for k, n in counts.items() if n}
+    groups: tuple[str, ...]
     if len(counts) == 1:
         kind = next(iter(counts))
         groups, group_size = (kind,), shape.num_layers

@@ -31,6 +31,8 @@ What vLLM does, and where (see shared/vllm-memory-mechanism.md):
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import replace
 
@@ -51,7 +53,7 @@ from finspace.units import fmt_size
 
 
 def plan(
-    config: dict,
+    config: dict[str, Any],
     gpu: GPUSpec,
     settings: Settings = Settings(),
     *,
@@ -79,12 +81,12 @@ def plan(
     return replace(base, reason=_reason_with_fixes(verdict, sugg), suggestions=tuple(sugg))
 
 
-def replan(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None) -> Plan:
+def replan(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None) -> Plan:
     """A candidate fix's plan, without fixes of its own (suggest.py re-checks each fix with it)."""
     return evaluate(config, shape, gpu, s, gpus, total_size)[0]
 
 
-def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
+def evaluate(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
              total_size: int | None) -> tuple[Plan, Verdict | None]:
     """The plan under settings ``s`` (not validated) and, when it does not start, why.
 
@@ -120,7 +122,7 @@ def evaluate(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: i
     return replace(p, stages=stages, notes=(note, *p.notes)), verdict
 
 
-def _evaluate_stage(config: dict, shape: ModelShape, whole: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
+def _evaluate_stage(config: dict[str, Any], shape: ModelShape, whole: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
                     total_size: int | None) -> tuple[Plan, Verdict | None]:
     """``evaluate`` for the layers ``shape`` holds (the whole model, or one pipeline stage of ``whole``)."""
     v = version(s.vllm_version)

@@ -10,6 +10,7 @@ values and leaves the rest (attention, router, embeddings) in the model dtype
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from finspace.errors import ConfigError
 
@@ -44,6 +45,16 @@ class QuantScheme:
         return f"{self.method} {self.bits}-bit{g}" + (" (online)" if self.online else "")
 
 
+def _whole(fields: dict[str, Any], key: str, default: int) -> int:
+    """A quantization field as a whole number (absent or null: ``default``); ConfigError naming it otherwise."""
+    v = fields.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+        raise ConfigError(f"config.json quantization_config field {key!r} must be a whole number, got {v!r}")
+    return int(v)
+
+
 def parse_quant(qc: object) -> QuantScheme | None:
     if qc is None:
         return None
@@ -51,12 +62,12 @@ def parse_quant(qc: object) -> QuantScheme | None:
         raise ConfigError("config.json field 'quantization_config' must be an object")
     method = str(qc.get("quant_method", "")).lower()
     if method == "awq":
-        bits = int(qc.get("bits", qc.get("w_bit", 4)))
-        g = int(qc.get("group_size", qc.get("q_group_size", 128)))
+        bits = _whole(qc, "bits", _whole(qc, "w_bit", 4))
+        g = _whole(qc, "group_size", _whole(qc, "q_group_size", 128))
         return QuantScheme("awq", bits, max(g, 0), bool(qc.get("zero_point", True)), 2, quantize_vision=False)
     if method == "gptq":
-        bits = int(qc.get("bits", 4))
-        g = int(qc.get("group_size", 128))
+        bits = _whole(qc, "bits", 4)
+        g = _whole(qc, "group_size", 128)
         return QuantScheme("gptq", bits, max(g, 0), not bool(qc.get("sym", True)), 2, quantize_vision=False)
     if method == "mxfp4":
         return QuantScheme("mxfp4", 4, 32, False, 1, quantize_vision=False, experts_only=True)
@@ -76,14 +87,14 @@ def parse_quant(qc: object) -> QuantScheme | None:
                 break
         if weights is None:
             raise ConfigError("quantization_config (compressed-tensors) has no config_groups.*.weights; cannot size the weights")
-        bits = int(weights.get("num_bits", 8))
-        g = weights.get("group_size") or 0
+        bits = _whole(weights, "num_bits", 8)
+        g = _whole(weights, "group_size", 0)
         strategy = str(weights.get("strategy", "")).lower()
         if strategy != "group":
             g = 0
         wtype = str(weights.get("type", "int")).lower()
         scale_bytes = 1 if (wtype == "float" and bits == 4) else 2  # nvfp4: fp8 scales
-        return QuantScheme("compressed-tensors", bits, int(g), not bool(weights.get("symmetric", True)), scale_bytes)
+        return QuantScheme("compressed-tensors", bits, g, not bool(weights.get("symmetric", True)), scale_bytes)
     raise ConfigError(
         f"quantization_config quant_method {method or '(missing)'!r} is not supported by the planner; "
         "supported: awq, gptq, fp8, compressed-tensors, bitsandbytes, mxfp4"

@@ -13,6 +13,7 @@ batch sizes (``EngineArgs.get_batch_defaults``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from finspace.errors import BadInput, ConfigError
 from finspace.host.hardware import GPUSpec
@@ -67,7 +68,7 @@ def version(s: str) -> tuple[int, int]:
         raise BadInput(f"vllm_version {s!r} is not like '0.32'; use one of {', '.join(VLLM_VERSIONS)}") from None
 
 
-def utilization_ok(u: object) -> bool:
+def utilization_ok(u: object) -> TypeGuard[float]:
     """A fraction of GPU memory in (0, 1], the bounds vLLM's ``CacheConfig`` enforces."""
     return not isinstance(u, bool) and isinstance(u, (int, float)) and 0 < u <= 1
 

@@ -16,6 +16,8 @@ stage and lm_head + final norm on the last.
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 from dataclasses import dataclass, replace
 
 from finspace.errors import ConfigError
@@ -113,7 +115,7 @@ class ModelShape:
         return 2 * max(1, self.num_kv_heads // tp) * self.head_dim
 
 
-def _need(cfg: dict, key: str, where: str) -> int:
+def _need(cfg: dict[str, Any], key: str, where: str) -> int:
     v = cfg.get(key)
     if v is None:
         raise ConfigError(f"config.json{where} has no {key!r}; the planner needs it to size the model")
@@ -122,13 +124,17 @@ def _need(cfg: dict, key: str, where: str) -> int:
     return int(v)
 
 
-def _opt_int(cfg: dict, key: str, default: int | None, where: str) -> int | None:
+@overload
+def _opt_int(cfg: dict[str, Any], key: str, default: int, where: str) -> int: ...
+@overload
+def _opt_int(cfg: dict[str, Any], key: str, default: None, where: str) -> int | None: ...
+def _opt_int(cfg: dict[str, Any], key: str, default: int | None, where: str) -> int | None:
     if cfg.get(key) is None:
         return default
     return _need(cfg, key, where)
 
 
-def _rope_scaling(cfg: dict) -> dict | None:
+def _rope_scaling(cfg: dict[str, Any]) -> dict[str, Any] | None:
     rs = cfg.get("rope_scaling")
     if rs is None and isinstance(cfg.get("rope_parameters"), dict):
         rp = cfg["rope_parameters"]
@@ -145,7 +151,7 @@ def _rope_scaling(cfg: dict) -> dict | None:
     return {**rs, "rope_type": rope_type}
 
 
-def _derived_max_len(cfg: dict, model_type: str, text: dict) -> int:
+def _derived_max_len(cfg: dict[str, Any], model_type: str, text: dict[str, Any]) -> int:
     lens = [int(text[k]) for k in _MAX_LEN_KEYS if isinstance(text.get(k), (int, float)) and text.get(k)]
     derived = min(lens) if lens else 2048  # vLLM warns and assumes 2048
     rs = _rope_scaling(text)
@@ -154,7 +160,7 @@ def _derived_max_len(cfg: dict, model_type: str, text: dict) -> int:
     return derived
 
 
-def _gemma3_layer_types(text: dict, n: int, where: str) -> tuple[str, ...]:
+def _gemma3_layer_types(text: dict[str, Any], n: int, where: str) -> tuple[str, ...]:
     lt = text.get("layer_types")
     if isinstance(lt, list) and len(lt) == n:
         return tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
@@ -163,7 +169,7 @@ def _gemma3_layer_types(text: dict, n: int, where: str) -> tuple[str, ...]:
     return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(n))
 
 
-def model_shape(config: dict) -> ModelShape:
+def model_shape(config: dict[str, Any]) -> ModelShape:
     """Read the fields the planner needs from a Hugging Face config.json.
 
     Raises ConfigError naming the missing field or the unsupported architecture.
@@ -176,6 +182,7 @@ def model_shape(config: dict) -> ModelShape:
     model_type = config.get("model_type")
     arch = (config.get("architectures") or [""])[0] if isinstance(config.get("architectures"), list) else ""
     text, where, fam, notes = _text_config(config, model_type, arch)
+    model_type = model_type if isinstance(model_type, str) else fam  # a wrapper may leave its own out
     text = with_defaults(fam, text, nested=bool(where))
     gemma = fam in ("gemma2", "gemma3_text")
 
@@ -219,7 +226,7 @@ def model_shape(config: dict) -> ModelShape:
     return replace(shape, num_params=total)
 
 
-def _text_config(config: dict, model_type: object, arch: str) -> tuple[dict, str, str, tuple[str, ...]]:
+def _text_config(config: dict[str, Any], model_type: object, arch: str) -> tuple[dict[str, Any], str, str, tuple[str, ...]]:
     """(the text model's fields, where they are, its architecture, notes): vision-language models and
     wrappers nest them in text_config."""
     if model_type in UNSERVED:
@@ -246,7 +253,7 @@ def _text_config(config: dict, model_type: object, arch: str) -> tuple[dict, str
     )
 
 
-def _layer_types(model_type: str, text: dict, layers: int, derived: int,
+def _layer_types(model_type: str, text: dict[str, Any], layers: int, derived: int,
                  where: str) -> tuple[tuple[str, ...], int | None]:
     """("full" | "sliding" per decoder layer, the sliding window or None)."""
     window = text.get("sliding_window")
@@ -291,14 +298,14 @@ def _layer_types(model_type: str, text: dict, layers: int, derived: int,
     return layer_types, window
 
 
-def _rope_caches(model_type: str, text: dict, rotary_dim: int, max_pos: int,
+def _rope_caches(model_type: str, text: dict[str, Any], rotary_dim: int, max_pos: int,
                  layer_types: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
     """(positions, rotary_dim) of each cos/sin cache vLLM registers."""
     gemma3 = model_type in ("gemma3", "gemma3_text")
     if model_type == "gpt_neox":
         rotary_dim = int(rotary_dim * float(text.get("rotary_pct", 1.0)))
 
-    def cache(scaling: dict | None) -> tuple[int, int]:
+    def cache(scaling: dict[str, Any] | None) -> tuple[int, int]:
         pos = max_pos
         if scaling and scaling["rope_type"] in _ROPE_CACHE_SCALED:
             base = max_pos
@@ -313,7 +320,7 @@ def _rope_caches(model_type: str, text: dict, rotary_dim: int, max_pos: int,
     return tuple(dict.fromkeys(caches)) if not gemma3 else tuple(caches)
 
 
-def _layer_details(model_type: str, text: dict, hidden: int) -> dict:
+def _layer_details(model_type: str, text: dict[str, Any], hidden: int) -> dict[str, Any]:
     """Biases, MLP gating and norms: the ModelShape fields that differ by architecture."""
     gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
     if model_type == "gpt_neox":

@@ -18,6 +18,8 @@ takes the planner as an argument instead of importing plan.py back.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,14 +41,14 @@ _FOUR_BIT = ("awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes")
 
 #: (config, shape, gpu, settings, gpus, total_size_bytes) -> the plan, without fixes; raises
 #: BadInput / ConfigError for settings vLLM refuses.
-Replan = Callable[[dict, ModelShape, GPUSpec, Settings, int, "int | None"], "Plan"]
+Replan = Callable[[dict[str, Any], ModelShape, GPUSpec, Settings, int, "int | None"], "Plan"]
 
 
 @dataclass(frozen=True)
 class _Search:
     """What the fixes are for: the model as asked, this machine, and how to re-check a candidate."""
 
-    config: dict
+    config: dict[str, Any]
     shape: ModelShape
     gpu: GPUSpec
     gpus: int  # on this machine
@@ -63,7 +65,7 @@ class _Candidate:
     settings: Settings
     why: str
     gpus: int
-    config: dict | None = None  # another checkpoint's config.json (the 4-bit one); None: the model's
+    config: dict[str, Any] | None = None  # another checkpoint's config.json (the 4-bit one); None: the model's
     shape: ModelShape | None = None
     change: str | None = None  # the checkpoint change, e.g. "a 4-bit AWQ checkpoint of this model"
 
@@ -73,10 +75,10 @@ class _Found:
     """The fixes found so far, in the order found, each (settings, GPUs, checkpoint) once."""
 
     items: list[Suggestion] = field(default_factory=list)
-    seen: set = field(default_factory=set)
+    seen: set[object] = field(default_factory=set)
 
 
-def suggestions(config: dict, shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None,
+def suggestions(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None,
                 base: Plan, fix_settings: Settings | None, replan: Replan) -> list[Suggestion]:
     """Ranked fixes for ``base`` (the plan of ``s``, which does not start), each re-planned with ``replan``.
 
@@ -226,7 +228,7 @@ def _usable(search: _Search, p: Plan | None) -> bool:
 def _add(found: _Found, search: _Search, c: _Candidate, p: Plan | None) -> None:
     """Keep ``c`` (planned as ``p``) when it starts with a useful context and is not kept already."""
     key = (c.settings, c.gpus, c.change)
-    if not _usable(search, p) or key in found.seen:
+    if p is None or not _usable(search, p) or key in found.seen:
         return
     found.seen.add(key)
     title = c.title
@@ -249,9 +251,9 @@ def _least_util(search: _Search, c: _Candidate) -> tuple[Settings, Plan] | None:
     # Upwards, one step at a time, not bisected: more memory gives the KV cache more, but the sampler warm-up
     # (planner/warmup.py) less of the slack above it, so 0.95 can fail where 0.92 starts.
     for k in range(lo, hi + 1):
-        cand = at(k)
-        if _usable(search, cand[1]):
-            return cand
+        s2, p2 = at(k)
+        if p2 is not None and _usable(search, p2):
+            return s2, p2
     return None
 
 
@@ -298,7 +300,7 @@ def _shorter(found: _Found, search: _Search, c: _Candidate, p: Plan, raise_util:
 # ---------------------------------------------------------------- small helpers
 
 
-def awq_variant(config: dict) -> dict:
+def awq_variant(config: dict[str, Any]) -> dict[str, Any]:
     """The same config as a 4-bit AWQ checkpoint (group 128, zero points, fp16)."""
     out = dict(config)
     out["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}

@@ -21,6 +21,8 @@ biases and embeddings are counted as replicated, a slight over-count at tp > 1.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from finspace.errors import ConfigError
@@ -54,14 +56,14 @@ class VisionTower:
     tokens_per_image: int  # the largest image's tokens: the profiling run's encoder budget per item
 
 
-def _pos(vc: dict, key: str, where: str) -> int:
+def _pos(vc: dict[str, Any], key: str, where: str) -> int:
     v = vc.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or int(v) != v:
         raise ConfigError(f"config.json{where} field {key!r} must be a positive integer, got {v!r}")
     return int(v)
 
 
-def siglip(config: dict, hidden: int) -> VisionShape | None:
+def siglip(config: dict[str, Any], hidden: int) -> VisionShape | None:
     """Gemma 3's SigLIP tower and projector, when the config has a vision_config."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict):
@@ -97,7 +99,7 @@ def siglip_params(v: VisionShape, tp: int) -> tuple[int, int]:
     return linear, other + v.projector_params
 
 
-def tower(model_type: str, config: dict, text_hidden: int) -> VisionTower | None:
+def tower(model_type: str, config: dict[str, Any], text_hidden: int) -> VisionTower | None:
     """The vision tower of a mistral3 / pixtral, llava or qwen2_5_vl config (None without vision_config)."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict):

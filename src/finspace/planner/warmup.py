@@ -109,7 +109,6 @@ def _starts(check: Check, s: Settings) -> Plan | None:
 def fixes(base: Plan, check: Check) -> list[Suggestion]:
     """vLLM's two fixes, in its message's order, each re-checked with ``check``: the largest max_num_seqs
     that starts, and the largest gpu_memory_utilization below the current one that starts."""
-    s = base.settings
     out = []
     seqs = _largest_seqs(base, check)
     if seqs is not None:
@@ -135,6 +134,8 @@ def _largest_seqs(base: Plan, check: Check) -> tuple[Settings, Plan] | None:
     """Bisect max_num_seqs in [1, current - 1]: fewer sequences never need more memory."""
     s = base.settings
     asked = replace(s, max_model_len=base.max_model_len) if s.max_model_len == -1 else s
+    if s.max_num_seqs is None:  # a plan's settings are resolved: vLLM's default filled in
+        return None
     lo, hi, best = 1, s.max_num_seqs - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2

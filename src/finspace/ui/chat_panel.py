@@ -80,7 +80,10 @@ def thinks(entry: Any) -> bool:
 def effective_sampling(entry: Any, s: ChatSettings) -> dict:
     """What a reply was sampled with (the model's defaults where the page left a value empty), for its record."""
     d = entry.sampling if entry is not None else None
-    pick = (lambda v, name: v if v is not None else (getattr(d, name) if d is not None else None))
+
+    def pick(v: Any, name: str) -> Any:
+        return v if v is not None else (getattr(d, name) if d is not None else None)
+
     return {"temperature": pick(s.temperature, "temperature"), "top_p": pick(s.top_p, "top_p"),
             "max_tokens": pick(s.max_tokens, "max_tokens"), "seed": s.seed,
             "enable_thinking": s.enable_thinking if entry is not None and entry.reasoning else None,

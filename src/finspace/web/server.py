@@ -29,7 +29,6 @@ import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
