@@ -7,12 +7,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from support import lanes, tally  # noqa: E402
-from support.shared import Lifetimes  # noqa: E402
+from support import lanes, tally
+from support.shared import Lifetimes
 
 # The session fixtures below that start an app server shared between modules (support.shared)
 SHARED_SERVERS = ("shared_tiny_server", "shared_documents_server", "shared_smollm_server")

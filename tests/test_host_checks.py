@@ -10,17 +10,13 @@ banner shows both the problem and the ledger's storage note.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
-
-from rel_utils import GradioRaw, engine_pids  # noqa: E402
-from server_utils import Server, make_catalog  # noqa: E402
+from rel_utils import GradioRaw, engine_pids
+from server_utils import Server, make_catalog
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from helpers import corrupt_copy, demo_entry  # noqa: E402
-from rel_utils import (SURFACE_ADMIN, SURFACE_BODY_S, SURFACE_CONTEXT, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S,  # noqa: E402
+from helpers import corrupt_copy, demo_entry
+from rel_utils import (SURFACE_ADMIN, SURFACE_BODY_S, SURFACE_CONTEXT, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S,
                        SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, SURFACE_STREAM_OPEN_S, TALLY, listing, start_server,
                        tiny)
 

@@ -18,7 +18,6 @@ import json
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 import uuid
@@ -29,16 +28,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import psutil
 
+from helpers import demo_entry, write_catalog
+from server_utils import Server
+from support import tally
+from support.sse import SseLines, asse_lines, sse_lines  # noqa: F401 - the suite's SSE readers
+
 if TYPE_CHECKING:
     from gradio_client import Client
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/: helpers, server_utils
-
-from helpers import demo_entry, write_catalog  # noqa: E402
-from server_utils import Server  # noqa: E402
-from support.sse import SseLines, asse_lines, sse_lines  # noqa: E402,F401 - the suite's SSE readers
-from support import tally  # noqa: E402
 
 TRACE_MARKERS = ("Traceback", 'File "')
 MIB = 1 << 20
@@ -427,7 +423,7 @@ class HttpxStream:
                     if "process_completed" in line:
                         self.completed = True
                         break
-        except Exception:  # noqa: BLE001 - closed under our feet on purpose
+        except Exception:
             pass
         finally:
             self._ready.set()
