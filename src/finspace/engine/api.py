@@ -17,10 +17,15 @@ Who owns what: the implementations own their state and translate their own failu
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo, Health
+
+if TYPE_CHECKING:
+    from finspace.host.hardware import GPUSpec
+    from finspace.models.catalog import ModelEntry
+    from finspace.planner.result import Plan
 
 T = TypeVar("T")
 Counter = Callable[[str], int]  # tokens of one text, in the serving model's tokenizer
@@ -29,17 +34,17 @@ Counter = Callable[[str], int]  # tokens of one text, in the serving model's tok
 @runtime_checkable
 class EngineAPI(Protocol):
     kind: str  # "local" (vLLM in-process) or "remote" (an endpoint)
-    gpu: Any  # the local GPU's spec (None on CPU and in remote mode)
+    gpu: GPUSpec | None  # the local GPU's spec (None on CPU and in remote mode)
     gpus: int
 
     # ----------------------------------------------------------------- state
     def health(self) -> Health: ...
 
     @property
-    def entry(self) -> Any: ...  # the serving model's ModelEntry (catalogue entry, or the endpoint's model)
+    def entry(self) -> ModelEntry | None: ...  # the serving model (catalogue entry, or the endpoint's model)
 
     @property
-    def plan(self) -> Any: ...  # the planner's plan for the serving model (None in remote mode)
+    def plan(self) -> Plan | None: ...  # the planner's plan for the serving model (None in remote mode)
 
     @property
     def max_model_len(self) -> int: ...
@@ -53,11 +58,11 @@ class EngineAPI(Protocol):
     def where(self) -> str: ...  # what serves, for the page: "this machine" or "remote endpoint HOST"
 
     # ----------------------------------------------------------------- models
-    def check_fits(self, entry: Any) -> Any: ...  # a Plan, or None when nothing is planned (remote); DoesNotFit
+    def check_fits(self, entry: ModelEntry) -> Plan | None: ...  # None: nothing is planned (remote); DoesNotFit
 
     async def load(self, key: str, progress: Any = None) -> Health: ...  # remote: a selection, instant
 
-    def hardware_info(self) -> dict: ...
+    def hardware_info(self) -> dict[str, Any]: ...
 
     # ------------------------------------------------------------------ work
     def chat_parts(self, messages: Any, settings: ChatSettings | None = None,
@@ -76,4 +81,4 @@ class EngineAPI(Protocol):
 
     async def close(self) -> None: ...
 
-    def read_memory(self, monitor: Any) -> list: ...  # the memory panel's readings (never blocks the loop)
+    def read_memory(self, monitor: Any) -> list[Any]: ...  # the memory panel's readings (never blocks the loop)

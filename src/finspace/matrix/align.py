@@ -155,12 +155,12 @@ def align(quote: str, page: str) -> Match | None:
     found = p.hay.find(_SEP + _SEP.join(t.text for t in q) + _SEP)
     if found >= 0:
         return Match("normalised", 1.0, p.starts[p.hay.count(_SEP, 0, found)])
-    at = _spaced(q, p)
-    if at is not None:
-        return Match("normalised", 1.0, p.starts[at])
-    at = _row(q, p)
-    if at is not None:
-        return Match("row", 1.0, p.starts[at])
+    spaced = _spaced(q, p)
+    if spaced is not None:
+        return Match("normalised", 1.0, p.starts[spaced])
+    row = _row(q, p)
+    if row is not None:
+        return Match("row", 1.0, p.starts[row])
     return _close(q, p) if len(q) >= CLOSE_MIN_TOKENS else None
 
 
@@ -250,6 +250,6 @@ def scale_in(text: str) -> Scale | None:
     return None if m is None else _scale(m)
 
 
-def _scale(m: re.Match) -> Scale:
+def _scale(m: re.Match[str]) -> Scale:
     rest = (m["rest"] or m["rest2"] or "").lower()
     return Scale(_SCALES[(m["scale"] or m["scale2"]).lower()], "except" in rest)

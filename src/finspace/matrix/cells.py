@@ -50,10 +50,10 @@ def context_problem(max_model_len: int) -> str | None:
             "with a longer context, then fill the matrix")
 
 
-def _value_schema(type_: str) -> dict:
+def _value_schema(type_: str) -> dict[str, Any]:
     text = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}
     item = {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_CHARS}
-    return {
+    schemas: dict[str, dict[str, Any]] = {
         "number": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
         "percent": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
         "money": {"type": "object", "additionalProperties": False, "required": ["amount", "currency", "scale"],
@@ -64,7 +64,8 @@ def _value_schema(type_: str) -> dict:
         "text": text,
         "list": {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_LIST_ITEMS},
         "yesno": {"type": "boolean"},
-    }[type_]
+    }
+    return schemas[type_]
 
 
 def page_bound(pages: int) -> int:
@@ -72,7 +73,7 @@ def page_bound(pages: int) -> int:
     return 1 << (max(1, pages) - 1).bit_length()
 
 
-def cell_schema(field: MatrixField, pages: int) -> dict:
+def cell_schema(field: MatrixField, pages: int) -> dict[str, Any]:
     """The JSON schema of one cell of ``field`` in a document of ``pages`` pages: found with its page, quote and
     typed value, or not found with nothing else."""
     keys = ["found", "quote", "page", "value"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any
 
 from finspace.documents.chat import upload_folder
@@ -44,8 +44,9 @@ class MatrixDesk:
             if isinstance(spec, str):
                 try:
                     spec = json.loads(spec)
-                except ValueError as exc:
-                    raise BadInput(f"fields: not valid JSON ({exc.msg} at character {exc.pos}); send a list of "
+                except ValueError as exc:  # JSONDecodeError, or a number past Python's 4,300 digits (no .msg)
+                    why = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                    raise BadInput(f"fields: not valid JSON ({why}); send a list of "
                                    '{"name", "type", "instruction"} objects or a preset name') from None
             return parse_fields(spec)
         except RecursionError:  # JSON nested thousands deep: Python's parser gives up
@@ -64,7 +65,7 @@ class MatrixDesk:
                            f"{lim.max_cells}: use fewer documents or fields")
 
     @contextlib.contextmanager
-    def _slot(self, client: str | None):
+    def _slot(self, client: str | None) -> Iterator[None]:
         if client is not None and client in self._clients:
             raise Busy("a matrix of yours is already filling; wait for it or cancel it, then start the next", 10)
         if self._running >= self.limits.max_running:
@@ -101,7 +102,7 @@ class MatrixDesk:
         return fields
 
     async def fill(self, files: Sequence[tuple[str, str]], spec: Any, client: str | None = None,
-                   provenance: dict | None = None) -> AsyncGenerator[MatrixResult, None]:
+                   provenance: dict[str, Any] | None = None) -> AsyncGenerator[MatrixResult, None]:
         """Fill a matrix of ``files`` ((path in the upload folder, name)) x the fields ``spec`` names, yielding the
         result as cells finish. Closing it cancels the unfinished cells (their vLLM requests are aborted).
         ``provenance``: the loaded model's (key, repo, revision, quantization, load id), kept with the result."""

@@ -22,6 +22,8 @@ value as the model or the filer gave it, with its own scale.
 
 from __future__ import annotations
 
+from typing import Any
+
 import csv
 import io
 import json
@@ -90,7 +92,7 @@ def export_grid(result: MatrixResult) -> tuple[list[str], list[list[object]]]:
     return out_headers, out_rows
 
 
-def _money_of(result: MatrixResult, r: int, c: int, xbrl_column: bool) -> dict | None:
+def _money_of(result: MatrixResult, r: int, c: int, xbrl_column: bool) -> dict[str, Any] | None:
     """The row's money value in this column (the model's, or the filer's), or None."""
     if result.rows[r].error is not None:
         return None
@@ -101,7 +103,7 @@ def _money_of(result: MatrixResult, r: int, c: int, xbrl_column: bool) -> dict |
     return got.cell.value if got is not None and got.cell.found and isinstance(got.cell.value, dict) else None
 
 
-def _column_scale(values: list[dict | None]) -> tuple[str, str | None]:
+def _column_scale(values: list[dict[str, Any] | None]) -> tuple[str, str | None]:
     """(the column's scale: the one most of its values are in, the larger on a tie; its currency, or None when
     its rows are in different ones)."""
     present = [v for v in values if v]
@@ -113,7 +115,7 @@ def _column_scale(values: list[dict | None]) -> tuple[str, str | None]:
     return scale, (currencies.pop() if len(currencies) == 1 else None)
 
 
-def _in_scale(value: dict, scale: str) -> int | float:
+def _in_scale(value: dict[str, Any], scale: str) -> int | float:
     """The amount in the column's scale, exactly as a decimal, then as the number a spreadsheet holds."""
     d = as_decimal(value["amount"]) * SCALES[value["scale"]] / Decimal(SCALES[scale])
     return int(d) if d == d.to_integral_value() else float(d)
@@ -162,7 +164,7 @@ def provenance_lines(result: MatrixResult) -> list[list[object]]:
     lines += [[], ["Field", "Type", "Instruction", *concepts]]
     lines += [[f.name, f.type, f.instruction, *([" ".join(f.concepts)] if f.concepts else [])]
               for f in result.fields]
-    lines += [[], detail_headers(result)]
+    lines += [[], [*detail_headers(result)]]
     lines += details(result)
     return lines
 

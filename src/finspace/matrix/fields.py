@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -65,7 +65,7 @@ class MatrixField:
     instruction: str
     concepts: tuple[str, ...] = ()  # the filer's XBRL concepts for this field (us-gaap:Revenues, ...)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """As a caller writes it; ``concepts`` only when the field names some."""
         out = {"name": self.name, "type": self.type, "instruction": self.instruction}
         return {**out, "concepts": list(self.concepts)} if self.concepts else out

@@ -52,7 +52,8 @@ def typed(fv: FilerValue, type_: str) -> Any:
         return [text] if type_ == "list" else text
     if type_ == "money":
         currency = (fv.unit or "").split("/")[0].rsplit(":", 1)[-1].upper() or "USD"
-        scale = _DECIMAL_SCALES.get(_int(fv.decimals), "units")
+        decimals = _int(fv.decimals)
+        scale = _DECIMAL_SCALES.get(decimals, "units") if decimals is not None else "units"
         return {"amount": _number(fv.value / SCALES[scale]), "currency": currency, "scale": scale}
     if type_ == "percent" and (fv.unit or "").endswith("pure"):
         return _number(fv.value * 100)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from finspace.documents import passages as psg
 from finspace.documents.convert import Document, Page
@@ -31,7 +32,7 @@ TEMPLATE_ROOM_TOKENS = 64
 @dataclass(frozen=True)
 class CellPrompt:
     document: str  # after the rules in the system message (ChatSettings.document): the shared prefix
-    user: dict  # the field's message
+    user: dict[str, Any]  # the field's message
     whole: bool  # the whole document, or passages for this field
 
 

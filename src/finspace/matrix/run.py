@@ -18,12 +18,13 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from finspace.documents.convert import Document
 from finspace.engine import fanout
+from finspace.engine.api import EngineAPI
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import FinspaceError
@@ -64,7 +65,7 @@ def count_upto(count: Any, text: str, limit: int, piece_chars: int = COUNT_PIECE
     return total
 
 
-async def _prepare(engine: Any, row: int, doc: Document, fields: Sequence[MatrixField], reply_tokens: int,
+async def _prepare(engine: EngineAPI, row: int, doc: Document, fields: Sequence[MatrixField], reply_tokens: int,
                    stop: threading.Event) -> Prepared:
     """Each field's prompt for ``doc`` and their KV tokens, in the tokenizer's thread (one call per document).
     ``stop`` set, or this preparation given up (its time bound, a cancel): the work ends at its next count
@@ -73,7 +74,7 @@ async def _prepare(engine: Any, row: int, doc: Document, fields: Sequence[Matrix
     room = prompt.TEMPLATE_ROOM_TOKENS
     given_up = threading.Event()
 
-    def build(count: Any) -> Prepared:
+    def build(count: Callable[[str], int]) -> Prepared:
         def counted(text: str) -> int:
             if stop.is_set() or given_up.is_set():
                 raise Stopped
@@ -94,7 +95,7 @@ async def _prepare(engine: Any, row: int, doc: Document, fields: Sequence[Matrix
         given_up.set()
 
 
-async def _cell(engine: Any, doc: Document, field: MatrixField, cp: prompt.CellPrompt,
+async def _cell(engine: EngineAPI, doc: Document, field: MatrixField, cp: prompt.CellPrompt,
                 settings: ChatSettings) -> CellResult:
     info = ChatInfo()
     settings = replace(settings, json_schema=cell_schema(field, len(doc.pages)), document=cp.document)
@@ -113,13 +114,13 @@ def cell_settings(entry: Any, reply_tokens: int) -> ChatSettings:
                         chat_template_kwargs=kwargs)
 
 
-def kv_capacity(engine: Any) -> int | None:
+def kv_capacity(engine: EngineAPI) -> int | None:
     """The engine's KV cache in tokens, or None when it does not say (then every document goes at once)."""
     tokens = getattr(engine, "kv_cache_tokens", None)
     return tokens if isinstance(tokens, int) and tokens > 0 else None
 
 
-async def fill(engine: Any, result: MatrixResult, docs: Sequence[Document | None], *,
+async def fill(engine: EngineAPI, result: MatrixResult, docs: Sequence[Document | None], *,
                reply_tokens: int = REPLY_TOKENS, on_wave: Any = None) -> AsyncGenerator[MatrixResult, None]:
     """Fill ``result``'s cells for ``docs`` (None where a row's document did not convert), yielding ``result``
     after each finished cell; the last yield has state done (or, when closed early, the result is cancelled).
@@ -128,7 +129,7 @@ async def fill(engine: Any, result: MatrixResult, docs: Sequence[Document | None
     waves = Waves(kv_capacity(engine))
     waiting = deque((r, d) for r, d in enumerate(docs) if d is not None)
     stop = threading.Event()
-    tasks: dict[asyncio.Task, tuple[int, int]] = {}
+    tasks: dict[asyncio.Task[Any], tuple[int, int]] = {}
     left: dict[int, int] = {}  # row -> its cells not finished
     ready: list[Prepared] = []  # the next document, prepared, waiting for room
 

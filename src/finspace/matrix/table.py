@@ -45,7 +45,7 @@ class Row:
 class MatrixResult:
     fields: tuple[MatrixField, ...]
     rows: tuple[Row, ...]
-    provenance: dict = field(default_factory=dict)  # model key, repo, revision, quantization, load id, time
+    provenance: dict[str, Any] = field(default_factory=dict)  # model key, repo, revision, quantization, load id, time
     cells: dict[tuple[int, int], CellResult] = field(default_factory=dict)
     state: str = "running"  # running, done, cancelled
     filer: dict[tuple[int, int], FilerValue] = field(default_factory=dict)  # the filer's XBRL values, at once
@@ -169,7 +169,8 @@ def detail_headers(result: MatrixResult) -> list[str]:
 
 def details(result: MatrixResult) -> list[list[Any]]:
     """One line per finished cell (or cell with a filer's value), in grid order: the provenance of every value."""
-    out = []
+    out: list[list[Any]] = []
+    line: list[Any]
     with_xbrl = any(f.concepts for f in result.fields)
     for (r, c) in sorted(set(result.cells) | set(result.filer)):
         got, f = result.cells.get((r, c)), result.fields[c]
@@ -186,7 +187,7 @@ def details(result: MatrixResult) -> list[list[Any]]:
     return out
 
 
-def to_json(result: MatrixResult) -> dict:
+def to_json(result: MatrixResult) -> dict[str, Any]:
     """The whole matrix as JSON: fields, rows, every cell typed, and the provenance."""
     return {
         "state": result.state,
@@ -199,11 +200,11 @@ def to_json(result: MatrixResult) -> dict:
     }
 
 
-def _cell_json(result: MatrixResult, r: int, c: int) -> dict | None:
+def _cell_json(result: MatrixResult, r: int, c: int) -> dict[str, Any] | None:
     got, fv = result.cells.get((r, c)), result.filer.get((r, c))
     if got is None and fv is None:
         return None
-    out = ({"found": None, "value": None, "page": None, "quote": "", "whole_document": None,
+    out: dict[str, Any] = ({"found": None, "value": None, "page": None, "quote": "", "whole_document": None,
             "check": "no_model" if not result.model else "pending"} if got is None else
            {"found": got.cell.found, "value": got.cell.value, "page": got.cell.page, "quote": got.cell.quote,
             "check": got.mark.key, "match": got.mark.how or None, "whole_document": got.whole})

@@ -121,7 +121,7 @@ def value_in_quote(value: object, type_: str, quote: str, table: align.Scale | N
     if type_ == "text":
         return normalize(str(value)) in normalize(quote)
     if type_ == "list":
-        return all(normalize(item) in normalize(quote) for item in value)  # type: ignore[union-attr]
+        return isinstance(value, list) and all(normalize(str(item)) in normalize(quote) for item in value)
     if type_ == "date":
         try:
             return date.fromisoformat(str(value)) in dates_in(quote)

@@ -10,6 +10,8 @@ same figure tagged on several pages (the statement and a note) is one value: the
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ class FilerValue:
     start: str | None = None
     end: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"concept": self.concept, "value": None if self.value is None else format(self.value, "f"),
                 "text": self.text,
                 "unit": self.unit, "decimals": self.decimals, "page": self.page,

@@ -3,6 +3,8 @@ with the page it is on. Serialised to JSON and back, because documents are conve
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -65,7 +67,7 @@ class Facts:
                 return str(f.value)
         return None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"contexts": [[c.id, c.start, c.end, c.instant, [list(d) for d in c.dims]]
                              for c in self.contexts.values()],
                 "facts": [[f.concept, f.context, f.page, None if f.value is None else str(f.value), f.text, f.unit,
@@ -73,7 +75,7 @@ class Facts:
                 "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, d: dict | None) -> Facts:
+    def from_json(cls, d: dict[str, Any] | None) -> Facts:
         if not d:
             return cls()
         contexts = {str(c[0]): Context(str(c[0]), c[1], c[2], bool(c[3]), tuple((str(a), str(b)) for a, b in c[4]))

@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
 
 from finspace.xbrl.pagebreaks import breaks
 from finspace.xbrl.facts import Context, Fact, Facts
@@ -65,7 +66,7 @@ def read(data: bytes, limits: XbrlLimits | None = None) -> Facts:
     return _Reader(limits).run(root)
 
 
-def _parse(data: bytes):
+def _parse(data: bytes) -> Any:
     from lxml import etree
 
     xml = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
@@ -87,7 +88,7 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1].rsplit(":", 1)[-1].lower()
 
 
-def _attrs(el) -> dict[str, str]:
+def _attrs(el: Any) -> dict[str, str]:
     return {k.rsplit("}", 1)[-1].rsplit(":", 1)[-1].lower(): v for k, v in el.attrib.items()}
 
 
@@ -101,7 +102,7 @@ class _Reader:
         self.parts: dict[str, object] = {}  # ix:continuation by id
         self.pieces: dict[str, str] = {}  # ix:continuation's text by id, read once
 
-    def run(self, root) -> Facts:
+    def run(self, root: Any) -> Facts:
         from lxml import etree
 
         page, dropped = 1, 0
@@ -125,7 +126,9 @@ class _Reader:
                 self._context(el)
             elif name == "unit":
                 self._unit(el)
-        facts, contexts, spent, over = [], {}, 0, 0
+        facts: list[Fact] = []
+        contexts: dict[str, Context] = {}
+        spent = over = 0
         for kind, el, pg in self.tags:
             if spent > self.lim.max_total_chars:
                 over += 1
@@ -153,7 +156,7 @@ class _Reader:
         return Facts(tuple(facts), contexts, tuple(notes))
 
     # ------------------------------------------------------------ header
-    def _context(self, el) -> None:
+    def _context(self, el: Any) -> None:
         cid = el.get("id")
         if not cid or len(self.contexts) >= self.lim.max_contexts:
             if cid:
@@ -161,7 +164,7 @@ class _Reader:
             return
         start = end = None
         instant = False
-        dims = []
+        dims: list[tuple[str, str]] = []
         for n, sub in enumerate(el.iter()):
             if n >= self.lim.max_context_elements:  # a context nesting others: each read once, a bounded part
                 break
@@ -178,18 +181,18 @@ class _Reader:
                 dims.append((sub.get("dimension", "")[:200], member[:200]))
         self.contexts[cid] = Context(cid, start, end, instant, tuple(dims))
 
-    def _unit(self, el) -> None:
+    def _unit(self, el: Any) -> None:
         uid = el.get("id")
         if not uid or len(self.units) >= self.lim.max_contexts:
             return
-        def measures(node) -> str:
+        def measures(node: Any) -> str:
             return "*".join((m.text or "").strip()[:60] for m in node.iter() if _local(m.tag) == "measure")
         num = next((s for s in el.iter() if _local(s.tag) == "unitnumerator"), None)
         den = next((s for s in el.iter() if _local(s.tag) == "unitdenominator"), None)
         self.units[uid] = f"{measures(num)}/{measures(den)}" if num is not None and den is not None else measures(el)
 
     # ------------------------------------------------------------ facts
-    def _fact(self, kind: str, el, page: int) -> Fact | None:
+    def _fact(self, kind: str, el: Any, page: int) -> Fact | None:
         a = _attrs(el)
         concept = a.get("name", "").strip()[:200]
         if not concept:
@@ -224,7 +227,7 @@ class _Reader:
         return Fact(concept, ctx, page, value=value, unit=self.units[unit], decimals=a.get("decimals", "")[:8] or None,
                     scale=scale)
 
-    def _number(self, el, fmt: str) -> Decimal | None:
+    def _number(self, el: Any, fmt: str) -> Decimal | None:
         fmt = fmt.rsplit(":", 1)[-1].replace("-", "").lower()
         raw = "".join(el.itertext())
         if len(raw) > self.lim.max_number_chars * 4:
@@ -253,7 +256,7 @@ class _Reader:
             self.skipped["its text is not a number in its format"] += 1
             return None
 
-    def _piece(self, pid: str, part) -> str:
+    def _piece(self, pid: str, part: Any) -> str:
         """An ix:continuation's own text (up to the text bound), read once: 2,000 facts continuing into one part
         of 150,000 empty elements walked it 2,000 times (the converter's whole time bound)."""
         if pid not in self.pieces:
@@ -262,7 +265,7 @@ class _Reader:
             self.pieces[pid] = "".join(out)
         return self.pieces[pid]
 
-    def _text(self, el) -> str:
+    def _text(self, el: Any) -> str:
         """The fact's text, ix:exclude left out, its continuations followed (a loop stops the chain)."""
         out: list[str] = []
         size = _collect(el, out, self.lim.max_text_chars)
@@ -296,7 +299,7 @@ def _context_size(ctx: Context) -> int:
     return len(ctx.id) + sum(len(a) + len(b) for a, b in ctx.dims) + 32
 
 
-def _collect(el, out: list[str], room: int) -> int:
+def _collect(el: Any, out: list[str], room: int) -> int:
     """Append ``el``'s text (without ix:exclude subtrees) to ``out`` until ``room`` characters; return the size."""
     from lxml import etree
 
