@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from support import lanes, tally
+from support import fast, lanes, tally
 from support.shared import Lifetimes
 
 # The session fixtures below that start an app server shared between modules (support.shared)
@@ -20,11 +20,18 @@ TALLIES = pytest.StashKey[dict]()  # the reliability counts summed over the lane
 SCHEDULER = pytest.StashKey[object]()  # the lanes' scheduler (support.lanes), which removes its file at the end
 
 
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="the fast lane (make test-fast): only tests that start no engine, server or browser")
+
+
 def pytest_configure(config):
     config.stash[LIFETIMES] = Lifetimes(SHARED_SERVERS)
 
 
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("fast"):
+        fast.select(items, config)
     lanes.assign(items, SHARED_SERVERS, config)
     config.stash[LIFETIMES].plan(items)
 

@@ -151,9 +151,8 @@ LAYERS = [
     "matrix", "grounding", "edgar", "evals", "settings", "wall", "remote", "fit", "service", "openai_api", "ui",
     "mcp_server", "web", "commands", "cli", "__main__",
 ]
-#: Imports that run back up, each named: settings reads FINSPACE_TRUSTED_PROXIES with the wall's own parser
-#: (wall.clients), and the doctor prints the CLI's catalogue fit rows (commands.fit.plan_rows).
-KNOWN_UPWARD = {("settings", "wall"), ("fit", "commands")}
+#: Imports that run back up: none (settings parses the proxy list itself; the doctor's fit rows are fit.rows).
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def top_graph(g: dict[str, set[str]]) -> dict[str, set[str]]:

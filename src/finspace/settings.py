@@ -11,11 +11,11 @@ value ever reaches a response, an error or a log line.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from finspace.wall.clients import parse_trusted
 from finspace.documents.limits import DocumentLimits
 from finspace.edgar.config import DATA, WWW, EdgarSettings, check_base, check_contact
 from finspace.evals.limits import EvalLimits
@@ -143,6 +143,22 @@ class Limits:
     @property
     def trust_proxy(self) -> bool:
         return bool(self.trusted_proxies)
+
+
+ANY_PROXY = "*"  # FINSPACE_TRUSTED_PROXIES=*: whatever peer connects is the proxy (a Space's)
+
+
+def parse_trusted(raw: str) -> tuple[str, ...]:
+    """FINSPACE_TRUSTED_PROXIES: comma-separated addresses or CIDR blocks, or ``*``; ValueError names a bad one."""
+    items = tuple(t.strip() for t in raw.split(",") if t.strip())
+    for item in items:
+        if item != ANY_PROXY:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item[:60]!r} is not an address or CIDR block (e.g. 10.0.0.0/8, 127.0.0.1, "
+                                 "or * for any peer, as behind a Space's proxy)") from None
+    return items
 
 
 def _trusted_proxies(env: Mapping[str, str], space_id: str | None) -> tuple[str, ...]:

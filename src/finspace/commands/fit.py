@@ -18,13 +18,13 @@ from pathlib import Path
 from finspace import planner
 
 from finspace.fit import render
+from finspace.fit.rows import DEFAULT_GPU, entry_settings, overrides, plan_rows
 from finspace.commands.args import positive_int
 from finspace.errors import FinspaceError
 from finspace.host.hardware import KNOWN_GPUS, GPUSpec, custom_gpu
 from finspace.planner.cluster import size_cluster
 from finspace.units import GIB, in_gib
 
-DEFAULT_GPU = "l40s"  # the Space's GPU, when none is detected
 
 
 def _positive_float(text: str) -> float:
@@ -161,28 +161,6 @@ def _target(args) -> tuple[GPUSpec, int | None]:
     return KNOWN_GPUS[DEFAULT_GPU], args.gpus
 
 
-def _overrides(args, base: planner.Settings) -> planner.Settings:
-    if args is None:
-        return base
-    changes = {}
-    for name in ("gpu_memory_utilization", "max_model_len", "dtype", "kv_cache_dtype", "tensor_parallel_size",
-                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version", "pipeline_parallel_size"):
-        v = getattr(args, name)
-        if v is not None:
-            changes[name] = v
-    if args.quantization is not None:
-        changes["quantization"] = None if args.quantization == "none" else args.quantization
-    return replace(base, **changes)
-
-
-def _entry_settings(entry, args) -> planner.Settings:
-    """The entry's serving settings with the flags applied; max_model_len "auto" auto-fits (vLLM's -1)."""
-    settings = _overrides(args, entry.planner_settings())
-    if getattr(args, "max_model_len", None) is None and getattr(entry.serving, "max_model_len", None) == "auto":
-        settings = replace(settings, max_model_len=-1)
-    return settings
-
-
 def _load_catalog():
     from finspace.models.catalog import load_catalog
 
@@ -198,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         from finspace.fit.hub import read_repo
 
         repo = read_repo(args.repo, revision=args.revision, token=os.environ.get("HF_TOKEN") or None)
-        settings = _overrides(args, planner.Settings())
+        settings = overrides(args, planner.Settings())
         total = args.total_size_bytes or repo.total_size_bytes
         _one(repo.config, gpu, settings, machine_gpus, args, total, args.repo)
         return 0
@@ -207,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
             config = json.loads(args.config.read_text())
         except (OSError, ValueError) as exc:
             raise FinspaceError(f"cannot read {args.config} as JSON: {exc}; give a config.json") from None
-        settings = _overrides(args, planner.Settings())
+        settings = overrides(args, planner.Settings())
         _one(config, gpu, settings, machine_gpus, args, args.total_size_bytes, args.model or args.config.name)
         return 0
     if args.total_size_bytes is not None:
@@ -216,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     catalog = _load_catalog()
     if args.model:
         entry = catalog.get(args.model)
-        settings = _entry_settings(entry, args)
+        settings = entry_settings(entry, args)
         _one(entry.config(), gpu, settings, machine_gpus, args, entry.total_size_bytes, entry.label, key=entry.key)
         return 0
 
@@ -231,22 +209,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render.fit_table(rows, gpu, machine_gpus))
     return 0
-
-
-def plan_rows(catalog, gpu: GPUSpec, machine_gpus: int | None,
-              args: argparse.Namespace | None = None) -> list[tuple[str, planner.Plan | Exception]]:
-    """Every catalogue model planned on ``gpu`` (the rows of render.fit_table); ``args``: fit's flags, None for
-    the catalogue's own settings. A model the planner cannot read gets its error instead of a plan."""
-    rows: list[tuple[str, planner.Plan | Exception]] = []
-    for entry in catalog.entries:
-        try:
-            settings = _entry_settings(entry, args)
-            gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
-            rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
-                                                 total_size_bytes=entry.total_size_bytes)))
-        except FinspaceError as exc:
-            rows.append((entry.key, exc))
-    return rows
 
 
 def _one(config: dict, gpu: GPUSpec, settings: planner.Settings, machine_gpus: int | None, args, total: int | None,

@@ -328,7 +328,7 @@ def check_default_model(catalog: Any, key: str, monitor: Any) -> Check:
 def fit_table(catalog: Any, monitor: Any) -> str:
     """The catalogue's fit table for this machine's GPU, or for the Space's GPU on a machine without one."""
     from finspace.fit import render
-    from finspace.commands.fit import DEFAULT_GPU, plan_rows
+    from finspace.fit.rows import DEFAULT_GPU, plan_rows
     from finspace.host.hardware import KNOWN_GPUS
 
     if monitor.has_gpu:

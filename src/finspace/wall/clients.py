@@ -17,26 +17,14 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-ANY = "*"
+from finspace.settings import ANY_PROXY as ANY
+
 STATE_KEY = "finspace_client"
 
 
 @lru_cache(maxsize=64)
 def _networks(trusted: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(ipaddress.ip_network(t, strict=False) for t in trusted if t != ANY)
-
-
-def parse_trusted(raw: str) -> tuple[str, ...]:
-    """FINSPACE_TRUSTED_PROXIES: comma-separated addresses or CIDR blocks, or ``*``; ValueError names a bad one."""
-    items = tuple(t.strip() for t in raw.split(",") if t.strip())
-    for item in items:
-        if item != ANY:
-            try:
-                ipaddress.ip_network(item, strict=False)
-            except ValueError:
-                raise ValueError(f"{item[:60]!r} is not an address or CIDR block (e.g. 10.0.0.0/8, 127.0.0.1, "
-                                 "or * for any peer, as behind a Space's proxy)") from None
-    return items
 
 
 def _is_trusted(address: str, trusted: tuple[str, ...]) -> bool:
