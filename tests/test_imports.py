@@ -175,7 +175,7 @@ def test_the_rooms_import_downward_but_for_two_named_imports():
     g = top_graph(graph())
     assert sorted(set(g) - set(LAYERS)) == [], "place each new module or package in LAYERS"
     assert upward(g, LAYERS) <= KNOWN_UPWARD, sorted(upward(g, LAYERS) - KNOWN_UPWARD)
-    # without the two named upward imports the graph of concerns has no cycle
+    # and the graph of concerns has no cycle
     assert import_cycles({a: {b for b in bs if (a, b) not in KNOWN_UPWARD} for a, bs in g.items()}) == []
 
 
