@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from finspace.host.hardware import GPUSpec
 
@@ -40,9 +40,12 @@ class ChatInfo:
     notes: list = field(default_factory=list)  # what the reply's line says besides its figures ("calculator off: ...")
 
 
+EngineState = Literal["none", "loading", "ready", "switching", "failed"]
+
+
 @dataclass(frozen=True)
 class Health:
-    state: str  # none / loading / ready / switching / failed
+    state: EngineState
     model_key: str | None
     model_label: str | None
     loaded_since: float | None

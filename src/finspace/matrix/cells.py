@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from finspace.matrix.fields import MatrixField
 
@@ -87,11 +87,14 @@ def cell_schema(field: MatrixField, pages: int) -> dict[str, Any]:
     return {"anyOf": [found, missing]}
 
 
+CellStatus = Literal["ok", "cut", "invalid"]  # cut: at max_tokens; invalid: not JSON of the schema
+
+
 @dataclass(frozen=True)
 class Cell:
-    """A cell as the model filled it. ``status``: ok, cut (max_tokens), invalid (not JSON of the schema)."""
+    """A cell as the model filled it."""
 
-    status: str
+    status: CellStatus
     found: bool = False
     value: Any = None
     page: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from finspace.matrix import filer as xbrl
 from finspace.matrix.cells import Cell
@@ -41,13 +41,16 @@ class Row:
     facts: int = 0  # the document's inline-XBRL facts (0: none, a PDF or an untagged HTML file)
 
 
+MatrixState = Literal["running", "done", "cancelled"]
+
+
 @dataclass
 class MatrixResult:
     fields: tuple[MatrixField, ...]
     rows: tuple[Row, ...]
     provenance: dict[str, Any] = field(default_factory=dict)  # model key, repo, revision, quantization, load id, time
     cells: dict[tuple[int, int], CellResult] = field(default_factory=dict)
-    state: str = "running"  # running, done, cancelled
+    state: MatrixState = "running"
     filer: dict[tuple[int, int], FilerValue] = field(default_factory=dict)  # the filer's XBRL values, at once
     model: bool = True  # False: no model loaded, the filer's values only
 
