@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from finspace.errors import BadInput
-from finspace.settings import Settings, hide_paths, redact
+from finspace.errors import hide_paths, redact
+from finspace.settings import Settings
 
 TOKEN = "a-good-admin-token-0123"
 

@@ -7,6 +7,9 @@ REST (``http_status``), exit code 2 in the CLI.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 
 class FinspaceError(Exception):
     """Base class. ``str(err)`` is shown to users as is; keep it actionable."""
@@ -137,3 +140,23 @@ class UnknownDocument(BadInput):
 
 class PageOutOfRange(BadInput):
     """A page number outside a document: the message gives the document's range."""
+
+
+# An absolute path of two or more parts (/home/user/app/data/x.json), not a URL's (https://host/a/b) or a
+# route's (/health): shown as …/x.json, so no response tells where the app's files live.
+_ABS_PATH = re.compile(r"(?<![\w:/.~])/(?:[^\s/'\"`]+/)+([^\s/'\"`,;)]*)")
+
+
+def hide_paths(text: str) -> str:
+    return _ABS_PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
+def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """``text`` with every secret value replaced by *** (any length; longest first, so one secret inside another
+    is covered) and absolute file paths shortened to their last part. The one redaction: every boundary's
+    message, the health body, the ledger's records and the engine's own load errors go through it."""
+    if not isinstance(text, str):
+        return text
+    for value in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(value, "***")
+    return hide_paths(text)

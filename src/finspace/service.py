@@ -31,11 +31,11 @@ from finspace.edgar.desk import EdgarDesk
 from finspace.evals.desk import ScoreDesk
 from finspace.models.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
-                             Unauthorized)
+                             Unauthorized, redact)
 from finspace.wall.clients import request_client
 from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
-from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings, redact
+from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings
 from finspace.wall.throttle import Throttle
 from finspace.grounding import chat as grounded
 from finspace.host.versions import versions

@@ -31,25 +31,6 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
 
-# An absolute path of two or more parts (/home/user/app/data/x.json), not a URL's (https://host/a/b) or a
-# route's (/health): shown as …/x.json, so no response tells where the app's files live.
-_ABS_PATH = re.compile(r"(?<![\w:/.~])/(?:[^\s/'\"`]+/)+([^\s/'\"`,;)]*)")
-
-
-def hide_paths(text: str) -> str:
-    return _ABS_PATH.sub(lambda m: "…/" + m.group(1), text)
-
-
-def redact(text, secrets: tuple[str, ...] = ()):
-    """``text`` with every secret value replaced by *** (longest first, so one secret inside another is covered)
-    and absolute file paths shortened to their last part."""
-    if not isinstance(text, str):
-        return text
-    for value in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(value, "***")
-    return hide_paths(text)
-
-
 def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int, fix: str = "") -> int:
     raw = (env.get(name) or "").strip()
     if not raw:

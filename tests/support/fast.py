@@ -3,10 +3,13 @@ browser, for a change to pure code. Every behaviour an issue names is still prov
 ``make test``; this lane only answers sooner.
 
 A test is slow when it is marked ``engine`` or ``browser``, or uses a fixture that starts one of those (a module's
-``server``, the shared servers, the tiny checkpoints, SmolLM2's conversion, an engine).
+``server``, the shared servers, the tiny checkpoints, SmolLM2's conversion, an engine), or its module is one the
+lanes know takes a minute or more.
 """
 
 from __future__ import annotations
+
+from support.lanes import LONG
 
 SLOW_MARKS = ("engine", "browser")
 SLOW_FIXTURES = frozenset({
@@ -17,7 +20,8 @@ SLOW_FIXTURES = frozenset({
 
 def is_slow(item) -> bool:
     return (any(item.get_closest_marker(m) for m in SLOW_MARKS)
-            or not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())))
+            or not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+            or item.nodeid.split("::", 1)[0] in LONG)  # the modules that take a minute or more (support.lanes)
 
 
 def select(items: list, config) -> None:

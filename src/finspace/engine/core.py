@@ -30,9 +30,9 @@ from finspace.engine.chatting import RESTARTING, ChatStreams
 from finspace.planner import cpu as cpu_pool
 from finspace.engine.prompt import build_prompt, short
 from finspace.engine.records import (Health, LoadRecord, ProgressFn, StageClock, StageError,
-                                     emit, failure_message, hardware_info, in_stage, note_engine, redact, reporter)
+                                     emit, failure_message, hardware_info, in_stage, note_engine, reporter)
 from finspace.errors import (DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching,
-                             SwitchInProgress)
+                             SwitchInProgress, redact)
 from finspace.host.gpu import MemoryMonitor
 from finspace.host.hardware import GPUSpec
 

@@ -179,14 +179,6 @@ def hardware_info(gpu: GPUSpec | None, gpus: int, ram_bytes: int | None) -> dict
     return {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0, "total_bytes": ram_bytes}
 
 
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every secret of 4 characters or more replaced by ***."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
-
-
 def stage_fraction(stage: str, within: float = 0.0) -> float:
     """Where the load is on the progress bar: ``within`` (0 to 1) of the way through ``stage``."""
     start = STAGE_PROGRESS[stage]
