@@ -51,7 +51,7 @@ run: install
 # The Space builder's two pip steps, resolved against PyPI in a throwaway venv (installs nothing). 1-2 minutes
 # here (45-120 s measured), so not part of `make test`: .ci/run runs it on its own line.
 space-check: install
-	$(BIN)/python tools/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
+	$(BIN)/python scripts/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
 # ruff over the tree, mypy --strict over the pure packages (pyproject.toml): seconds, so before every test run.
 lint: install

@@ -1,7 +1,7 @@
 """finspace's MCP server on both majors of the official ``mcp`` SDK.
 
 The venv has mcp 2.3.0 (vLLM 0.32 requires 2.x); a Space builder that installs ``gradio[mcp]`` after
-requirements.txt puts mcp 1.x back (tools/space_check.py replays it). The same endpoint must serve on either:
+requirements.txt puts mcp 1.x back (scripts/space_check.py replays it). The same endpoint must serve on either:
 tools listed (load_model only with the admin token), a call answered, a bad argument and an unknown tool as tool
 errors naming the fix. The 1.x run needs that SDK in a folder of its own, never in the venv:
 

@@ -1,4 +1,4 @@
-"""tools/space_check.py's logic on canned pip reports (no pip, no network): what step 2 replaces, the conflicts
+"""scripts/space_check.py's logic on canned pip reports (no pip, no network): what step 2 replaces, the conflicts
 left behind (pip check's rule and wording), which of them touch finspace, and that its list of imported
 distributions covers every import in src/finspace and app.py."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("space_check", ROOT / "tools" / "space_check.py")
+_spec = importlib.util.spec_from_file_location("space_check", ROOT / "scripts" / "space_check.py")
 sc = importlib.util.module_from_spec(_spec)
 sys.modules["space_check"] = sc  # dataclasses look their module up
 _spec.loader.exec_module(sc)
@@ -113,7 +113,7 @@ def _third_party_imports() -> set[str]:
 def test_imported_dists_cover_every_import():
     dists = {sc.canonical(MODULE_DIST.get(m, m)) for m in _third_party_imports()}
     assert "vllm" in dists and "gradio" in dists  # the scan sees imports at all
-    assert dists - sc.IMPORTED_DISTS == set(), "add these to IMPORTED_DISTS in tools/space_check.py"
+    assert dists - sc.IMPORTED_DISTS == set(), "add these to IMPORTED_DISTS in scripts/space_check.py"
 
 
 def test_every_imported_dist_is_pinned_for_the_space():

@@ -2,7 +2,7 @@
 
 For each catalogue GPU and each vLLM rule set: the catalogue table (text and --json), and every config in
 configs/ and tests/data/configs/ planned alone (text and --json), at the defaults and at PP 2. Compare two
-snapshots with `diff -r`. Run: `.venv/bin/python tools/fit_snapshot.py OUT_DIR`.
+snapshots with `diff -r`. Run: `.venv/bin/python scripts/fit_snapshot.py OUT_DIR`.
 """
 
 from __future__ import annotations
