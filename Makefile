@@ -17,7 +17,7 @@ PORT ?= 7860
 SPACE_PY := $(shell sed -n 's/^python_version: *"\{0,1\}\([0-9.]*\).*/\1/p' README_HF_SPACE.md)
 SPACE_PYTHON ?= $(firstword $(foreach p,python$(SPACE_PY) $(wildcard $(HOME)/.pyenv/versions/$(SPACE_PY)*/bin/python$(SPACE_PY)),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null)))
 
-.PHONY: run test test-serial lint bench bench-engine install browser clean space-check
+.PHONY: run test test-fast test-serial lint bench bench-engine install browser clean space-check
 
 install: $(STAMP)
 
@@ -62,6 +62,11 @@ lint: install
 # machine; one process took 52-56.
 test: install browser lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
+
+# The fast lane (tests/support/fast.py): what starts no engine, server or browser, in two lanes; for a change to
+# pure code. Every behaviour an issue names is still proven on the real engine by `make test`.
+test-fast: install lint
+	$(BIN)/python -m pytest -q --fast -n 2 --dist loadgroup --no-loadscope-reorder
 
 # One process, in the collected order (to read a failure without a second lane beside it).
 test-serial: install browser lint

@@ -171,7 +171,7 @@ def upward(g: dict[str, set[str]], layers: list[str]) -> set[tuple[str, str]]:
     return {(a, b) for a, bs in g.items() for b in bs if rank[b] > rank[a]}
 
 
-def test_the_rooms_import_downward_but_for_two_named_imports():
+def test_the_rooms_import_downward():
     g = top_graph(graph())
     assert sorted(set(g) - set(LAYERS)) == [], "place each new module or package in LAYERS"
     assert upward(g, LAYERS) <= KNOWN_UPWARD, sorted(upward(g, LAYERS) - KNOWN_UPWARD)
@@ -183,3 +183,47 @@ def test_an_upward_import_is_found():
     g = {"a": {"b"}, "b": set(), "c": {"a"}}
     assert upward(g, ["b", "a", "c"]) == set()
     assert upward(g, ["a", "b", "c"]) == {("a", "b")}
+
+
+# ----------------------------------------------------------------- the seam (issue 43)
+
+#: The doors: each reaches the rest only through service.py, never another door.
+DOORS = ("ui", "openai_api", "mcp_server")
+#: Desks below the service that still receive it whole and read its engine (each to get its collaborators typed).
+KNOWN_ENGINE_READERS = {"finspace.documents.chat", "finspace.grounding.chat", "finspace.matrix.desk",
+                        "finspace.evals.desk"}
+
+
+def engine_reads(tree: ast.AST) -> list[int]:
+    """Lines that read ``.engine`` of the service: ``svc.engine``, ``service.engine``, ``self.svc.engine``."""
+    def is_service(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id in ("svc", "service")
+                or isinstance(node, ast.Attribute) and node.attr in ("svc", "service"))
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr == "engine" and is_service(n.value)]
+
+
+def test_nothing_outside_the_service_reads_its_engine():
+    found = {}
+    for path in (SRC / "finspace").rglob("*.py"):
+        module = ".".join(path.relative_to(SRC).with_suffix("").parts)
+        if module in ("finspace.service", *KNOWN_ENGINE_READERS):
+            continue
+        lines = engine_reads(ast.parse(path.read_text()))
+        if lines:
+            found[module] = lines
+    assert found == {}, f"read the engine's state from svc.serving, make it work through a Service method: {found}"
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("svc.engine.health()", [1]), ("self.svc.engine.entry", [1]), ("x = service.engine", [1]),
+    ("svc.serving.health()", []), ("self.engine.health()", []), ("engine.entry", []),
+])
+def test_an_engine_read_is_found(source, expected):
+    assert engine_reads(ast.parse(source)) == expected
+
+
+def test_no_door_imports_another():
+    g = top_graph(graph())
+    crossing = {(a, b) for a in DOORS for b in g.get(a, set()) if b in DOORS}
+    assert crossing == set(), f"a door reaches another (move what they share below the service): {crossing}"

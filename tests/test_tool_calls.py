@@ -162,13 +162,16 @@ def test_a_model_without_a_tool_parser_answers_tools_with_a_400_naming_the_ones_
 
     entries = [SimpleNamespace(key="fin-pythia-1.4b", tool_parser=None),
                SimpleNamespace(key="qwen-3-8b-fin", tool_parser="hermes")]
-    svc = SimpleNamespace(engine=SimpleNamespace(entry=entries[0]), catalog=SimpleNamespace(entries=entries))
+    from finspace.engine.view import ServingView
+
+    engine = SimpleNamespace(entry=entries[0])
+    svc = SimpleNamespace(serving=ServingView(engine), catalog=SimpleNamespace(entries=entries))
     req = parse_chat({"model": "fin-pythia-1.4b", "messages": [{"role": "user", "content": "q"}], "tools": TOOLS})
     with pytest.raises(ApiError) as err:
         with_tools(svc, req)
     assert err.value.status == 400 and err.value.param == "tools"
     assert "tool_parser" in err.value.message and "qwen-3-8b-fin" in err.value.message
-    svc.engine.entry = entries[1]
+    engine.entry = entries[1]
     assert with_tools(svc, req).settings.tools == req.tools.specs
     forced = parse_chat({"model": "m", "messages": [{"role": "user", "content": "q"}], "tools": TOOLS,
                          "tool_choice": "required", "response_format": {"type": "json_object"}})

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import os
 import time
 from collections import deque
 from typing import Any
@@ -25,6 +24,7 @@ from finspace.models.catalog import Catalog, ModelEntry
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
+from finspace.engine.view import Provenance, ServingView
 from finspace.fit.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
 from finspace.edgar.desk import EdgarDesk
@@ -33,11 +33,13 @@ from finspace.models.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized, redact)
 from finspace.wall.clients import request_client
+from finspace.fit.marks import LedgerMarks
 from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings
 from finspace.wall.throttle import Throttle
 from finspace.grounding import chat as grounded
+from finspace.tools.calls import CallReader
 from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
@@ -54,6 +56,8 @@ class Service:
     def __init__(self, engine: EngineAPI, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None,
                  settings: Settings | None = None):
         self.engine = engine
+        self.serving = ServingView(engine)  # what the doors read of it (finspace.engine.view)
+        self.provenance = Provenance(engine, ledger)  # svc.provenance(): a reply's or a matrix's record
         self.catalog = catalog
         self.monitor = monitor
         self.ledger = ledger
@@ -79,7 +83,7 @@ class Service:
         self._progress: tuple[str, float, str] | None = None  # the running load's (stage, fraction, message)
         self._verdicts: dict[str, Verdict] = {}
         self._last_read: tuple[float, list] = (0.0, [])
-        self._marks: tuple[tuple, dict] | None = None
+        self.marks = LedgerMarks(ledger, catalog, self.redact)  # the ledger's word per model, on the page
         self.on_close: list = []  # called when the app stops (the exports' folder is removed)
         self.conversions = ConversionGate.of(self.settings.documents)  # conversions at once: app, per client
 
@@ -141,6 +145,13 @@ class Service:
     async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
                             calculator: str = "off") -> tuple[ChatSettings, str]:  # finspace.grounding.chat
         return await grounded.with_documents(self, attached, messages, settings, calculator)
+
+    def generate(self, messages: Any, settings: ChatSettings, info: ChatInfo) -> Any:
+        """The model's (thinking, answer) deltas as it writes them, nothing offered: /v1 (its client runs tools)."""
+        return self.engine.chat_parts(messages, settings, info)
+
+    def call_reader(self, tools: Any) -> CallReader:  # /v1: the calls in a reply, read with the model's parser
+        return CallReader(self.serving.tool_parser, getattr(self.engine, "tokenizer", None), tools)
 
     def redact(self, text: Any) -> Any:
         return redact(text, self._secrets)
@@ -331,45 +342,11 @@ class Service:
         return body, 200 if h.state == "ready" and self.blocking is None else 503
 
     def ledger_marks(self) -> dict[str, dict]:
-        """What the load ledger knows per model on this GPU (read once per change of the file)."""
-        if self.ledger is None:
-            return {}
-        gpu_key = self.engine.hardware_info().get("gpu_key")
-        path = getattr(self.ledger, "path", None)
-        try:
-            stamp = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if path is not None else None
-        except OSError:
-            stamp = (0, 0)
-        if stamp is not None and self._marks is not None and self._marks[0] == stamp:
-            return self._marks[1]
-        try:
-            if hasattr(self.ledger, "statuses"):
-                statuses = self.ledger.statuses(gpu_key)
-            else:
-                statuses = {e.key: self.ledger.status_for(e.key, gpu_key) for e in self.catalog.entries}
-        except Exception:
-            log.exception("reading the load ledger failed")
-            return {}
-        marks = {k: self._mark(st) for k, st in statuses.items() if st is not None}
-        if stamp is not None:
-            self._marks = (stamp, marks)
-        return marks
+        """What the load ledger knows per model on this GPU (finspace.fit.marks)."""
+        return self.marks.read(self.engine.hardware_info().get("gpu_key"), self.on_gpu)
 
     def ledger_mark(self, key: str) -> dict | None:
         return self.ledger_marks().get(key)
-
-    def _mark(self, st: Any) -> dict:
-        verified = bool(getattr(st, "verified", False))
-        tokens = getattr(st, "max_model_len", None)
-        kv_tokens = getattr(st, "kv_cache_tokens", None)
-        reason = self.redact(getattr(st, "reason", None))
-        where = "this GPU" if self.on_gpu else "this machine"
-        if verified:
-            text = f"verified on {where}" + (f" ({tokens:,} tokens)" if isinstance(tokens, int) else "")
-        else:
-            text = f"failed here: {reason or 'see Load history'}"
-        return {"verified": verified, "max_model_len": tokens, "kv_cache_tokens": kv_tokens,
-                "reason": reason, "text": text}
 
     def models(self) -> list[dict]:
         """The catalogue, each model with the planner's verdict for this machine and the ledger's mark."""

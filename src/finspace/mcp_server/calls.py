@@ -24,7 +24,6 @@ from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, NotReady
 from finspace.matrix.table import to_json
 from finspace.mcp_server.arguments import document_file
-from finspace.ui.saved import Provenance
 
 _PAGE = re.compile(r"\bp(?:age|\.)?\s*(\d{1,5})\b", re.IGNORECASE)
 FIT_SETTINGS = ("max_model_len", "dtype", "quantization", "gpu_memory_utilization")
@@ -43,7 +42,7 @@ class ToolCalls:
         self.svc = svc
         self.allow_loopback = allow_loopback
         self.fetch_timeout_s = fetch_timeout_s
-        self.provenance = Provenance(svc)
+        self.provenance = svc.provenance
 
     @property
     def upload_dir(self) -> str:
@@ -86,8 +85,8 @@ class ToolCalls:
                                        args.get("gpus"), caller_token=caller.token, **settings)
 
     async def extract_matrix(self, args: dict, caller: Caller) -> dict:
-        engine = self.svc.engine
-        if engine.entry is None or not engine.ready:
+        serving = self.svc.serving
+        if serving.entry is None or not serving.ready:
             raise NotReady("no model is loaded yet; call health until ready is true, then extract again")
         files = await self._files(args["documents"], caller.client)
         result = None
@@ -98,7 +97,7 @@ class ToolCalls:
         return to_json(result)
 
     async def ask_document(self, args: dict, caller: Caller) -> dict:
-        if not self.svc.engine.ready:
+        if not self.svc.serving.ready:
             raise NotReady("no model is loaded yet; call health until ready is true, then ask again")
         if ("document" in args) == ("documents" in args):
             raise BadInput("invalid arguments: arguments is missing document (one filing) or documents (a list); "
@@ -128,7 +127,7 @@ class ToolCalls:
         return {"answer": text, "citations": cited, "document": summary, "name": short_name(files[0][1]),
                 "ids": [a.ident for a in atts], "pages": pages, "checks": checked["checks"],
                 "steps": [s.as_dict() for s in info.tool_steps],
-                "model": info.model_key or getattr(self.svc.engine.entry, "key", None),
+                "model": info.model_key or getattr(self.svc.serving.entry, "key", None),
                 "finish_reason": info.finish_reason, "output_tokens": info.output_tokens}
 
     async def company_filings(self, args: dict, caller: Caller) -> dict:

@@ -43,7 +43,7 @@ from finspace.wall.clients import request_client
 from finspace.wall.leaving import unless_gone
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.openai_api.toolcalls import joined, tool_deltas
-from finspace.tools.calls import CallReader, forced_schema, reading_parser
+from finspace.tools.calls import CallReader, forced_schema
 from finspace.tools.spec import check_rounds
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 from finspace.structured.compiles import CompileGate
@@ -97,7 +97,7 @@ def check_key(svc, request: Request) -> None:
 
 def check_model(svc, model: str) -> str:
     """The loaded model's key when ``model`` names it; 404 naming the loaded model and how to switch, else."""
-    h = svc.engine.health()
+    h = svc.serving.health()
     if h.model_key is None or h.state != "ready":
         raise NotReady(f"no model is ready ({h.state}{', loading ' + h.loading_key if h.loading_key else ''}); "
                        "try again when GET /health says ready")
@@ -132,10 +132,10 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             check_key(svc, request)
         except Exception as exc:  # noqa: BLE001 - the boundary
             return error_response(api_error(svc, exc))
-        h = svc.engine.health()
+        h = svc.serving.health()
         since = int(h.loaded_since or svc.started_at)
         data = [{"id": h.model_key, "object": "model", "created": since, "owned_by": "finspace",
-                 "root": h.model_key, "max_model_len": svc.engine.max_model_len or None}] if h.model_key else []
+                 "root": h.model_key, "max_model_len": svc.serving.max_model_len or None}] if h.model_key else []
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions", summary="OpenAI-compatible chat completions (streaming or not)")
@@ -185,8 +185,8 @@ def with_tools(svc, req: ChatRequest) -> ChatRequest:
         raise ApiError(400, str(exc), param="messages", code="invalid_value") from None
     if req.tools is None:
         return req
-    entry = svc.engine.entry
-    if reading_parser(svc.engine) is None:
+    entry = svc.serving.entry
+    if svc.serving.tool_parser is None:
         having = [e.key for e in svc.catalog.entries if e.tool_parser]
         raise ApiError(400, f"tools: the model {getattr(entry, 'key', req.model)!r} has no tool parser (the "
                             f"catalogue's tool_parser field), so its calls could not be read; models that call "
@@ -240,14 +240,14 @@ async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractConte
     figures are checked against the pages they cite, in the extension field ``finspace_checks`` of the choice
     (beside the message; the finish chunk's when streaming), which a plain OpenAI client ignores."""
     info = ChatInfo()
-    entry = svc.engine.entry
+    entry = svc.serving.entry
     reasoning_model = bool(entry is not None and getattr(entry, "reasoning", None))
     # the thinking is split off by the engine with vLLM's reasoning parser (engine/reasoning.py)
     with hold as compile_slot:
-        parts = svc.engine.chat_parts(req.messages, req.settings, info)
+        parts = svc.generate(req.messages, req.settings, info)
         reader = None
         if req.settings.tools:  # the calls are read from the answer by vLLM's tool parser (tools/calls.py)
-            reader = CallReader(reading_parser(svc.engine), getattr(svc.engine, "tokenizer", None), req.tools)
+            reader = svc.call_reader(req.tools)
             deltas = tool_deltas(parts, reader)
         else:
             deltas = _openai_deltas(parts)

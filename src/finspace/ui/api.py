@@ -32,7 +32,6 @@ from finspace.matrix.table import to_json
 from finspace.service import ChatInfo, ChatSettings, Service
 from finspace.ui.chat import coalesce_parts, interval_for
 from finspace.ui.documents import takes_document
-from finspace.ui.saved import Provenance
 
 log = logging.getLogger("finspace.api")
 
@@ -137,7 +136,7 @@ class Endpoints:
 
     def __init__(self, svc: Service):
         self.svc = svc
-        self.provenance = Provenance(svc)
+        self.provenance = svc.provenance
 
     @takes_document
     async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
@@ -173,7 +172,7 @@ class Endpoints:
         history holds answers only (send back "answer", never "thinking")."""
         try:
             messages = api_messages(message, history)
-            entry = self.svc.engine.entry  # enable_thinking is a reasoning model's (Qwen 3) template variable
+            entry = self.svc.serving.entry  # enable_thinking is a reasoning model's (Qwen 3) template variable
             thinks = entry is not None and allowed_template_kwargs(entry).get("enable_thinking") is bool
             settings = chat_settings(system_prompt, temperature, max_tokens, enable_thinking if thinks else None)
             out = {"thinking": "", "answer": ""}

@@ -185,7 +185,7 @@ class PageHandlers:
     """The page's own events over one Service: loading a model, the model panel, the memory tick, the history."""
 
     def __init__(self, svc: Service):
-        self.svc, self.engine = svc, svc.engine
+        self.svc, self.serving = svc, svc.serving
 
     async def begin_load(self, key, tok, request: gr.Request):
         svc = self.svc
@@ -212,12 +212,12 @@ class PageHandlers:
         exc = task.exception()
         if exc is not None:
             raise _ui_error(svc, exc)
-        h = self.engine.health()
+        h = self.serving.health()
         return f"✓ **{views.esc(h.model_label)}** is ready."
 
     def refresh_model_panel(self):
         svc = self.svc
-        h = self.engine.health()
+        h = self.serving.health()
         busy = h.state in ("loading", "switching") or svc.load_running
         ready = h.state == "ready" and not busy
         return (
@@ -244,7 +244,7 @@ class PageHandlers:
                 views.breakdown_caption(svc), views.breakdown_frame(svc, readings))
 
     def signature(self) -> tuple:
-        h = self.engine.health()
+        h = self.serving.health()
         return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, self.svc.load_running,
                 self.svc.scores.store.writes)
 

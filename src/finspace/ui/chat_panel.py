@@ -161,8 +161,8 @@ class ChatHandlers:
     its last input (optional: finspace.wall.guard pads it for callers of the earlier inputs)."""
 
     def __init__(self, svc: Service):
-        self.svc, self.engine = svc, svc.engine
-        self.provenance = saved.Provenance(svc)
+        self.svc, self.serving = svc, svc.serving
+        self.provenance = svc.provenance
         self.attach = build_attach(svc)
         self.remove = build_remove(svc)
         self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
@@ -171,7 +171,7 @@ class ChatHandlers:
                           doc_state: Any = None, calculator: Any = "auto"):
         """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
         conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
-        entry = self.engine.entry
+        entry = self.serving.entry
         attached = docs.attached_list(doc_state)
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
@@ -223,13 +223,13 @@ class ChatHandlers:
             reply["raw"] = base_raw + info.text  # also when stopped halfway: what was written is kept
 
     def mark_switch(self, conv_: list[dict]) -> None:
-        entry = self.engine.entry
+        entry = self.serving.entry
         if entry is not None and convo.needs_switch_marker(conv_, entry.key):
             conv_.append(convo.switch_marker(entry.key, entry.label))
 
     def checked_settings(self, *values) -> ChatSettings | None:
         try:
-            return settings_from(self.engine, *values)
+            return settings_from(self.serving, *values)
         except BadInput as exc:
             gr.Warning(html.escape(str(exc)))
             return None
@@ -243,7 +243,7 @@ class ChatHandlers:
         text, skip2 = message_text(message), (gr.skip(), gr.skip(), gr.skip())
         if message_file(message) is not None:
             try:  # the table leaves room for the reply the settings ask for
-                fit_settings = settings_from(self.engine, *values)
+                fit_settings = settings_from(self.serving, *values)
             except BadInput:
                 fit_settings = None
             attached = await self.attach(message, self.svc.client_of(request), doc_state, fit_settings)
@@ -289,7 +289,7 @@ class ChatHandlers:
         *values, doc_state, _calculator = values
         conv_ = list(conv_ or [])
         at = convo.last_reply(conv_)
-        entry = self.engine.entry
+        entry = self.serving.entry
         if not convo.can_continue(conv_):
             gr.Warning("Nothing to continue: the last reply was not stopped at max tokens.")
             yield self.skip4

@@ -18,7 +18,6 @@ from finspace.service import Service
 from finspace.ui.api import user_error
 from finspace.ui.documents import doc_list, fit_view
 from finspace.ui.exports import Exports
-from finspace.ui.saved import Provenance
 
 FORMS = ["any", "10-K", "10-Q", "8-K", "20-F", "40-F"]
 FILING_COLUMNS = ["form", "period", "filed", "accession", "document"]
@@ -27,7 +26,7 @@ FILING_COLUMNS = ["form", "period", "filed", "accession", "document"]
 class EdgarEndpoints:
     def __init__(self, svc: Service):
         self.svc = svc
-        self.provenance = Provenance(svc)
+        self.provenance = svc.provenance
 
     async def company_filings(self, company: str, form: str | None = None, year: int | None = None,
                               older: bool = False, limit: int = 100) -> dict:

@@ -90,7 +90,7 @@ def gpus_count(value: Any) -> Any:
 
 def build_fit_tab(svc: Service) -> None:
     """The tab's components and its event (call inside ``with gr.Tab(...)``)."""
-    default_gpu = svc.engine.gpu.key if svc.engine.gpu is not None else "l40s"
+    default_gpu = svc.serving.gpu.key if svc.serving.gpu is not None else "l40s"
     gr.Markdown("Plan any model before loading it: a catalogue key (planned from its bundled config.json), a Hub "
                 "repo id, or its config.json pasted below. The planner predicts what vLLM does at start-up on the "
                 "GPU you pick.")
@@ -125,7 +125,7 @@ def build_fit_tab(svc: Service) -> None:
             raise gr.Error(html.escape(svc.redact(str(exc))), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - the boundary: never a raw Python message in the tab
             raise user_error(svc, exc) from None
-        return verdict_markdown(result, svc.engine.gpu is not None), plan_bars(result["plan"]), result["breakdown"]
+        return verdict_markdown(result, svc.serving.gpu is not None), plan_bars(result["plan"]), result["breakdown"]
 
     check.click(run, inputs=[repo, config, gpu, gpus, max_len, dtype, quant, util], outputs=[verdict, bars, breakdown],
                 api_visibility="private", concurrency_limit=4, show_progress="minimal")

@@ -31,7 +31,6 @@ from finspace.matrix.verify import MARKS
 from finspace.service import Service
 from finspace.ui.documents import takes_document
 from finspace.ui.exports import Exports
-from finspace.ui.saved import Provenance
 
 COLOURS = {"verified": "#d9f2d9", "not_on_page": "#f8d7d7", "value_not_in_quote": "#fde8c8", "not_found": "#ececec",
            "cut": "#e6dcf5", "invalid": "#f8d7d7", "pending": "transparent", "error": "#ececec",
@@ -113,7 +112,7 @@ def fields_json(svc: Service, preset: str) -> str:
 class MatrixHandlers:
     def __init__(self, svc: Service):
         self.svc = svc
-        self.provenance = Provenance(svc)
+        self.provenance = svc.provenance
         self.exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
         svc.on_close.append(self.exports.clear)
 

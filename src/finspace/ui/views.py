@@ -43,12 +43,12 @@ def _gib(n: float) -> str:
 
 # ----------------------------------------------------------------------- banner
 def banner(svc: Service) -> str:
-    h = svc.engine.health()
-    if svc.engine.kind == "remote":
-        where = f"**Remote model server** ({esc(svc.engine.where())}): its models, served by vLLM there."
+    h = svc.serving.health()
+    if svc.serving.kind == "remote":
+        where = f"**Remote model server** ({esc(svc.serving.where())}): its models, served by vLLM there."
     elif svc.on_gpu:
-        gpu = svc.engine.gpu
-        where = f"**{svc.engine.gpus} × {esc(gpu.name)}** ({gpu.total_bytes / GIB:.1f} GiB each)"
+        gpu = svc.serving.gpu
+        where = f"**{svc.serving.gpus} × {esc(gpu.name)}** ({gpu.total_bytes / GIB:.1f} GiB each)"
     else:
         where = ("**No NVIDIA GPU: running a small model on CPU.** SmolLM2 135M answers in plain English (often "
                  "wrong on facts: it is tiny); the demo models stream random-weight nonsense. The memory panel "
@@ -110,8 +110,8 @@ def unfit_markdown(svc: Service) -> str:
         mark = svc.ledger_mark(e.key)
         seen = f"  \n  *Ledger:* {esc(mark['text'])}" if mark else ""
         lines.append(f"- **{esc(e.label)}** (`{esc(e.key)}`): {esc(v.reason)}{fix}{seen}")
-    if svc.engine.kind == "remote":
-        return (f"The models {esc(svc.engine.where())} serves (its /v1/models). Choosing one selects it for "
+    if svc.serving.kind == "remote":
+        return (f"The models {esc(svc.serving.where())} serves (its /v1/models). Choosing one selects it for "
                 "this app at once: nothing is loaded or unloaded here.")
     if not lines:
         return "Every catalogue model fits this machine."
@@ -120,15 +120,15 @@ def unfit_markdown(svc: Service) -> str:
 
 
 def current_model(svc: Service) -> str:
-    h = svc.engine.health()
+    h = svc.serving.health()
     if h.state in ("loading", "switching"):
         stage, fraction, message = svc.load_progress or (h.stage or "start", h.progress or 0.0, "")
         return (f"**Loading {esc(_label(svc, h.loading_key))}**: stage *{esc(stage)}* "
                 f"({fraction * 100:.0f}%) {esc(message)}")
     if h.model_key is None:
         return "**No model loaded.**" + (f"  \n{esc(svc.redact(h.last_error))}" if h.last_error else "")
-    plan = svc.engine.plan
-    ctx = f"{svc.engine.max_model_len or (plan.max_model_len if plan else 0):,}"
+    plan = svc.serving.plan
+    ctx = f"{svc.serving.max_model_len or (plan.max_model_len if plan else 0):,}"
     since = time.strftime("%H:%M:%S", time.localtime(h.loaded_since)) if h.loaded_since else "?"
     mark = svc.ledger_mark(h.model_key)
     extra = f"  \n{esc(mark['text'])}" if mark else ""
@@ -151,7 +151,7 @@ def latest_line(svc: Service, model_key: str | None) -> str:
 
 def load_notice(svc: Service) -> str:
     """The notice over the chat input while a switch runs ('' when chat is open)."""
-    h = svc.engine.health()
+    h = svc.serving.health()
     if h.state in ("loading", "switching") or svc.load_running:
         target = _label(svc, h.loading_key or svc.loading_key)
         return f"**Chat is paused:** switching to {esc(target)}. Your conversation is kept; send again when it is ready."
@@ -232,7 +232,7 @@ def breakdown_frame(svc: Service, readings: list) -> pd.DataFrame:
     Every (bar, part) row is always present (zeros when unknown): the browser's plot keeps the colour scale
     of its first data, so a part that appears later would be drawn without its colour.
     """
-    plan = svc.engine.plan if svc.engine.health().state == "ready" else None
+    plan = svc.serving.plan if svc.serving.health().state == "ready" else None
     reading = readings[0] if readings and readings[0].kind != "remote" else None
     planned = dict.fromkeys(("weights", "KV cache", "activation", "overhead", "free"), 0)
     if plan is not None:
@@ -251,15 +251,15 @@ def breakdown_frame(svc: Service, readings: list) -> pd.DataFrame:
 
 
 def breakdown_caption(svc: Service) -> str:
-    h = svc.engine.health()
+    h = svc.serving.health()
     if h.state in ("loading", "switching"):
         return f"Loading {esc(_label(svc, h.loading_key))}: its planned breakdown shows when it is ready."
-    plan = svc.engine.plan
-    if svc.engine.kind == "remote":
+    plan = svc.serving.plan
+    if svc.serving.kind == "remote":
         return "Remote model server: its memory is planned and held there (see its KV-cache usage above)."
     if plan is None or h.state != "ready":
         return "No model loaded: no planned breakdown."
-    label = esc(svc.engine.entry.label if svc.engine.entry else "?")
+    label = esc(svc.serving.entry.label if svc.serving.entry else "?")
     if svc.on_gpu:
         where = f"{plan.gpu.name} ({_gib(plan.gpu.total_bytes)})"
     else:
