@@ -229,7 +229,7 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     from finspace.ui import build_ui
 
     svc = cpu_service
-    demo = build_ui(svc.engine, svc.catalog, svc.monitor, service=svc)
+    demo = build_ui(svc)
     assert isinstance(demo, gr.Blocks)
     named = demo.get_api_info()["named_endpoints"]
     assert set(named) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit",
@@ -258,7 +258,7 @@ def test_the_queue_does_not_rebuild_gradios_analytics_after_every_event(cpu_serv
     from finspace.ui import build_ui
 
     svc = cpu_service
-    queue = build_ui(svc.engine, svc.catalog, svc.monitor, service=svc)._queue
+    queue = build_ui(svc)._queue
     built, get_df = [], Queue._get_df
     monkeypatch.setattr(Queue, "_get_df", staticmethod(lambda records: built.append(len(records)) or get_df(records)))
     record = {"time": 0.0, "status": "success", "process_time": 0.05, "function": "chat", "session_hash": "s"}

@@ -93,10 +93,9 @@ def _ui_error(svc: Service, exc: BaseException) -> gr.Error:
     return gr.Error(f"unexpected server error ({type(exc).__name__}); the app is still running", print_exception=False)
 
 
-def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
-             service: Service | None = None, chat_concurrency: int = 64, queue_size: int = 256) -> gr.Blocks:
-    """The Space's page. ``service`` is shared with the REST routes when build_app makes both."""
-    svc = service or Service(engine, catalog, monitor, ledger=ledger, admin_token=admin_token)
+def build_ui(svc: Service, *, chat_concurrency: int = 64, queue_size: int = 256) -> gr.Blocks:
+    """The Space's page, over the service it shares with every other door (build_app makes both)."""
+    catalog = svc.catalog
     key = catalog.default_key(svc.on_gpu)
     default_entry = catalog.get(key) if key in catalog else None  # None: a remote endpoint not yet read
 
@@ -116,7 +115,7 @@ def build_ui(engine, catalog, monitor, *, ledger=None, admin_token: str | None =
         with gr.Tab("Scoreboard", id="scores-tab") as scores_tab:
             scores = build_scores_tab(svc)
         scores_tab.select(scores["load"], outputs=scores["board"], api_visibility="private", show_progress="hidden")
-        p.update(history_tab(svc, ledger))
+        p.update(history_tab(svc))
         with gr.Tab("Companies", id="edgar-tab"):
             build_edgar_tab(svc, chat)
         with gr.Tab("Will it fit?", id="fit-tab"):
@@ -169,11 +168,11 @@ def memory_panel() -> dict[str, Any]:
     return dict(mem_md=mem_md, mem_plot=mem_plot, bar_caption=bar_caption, bar_plot=bar_plot)
 
 
-def history_tab(svc: Service, ledger: Any) -> dict[str, Any]:
+def history_tab(svc: Service) -> dict[str, Any]:
     """The Load history tab: every load attempt from the ledger, with Refresh."""
     with gr.Tab("Load history", id="history-tab") as tab:
         gr.Markdown("Every load attempt: the planner's prediction beside what vLLM did (from the load ledger)."
-                    if ledger is not None or svc.ledger is not None else
+                    if svc.ledger is not None else
                     "The load ledger is not enabled in this app.")
         history = gr.Dataframe(headers=views.HISTORY_COLUMNS, value=[], interactive=False,
                                elem_id="load-history", wrap=True)

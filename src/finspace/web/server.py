@@ -157,8 +157,7 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
     for path in MCP_PATHS:  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
         app.router.add_route(path, mcp, methods=["POST"], include_in_schema=False)
-    demo = build_ui(engine, catalog, monitor, ledger=ledger, service=svc,
-                    chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
+    demo = build_ui(svc, chat_concurrency=settings.chat_concurrency, queue_size=settings.queue_size)
     tracker.attach(demo._queue)
     _mount_behind_the_guard(app, demo, settings, catalog, tracker, sessions)
     sessions.attach(demo.state_holder)
