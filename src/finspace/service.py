@@ -402,6 +402,15 @@ class Service:
         return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=token,
                          catalog=self.catalog, **settings)
 
+    def is_api_key(self, token: Any) -> bool:
+        """True when ``token`` is one of FINSPACE_API_KEYS (/v1's), every key compared in constant time."""
+        given = token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1] if isinstance(token, str) \
+            else b""
+        matched = False
+        for key in self.settings.api_keys:  # every key compared, whichever matches
+            matched |= hmac.compare_digest(given, key.encode("utf-8"))
+        return matched and bool(given)
+
     def _is_admin_token(self, token: Any) -> bool:  # in constant time, bounded work for any length
         if not isinstance(token, str) or not token or not self.admin_token:
             return False

@@ -97,6 +97,7 @@ def test_tokens_are_compared_in_constant_time(monkeypatch):
     assert not offenders, "tokens compared with ==/!=:\n" + "\n".join(offenders)
     assert "self._is_admin_token(token)" in inspect.getsource(service_mod.Service.authorize)
     assert "hmac.compare_digest(" in inspect.getsource(service_mod.Service._is_admin_token)
+    assert "hmac.compare_digest(" in inspect.getsource(service_mod.Service.is_api_key)  # /v1's keys, every one
     assert "svc.authorize(" in inspect.getsource(server_mod.build_app)  # REST goes through it too
 
     calls = []

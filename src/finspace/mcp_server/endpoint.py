@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from finspace.wall.clients import request_client
+from finspace.wall.clients import bearer, request_client
 from finspace.errors import FinspaceError
 from finspace.mcp_server import arguments
 from finspace.mcp_server.calls import Caller, ToolCalls
@@ -118,9 +118,7 @@ class McpEndpoint:
         request = getattr(ctx, "request", None)
         if request is None:
             return Caller(None)
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        token = given.strip() if scheme.lower() == "bearer" and given.strip() else None
-        return Caller(request_client(request, self.svc.settings.limits.trusted_proxies), token)
+        return Caller(request_client(request, self.svc.settings.limits.trusted_proxies), bearer(request))
 
     def _is_admin(self, caller: Caller) -> bool:
         if self.svc.switching == "off":

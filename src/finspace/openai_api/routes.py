@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hmac
 import json
 import logging
 import time
@@ -39,13 +38,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from finspace.engine import ChatInfo
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
 from finspace.documents import chat as docs
-from finspace.wall.clients import request_client
+from finspace.wall.clients import bearer, request_client
 from finspace.wall.leaving import unless_gone
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
 from finspace.openai_api.toolcalls import joined, tool_deltas
 from finspace.tools.calls import CallReader, forced_schema
 from finspace.tools.spec import check_rounds
-from finspace.settings import ADMIN_TOKEN_MAX_CHARS
 from finspace.structured.compiles import CompileGate
 
 log = logging.getLogger("finspace.openai")
@@ -83,12 +81,7 @@ def check_key(svc, request: Request) -> None:
         return
     client = request_client(request, svc.settings.limits.trusted_proxies)
     svc.check_throttle(client)
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    token = given.strip().encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1]
-    matched = False
-    for key in keys:  # every key compared, whichever matches
-        matched |= hmac.compare_digest(token, key.encode("utf-8"))
-    if scheme.lower() != "bearer" or not matched:
+    if not svc.is_api_key(bearer(request)):
         svc.note_failure(client)
         raise ApiError(401, "this /v1 API needs an API key: send 'Authorization: Bearer <key>' with one of the "
                             "server's FINSPACE_API_KEYS", code="invalid_api_key",

@@ -76,3 +76,11 @@ def request_client(request: Any, trusted: tuple[str, ...] | bool = ()) -> str | 
     headers = getattr(request, "headers", None) or {}
     peer = getattr(getattr(request, "client", None), "host", None)
     return client_address({k.lower(): v for k, v in dict(headers).items()}, peer, trusted)
+
+
+def bearer(request: Any) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (None without one): the one reading of it, for the
+    admin token (REST, the Scoreboard's routes, MCP) and /v1's API keys alike."""
+    headers = getattr(request, "headers", None) or {}
+    scheme, _, given = str(headers.get("authorization", "")).partition(" ")
+    return given.strip() or None if scheme.lower() == "bearer" else None

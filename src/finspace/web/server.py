@@ -41,7 +41,7 @@ from finspace.documents.convert import KINDS
 from finspace.evals.limits import FILE_TYPES as EVAL_FILE_TYPES
 from finspace.errors import FinspaceError, Unauthorized
 from finspace.evals.rest import add_score_routes
-from finspace.wall.clients import request_client
+from finspace.wall.clients import bearer, request_client
 from finspace.wall import uploads
 from finspace.wall.guard import MCP_PATHS, EventTracker, Guard
 from finspace.wall.sessions import Sessions
@@ -146,11 +146,9 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     def require_admin(request: Request) -> None:
         """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
         and wrong tokens are throttled per client (429)."""
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
         client = request_client(request, settings.limits.trusted_proxies)
         action = "a Scoreboard run" if request.url.path.startswith("/scores") else "switching models"
-        svc.authorize(given.strip() if scheme.lower() == "bearer" else None, client=client, action=action)
+        svc.authorize(bearer(request), client=client, action=action)
 
     _add_rest_routes(app, svc, require_admin)
     add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
