@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from finspace.errors import BadInput, Busy, Unauthorized, http_headers
 from finspace.service import Service
 from finspace.settings import Settings
 from finspace.wall.clients import bearer
@@ -33,3 +34,13 @@ def test_the_bearer_token_is_read_once_the_same_way(headers, token):
 def test_an_api_key_is_one_of_the_servers(token, ok):
     svc = Service(None, None, None, settings=dataclasses.replace(Settings(), api_keys=KEYS))
     assert svc.is_api_key(token) is ok
+
+
+@pytest.mark.parametrize("exc,headers", [
+    (Unauthorized("needs the admin token"), {"WWW-Authenticate": "Bearer"}),
+    (Busy("three running", 7), {"Retry-After": "7"}),
+    (BadInput("no"), {}),
+    (ValueError("a surprise"), {}),
+])
+def test_every_http_door_sends_the_same_headers_for_an_error(exc, headers):
+    assert http_headers(exc) == headers

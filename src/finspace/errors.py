@@ -142,6 +142,15 @@ class PageOutOfRange(BadInput):
     """A page number outside a document: the message gives the document's range."""
 
 
+def http_headers(exc: BaseException) -> dict[str, str]:
+    """The headers an HTTP answer to ``exc`` carries, at every HTTP door (REST, the Scoreboard's, /v1): when a
+    busy caller may retry (429), how to authenticate (401). The status is the error's own ``http_status``."""
+    if isinstance(exc, Unauthorized):
+        return {"WWW-Authenticate": "Bearer"}
+    retry = getattr(exc, "retry_after_s", None)
+    return {"Retry-After": str(retry)} if isinstance(retry, int) and retry > 0 else {}
+
+
 # An absolute path of two or more parts (/home/user/app/data/x.json), not a URL's (https://host/a/b) or a
 # route's (/health): shown as …/x.json, so no response tells where the app's files live.
 _ABS_PATH = re.compile(r"(?<![\w:/.~])/(?:[^\s/'\"`]+/)+([^\s/'\"`,;)]*)")

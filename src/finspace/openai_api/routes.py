@@ -36,7 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from finspace.engine import ChatInfo
-from finspace.errors import BadInput, Busy, FinspaceError, NotReady
+from finspace.errors import BadInput, Busy, FinspaceError, NotReady, http_headers
 from finspace.documents import chat as docs
 from finspace.wall.clients import bearer, request_client
 from finspace.wall.leaving import unless_gone
@@ -62,9 +62,9 @@ def api_error(svc, exc: BaseException) -> ApiError:
         param = next((f for f in _FIELDS if msg.startswith(f)), None)
         return ApiError(400, msg, param=param, code="invalid_value")
     if isinstance(exc, Busy):
-        return ApiError(429, str(exc), code="server_busy", headers={"Retry-After": str(exc.retry_after_s)})
+        return ApiError(429, str(exc), code="server_busy", headers=http_headers(exc))
     if isinstance(exc, FinspaceError):
-        return ApiError(exc.http_status, svc.redact(str(exc)))
+        return ApiError(exc.http_status, svc.redact(str(exc)), headers=http_headers(exc) or None)
     log.error("unexpected %s in /v1", type(exc).__name__, exc_info=exc)
     return ApiError(500, f"unexpected server error ({type(exc).__name__}); the app is still running")
 

@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.evals.limits import FILE_TYPES as EVAL_FILE_TYPES
-from finspace.errors import FinspaceError, Unauthorized
+from finspace.errors import FinspaceError, http_headers
 from finspace.evals.rest import add_score_routes
 from finspace.wall.clients import bearer, request_client
 from finspace.wall import uploads
@@ -168,10 +168,7 @@ def _add_error_handlers(app: FastAPI, svc: Service) -> None:
 
     @app.exception_handler(FinspaceError)
     async def _domain_error(request: Request, exc: FinspaceError):
-        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-        if getattr(exc, "retry_after_s", None):
-            headers = {"Retry-After": str(exc.retry_after_s)}
-        return _error(exc.http_status, svc.redact(str(exc)), headers, request.url.path)
+        return _error(exc.http_status, svc.redact(str(exc)), http_headers(exc) or None, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
