@@ -81,8 +81,8 @@ def grid_html(result: MatrixResult | None) -> str:
             key, agrees = keys[r][c], agreement[r][c]
             label = CELL_TITLES.get(key) or next((m.label for m in MARKS if m.key == key), XBRL_LEGEND.get(key, ""))
             border = f";border-left:{AGREEMENT_BORDER[agrees]}" if agrees else ""
-            cells.append(f"<td data-row='{r}' data-col='{c}' data-check='{key}' data-xbrl='{agrees}' "
-                         f"title='{html.escape(label)}' "
+            cells.append(f"<td data-check='{key}' data-xbrl='{agrees}' title='{html.escape(label)}' "
+                         f"data-row='{r}' data-col='{c}' "
                          f"style='background:{COLOURS.get(key, 'transparent')}{border}'>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
