@@ -149,8 +149,8 @@ def shared_documents_server(request, tmp_path_factory, model_dir):
 @pytest.fixture(scope="session")
 def shared_smollm_server(request, tmp_path_factory, smollm_models):
     """`python app.py` serving smollm2-135m (support.smollm.app_server), greedy (temperature 0), its own Gradio
-    folder (``gradio``): shared by test_browser_smollm, test_smollm, test_smollm_matrix and
-    test_smollm_matrix_filings."""
+    folder (``gradio``): shared by test_browser_smollm, test_browser_sources, test_smollm,
+    test_smollm_matrix and test_smollm_matrix_filings."""
     from support.smollm import app_server
 
     root = tmp_path_factory.mktemp("shared-smollm")

@@ -43,7 +43,7 @@ def test_the_page_marks_each_figure_and_shows_the_sources_under_the_answer(resul
     assert "$391,035 million ✓ in fiscal 2024" in answer and "$210,352 million ? *(uncited)*" in answer
     assert sources["metadata"]["title"].startswith("📑 Sources: 1 ✓ verified")
     assert f"**{APPLE} · page 31 (printed 29)**" in sources["content"]
-    assert "⟵ **✓ $391,035 million**" in sources["content"]  # the row that prints it, marked
+    assert "| Total net sales ⟵ **✓ $391,035 million** | 391,035 |" in sources["content"]  # the row that prints it
 
 
 def test_the_store_keeps_the_checks_and_the_exports_carry_them(result):

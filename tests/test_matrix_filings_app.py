@@ -1,7 +1,8 @@
 """The Filing Matrix over three real 10-Ks on a `demo`-sized model (1,024 tokens, the default
 FINSPACE_MATRIX_REPLY_TOKENS of 768): the matrix completes (each cell's reply is sized to the context, no
 refusal), and the filer's XBRL values, read from the filings with no model help, are right, shown at once and
-carried by the exports with their concepts. Real `python app.py`, real vLLM (a random-weight llama: its own
+carried by the exports with their concepts; a click on the filer's Revenue cell opens Apple's page 31 with the row
+that prints it marked. Real `python app.py`, real vLLM (a random-weight llama: its own
 values are noise, marked against the filer's). Takes the README's docs/matrix-filings.png
 (FINSPACE_UPDATE_SCREENSHOTS=1).
 """
@@ -113,6 +114,15 @@ def test_the_matrix_tab_shows_the_xbrl_column_and_exports_both_values(server, pa
         assert page.page_errors == []
         page.eval_on_selector("#matrix-progress", "e => e.scrollIntoView({block: 'start'})")  # progress, grid, exports
         shot(page, "matrix-filings", docs_name="matrix-filings.png")
+        # a click on a cell opens its page with the figure's row marked (issue 39: the chat's Sources view)
+        assert "Click a cell" in page.inner_text("#matrix-cell")
+        page.locator("#matrix-grid td[data-check='xbrl']:has-text('USD 391,035 million (p. 31)')").click()
+        page.wait_for_function("document.querySelector('#matrix-cell').innerText.includes('page 31 (printed 29)')",
+                               timeout=30_000)
+        view = page.inner_text("#matrix-cell")
+        assert "aapl-10-k-2024-11-01.html · Revenue (XBRL): USD 391,035 million (p. 31)" in view, view
+        assert "Total net sales ⟵ the filer's XBRL value: USD 391,035 million (p. 31)" in view, view
+        assert "CONSOLIDATED STATEMENTS OF OPERATIONS" in view and page.page_errors == []
     exports = {h.rsplit("/", 1)[-1].split("?")[0]: httpx.get(h, timeout=30).content for h in hrefs}
     name = next(n for n in exports if n.endswith(".csv"))
     rows = list(csv.reader(io.StringIO(exports[name].decode("utf-8"))))

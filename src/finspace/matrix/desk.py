@@ -18,7 +18,7 @@ from finspace.documents.chat import upload_folder
 from finspace.documents.convert import Document, short_name
 from finspace.documents.upload import convert_upload
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
-from finspace.matrix import run
+from finspace.matrix import pages, run
 from finspace.matrix.cells import context_problem, reply_tokens
 from finspace.matrix.filer import filer_values
 from finspace.documents.upload import remove_upload
@@ -122,6 +122,7 @@ class MatrixDesk:
                 result = MatrixResult(fields, rows, provenance=prov)
                 docs = [d if isinstance(d, Document) else None for d in converted]
                 result.filer = filer_values(fields, [d.facts if d else None for d in docs])  # the filer's, at once
+                pages.keep(result, docs)  # the pages the cells cite, for a click on a cell (matrix.pages)
                 if engine.entry is None or not engine.ready:  # no model: the filer's XBRL values only
                     result.model, result.state = False, "done"
                 yield result  # the filer's values show before any model answers
@@ -130,6 +131,7 @@ class MatrixDesk:
                 async with contextlib.aclosing(run.fill(engine, result, docs, reply_tokens=reply_tokens(
                         engine.max_model_len, self.limits.reply_tokens))) as cells:
                     async for r in cells:
+                        pages.keep(r, docs)
                         yield r
         finally:
             for path, _name in files:

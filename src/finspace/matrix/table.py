@@ -53,6 +53,7 @@ class MatrixResult:
     state: MatrixState = "running"
     filer: dict[tuple[int, int], FilerValue] = field(default_factory=dict)  # the filer's XBRL values, at once
     model: bool = True  # False: no model loaded, the filer's values only
+    pages: dict[tuple[int, int], dict] = field(default_factory=dict)  # (row, page): a cited page (matrix.pages)
 
     @property
     def total(self) -> int:
@@ -131,6 +132,12 @@ def _columns(result: MatrixResult) -> list[tuple[int, bool]]:
     """The grid's columns after Document: (field index, is the field's XBRL column)."""
     return [col for c, f in enumerate(result.fields)
             for col in ([(c, False), (c, True)] if f.concepts else [(c, False)])]
+
+
+def column_of(result: MatrixResult, col: int) -> tuple[int, bool] | None:
+    """The grid's column ``col`` (0: the first after Document) as (field index, is its XBRL column); None: none."""
+    cols = _columns(result)
+    return cols[col] if 0 <= col < len(cols) else None
 
 
 def grid(result: MatrixResult) -> tuple[list[str], list[list[str]]]:

@@ -37,6 +37,29 @@ def counts(checks: list[dict]) -> str:
     return ", ".join(f"{n} {k}" for k, n in tally.items())
 
 
+def marked_page(text: str, marks: list[tuple[str, str]]) -> str:
+    """A page's text with each quote in ``marks`` ((quote, note)) followed by "⟵ **note**", at its first place.
+    A quote that is a Markdown table's row takes the note in its first cell, beside the row's label: after the
+    row's closing pipe it would be a cell beyond the header's, which Markdown drops. The chat's Sources and the Matrix's cell view."""
+    notes: dict[str, list[str]] = {}  # one quote's notes together (two figures read from one row)
+    for quote, note in marks:
+        if quote and str(quote) in text and note not in notes.setdefault(str(quote), []):
+            notes[str(quote)].append(note)
+    for quote, said in notes.items():
+        note, row = " · ".join(f"**{n}**" for n in said), quote.rstrip()
+        if row.startswith("|") and row.endswith("|") and (cut := row.find("|", 1)) > 0:  # in the row's label
+            tagged = f"{row[:cut].rstrip()} ⟵ {note} {row[cut:]}" + quote[len(row):]
+        else:
+            tagged = f"{quote} ⟵ {note}"
+        text = text.replace(quote, tagged, 1)
+    return text
+
+
+def page_view(source: dict, marks: list[tuple[str, str]]) -> str:
+    """One page under its name, "**document · label**", its quotes marked (``marked_page``)."""
+    return f"**{source.get('document')} · {source.get('label')}**\n\n{marked_page(str(source.get('text') or ''), marks)}"
+
+
 def sources(sources_: list[dict], checks: list[dict]) -> dict | None:
     """The collapsed Sources message under the answer: each cited page's text, the rows the checks quote marked
     with the figure and its mark; None when nothing was cited."""
@@ -44,12 +67,9 @@ def sources(sources_: list[dict], checks: list[dict]) -> dict | None:
         return None
     parts = []
     for s in sources_ or ():
-        text = str(s.get("text") or "")
-        for c in checks or ():
-            quote = str(c.get("quote") or "")
-            if c.get("document") == s.get("document") and c.get("page") == s.get("page") and quote and quote in text:
-                text = text.replace(quote, f"{quote} ⟵ **{c.get('symbol')} {c.get('figure')}**", 1)
-        parts.append(f"**{s.get('document')} · {s.get('label')}**\n\n{text}")
+        marks = [(c.get("quote"), f"{c.get('symbol')} {c.get('figure')}") for c in checks or ()
+                 if c.get("document") == s.get("document") and c.get("page") == s.get("page")]
+        parts.append(page_view(s, marks))
     title = "📑 Sources" + (f": {counts(checks)}" if checks else "")
     body = "\n\n---\n\n".join(parts) or "No cited page: the figures carry no citation."
     return {"role": "assistant", "content": body, "metadata": {"title": title, "status": "done"}}

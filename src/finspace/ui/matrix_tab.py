@@ -25,10 +25,12 @@ from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError
 from finspace.matrix import export
+from finspace.matrix.pages import cell_source
 from finspace.matrix.table import (DETAIL_HEADERS, MatrixResult, detail_headers, details, grid, mark_keys,
                                    xbrl_marks)
 from finspace.matrix.verify import MARKS
 from finspace.service import Service
+from finspace.ui.checks import page_view
 from finspace.ui.documents import takes_document
 from finspace.ui.exports import Exports
 
@@ -46,7 +48,12 @@ CSS = """
 #matrix-grid table {border-collapse: collapse; font-size: 0.92em;}
 #matrix-grid th, #matrix-grid td {border: 1px solid var(--border-color-primary); padding: 4px 8px; text-align: left;}
 #matrix-grid td {color: #1f1f1f;}
+#matrix-grid td[data-col] {cursor: pointer;}
 """
+# a click on a cell sends its row and column (the grid is re-rendered as cells arrive: one listener on the element)
+CELL_CLICK = ("element.addEventListener('click', (e) => { const td = e.target.closest('td[data-col]');"
+              " if (td) trigger('click', {row: Number(td.dataset.row), col: Number(td.dataset.col)}); });")
+NO_CELL = "Click a cell to see its page, with its quote marked."
 
 
 def legend() -> str:
@@ -74,6 +81,7 @@ def grid_html(result: MatrixResult | None) -> str:
             label = CELL_TITLES.get(key) or next((m.label for m in MARKS if m.key == key), XBRL_LEGEND.get(key, ""))
             border = f";border-left:{AGREEMENT_BORDER[agrees]}" if agrees else ""
             cells.append(f"<td data-check='{key}' data-xbrl='{agrees}' title='{html.escape(label)}' "
+                         f"data-row='{r}' data-col='{c}' "
                          f"style='background:{COLOURS.get(key, 'transparent')}{border}'>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -97,6 +105,23 @@ def progress_html(result: MatrixResult | None) -> str:
             f"{' · ' + html.escape(summary) if summary else ''}{' · ' + xbrl if result.filer else ''}</div>")
 
 
+def cell_markdown(result: MatrixResult | None, row: Any, col: Any) -> str:
+    """What a click on the grid's cell shows: its page's text with its quote marked (finspace.ui.checks.page_view,
+    the chat's Sources view), or why there is no page."""
+    if result is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in (row, col)):
+        return NO_CELL
+    view = cell_source(result, row, col)
+    if view is None:
+        return NO_CELL
+    title = f"#### {html.escape(view['title'])}"
+    source, quote = view["source"], view["quote"]
+    if source is None:
+        return f"{title}\n\nNo page to show: the cell cites none, or a page the filing does not have."
+    missing = quote and quote not in source["text"]
+    warn = f"\n\nThe quote is not on this page: «{html.escape(quote)}»" if missing else ""
+    return f"{title}{warn}\n\n{page_view(source, [(quote, view['note'])] if quote else [])}"
+
+
 def details_frame(result: MatrixResult):
     """The details as a table with its own headers (XBRL columns when a field names concepts)."""
     import pandas as pd
@@ -116,6 +141,12 @@ class MatrixHandlers:
         self.exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
         svc.on_close.append(self.exports.clear)
 
+    @staticmethod
+    def cell(result: MatrixResult | None, evt: gr.EventData):
+        """A click on the grid: the clicked cell's page and quote (``cell_markdown``)."""
+        data = evt._data if isinstance(getattr(evt, "_data", None), dict) else {}
+        return cell_markdown(result, data.get("row"), data.get("col"))
+
     def preset(self, label: str):
         try:
             return fields_json(self.svc, label)
@@ -130,12 +161,12 @@ class MatrixHandlers:
         result, client = None, self.svc.client_of(request)
         try:
             async for result in self.svc.matrix.fill(paths, fields, client, self.provenance()):
-                yield progress_html(result), grid_html(result), details_frame(result), gr.update()
+                yield progress_html(result), grid_html(result), details_frame(result), gr.update(), result
             if result is not None:
                 written = await asyncio.to_thread(self.exports.write_files, client, export.files(result),
                                                   "use fewer documents or fields")
                 yield (progress_html(result), grid_html(result), details_frame(result),
-                       gr.update(value=written, visible=True))
+                       gr.update(value=written, visible=True), result)
         except FinspaceError as exc:
             raise gr.Error(html.escape(self.svc.redact(str(exc))), print_exception=False) from None
 
@@ -176,13 +207,16 @@ def build_matrix_tab(svc: Service, concurrency: int) -> dict[str, Any]:
         fill = gr.Button("Fill the matrix", variant="primary", elem_id="matrix-fill")
         cancel = gr.Button("Cancel", elem_id="matrix-cancel")
     progress = gr.HTML(elem_id="matrix-progress")
-    table = gr.HTML(elem_id="matrix-grid")
+    table = gr.HTML(elem_id="matrix-grid", js_on_load=CELL_CLICK)
+    shown = gr.State(None)  # the last matrix, for a click on a cell (its cited pages: finspace.matrix.pages)
+    cell_view = gr.Markdown(NO_CELL, elem_id="matrix-cell", max_height=480)
     downloads = gr.File(label="Export (CSV, XLSX, JSON)", file_count="multiple", visible=False,
                         elem_id="matrix-downloads")
     with gr.Accordion("Pages and quotes", open=False):
         detail = gr.Dataframe(headers=DETAIL_HEADERS, wrap=True, elem_id="matrix-details")
     preset.change(h.preset, preset, fields, api_visibility="private", show_progress="hidden")
-    run = fill.click(h.fill, [files, fields], [progress, table, detail, downloads], api_visibility="private",
+    run = fill.click(h.fill, [files, fields], [progress, table, detail, downloads, shown], api_visibility="private",
                      concurrency_limit=concurrency, show_progress="minimal")
+    table.click(h.cell, shown, cell_view, api_visibility="private", show_progress="hidden")
     cancel.click(None, None, None, cancels=[run], api_visibility="private")
-    return {"files": files, "fields": fields, "fill": fill, "cancel": cancel, "grid": table}
+    return {"files": files, "fields": fields, "fill": fill, "cancel": cancel, "grid": table, "cell": cell_view}
