@@ -170,9 +170,17 @@ def test_the_chats_keep_a_conversion_slot_while_matrices_hold_theirs():
             with pytest.raises(Busy):  # a second matrix waits for the matrices' share
                 async with gate.slot("m2", bulk=True):
                     pass
-            async with gate.slot("chat"):  # a chat's document still converts
+            async with gate.slot("chat") as quick:  # a chat's document still converts, in a slot
+                assert quick is None
                 with pytest.raises(Busy):
-                    async with gate.slot("chat2"):  # both slots taken now
+                    async with gate.slot("chat2"):  # both slots taken now (no quick lane at this gate)
+                        pass
+        quick_gate = ConversionGate(total=2, per_client=1, wait_s=0.3, quick_s=5.0)
+        async with quick_gate.slot("a"), quick_gate.slot("b"):
+            async with quick_gate.slot("c") as quick:  # a newcomer beside two clients' conversions: the lane
+                assert quick == 5.0
+                with pytest.raises(Busy):
+                    async with quick_gate.slot("d"):  # slots and lane all held
                         pass
         async with gate.slot("m2", bulk=True):  # the share is back
             pass
