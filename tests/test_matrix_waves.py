@@ -188,6 +188,33 @@ def test_the_chats_keep_a_conversion_slot_while_matrices_hold_theirs():
     asyncio.run(main())
 
 
+def test_a_newcomer_waits_for_the_lane_or_a_slot_and_leaves_nothing_taken_when_it_goes():
+    async def main():
+        gate = ConversionGate(total=2, per_client=1, wait_s=5.0, quick_s=5.0)
+
+        async def hold(client, s):
+            async with gate.slot(client):
+                await asyncio.sleep(s)
+
+        holders = [asyncio.create_task(hold(c, s)) for c, s in (("a", 2), ("b", 2), ("c", 0.2))]
+        await asyncio.sleep(0.05)  # a and b hold the slots, c the lane
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        async with gate.slot("d") as quick:  # the lane frees first: d does not wait for a slot
+            assert quick == 5.0 and loop.time() - t0 < 1.0
+        async with gate.slot("e") as quick:  # e holds the lane; f waits for it or a slot
+            assert quick == 5.0
+            waiter = asyncio.create_task(hold("f", 0))
+            await asyncio.sleep(0.05)
+            assert not waiter.done()
+            waiter.cancel()  # f leaves while waiting
+            await asyncio.gather(waiter, return_exceptions=True)
+        await asyncio.gather(*holders)
+        assert (gate._slots._value, gate._quick._value, dict(gate._held)) == (2, 1, {})
+
+    asyncio.run(main())
+
+
 def test_a_document_is_counted_only_until_it_cannot_fit():
     calls = []
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from finspace.documents.limits import DocumentLimits
 from finspace.errors import Busy
@@ -96,17 +96,26 @@ class ConversionGate:
                 return sem
         tries = {asyncio.ensure_future(sem.acquire()): sem for sem in sems}
         try:
-            done, _ = await asyncio.wait(tries, timeout=max(0.0, deadline - asyncio.get_running_loop().time()),
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in tries:
-                t.cancel()
-            await asyncio.gather(*tries, return_exceptions=True)
-        won = [sem for t, sem in tries.items() if not t.cancelled() and t.exception() is None]
-        for sem in won[1:]:  # two came free together: keep one
-            sem.release()
+            await asyncio.wait(tries, timeout=max(0.0, deadline - asyncio.get_running_loop().time()),
+                               return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the caller left while waiting: nothing stays taken
+            await _settle(tries, keep=0)
+            raise
+        won = await _settle(tries, keep=1)
         if not won:
             raise Busy(f"the server is converting {self.total} documents, its limit at once "
                        f"(FINSPACE_MAX_CONVERSIONS), and none finished within {wait_s:g} s; "
                        "send the document again shortly", retry_after_s=10)
         return won[0]
+
+
+async def _settle(tries: dict, keep: int) -> list:
+    """Stop the acquisitions still waiting; of those that got their semaphore, keep ``keep`` and give the rest
+    back. The kept ones."""
+    for t in tries:
+        t.cancel()
+    await asyncio.gather(*tries, return_exceptions=True)
+    won = [sem for t, sem in tries.items() if not t.cancelled() and t.exception() is None]
+    for sem in won[keep:]:
+        sem.release()
+    return won[:keep]

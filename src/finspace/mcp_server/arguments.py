@@ -16,16 +16,16 @@ import base64
 import binascii
 import os
 import uuid
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from finspace.documents import fetch
 from finspace.documents.convert import kind_of, short_name
 from finspace.documents.upload import inside
 from finspace.errors import BadInput
-from finspace.documents import fetch
 
 FOLDER = "finspace-mcp"  # the tools' decoded and fetched files, inside the upload folder, deleted after conversion
 _KIND_WORDS = {"type": "must be {expected}", "maxLength": "is too long (at most {expected} characters)",
