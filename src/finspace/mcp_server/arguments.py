@@ -112,7 +112,7 @@ def _too_big(schema: Any, value: Any, path: tuple) -> str | None:
         known = schema["properties"]
         if schema.get("additionalProperties") is False and len(value) > len(known):
             extra = next(k for k in value if k not in known)
-            return f"{_where(path)} has an unknown argument {str(extra)[:40]!r}; the arguments are: {', '.join(known)}"
+            return f"{_where(path)} has an unknown argument {str(extra)[:40]!r}; the arguments are: {', '.join(known) or 'none'}"
         return next(filter(None, (_too_big(known[k], v, (*path, k)) for k, v in value.items() if k in known)), None)
     return None
 
