@@ -29,7 +29,7 @@ def hub(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(CONFIG)
     seen: list = []
 
-    def download(repo_id, filename, revision=None, token=None):
+    def download(repo_id, filename, revision=None, token=None, cache_dir=None):
         seen.append(token)
         response = httpx.Response(404, request=httpx.Request("GET", f"https://huggingface.co/{repo_id}"))
         if repo_id == "owner/gated" and token != SPACE_TOKEN:

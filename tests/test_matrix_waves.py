@@ -170,12 +170,47 @@ def test_the_chats_keep_a_conversion_slot_while_matrices_hold_theirs():
             with pytest.raises(Busy):  # a second matrix waits for the matrices' share
                 async with gate.slot("m2", bulk=True):
                     pass
-            async with gate.slot("chat"):  # a chat's document still converts
+            async with gate.slot("chat") as quick:  # a chat's document still converts, in a slot
+                assert quick is None
                 with pytest.raises(Busy):
-                    async with gate.slot("chat2"):  # both slots taken now
+                    async with gate.slot("chat2"):  # both slots taken now (no quick lane at this gate)
+                        pass
+        quick_gate = ConversionGate(total=2, per_client=1, wait_s=0.3, quick_s=5.0)
+        async with quick_gate.slot("a"), quick_gate.slot("b"):
+            async with quick_gate.slot("c") as quick:  # a newcomer beside two clients' conversions: the lane
+                assert quick == 5.0
+                with pytest.raises(Busy):
+                    async with quick_gate.slot("d"):  # slots and lane all held
                         pass
         async with gate.slot("m2", bulk=True):  # the share is back
             pass
+
+    asyncio.run(main())
+
+
+def test_a_newcomer_waits_for_the_lane_or_a_slot_and_leaves_nothing_taken_when_it_goes():
+    async def main():
+        gate = ConversionGate(total=2, per_client=1, wait_s=5.0, quick_s=5.0)
+
+        async def hold(client, s):
+            async with gate.slot(client):
+                await asyncio.sleep(s)
+
+        holders = [asyncio.create_task(hold(c, s)) for c, s in (("a", 2), ("b", 2), ("c", 0.2))]
+        await asyncio.sleep(0.05)  # a and b hold the slots, c the lane
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        async with gate.slot("d") as quick:  # the lane frees first: d does not wait for a slot
+            assert quick == 5.0 and loop.time() - t0 < 1.0
+        async with gate.slot("e") as quick:  # e holds the lane; f waits for it or a slot
+            assert quick == 5.0
+            waiter = asyncio.create_task(hold("f", 0))
+            await asyncio.sleep(0.05)
+            assert not waiter.done()
+            waiter.cancel()  # f leaves while waiting
+            await asyncio.gather(waiter, return_exceptions=True)
+        await asyncio.gather(*holders)
+        assert (gate._slots._value, gate._quick._value, dict(gate._held)) == (2, 1, {})
 
     asyncio.run(main())
 

@@ -308,6 +308,7 @@ class Settings:
                 convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s,
                                          1, 3600),
                 convert_page_s=_float(env, "FINSPACE_DOCUMENT_PAGE_S", DocumentLimits.convert_page_s, 0.01, 600),
+                quick_s=_float(env, "FINSPACE_DOCUMENT_QUICK_S", DocumentLimits.quick_s, 0, 3600),
                 max_conversions=_int(env, "FINSPACE_MAX_CONVERSIONS", DocumentLimits.max_conversions, 1, 64),
                 max_conversions_per_client=_int(env, "FINSPACE_MAX_CONVERSIONS_PER_CLIENT",
                                                 DocumentLimits.max_conversions_per_client, 1, 64)),

@@ -39,6 +39,7 @@ LONG = {
     "tests/test_retrieval_filings.py": 80, "tests/test_browser.py": 75, "tests/test_ledger_engine.py": 70,
     "tests/test_convert.py": 65, "tests/test_openai_tools.py": 60, "shared_documents_server": 60,
     "tests/test_edgar_app.py": 145,
+    "tests/reliability/test_surface_shares.py": 85,
 }
 
 

@@ -101,8 +101,8 @@ async def attach(svc: Any, path: str, name: str, client: str | None) -> Attached
         raise NotReady("no model is loaded yet; a document is measured in the loaded model's tokens: upload it "
                        "again when the model is ready")
     try:
-        async with svc.conversions.slot(client):
-            doc = await convert_upload(path, name, svc.settings.documents, upload_folder(svc.settings))
+        async with svc.conversions.slot(client) as quick_s:
+            doc = await convert_upload(path, name, svc.settings.documents, upload_folder(svc.settings), quick_s)
     finally:  # refused before converting (429): the upload goes all the same
         remove_upload(path, upload_folder(svc.settings))
     whole = prompt.whole_block(doc)  # counted piece by piece: memory bounded by a piece, not by the document

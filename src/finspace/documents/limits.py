@@ -29,6 +29,9 @@ class DocumentLimits:
     # up to convert_timeout_s for a slot, then gets 429
     max_conversions: int = 2
     max_conversions_per_client: int = 1  # running or waiting, per client address; past it 429 at once
+    # a newcomer's document while every slot is held: one more child, cut at this (FINSPACE_DOCUMENT_QUICK_S; 0: no
+    # quick lane), then 429 "send it again shortly" (documents.gate)
+    quick_s: float = 10.0
 
     def convert_bound_s(self, pages: int | None) -> float:
         """The conversion's time bound: by its pages when they are known (a PDF's), never past the whole file's."""

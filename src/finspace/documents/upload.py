@@ -23,7 +23,7 @@ from pathlib import Path
 
 from finspace.documents.convert import Document, short_name
 from finspace.documents.limits import DocumentLimits
-from finspace.errors import BadInput
+from finspace.errors import BadInput, Busy
 
 CHILD_MEMORY_BYTES = 4 << 30
 _SRC = str(Path(__file__).resolve().parents[2])  # the folder holding the finspace package
@@ -47,26 +47,29 @@ def remove_upload(path: str | Path, folder: str | Path) -> None:
             p.parent.rmdir()  # only when empty
 
 
-async def convert_upload(path: str, name: str, limits: DocumentLimits, upload_dir: str) -> Document:
-    """The uploaded file as a Document (BadInput naming the reason otherwise); the file is deleted after."""
+async def convert_upload(path: str, name: str, limits: DocumentLimits, upload_dir: str,
+                         quick_s: float | None = None) -> Document:
+    """The uploaded file as a Document (BadInput naming the reason otherwise); the file is deleted after.
+    ``quick_s``: converted in the gate's quick lane (documents.gate), cut there with Busy (429) past it."""
     if not isinstance(path, str) or not inside(path, upload_dir):
         raise BadInput("the document must be a file uploaded to this app (gradio_client's handle_file)")
     try:
         if not Path(path).is_file():
             raise BadInput(f"{short_name(name)} is no longer on the server; upload it again")
-        return await _in_child(os.path.realpath(path), name, limits)
+        return await _in_child(os.path.realpath(path), name, limits, quick_s)
     finally:
         remove_upload(path, upload_dir)
 
 
-async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
+async def _in_child(path: str, name: str, limits: DocumentLimits, quick_s: float | None = None) -> Document:
     env = {k: v for k, v in os.environ.items() if not k.endswith(("TOKEN", "KEYS"))}
     env["PYTHONPATH"] = os.pathsep.join([_SRC, *filter(None, [env.get("PYTHONPATH")])])
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "finspace.documents.upload", path, name, json.dumps(dataclasses.asdict(limits)),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     loop = asyncio.get_running_loop()
-    bound, pages = limits.convert_timeout_s, None
+    quick = bool(quick_s) and quick_s < limits.convert_timeout_s  # cut by the gate's quick lane (a 429 past it)
+    bound, pages = (quick_s if quick else limits.convert_timeout_s), None
     deadline = loop.time() + bound
     errors = asyncio.ensure_future(proc.stderr.read())
     try:
@@ -84,6 +87,10 @@ async def _in_child(path: str, name: str, limits: DocumentLimits) -> Document:
                            "need")
         err = await asyncio.wait_for(errors, max(0.1, deadline - loop.time()))
     except (asyncio.TimeoutError, TimeoutError):
+        if quick and bound == quick_s:  # the lane's cut, not the document's own (a PDF's pages') bound
+            raise Busy(f"the server's conversion slots are all busy with other clients' documents, and "
+                       f"{short_name(name)} needs longer than the {bound:g} s a document converts in beside them "
+                       "(FINSPACE_DOCUMENT_QUICK_S); send it again shortly", retry_after_s=10) from None
         why = f"the limit for its {pages} pages (FINSPACE_DOCUMENT_PAGE_S)" if pages is not None and \
             bound < limits.convert_timeout_s else "the limit"
         raise BadInput(f"converting {short_name(name)} took longer than {bound:g} s, {why}; "

@@ -3,7 +3,10 @@
 ``read_repo("OWNER/NAME")`` downloads (or reads from the hub cache) ``config.json``
 and ``model.safetensors.index.json`` with ``huggingface_hub.hf_hub_download``:
 ``HF_TOKEN`` opens gated repos, ``HF_HUB_CACHE`` / ``HF_HOME`` choose the cache
-and ``HF_HUB_OFFLINE=1`` reads it without the network. The index's
+and ``HF_HUB_OFFLINE=1`` reads it without the network. An anonymous caller's read (``token=False``) uses a cache
+of its own (``anonymous_cache``): huggingface_hub answers from its cache whenever the Hub refuses or cannot be
+reached, so a gated or private repo the Space once read with its token would be read from the Space's cache
+for anyone (issue 41). The index's
 ``metadata.total_size`` is the exact byte count of the weights; a
 single-file checkpoint has no index, and the planner counts from the config.
 
@@ -15,6 +18,7 @@ this module is the command layer's.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 
@@ -50,9 +54,18 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
+def anonymous_cache() -> str:
+    """The hub cache of anonymous callers' reads, beside the Space's own (``<HF_HUB_CACHE>-anonymous``): only what
+    was read without a token lands there, so only that is read from it."""
+    from huggingface_hub import constants
+
+    return os.path.normpath(constants.HF_HUB_CACHE) + "-anonymous"
+
+
 def _download(repo_id: str, filename: str, revision: str | None, token: str | bool | None) -> str:
     """The local path of one file of the repo, or HubError (None-able errors are the caller's). ``token``: None
-    reads HF_TOKEN from the environment (the command line's user), False reads without any token."""
+    reads HF_TOKEN from the environment (the command line's user), False reads without any token, and never from
+    the cache of reads made with one."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError,
@@ -60,6 +73,8 @@ def _download(repo_id: str, filename: str, revision: str | None, token: str | bo
 
     anonymous = (GatedRepoError, RepositoryNotFoundError) if token is False else ()  # nothing to catch else
     try:
+        if token is False:
+            return hf_hub_download(repo_id, filename, revision=revision, token=False, cache_dir=anonymous_cache())
         return hf_hub_download(repo_id, filename, revision=revision, token=token)
     except anonymous:  # an anonymous caller (False):
         # one answer for gated, private and absent, so the refusal tells nothing of the owner's repos
