@@ -45,7 +45,7 @@ def printed_line(text: str, number: Any) -> str:
     return found.group(0) if found else ""
 
 
-def cell_source(result: MatrixResult, r: int, col: int) -> dict | None:
+def cell_source(result: MatrixResult, r: int, col: int) -> dict[str, Any] | None:
     """What the grid's cell at row ``r``, column ``col`` (0: the first after Document) opens: {"title": the
     document, field and the cell's text; "source": the page kept by ``keep`` (None: the cell cites none, or a page
     the filing does not have); "quote": the text to mark on it; "note": the mark's words}. None: no such cell."""

@@ -53,7 +53,7 @@ class MatrixResult:
     state: MatrixState = "running"
     filer: dict[tuple[int, int], FilerValue] = field(default_factory=dict)  # the filer's XBRL values, at once
     model: bool = True  # False: no model loaded, the filer's values only
-    pages: dict[tuple[int, int], dict] = field(default_factory=dict)  # (row, page): a cited page (matrix.pages)
+    pages: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (row, page): a cited page (matrix.pages)
 
     @property
     def total(self) -> int:
