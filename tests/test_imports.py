@@ -190,8 +190,7 @@ def test_an_upward_import_is_found():
 #: The doors: each reaches the rest only through service.py, never another door.
 DOORS = ("ui", "openai_api", "mcp_server")
 #: Desks below the service that still receive it whole and read its engine (each to get its collaborators typed).
-KNOWN_ENGINE_READERS = {"finspace.documents.chat", "finspace.grounding.chat", "finspace.matrix.desk",
-                        "finspace.evals.desk"}
+KNOWN_ENGINE_READERS = {"finspace.evals.desk"}
 
 
 def engine_reads(tree: ast.AST) -> list[int]:

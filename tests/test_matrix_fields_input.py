@@ -7,13 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from finspace.documents.gate import ConversionGate
+from finspace.documents.limits import DocumentLimits
 from finspace.errors import BadInput
 from finspace.matrix.desk import MatrixDesk
 
 
 @pytest.fixture
 def desk() -> MatrixDesk:
-    return MatrixDesk(SimpleNamespace(catalog=SimpleNamespace(path=None)))
+    return MatrixDesk(SimpleNamespace(), ConversionGate(1, 1, 60.0), DocumentLimits(), "/tmp/uploads")
 
 
 @pytest.mark.parametrize("spec,match", [

@@ -144,16 +144,12 @@ def test_with_no_model_the_filers_values_alone():
 
 # ------------------------------------------------------------------ the desk (real conversion, no engine)
 def _desk(tmp_path, engine):
-    from types import SimpleNamespace
 
     from finspace.documents.gate import ConversionGate
     from finspace.documents.limits import DocumentLimits
     from finspace.matrix.desk import MatrixDesk
 
-    settings = SimpleNamespace(documents=DocumentLimits(), gradio_temp_dir=str(tmp_path / "uploads"))
-    svc = SimpleNamespace(catalog=SimpleNamespace(path=None), settings=settings, engine=engine,
-                          conversions=ConversionGate(1, 1, 60.0))
-    return MatrixDesk(svc)
+    return MatrixDesk(engine, ConversionGate(1, 1, 60.0), DocumentLimits(), str((tmp_path / "uploads").resolve()))
 
 
 def _upload(tmp_path, name: str) -> tuple[str, str]:

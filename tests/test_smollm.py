@@ -119,14 +119,13 @@ async def test_a_question_about_a_real_10k_is_answered_with_the_calculator_on(en
     SmolLM2's 2,048-token context and 512-token reply. The document's budget counts the calculator's spec (and
     a round of calls) with the rest of the prompt, so the answer comes instead of "your last message is 1,770
     tokens ... leaves room for 1,536" (what the budget without the tools gave)."""
-    from finspace.documents import chat as docs
     from finspace.host.gpu import MemoryMonitor as Monitor
     from finspace.service import Service
     from finspace.settings import Settings
 
     svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
     assert svc.chat_tools("auto"), "SmolLM2 (tool_parser hermes) is offered the calculator"
-    att = await docs.attach_bytes(svc, APPLE, filing(APPLE).read_bytes(), None)
+    att = await svc.documents.attach_bytes(APPLE, filing(APPLE).read_bytes(), None)
     messages = [{"role": "user", "content": APPLE_QUESTION}]
     settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
     settings, summary = await svc.with_document(att, messages, settings, calculator="auto")
@@ -167,7 +166,7 @@ async def test_two_filings_in_one_chat_give_passages_from_both_named_by_id_and_p
     svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
     atts: list = []
     for name in (APPLE, NVIDIA):
-        atts.append(docs.with_id(await docs.attach_bytes(svc, name, filing(name).read_bytes(), None), atts))
+        atts.append(docs.with_id(await svc.documents.attach_bytes(name, filing(name).read_bytes(), None), atts))
     assert [a.ident for a in atts] == ["aapl-10-k-2024-11-01", "nvda-10-k-2025-02-26"]
     messages = [{"role": "user", "content": BOTH_QUESTION}]
     settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
@@ -191,7 +190,7 @@ async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into
     from finspace.settings import Settings
 
     svc = Service(await on(engine, KEY), catalog, Monitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
-    att = docs.with_id(await docs.attach_bytes(svc, APPLE, filing(APPLE).read_bytes(), None), [])
+    att = docs.with_id(await svc.documents.attach_bytes(APPLE, filing(APPLE).read_bytes(), None), [])
     messages = [{"role": "user", "content": APPLE_QUESTION}]
     settings = ChatSettings(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS)
     settings, _summary = await svc.with_document([att], messages, settings, calculator="always")

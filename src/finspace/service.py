@@ -21,6 +21,7 @@ import psutil
 
 from finspace import planner
 from finspace.models.catalog import Catalog, ModelEntry
+from finspace.documents.chat import DocumentDesk, upload_folder
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI
@@ -63,7 +64,11 @@ class Service:
         self.ledger = ledger
         self.settings = settings or Settings(admin_token=admin_token or None)
         self.presets: Presets = load_presets(presets_path(getattr(catalog, "path", None)))
-        self.matrix = MatrixDesk(self, self.settings.matrix)  # the Filing Matrix (finspace.matrix)
+        self.conversions = ConversionGate.of(self.settings.documents)  # conversions at once: app, per client
+        self.documents = DocumentDesk(engine, self.conversions, self.settings.documents, upload_folder(self.settings),
+                                      self.models, self.settings.matrix.max_documents)  # a conversation's documents
+        self.matrix = MatrixDesk(engine, self.conversions, self.settings.documents, upload_folder(self.settings),
+                                 self.settings.matrix, getattr(catalog, "path", None))  # the Filing Matrix
         self.scores = ScoreDesk(self, self.settings.evals)  # the Scoreboard (finspace.evals)
         self.edgar = EdgarDesk(self, self.settings.edgar, self.settings.data_dir)  # companies on EDGAR (finspace.edgar)
         self.admin_token = self.settings.admin_token
@@ -85,7 +90,6 @@ class Service:
         self._last_read: tuple[float, list] = (0.0, [])
         self.marks = LedgerMarks(ledger, catalog, self.redact)  # the ledger's word per model, on the page
         self.on_close: list = []  # called when the app stops (the exports' folder is removed)
-        self.conversions = ConversionGate.of(self.settings.documents)  # conversions at once: app, per client
 
     # ------------------------------------------------------------------ access
     @property
@@ -144,7 +148,7 @@ class Service:
 
     async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
                             calculator: str = "off") -> tuple[ChatSettings, str]:  # finspace.grounding.chat
-        return await grounded.with_documents(self, attached, messages, settings, calculator)
+        return await grounded.with_documents(self.documents, self.engine, attached, messages, settings, calculator)
 
     def generate(self, messages: Any, settings: ChatSettings, info: ChatInfo) -> Any:
         """The model's (thinking, answer) deltas as it writes them, nothing offered: /v1 (its client runs tools)."""

@@ -136,7 +136,7 @@ class EdgarDesk:
     async def attach(self, picked: Picked, client: str | None) -> docs.Attached:
         """The filing as the chat's attached document: the same conversion as an upload (child process, bounds)."""
         path, name = await self.read(picked)
-        return await docs.attach(self.svc, path, name, client)
+        return await self.svc.documents.attach(path, name, client)
 
     async def ask(self, picked: Picked, question: Any, client: str | None, max_tokens: int | None = None) -> dict:
         """A question about the filing, answered by the loaded model from it (whole, or its passages), as the

@@ -14,6 +14,7 @@ from typing import Any
 
 from finspace.documents import chat as docs
 from finspace.engine import tool_loop
+from finspace.engine.api import EngineAPI
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.grounding.calls import runner
@@ -105,13 +106,13 @@ def checked(answer: str, documents: Any) -> dict:
     return {"checks": [c.to_json() for c in checks], "sources": sources}
 
 
-async def with_documents(svc: Any, attached: Any, messages: Any, settings: ChatSettings,
-                         calculator: str = "off") -> tuple[ChatSettings, str]:
+async def with_documents(desk: docs.DocumentDesk, engine: EngineAPI, attached: Any, messages: Any,
+                         settings: ChatSettings, calculator: str = "off") -> tuple[ChatSettings, str]:
     """``settings`` carrying the attached documents (finspace.documents.chat), their budget set after all else the
     prompt holds (system prompt, conversation, reply, the tools ``chat_parts`` offers with ``calculator`` or the
-    request's ``settings.tools``, a filing tool result and the outlines). ``svc``: the Service."""
+    request's ``settings.tools``, a filing tool result and the outlines)."""
     atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]
-    filing = filing_tools(svc.engine, calculator, atts)
-    return await docs.with_document(svc, atts, messages, settings, tools=chat_tools(svc.engine, calculator, atts),
-                                    reserve=result_tokens(svc.engine) if filing else 0,
-                                    preamble=preamble(svc.engine, atts) if filing else "")
+    filing = filing_tools(engine, calculator, atts)
+    return await desk.with_document(atts, messages, settings, tools=chat_tools(engine, calculator, atts),
+                                    reserve=result_tokens(engine) if filing else 0,
+                                    preamble=preamble(engine, atts) if filing else "")

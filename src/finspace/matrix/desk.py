@@ -14,7 +14,9 @@ import time
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any
 
-from finspace.documents.chat import upload_folder
+from finspace.documents.gate import ConversionGate
+from finspace.documents.limits import DocumentLimits
+from finspace.engine.api import EngineAPI
 from finspace.documents.convert import Document, short_name
 from finspace.documents.upload import convert_upload
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady
@@ -29,10 +31,15 @@ from finspace.models.presets import presets_path
 
 
 class MatrixDesk:
-    def __init__(self, svc: Any, limits: MatrixLimits | None = None):
-        self.svc = svc
+    """``engine``: the model the cells ask; ``conversions``: the gate every document conversion takes (the
+    chat's too); ``documents``: their bounds; ``uploads``: the upload folder; ``catalog_path``: where the field
+    presets sit beside models.yaml (None: the package's)."""
+
+    def __init__(self, engine: EngineAPI, conversions: ConversionGate, documents: DocumentLimits, uploads: str,
+                 limits: MatrixLimits | None = None, catalog_path: Any = None):
+        self.engine, self.conversions, self.documents, self.uploads = engine, conversions, documents, uploads
         self.limits = limits or MatrixLimits()
-        self.presets: FieldPresets = load_field_presets(presets_path(getattr(svc.catalog, "path", None), FILENAME))
+        self.presets: FieldPresets = load_field_presets(presets_path(catalog_path, FILENAME))
         self._clients: set[str] = set()
         self._running = 0
 
@@ -84,8 +91,8 @@ class MatrixDesk:
         for a client, within the matrices' share: Service.conversions); a refusal or a failed conversion is the
         row's reason."""
         try:
-            async with self.svc.conversions.slot(client, bulk=True):
-                return await convert_upload(path, name, self.svc.settings.documents, upload_folder(self.svc.settings))
+            async with self.conversions.slot(client, bulk=True):
+                return await convert_upload(path, name, self.documents, self.uploads)
         except FinspaceError as exc:
             return str(exc)
 
@@ -93,7 +100,7 @@ class MatrixDesk:
         """The fields, when the matrix may start (else the refusal, naming the fix)."""
         fields = self.fields(spec)
         self.check(files, fields)
-        engine = self.svc.engine
+        engine = self.engine
         if engine.entry is None or not engine.ready:
             if not any(f.concepts for f in fields):  # XBRL fields fill from the filings alone
                 raise NotReady("no model is loaded; load one from the model picker, then fill the matrix")
@@ -106,8 +113,8 @@ class MatrixDesk:
         """Fill a matrix of ``files`` ((path in the upload folder, name)) x the fields ``spec`` names, yielding the
         result as cells finish. Closing it cancels the unfinished cells (their vLLM requests are aborted).
         ``provenance``: the loaded model's (key, repo, revision, quantization, load id), kept with the result."""
-        folder = upload_folder(self.svc.settings)
-        engine = self.svc.engine
+        folder = self.uploads
+        engine = self.engine
         try:  # whatever ends the matrix (a refusal, busy, a failure, a cancel), none of its uploads stay behind
             fields = self._ready(files, spec)
             with self._slot(client):

@@ -107,7 +107,7 @@ class ToolCalls:
         atts: list = []
         try:
             for path, name in files:
-                atts.append(docs.with_id(await docs.attach(self.svc, path, name, caller.client), atts))
+                atts.append(docs.with_id(await self.svc.documents.attach(path, name, caller.client), atts))
         finally:
             for path, _name in files:
                 remove_upload(path, self.upload_dir)

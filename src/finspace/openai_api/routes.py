@@ -141,9 +141,9 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             req, key = await anyio.to_thread.run_sync(_checked, svc, raw, limiter=checks)
             atts: list = []
             if req.files:  # documents: converted like the page's, placed before the conversation
-                docs.check_count(svc, len(req.files))
+                svc.documents.check_count(len(req.files))
                 for name, data in req.files:
-                    atts.append(docs.with_id(await docs.attach_bytes(svc, name, data, svc.client_of(request)), atts))
+                    atts.append(docs.with_id(await svc.documents.attach_bytes(name, data, svc.client_of(request)), atts))
                 settings, _ = await svc.with_document(atts, req.messages, req.settings)
                 req = dataclasses.replace(req, settings=settings, files=())
             hold = compiles.hold(svc.client_of(request), req.settings.json_schema)

@@ -111,10 +111,10 @@ async def document_settings(svc: Service, document: Any, messages: list, setting
         raise BadInput("document must be a file sent with gradio_client's handle_file(...), a list of them, or null")
     atts: list = []
     try:
-        docs.check_count(svc, len(files))
+        svc.documents.check_count(len(files))
         for d, path in zip(files, paths):
             name = d.get("orig_name") if isinstance(d.get("orig_name"), str) else None
-            atts.append(docs.with_id(await docs.attach(svc, path, name or path.rsplit("/", 1)[-1], client), atts))
+            atts.append(docs.with_id(await svc.documents.attach(path, name or path.rsplit("/", 1)[-1], client), atts))
     finally:
         for path in paths:
             remove_upload(path, docs.upload_folder(svc.settings))

@@ -53,7 +53,7 @@ def fit_view(svc: Any, atts: list, settings: Any = None) -> str:
     (its max tokens is the reply the table leaves room for)."""
     if not atts:
         return ""
-    return fitting.table(docs.fit_of(svc, atts, settings), [(a.ident, a.doc, a.tokens) for a in atts])
+    return fitting.table(svc.documents.fit_of(atts, settings), [(a.ident, a.doc, a.tokens) for a in atts])
 
 
 def doc_list(atts: list) -> Any:
@@ -76,9 +76,9 @@ def build_attach(svc: Any):
         try:
             if len(files) > 1:
                 raise FinspaceError("attach one document at a time")
-            docs.check_count(svc, len(have) + 1)
+            svc.documents.check_count(len(have) + 1)
             path = str(message_file(message))
-            att = docs.with_id(await docs.attach(svc, path, Path(path).name, client), have)
+            att = docs.with_id(await svc.documents.attach(path, Path(path).name, client), have)
         except FinspaceError as exc:
             gr.Warning(html.escape(svc.redact(str(exc))))
             return None

@@ -145,7 +145,7 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
     async def open_in_chat(q, acc, doc_state, request: gr.Request):  # joins the chat's documents, as an attach does
         have = docs.attached_list(doc_state)
         try:
-            docs.check_count(svc, len(have) + 1)
+            svc.documents.check_count(len(have) + 1)
             picked = await svc.edgar.pick(q, acc)
             att = docs.with_id(await svc.edgar.attach(picked, svc.client_of(request)), have)
         except Exception as exc:  # noqa: BLE001 - the boundary
