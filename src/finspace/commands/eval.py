@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the stored result as JSON")
     p.add_argument("--calc", action="store_true",
                    help="prompt format finspace-eval-v1+calc: the model may call the calculator (a tool parser needed)")
+    p.add_argument("--filing", choices=("passages", "tools"), default=None,
+                   help="financebench over each question's whole filing (its PDF, fetched once and cached): the "
+                        "passages that fit, one shot (finspace-eval-v1+filing), or the filing tools "
+                        "(finspace-eval-v1+filing-tools, a tool parser needed)")
     p.set_defaults(func=run)
 
 
@@ -85,6 +89,8 @@ async def _run(settings, args: argparse.Namespace) -> dict:
         print(f"loading {key}…", file=sys.stderr)
         await svc.load(key)
         fmt = "finspace-eval-v1+calc" if getattr(args, "calc", False) else None
+        if getattr(args, "filing", None):
+            fmt = "finspace-eval-v1+filing" + ("-tools" if args.filing == "tools" else "")
         job = await svc.scores.start(args.set, args.limit, internal=True, path=args.file, prompt_format=fmt)
         while job.running:
             p = job.progress()
