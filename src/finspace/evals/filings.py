@@ -9,7 +9,8 @@ budget set by ``Service.with_document`` and the reply streamed by ``Service.chat
 - ``finspace-eval-v1+filing-tools``: the filing tools (outline, search, read_page, filer_facts, calculate), for a
   model with a tool parser. As the chat offers them: chosen by the model where its context holds their results
   (``calculator="auto"``); below that (a 2,048-token CPU model) the first round is forced to be a search
-  ("always"), so the tools are used at all.
+  ("always"), so the tools are used at all. Each round has room for a call (``CALL_TOKENS``) whatever the
+  Scoreboard's reply bound.
 
 ``Filings`` holds a run's documents: one conversion at a time (the conversion gate's per-client bound), at most
 ``AT_ONCE`` converted filings in memory (a filing is let go when its last question is answered), and a filing
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,9 @@ from finspace.evals.prompt import PROMPT_FORMAT_FILING_TOOLS, filing_messages
 from finspace.grounding.chat import filing_tools
 
 AT_ONCE = 4  # converted filings held at once
+# a round of the tools format has at least this many tokens: a forced search's JSON (a query of up to 200
+# characters and a document id of up to 80, finspace.tools.filing) is cut below it, and a cut call ends the tools
+CALL_TOKENS = 128
 CLIENT = "scoreboard"  # the conversion gate's client for a run's filings
 
 
@@ -113,6 +118,8 @@ async def ask(svc: Any, filings: Filings, item: Any, settings: ChatSettings,
         att = await filings.acquire(name)
         messages = filing_messages(item, prompt_format)
         calculator = calculator_mode(svc.engine, prompt_format, [att])
+        if calculator != "off":
+            settings = dataclasses.replace(settings, max_tokens=max(settings.max_tokens or 0, CALL_TOKENS))
         settings, summary = await svc.with_document([att], messages, settings, calculator=calculator)
         info, parts = ChatInfo(), []
         async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator,
