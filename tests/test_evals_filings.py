@@ -105,3 +105,30 @@ def _refused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_once_github_is_unreachable_a_runs_other_filings_fail_at_once_with_the_same_fix(tmp_path):
+    import asyncio
+    from types import SimpleNamespace
+
+    from finspace.evals.filings import Filings
+    from finspace.evals.formats import EvalItem
+    from finspace.settings import Settings
+
+    items = [EvalItem(f"q{i}", "?", "", "1", {"doc_name": doc}) for i, doc in enumerate((APPLE, MISSING, APPLE))]
+    held = Filings(SimpleNamespace(settings=Settings()), items, tmp_path, timeout_s=2,
+                   base_url=f"http://127.0.0.1:{_refused_port()}")
+
+    async def go():
+        with pytest.raises(DataUnavailable) as first:
+            await held.acquire(APPLE)
+        assert first.value.unreachable
+        with pytest.raises(DataUnavailable, match=f"{MISSING}.pdf was not fetched: {APPLE}.pdf could not be "
+                                                  "fetched from GitHub"):
+            await held.acquire(MISSING)
+        with pytest.raises(DataUnavailable):  # the same filing's next question: its error, not a second fetch
+            await held.acquire(APPLE)
+        for item in items:
+            held.release(item.meta["doc_name"])
+
+    asyncio.run(go())
