@@ -132,3 +132,44 @@ def test_once_github_is_unreachable_a_runs_other_filings_fail_at_once_with_the_s
             held.release(item.meta["doc_name"])
 
     asyncio.run(go())
+
+
+def test_a_run_converts_one_filing_at_a_time_holds_at_most_four_and_every_question_gets_its_own():
+    """Questions of six filings, interleaved, all asked at once (as a run asks them): each gets its filing, converted
+    once; never more than AT_ONCE held (a filing is let go after its last question), and none waits forever on
+    a filing whose questions are queued behind it."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from finspace.evals import filings
+    from finspace.evals.formats import EvalItem
+
+    names = [f"DOC{i}_2020_10K" for i in range(6)]
+    items = [EvalItem(f"q{n}", "?", "", "1", {"doc_name": names[n % 6]}) for n in range(30)]
+    held = filings.Filings(SimpleNamespace(), items, ".")
+    converted, most = [], [0]
+
+    async def convert(name):
+        assert held._converting == name and len(held._held) < filings.AT_ONCE
+        converted.append(name)
+        await asyncio.sleep(0.01)
+        return name
+
+    held._convert = convert
+
+    async def one(item):
+        name = item.meta["doc_name"]
+        try:
+            got = await held.acquire(name)
+            most[0] = max(most[0], len(held._held))
+            await asyncio.sleep(0.005)
+            return got
+        finally:
+            held.release(name)
+
+    async def everyone():
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in items)), 20)
+
+    got = asyncio.run(everyone())
+    assert got == [i.meta["doc_name"] for i in items]
+    assert sorted(converted) == names and most[0] <= filings.AT_ONCE and held._held == {}

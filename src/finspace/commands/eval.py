@@ -22,7 +22,7 @@ from finspace.commands.args import positive_int
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="score the model on a finance QA set (the Scoreboard's run), and store it",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("set", metavar="SET", help="the set: finqa or tatqa")
+    p.add_argument("set", metavar="SET", help="the set: finqa, tatqa or financebench")
     p.add_argument("--limit", type=positive_int("20"), default=None, metavar="N",
                    help="run the first N items (default: all, up to FINSPACE_EVAL_MAX_ITEMS)")
     p.add_argument("--model", default=None, help="catalogue key (default $FINSPACE_MODEL or the catalogue's default)")
