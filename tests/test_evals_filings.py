@@ -173,3 +173,34 @@ def test_a_run_converts_one_filing_at_a_time_holds_at_most_four_and_every_questi
     got = asyncio.run(everyone())
     assert got == [i.meta["doc_name"] for i in items]
     assert sorted(converted) == names and most[0] <= filings.AT_ONCE and held._held == {}
+
+
+def test_an_asked_items_reply_is_scored_with_its_document_and_notes_and_a_failure_is_its_error():
+    """run_item's filing path (the asker: finspace.evals.filings.ask in a run): the reply scored as FinanceBench's,
+    the pages given and the usage line's notes kept; a filing that can't be had is the item's error."""
+    import asyncio
+
+    from finspace.engine.records import ChatInfo
+    from finspace.evals import prompt as eval_prompt
+    from finspace.evals import score as eval_score
+    from finspace.evals.formats import EvalItem
+    from finspace.evals.run import item_settings, run_item
+
+    item = EvalItem("q1", "Apple's FY2015 total net sales?", "", "$233715.00", {"doc_name": APPLE})
+
+    async def asker(it):
+        if it.id == "bad":
+            raise DataUnavailable(f"{MISSING}.pdf could not be fetched from GitHub (HTTP 404)")
+        info = ChatInfo(output_tokens=9)
+        info.notes.append("tools stopped: a tool call was cut at max tokens")
+        return "Total net sales were $233,715 million.\nAnswer: $233,715 million", info, "document: 5 of 84 pages"
+
+    def one(it):
+        return asyncio.run(run_item(None, "financebench", it, item_settings(None, 48), context_chars=3000,
+                                    prompt_mod=eval_prompt, score_mod=eval_score, asker=asker))
+
+    got = one(item)
+    assert got.correct and not got.refused and got.error is None and got.output_tokens == 9
+    assert got.document == "document: 5 of 84 pages" and got.notes == ("tools stopped: a tool call was cut at max tokens",)
+    bad = one(dataclasses.replace(item, id="bad"))
+    assert bad.error.startswith(f"{MISSING}.pdf could not be fetched") and not bad.correct and bad.answer == ""

@@ -36,8 +36,11 @@ from finspace.evals.prompt import PROMPT_FORMAT_FILING_TOOLS, filing_messages
 from finspace.grounding.chat import filing_tools
 
 AT_ONCE = 4  # converted filings held at once
-# a round of the tools format has at least this many tokens: a forced search's JSON (a query of up to 200
-# characters and a document id of up to 80, finspace.tools.filing) is cut below it, and a cut call ends the tools
+# a round of the tools format has at least this many tokens, so a small reply bound (FINSPACE_EVAL_REPLY_TOKENS) does
+# not cut a sensible call (a query of a few words and a document id); a model that writes a query to its 200-character
+# bound a token a character (SmolLM2: "... for 3M: 2018, 2018, ...") is cut, its item noted so (ItemResult.notes).
+# Not more: the bound is every round's, and the rounds after a call would take it all (SmolLM2: 300 tokens of
+# "<tool_response>" after the search, 2.5 times the 128's time)
 CALL_TOKENS = 128
 CLIENT = "scoreboard"  # the conversion gate's client for a run's filings
 

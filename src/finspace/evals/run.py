@@ -45,6 +45,7 @@ class ItemResult:
     context_chars: int | None = None  # the item's context, at most, in characters (less after a retry)
     tool_calls: int = 0  # tool calls made for it (the +calc and +filing-tools prompt formats)
     document: str | None = None  # the filing formats: what the model was given ("12 of 84 pages (5 passages)...")
+    notes: tuple[str, ...] = ()  # what the reply's usage line says (a tool round bound, a call cut at max tokens)
 
 
 @dataclass
@@ -158,7 +159,7 @@ def _scored(score_mod: Any, set_name: str, item: Any, reply: str, info: ChatInfo
     return ItemResult(id=str(item.id), answer=reply, extracted=s.extracted, correct=bool(s.correct),
                       f1=None if s.f1 is None else float(s.f1), refused=bool(s.refused),
                       output_tokens=int(info.output_tokens), finish_reason=info.finish_reason, context_chars=budget,
-                      tool_calls=len(info.tool_steps), document=document)
+                      tool_calls=len(info.tool_steps), document=document, notes=tuple(info.notes))
 
 
 async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: int, context_chars: int,
