@@ -137,3 +137,24 @@ def test_a_result_that_would_overflow_the_context_ends_the_rounds_with_an_answer
     assert last_settings.tools is None and last_messages[-1]["role"] == "user"  # the rounds that fitted, no tools
     assert info.notes == [loop.NO_ROOM] and "would not fit" in info.notes[0]
     assert "would not fit" in convo.usage_line({**convo.usage(info, 0.0, 1.0), "document": None})
+
+
+class Cut(Scripted):
+    """The first round ends at max tokens in the middle of its call's JSON."""
+
+    async def chat_parts(self, messages, settings, info):
+        first = not self.sent
+        async for pair in super().chat_parts(messages, settings, info):
+            yield pair
+        if first:
+            info.finish_reason = "length"
+
+
+def test_a_call_cut_at_max_tokens_ends_the_rounds_with_a_note_not_a_refused_reply():
+    """A forced call whose arguments the reply's bound cut (SmolLM2 with the Scoreboard's 48 tokens wrote a long
+    query) was run and sent back as unfinished JSON, and the next round was refused ("tool_calls[0].function.
+    arguments is not valid JSON"), losing the reply. The rounds end there, with a line saying why."""
+    engine = Cut('{"expression": "2400 * 15% + 2400 * 15% + 24', "never asked")
+    answer, info = run(engine, force=True)
+    assert len(engine.sent) == 1 and info.tool_steps == [] and answer == ""
+    assert info.notes == [loop.CUT] and "raise max tokens" in info.notes[0]

@@ -22,6 +22,8 @@ import pytest
 from server_utils import Server
 from support.catalog import REPO, demo_entry, long_context_copy, write_catalog
 from support.evalsets import place_in
+from support.filings import filing
+from support.financebench import APPLE, MISSING, NOT_PDF, Mirror, mirror
 from support.smollm import KEY, catalog_entry
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -40,14 +42,19 @@ def server(tmp_path_factory, smollm_models, model_dir):
     models = {KEY: catalog_entry(temperature=0.0),
               DEMO: demo_entry(demo, None, label="Demo (random weights)", max_model_len=2048)}
     catalog = write_catalog(root / "catalog", models, default=KEY)
+    repo = mirror(root / "financebench")  # FinanceBench's repository, faked at the edge (support.financebench)
+    fb = Mirror(repo) if repo is not None else None
     srv = Server(root, catalog, env={"FINSPACE_CPU_KV_CACHE_MIB": "512", "FINSPACE_EVAL_REPLY_TOKENS": "48",
-                                     "GRADIO_TEMP_DIR": str(root / "gradio")})
-    srv.catalog, srv.scores = catalog, root / "data" / "scores"
+                                     "GRADIO_TEMP_DIR": str(root / "gradio"),
+                                     **({"FINSPACE_FINANCEBENCH_BASE_URL": fb.url} if fb else {})})
+    srv.catalog, srv.scores, srv.financebench = catalog, root / "data" / "scores", fb
     try:
         srv.wait(ready=True)
         yield srv
     finally:
         srv.stop()
+        if fb is not None:
+            fb.stop()
 
 
 def client(server):
@@ -157,6 +164,57 @@ def test_a_cancelled_run_keeps_its_finished_items_marked_partial(server):
     assert full["partial"] is True and full["state"] == "cancelled" and full["n"] == len(full["items"]) == p["n"]
     assert full["total"] == 40 and all(i["answer"] or i["error"] for i in full["items"])
     assert board(server)["results"][0]["partial"] is True and board(server)["running"] is None
+
+
+FILING_FORMATS = ("finspace-eval-v1+filing", "finspace-eval-v1+filing-tools")
+
+
+def test_financebench_over_the_whole_filings_in_both_formats_with_refusals_apart(server):
+    """Issue 39: FinanceBench's questions asked about their whole PDFs on SmolLM2, as the chat asks (the passages
+    that fit, one shot; the filing tools, whose first round is a forced search at its 2,048-token context). Three
+    questions in FinanceBench's schema: Apple's FY2015 10-K (the real PDF), one whose PDF the repository lacks,
+    one whose "PDF" is an HTML page. Both runs complete; the two bad filings are their items' errors naming the
+    fix, not the run's end; the PDF and the set are fetched once (the second run asks the network for neither);
+    the board shows both formats, refusals and errors apart."""
+    filing("APPLE_2015_10K.pdf")  # skipped, naming the folder, without ../shared/filings
+    fb, files = server.financebench, {}
+    for fmt in FILING_FORMATS:
+        r = httpx.post(server.url + "/scores/run", json={"set": "financebench", "limit": 3, "prompt_format": fmt},
+                       headers=server.auth(), timeout=60)
+        assert r.status_code == 202, r.text
+        files[fmt] = wait_done(server)["file"]
+    assert fb.asked[f"/pdfs/{APPLE}.pdf"] == 1 and fb.asked["/data/financebench_open_source.jsonl"] == 1, fb.asked
+    for fmt, name in files.items():
+        full = stored(server, name)
+        assert (full["prompt_format"], full["set"], full["n"], full["errors"]) == (fmt, "financebench", 3, 2), full
+        apple, missing, not_pdf = full["items"]
+        assert apple["error"] is None and apple["answer"].strip() and apple["output_tokens"] > 0, apple
+        assert f"{APPLE} p. " in apple["document"], apple  # the pages the model was given, named
+        assert "HTTP 404" in missing["error"] and f"evalsets/financebench/pdfs/{MISSING}.pdf" in missing["error"]
+        assert f"{NOT_PDF}.pdf: what was fetched is not a PDF" in not_pdf["error"], not_pdf
+        assert isinstance(full["refusals"], int) and full["summary"]["n"] == 1, full["summary"]
+    tools = stored(server, files[FILING_FORMATS[1]])["items"][0]
+    assert tools["tool_calls"] >= 1 and stored(server, files[FILING_FORMATS[0]])["items"][0]["tool_calls"] == 0
+    from finspace.ui.scores_tab import COLUMNS, board_rows, chart_frame
+
+    results = board(server)["results"]
+    rows = [dict(zip(COLUMNS, row)) for row in board_rows(results) if row[1] == "financebench"]
+    assert sorted(r["prompt"] for r in rows) == sorted(FILING_FORMATS), rows
+    assert all(r["errors"] == 2 and isinstance(r["refusals"], int) for r in rows), rows
+    assert {f"{KEY} +filing", f"{KEY} +filing-tools"} <= set(chart_frame(results)["model"]), chart_frame(results)
+    r = httpx.post(server.url + "/scores/run", json={"set": "tatqa", "limit": 1, "prompt_format": FILING_FORMATS[0]},
+                   headers=server.auth(), timeout=60)
+    assert r.status_code == 422 and "run it on financebench" in r.json()["error"], r.text
+
+
+def wait_done(server, timeout: float = 600.0) -> dict:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        b = board(server)
+        if b["running"] is None and b["last"] and b["last"]["state"] in ("done", "cancelled"):
+            return b["last"]
+        time.sleep(0.3)
+    raise TimeoutError(f"the run did not end in {timeout:.0f} s\n{server.log_tail()}")
 
 
 def test_demo_scores_near_zero_and_a_run_is_refused_while_the_switch_runs(server):

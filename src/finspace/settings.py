@@ -212,6 +212,15 @@ def _disclaimer(env: Mapping[str, str]) -> str:
     return value
 
 
+def _base_url(env: Mapping[str, str], name: str) -> str | None:
+    """An http(s) URL, its trailing slash dropped (None when unset)."""
+    url = (env.get(name) or "").strip().rstrip("/") or None
+    if url is not None and not url.lower().startswith(("http://", "https://")):
+        raise BadInput(f"{name} must be an http:// or https:// URL: the base its files are read from (e.g. "
+                       "https://raw.githubusercontent.com/patronus-ai/financebench/<commit>), or unset")
+    return url
+
+
 @dataclass(frozen=True)
 class Settings:
     host: str = "0.0.0.0"
@@ -242,6 +251,7 @@ class Settings:
     disclaimer: str = DISCLAIMER  # one line under the chat; empty: none
     financebench_file: str | None = None  # FINSPACE_FINANCEBENCH_FILE: a local FinanceBench JSONL (else fetched)
     evalsets_dir: str | None = None  # FINSPACE_EVALSETS_DIR: placed eval-set files, <set>/<published name>
+    financebench_base_url: str | None = None  # FINSPACE_FINANCEBENCH_BASE_URL: a mirror of FinanceBench's files
     test_replay: str | None = None  # TEST-ONLY: generated reasoning models replay this recorded stream
     test_prompt_log: str | None = None  # TEST-ONLY: the engine appends each prompt it receives to this file
     test_mcp_fetch_loopback: bool = False  # TEST-ONLY: MCP tools may fetch a URL on 127.0.0.1 (a test's server)
@@ -299,6 +309,7 @@ class Settings:
             disclaimer=_disclaimer(env),
             financebench_file=(env.get("FINSPACE_FINANCEBENCH_FILE") or "").strip() or None,
             evalsets_dir=(env.get("FINSPACE_EVALSETS_DIR") or "").strip() or None,
+            financebench_base_url=_base_url(env, "FINSPACE_FINANCEBENCH_BASE_URL"),
             test_replay=(env.get("FINSPACE_TEST_REPLAY") or "").strip() or None,
             test_prompt_log=(env.get("FINSPACE_TEST_PROMPT_LOG") or "").strip() or None,
             test_mcp_fetch_loopback=_bool(env, "FINSPACE_TEST_MCP_FETCH_LOOPBACK"),

@@ -22,7 +22,7 @@ from finspace.commands.args import positive_int
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="score the model on a finance QA set (the Scoreboard's run), and store it",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("set", metavar="SET", help="the set: finqa or tatqa")
+    p.add_argument("set", metavar="SET", help="the set: finqa, tatqa or financebench")
     p.add_argument("--limit", type=positive_int("20"), default=None, metavar="N",
                    help="run the first N items (default: all, up to FINSPACE_EVAL_MAX_ITEMS)")
     p.add_argument("--model", default=None, help="catalogue key (default $FINSPACE_MODEL or the catalogue's default)")
@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the stored result as JSON")
     p.add_argument("--calc", action="store_true",
                    help="prompt format finspace-eval-v1+calc: the model may call the calculator (a tool parser needed)")
+    p.add_argument("--filing", choices=("passages", "tools"), default=None,
+                   help="financebench over each question's whole filing (its PDF, fetched once and cached): the "
+                        "passages that fit, one shot (finspace-eval-v1+filing), or the filing tools "
+                        "(finspace-eval-v1+filing-tools, a tool parser needed)")
     p.set_defaults(func=run)
 
 
@@ -85,6 +89,8 @@ async def _run(settings, args: argparse.Namespace) -> dict:
         print(f"loading {key}…", file=sys.stderr)
         await svc.load(key)
         fmt = "finspace-eval-v1+calc" if getattr(args, "calc", False) else None
+        if getattr(args, "filing", None):
+            fmt = "finspace-eval-v1+filing" + ("-tools" if args.filing == "tools" else "")
         job = await svc.scores.start(args.set, args.limit, internal=True, path=args.file, prompt_format=fmt)
         while job.running:
             p = job.progress()

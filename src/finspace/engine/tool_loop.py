@@ -29,6 +29,10 @@ NO_ROOM = ("tools stopped: the last tool result would not fit the model's contex
            "answered from what it had")
 
 
+CUT = ("tools stopped: a tool call was cut at max tokens (its arguments unfinished); raise max tokens so the "
+       "model can write its calls")
+
+
 def offered(engine: Any) -> bool:
     """Whether the chat offers the calculator to the engine's model: a tool parser reads its calls, and the
     engine has not found that its model server refuses tools (a remote one started without them)."""
@@ -119,6 +123,9 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
         if reader.late_thinking or rest:
             yield reader.late_thinking, rest
         if not calls:
+            return
+        if part.finish_reason == "length":  # a call cut at the reply's bound: its arguments are not whole JSON
+            info.notes.append(CUT)
             return
         fitted = msgs
         steps = [run(c["function"]["name"], c["function"]["arguments"]) for c in calls]

@@ -3,6 +3,7 @@
 sets.py loads FinQA, TAT-QA and FinanceBench's open set from their published files (placed under evalsets/,
 cached in the data folder, fetched once from GitHub by fetched.py, or named by path); prompt.py turns an
 item into chat messages; score.py scores a reply as each set's own evaluation does (tatqa_metric.py:
-TAT-QA's EM and F1). Nothing here touches the engine: a run (another module) sends the messages and passes
-the replies back.
+TAT-QA's EM and F1). run.py sends the items to the engine; desk.py is the Service's Scoreboard. FinanceBench
+over the whole filings: pdfs.py fetches each question's PDF once (cached, never shipped), filings.py asks it
+through the Service as the chat asks about an attached document (passages, or the filing tools).
 """

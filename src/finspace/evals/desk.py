@@ -37,6 +37,7 @@ class Job:
         self.result: dict | None = None
         self.file: str | None = None
         self.error: str | None = None
+        self.asker: Any = None  # the filing formats' (ScoreDesk._asker)
 
     @property
     def running(self) -> bool:
@@ -120,13 +121,14 @@ class ScoreDesk:
         if not internal:
             self.svc.authorize(token, client=client, action="a Scoreboard run")
         n = self._check_args(set_name, limit)
-        fmt = self._check_format(prompt_format)
+        fmt = self._check_format(prompt_format, set_name)
         self._check_free()
         self._starting = True  # a switch asked for while the set loads is refused too
         try:
             eval_set = await asyncio.to_thread(load_set, set_name, limit=n, path=path or self._placed(set_name),
                                                data_dir=data_folder(self.svc),
-                                               evalsets_dir=getattr(self.svc.settings, "evalsets_dir", None))
+                                               evalsets_dir=getattr(self.svc.settings, "evalsets_dir", None),
+                                               base_url=getattr(self.svc.settings, "financebench_base_url", None))
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
             engine = self.svc.engine
@@ -135,6 +137,7 @@ class ScoreDesk:
             job = Job(eval_set, results.provenance(engine, self.svc.ledger), self._context_chars(engine),
                       self.limits.reply_tokens, fmt)
             job.answer_chars = self.limits.answer_chars
+            job.asker = self._asker(eval_set, fmt)
             job.task = asyncio.get_running_loop().create_task(self._work(job), name=f"finspace-eval-{set_name}")
             job.task.add_done_callback(_retrieve)
             self.job = job
@@ -143,17 +146,43 @@ class ScoreDesk:
         log.info("scoreboard run: %s, %d items on %s", set_name, len(eval_set.items), job.provenance["model_key"])
         return job
 
-    def _check_format(self, value: Any) -> str:
-        """The run's prompt format; the calculator's needs a model whose calls finspace can read."""
-        from finspace.evals.prompt import PROMPT_FORMAT_CALC, check_format
+    def _check_format(self, value: Any, set_name: Any = None) -> str:
+        """The run's prompt format; the calculator's and the filing tools' need a model whose calls finspace can
+        read, and the filing formats are FinanceBench's (its questions name their filings)."""
+        from finspace.evals.prompt import FILING_FORMATS, PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS, check_format
         from finspace.engine.tool_loop import offered
 
         fmt = check_format(value)
-        if fmt == PROMPT_FORMAT_CALC and not offered(self.svc.engine):
+        if fmt in FILING_FORMATS and set_name != "financebench":
+            raise BadInput(f"{fmt} asks each question about its whole filing, which only FinanceBench's questions "
+                           "name; run it on financebench, or choose finspace-eval-v1 for this set")
+        if fmt in (PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS) and not offered(self.svc.engine):
             key = getattr(self.svc.engine.entry, "key", None)
-            raise BadInput(f"{fmt} lets the model call the calculator, and {key!r} has no tool parser (the "
-                           "catalogue's tool_parser); run finspace-eval-v1, or load a model that has one")
+            what = "the calculator" if fmt == PROMPT_FORMAT_CALC else "the filing tools"
+            other = "finspace-eval-v1" if fmt == PROMPT_FORMAT_CALC else "finspace-eval-v1+filing (the passages)"
+            raise BadInput(f"{fmt} lets the model call {what}, and {key!r} has no tool parser (the catalogue's "
+                           f"tool_parser); run {other}, or load a model that has one")
         return fmt
+
+    def _asker(self, eval_set: Any, fmt: str) -> Any:
+        """For the filing formats, how an item is asked: about its PDF, through the Service as the chat asks
+        (finspace.evals.filings); None for the others (the set's context, straight to the engine)."""
+        from finspace.evals import filings
+        from finspace.evals.prompt import FILING_FORMATS
+        from finspace.evals.run import item_settings
+
+        if fmt not in FILING_FORMATS:
+            return None
+        svc = self.svc
+        held = filings.Filings(svc, eval_set.items, data_folder(svc),
+                               evalsets_dir=getattr(svc.settings, "evalsets_dir", None),
+                               base_url=getattr(svc.settings, "financebench_base_url", None))
+        settings = item_settings(svc.engine.entry, self.limits.reply_tokens)
+
+        async def ask(item: Any):
+            return await filings.ask(svc, held, item, settings, fmt)
+
+        return ask
 
     def _placed(self, set_name: str) -> str | None:
         """FINSPACE_FINANCEBENCH_FILE: the user's own copy of FinanceBench (never vendored, else fetched)."""
@@ -168,7 +197,7 @@ class ScoreDesk:
     async def _work(self, job: Job) -> None:
         runs = run_items(self.svc.engine, job.eval_set.name, job.eval_set.items,
                          reply_tokens=job.reply_tokens, context_chars=job.context_chars,
-                         prompt_format=job.prompt_format)
+                         prompt_format=job.prompt_format, asker=getattr(job, "asker", None))
         try:
             async with contextlib.aclosing(runs) as stream:
                 async for run in stream:

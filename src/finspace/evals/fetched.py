@@ -44,22 +44,36 @@ def github(repo: str, commit: str, file: str) -> Remote:
     return Remote(repo, commit, file, f"https://raw.githubusercontent.com/{repo}/{commit}/{file}")
 
 
+def mirrored(remote: Remote, base_url: str | None) -> Remote:
+    """``remote`` read from ``base_url`` instead of GitHub (FINSPACE_FINANCEBENCH_BASE_URL: a mirror of the
+    repository's files at the pinned commit, ``<base_url>/<file>``); ``remote`` itself without one."""
+    if not base_url:
+        return remote
+    return Remote(remote.repo, remote.commit, remote.file, f"{base_url.rstrip('/')}/{remote.file}")
+
+
 def cached_path(remote: Remote, data_dir: str | Path) -> Path:
     return Path(data_dir) / "evals" / f"{remote.repo.replace('/', '__')}__{remote.filename}"
 
 
-def fetch(remote: Remote, data_dir: str | Path, *, timeout_s: float = 10.0, env_hint: str = "") -> Path:
-    """The cached copy, downloaded first when absent. DataUnavailable (naming the fix) when it can't be had;
-    a partial download never takes the cached name."""
-    dest = cached_path(remote, data_dir)
+def fetch(remote: Remote, data_dir: str | Path, *, timeout_s: float = 10.0, env_hint: str = "",
+          dest: Path | None = None, max_bytes: int = MAX_BYTES, fix: str | None = None) -> Path:
+    """The cached copy (``dest``, default ``cached_path``), downloaded first when absent, at most ``max_bytes``.
+    DataUnavailable (naming the fix: ``fix``, else the Remote's) when it can't be had; a partial download never
+    takes the cached name."""
+    dest = dest or cached_path(remote, data_dir)
     if dest.is_file():
         return dest
+    fix = fix or remote.fix(env_hint)
     try:
-        body = _download(remote.url, timeout_s)
+        body = _download(remote.url, timeout_s, max_bytes)
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", None) or err.__class__.__name__
-        raise DataUnavailable(f"{remote.filename} could not be fetched from GitHub ({reason}); "
-                              f"{remote.fix(env_hint)}") from None
+        if isinstance(err, urllib.error.HTTPError):
+            reason = f"HTTP {err.code}: not at the pinned commit" if err.code == 404 else f"HTTP {err.code}"
+        failed = DataUnavailable(f"{remote.filename} could not be fetched from GitHub ({reason}); {fix}")
+        failed.unreachable = isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError)
+        raise failed from None
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         part = dest.with_name(dest.name + f".part{os.getpid()}")
@@ -67,14 +81,14 @@ def fetch(remote: Remote, data_dir: str | Path, *, timeout_s: float = 10.0, env_
         os.replace(part, dest)
     except OSError as err:
         raise DataUnavailable(f"{remote.filename} was fetched but could not be cached in the data folder "
-                              f"({err.strerror or err.__class__.__name__}); {remote.fix(env_hint)}") from None
+                              f"({err.strerror or err.__class__.__name__}); {fix}") from None
     return dest
 
 
-def _download(url: str, timeout_s: float) -> bytes:
+def _download(url: str, timeout_s: float, max_bytes: int = MAX_BYTES) -> bytes:
     request = urllib.request.Request(url, headers={"User-Agent": "finspace-evals"})
-    with urllib.request.urlopen(request, timeout=timeout_s) as reply:  # noqa: S310 - a fixed https URL
-        body = reply.read(MAX_BYTES + 1)
-    if len(body) > MAX_BYTES:
-        raise ValueError(f"over {MAX_BYTES >> 20} MiB")
+    with urllib.request.urlopen(request, timeout=timeout_s) as reply:  # noqa: S310 - a pinned https URL
+        body = reply.read(max_bytes + 1)
+    if len(body) > max_bytes:
+        raise ValueError(f"over {max_bytes / (1 << 20):g} MiB")
     return body

@@ -15,7 +15,13 @@ PROMPT_FORMAT = "finspace-eval-v1"
 # The same prompt, and the model may call the built-in calculator (finspace.engine.tool_loop) before it answers:
 # stored and shown as its own rows, so the calculator's effect is measured per model.
 PROMPT_FORMAT_CALC = "finspace-eval-v1+calc"
-FORMATS = (PROMPT_FORMAT, PROMPT_FORMAT_CALC)
+# FinanceBench over each question's whole filing (its PDF, finspace.evals.pdfs), answered as the chat answers with a
+# document attached (finspace.evals.filings): the passages that fit the model's context, one shot; or the filing
+# tools (outline, search, read_page, filer_facts, calculate) for a model with a tool parser
+PROMPT_FORMAT_FILING = "finspace-eval-v1+filing"
+PROMPT_FORMAT_FILING_TOOLS = "finspace-eval-v1+filing-tools"
+FILING_FORMATS = (PROMPT_FORMAT_FILING, PROMPT_FORMAT_FILING_TOOLS)
+FORMATS = (PROMPT_FORMAT, PROMPT_FORMAT_CALC, *FILING_FORMATS)
 CALC_NOTE = " For any arithmetic, call the calculate tool and use its result."
 DEFAULT_CONTEXT_CHARS = 3000
 MIN_CONTEXT_CHARS = 200
@@ -30,6 +36,22 @@ HINTS = {
     "financebench": ("Give the figure with its unit, or a short answer. If the context does not hold the "
                      "answer, say so."),
 }
+
+
+FILING_SYSTEM = ("You are a careful financial analyst. Answer the question from the filing's pages given to you only, "
+                 "citing the page. Reason briefly if you need to, then end with one final line: Answer: <value>")
+FILING_TOOLS_NOTE = " Use the tools to find and read the pages that hold the answer before you answer."
+
+
+def filing_messages(item: EvalItem, prompt_format: str) -> list[dict]:
+    """A FinanceBench item over its whole filing: the instructions as the system prompt (the filing's passages, or
+    the tools' preamble, go after it) and the question alone as the user's message (what the passages are
+    chosen for)."""
+    if prompt_format not in FILING_FORMATS:
+        raise BadInput(f"prompt format {str(prompt_format)[:60]!r} is not one of {', '.join(FILING_FORMATS)}")
+    system = FILING_SYSTEM + (FILING_TOOLS_NOTE if prompt_format == PROMPT_FORMAT_FILING_TOOLS else "")
+    return [{"role": "system", "content": f"{system} {HINTS['financebench']}"},
+            {"role": "user", "content": item.question}]
 
 
 def trim_context(text: str, max_chars: int) -> str:

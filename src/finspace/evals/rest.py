@@ -17,8 +17,9 @@ class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     set: str = Field(min_length=1, max_length=100, description="a set from GET /scores's 'sets'")
     limit: int | None = Field(default=None, ge=1, le=1_000_000, description="items to run (null: the bound)")
-    prompt_format: str | None = Field(default=None, max_length=40, description="finspace-eval-v1 (default) or "
-                                      "finspace-eval-v1+calc (the model may call the calculator)")
+    prompt_format: str | None = Field(default=None, max_length=40, description="finspace-eval-v1 (default), "
+                                      "finspace-eval-v1+calc (the model may call the calculator), or for financebench "
+                                      "finspace-eval-v1+filing / +filing-tools (each question's whole filing)")
 
 
 def add_score_routes(app: FastAPI, svc: Any, require_admin: Any) -> None:

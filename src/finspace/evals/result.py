@@ -71,7 +71,9 @@ def build(job: Any) -> dict:
     items = [{"id": r.id, "answer": r.answer if len(r.answer) <= cut else r.answer[:cut] + "…[cut]",
               "extracted": jsonable(r.extracted), "correct": r.correct, "f1": r.f1, "refused": r.refused,
               "error": r.error, "output_tokens": r.output_tokens, "finish_reason": r.finish_reason,
-              "context_chars": r.context_chars, "tool_calls": r.tool_calls} for r in done]
+              "context_chars": r.context_chars, "tool_calls": r.tool_calls,
+              **({"document": r.document} if r.document else {}),
+              **({"notes": list(r.notes)} if getattr(r, "notes", ()) else {})} for r in done]
     return {
         "v": SCHEMA, "at": job.at, "date": _iso(job.at), **prov,
         "set": s.name, "set_version": jsonable(s.version), "set_source": jsonable(s.source),

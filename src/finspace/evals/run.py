@@ -43,7 +43,9 @@ class ItemResult:
     output_tokens: int = 0
     finish_reason: str | None = None
     context_chars: int | None = None  # the item's context, at most, in characters (less after a retry)
-    tool_calls: int = 0  # calculator calls made for it (the +calc prompt format)
+    tool_calls: int = 0  # tool calls made for it (the +calc and +filing-tools prompt formats)
+    document: str | None = None  # the filing formats: what the model was given ("12 of 84 pages (5 passages)...")
+    notes: tuple[str, ...] = ()  # what the reply's usage line says (a tool round bound, a call cut at max tokens)
 
 
 @dataclass
@@ -103,12 +105,33 @@ async def _ask(engine: Any, messages: list[dict], settings: ChatSettings,
     return "".join(parts), info
 
 
+async def _asked(asker: Any, item: Any) -> tuple[str, ChatInfo, str | None] | ItemResult:
+    """The item asked by ``asker`` (the filing formats: finspace.evals.filings.ask through the Service), or its
+    error as the item's result."""
+    try:
+        return await asker(item)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an item's failure is recorded, the run goes on
+        if not isinstance(exc, FinspaceError):
+            log.warning("eval item %s failed: %s", getattr(item, "id", "?"), type(exc).__name__, exc_info=exc)
+        return ItemResult(id=str(item.id), error=short_error(exc))
+
+
 async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings, *, context_chars: int,
-                   prompt_mod: Any, score_mod: Any, prompt_format: str | None = None) -> ItemResult:
+                   prompt_mod: Any, score_mod: Any, prompt_format: str | None = None,
+                   asker: Any = None) -> ItemResult:
     """One item: asked, scored; a failure is the item's error. The context budget is a guess at the tokenizer's
     characters per token (the engine's tokenizer is not ours to call: it may be remote): when the engine says the
     prompt is too long (BadInput, before anything is generated), the item is asked again with half the context,
-    twice at most, and the characters it was asked with are recorded."""
+    twice at most, and the characters it was asked with are recorded. ``asker``: the item is asked by it instead
+    (``asker(item) -> (reply, info, document)``), once, its context sized by the chat's own budget."""
+    if asker is not None:
+        asked = await _asked(asker, item)
+        if isinstance(asked, ItemResult):
+            return asked
+        reply, info, document = asked
+        return _scored(score_mod, set_name, item, reply, info, None, document)
     budget = context_chars
     for attempt in range(RETRIES + 1):
         try:
@@ -127,18 +150,23 @@ async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings
             if not isinstance(exc, FinspaceError):
                 log.warning("eval item %s failed: %s", getattr(item, "id", "?"), type(exc).__name__, exc_info=exc)
             return ItemResult(id=str(item.id), error=short_error(exc), context_chars=budget)
+    return _scored(score_mod, set_name, item, reply, info, budget)
+
+
+def _scored(score_mod: Any, set_name: str, item: Any, reply: str, info: ChatInfo, budget: int | None,
+            document: str | None = None) -> ItemResult:
     s = score_mod.score(set_name, item, reply)
     return ItemResult(id=str(item.id), answer=reply, extracted=s.extracted, correct=bool(s.correct),
                       f1=None if s.f1 is None else float(s.f1), refused=bool(s.refused),
                       output_tokens=int(info.output_tokens), finish_reason=info.finish_reason, context_chars=budget,
-                      tool_calls=len(info.tool_steps))
+                      tool_calls=len(info.tool_steps), document=document, notes=tuple(info.notes))
 
 
 async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: int, context_chars: int,
                     prompt_mod: Any = None, score_mod: Any = None,
-                    prompt_format: str | None = None) -> AsyncGenerator[EvalRun, None]:
+                    prompt_format: str | None = None, asker: Any = None) -> AsyncGenerator[EvalRun, None]:
     """Ask every item at once; yield the run after each finished item (the last yield has state done; closed
-    early, the run is cancelled with the items that had finished)."""
+    early, the run is cancelled with the items that had finished). ``asker``: see run_item."""
     if prompt_mod is None or score_mod is None:  # the sets' own prompt and scorer (tests may pass others)
         from finspace.evals import prompt as default_prompt, score as default_score
 
@@ -147,7 +175,8 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
     settings = item_settings(engine.entry, reply_tokens)
     tasks: dict[asyncio.Task, int] = {
         asyncio.create_task(run_item(engine, set_name, item, settings, context_chars=context_chars,
-                                     prompt_mod=prompt_mod, score_mod=score_mod, prompt_format=prompt_format)): i
+                                     prompt_mod=prompt_mod, score_mod=score_mod, prompt_format=prompt_format,
+                                     asker=asker)): i
         for i, item in enumerate(items)}
     try:
         yield run

@@ -25,6 +25,9 @@ __all__ = ["SETS", "EvalItem", "EvalSet", "load_set", "placed_dirs"]
 SETS = ("finqa", "tatqa", "financebench")
 REPO_ROOT = Path(__file__).resolve().parents[3]  # beside src/ in a checkout (and on a Space)
 FINANCEBENCH_ENV = "FINSPACE_FINANCEBENCH_FILE"
+# FinanceBench's repository at the commit its open set and PDFs are read from (the jsonl's last change, 6e138b2,
+# is an ancestor: the same file); finspace.evals.pdfs fetches each question's filing at the same commit
+FINANCEBENCH_COMMIT = "cc39aeb4afdf33909ee1412188bf89035950c2eb"
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ _SPECS = {
     "tatqa": _Spec(tatqa_items, fetched.github("NExTplusplus/TAT-QA", "870accc41953dcde885aabeb963d94aabdc0fbc3",
                                                "dataset_raw/tatqa_dataset_dev.json"),
                    "dev", "CC BY 4.0 (TAT-QA dataset, Zhu et al. 2021)", 50, digest="1c07f0412998"),
-    "financebench": _Spec(financebench_items, fetched.github("patronus-ai/financebench", "main",
+    "financebench": _Spec(financebench_items, fetched.github("patronus-ai/financebench", FINANCEBENCH_COMMIT,
                                                              "data/financebench_open_source.jsonl"),
                           "open_source", "CC BY-NC 4.0 (FinanceBench, Patronus AI; non-commercial, "
                           "fetched for the user, not redistributed)", None, jsonl=True, env_hint=FINANCEBENCH_ENV),
@@ -127,7 +130,7 @@ def _read(path: Path, name: str, spec: _Spec, where: str) -> list:
 
 
 def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Path | None,
-            evalsets_dir: str | Path | None, timeout_s: float) -> tuple[Path, str]:
+            evalsets_dir: str | Path | None, timeout_s: float, base_url: str | None = None) -> tuple[Path, str]:
     """The file to read and how it came: given (path=), placed (evalsets/), or cached (fetched once)."""
     if path is not None:
         return Path(path).expanduser(), "given"
@@ -138,7 +141,8 @@ def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Pat
     if data_dir is None:
         from finspace.ledger import default_data_dir
         data_dir = default_data_dir()
-    return fetched.fetch(spec.remote, data_dir, timeout_s=timeout_s, env_hint=spec.env_hint), "cached"
+    remote = fetched.mirrored(spec.remote, base_url if name == "financebench" else None)
+    return fetched.fetch(remote, data_dir, timeout_s=timeout_s, env_hint=spec.env_hint), "cached"
 
 
 def items_digest(items: tuple[EvalItem, ...] | list[EvalItem]) -> str:
@@ -150,17 +154,18 @@ def items_digest(items: tuple[EvalItem, ...] | list[EvalItem]) -> str:
 
 def load_set(name: str, *, limit: int | None = None, path: str | Path | None = None,
              data_dir: str | Path | None = None, evalsets_dir: str | Path | None = None,
-             timeout_s: float = 10.0) -> EvalSet:
+             timeout_s: float = 10.0, base_url: str | None = None) -> EvalSet:
     """Load a set by name (one of SETS): by default the first 50 items (FinQA, TAT-QA) or all (FinanceBench)
     of its published file. ``path``: a published file to read instead (every item); ``limit``: the first N
     items; ``data_dir``: where fetched files are cached (default: the app's data folder); ``evalsets_dir``: a
     folder of placed files (<set>/<published file name>) to look in first; ``timeout_s``: the
-    fetch's network timeout. BadInput for an unknown set, a bad limit, or an unreadable or corrupted file
+    fetch's network timeout; ``base_url``: FinanceBench's files read from this mirror instead of GitHub
+    (FINSPACE_FINANCEBENCH_BASE_URL). BadInput for an unknown set, a bad limit, or an unreadable or corrupted file
     (named by its basename, with the fix); DataUnavailable when the file can't be fetched."""
     spec = _spec(name)
     key = name.strip().lower()
     count = _limit(limit)
-    file, where = _locate(key, spec, path, data_dir, evalsets_dir, timeout_s)
+    file, where = _locate(key, spec, path, data_dir, evalsets_dir, timeout_s, base_url)
     records = _read(file, key, spec, where)
     try:
         items = spec.parse(records)

@@ -40,7 +40,9 @@ ABOUT = ("Each row is one run of a public finance answer key on a model **as thi
 PLACE_HELP = ("**No GitHub from this machine?** A set's data is its published file: give it in the box above for "
               "this run (TAT-QA `tatqa_dataset_dev.json`, FinQA `test.json`, FinanceBench "
               "`financebench_open_source.jsonl`, as published), or place it once as `evalsets/<set>/<file>` beside "
-              "`src/` (or `$FINSPACE_EVALSETS_DIR/<set>/<file>`), where every run finds it (docs/scoreboard.md).")
+              "`src/` (or `$FINSPACE_EVALSETS_DIR/<set>/<file>`), where every run finds it. FinanceBench's `+filing` "
+              "formats read each question's PDF: place them as `evalsets/financebench/pdfs/<doc_name>.pdf` "
+              "(docs/scoreboard.md).")
 
 
 def limit_box(maximum: int) -> gr.Number:
@@ -76,12 +78,13 @@ def board_rows(results: list[dict]) -> list[list]:
 
 
 def chart_frame(results: list[dict]) -> pd.DataFrame:
-    """The newest complete result per (model, set, prompt format): one bar each, coloured by set; a run with the
-    calculator (finspace-eval-v1+calc) is its own bar, "<model> +calc"."""
+    """The newest complete result per (model, set, prompt format): one bar each, coloured by set; a run in another
+    format than the plain one is its own bar, "<model> +calc" (the calculator), "<model> +filing" (FinanceBench's
+    whole filings, passages), "<model> +filing-tools" (with the filing tools)."""
     seen: dict[tuple, dict] = {}
     for r in results:  # newest first: the first seen is the latest
         fmt = str(r.get("prompt_format") or "")
-        model = f"{r.get('model_key')} +calc" if fmt.endswith("+calc") else r.get("model_key")
+        model = f"{r.get('model_key')} +{fmt.split('+', 1)[1]}" if "+" in fmt else r.get("model_key")
         key = (model, r.get("set"))
         if not r.get("partial") and key not in seen:
             seen[key] = r
@@ -223,7 +226,8 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
         token = gr.Textbox(label="Admin token", type="password", visible=svc.locked, elem_id="scores-token",
                            placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run")
         fmt = gr.Dropdown(list(FORMATS), value=PROMPT_FORMAT, elem_id="scores-format",
-                          label="Prompt format (+calc: the model may call the calculator)")
+                          label="Prompt format (+calc: the model may call the calculator; +filing: FinanceBench over "
+                                "each question's whole filing, passages; +filing-tools: with the filing tools)")
     data_file = gr.File(label="The set's published file (optional: when this machine cannot reach GitHub)",
                         file_types=list(FILE_TYPES), type="filepath", elem_id="scores-file", height=90)
     gr.Markdown(PLACE_HELP, elem_id="scores-place")
