@@ -69,7 +69,7 @@ class Service:
                                       self.models, self.settings.matrix.max_documents)  # a conversation's documents
         self.matrix = MatrixDesk(engine, self.conversions, self.settings.documents, upload_folder(self.settings),
                                  self.settings.matrix, getattr(catalog, "path", None))  # the Filing Matrix
-        self.scores = ScoreDesk(self, self.settings.evals)  # the Scoreboard (finspace.evals)
+        self.scores = ScoreDesk(self, engine, self.settings.evals)  # the Scoreboard (finspace.evals)
         self.edgar = EdgarDesk(self, self.settings.edgar, self.settings.data_dir)  # companies on EDGAR (finspace.edgar)
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets

@@ -68,6 +68,11 @@ class ServingView:
         return self._engine.where()
 
     @property
+    def tools_refused(self) -> str | None:
+        """Why the model server refused tools (a remote one started without them), else None."""
+        return getattr(self._engine, "tools_refused", None)
+
+    @property
     def tool_parser(self) -> str | None:
         """The vLLM parser that reads this model's tool calls (None: it has none)."""
         return reading_parser(self._engine)

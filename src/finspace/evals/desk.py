@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from finspace.engine.api import EngineAPI
 from finspace.errors import BadInput, EvalRunning, NotReady, SwitchInProgress
 from finspace.evals import result as results
 from finspace.evals.limits import EvalLimits
@@ -55,8 +56,11 @@ class Job:
 
 
 class ScoreDesk:
-    def __init__(self, svc: Any, limits: EvalLimits | None = None, folder: Path | str | None = None):
-        self.svc = svc
+    def __init__(self, svc: Any, engine: EngineAPI, limits: EvalLimits | None = None,
+                 folder: Path | str | None = None):
+        """``svc``: the service a run is authorized, waits on loads and asks a filing's questions through (as the
+        chat does); ``engine``: what the set's items are sent to, all at once."""
+        self.svc, self.engine = svc, engine
         self.limits = limits or EvalLimits()
         self.store = ScoreStore(Path(folder) if folder is not None else data_folder(svc) / FOLDER,
                                 self.limits.max_results)
@@ -78,7 +82,7 @@ class ScoreDesk:
                               f"the Scoreboard tab), then switch models")
 
     def _check_free(self) -> None:
-        svc, engine = self.svc, self.svc.engine
+        svc, engine = self.svc, self.svc.serving
         if self.running:
             raise EvalRunning("a scoreboard run is already going; wait for it to finish or cancel it, then start "
                               "the next")
@@ -131,7 +135,7 @@ class ScoreDesk:
                                                base_url=getattr(self.svc.settings, "financebench_base_url", None))
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
-            engine = self.svc.engine
+            engine = self.svc.serving
             if engine.entry is None or engine.health().state != "ready":
                 raise NotReady("the model stopped being ready while the set loaded; try again when it is")
             job = Job(eval_set, results.provenance(engine, self.svc.ledger), self._context_chars(engine),
@@ -156,8 +160,8 @@ class ScoreDesk:
         if fmt in FILING_FORMATS and set_name != "financebench":
             raise BadInput(f"{fmt} asks each question about its whole filing, which only FinanceBench's questions "
                            "name; run it on financebench, or choose finspace-eval-v1 for this set")
-        if fmt in (PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS) and not offered(self.svc.engine):
-            key = getattr(self.svc.engine.entry, "key", None)
+        if fmt in (PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS) and not offered(self.svc.serving):
+            key = getattr(self.svc.serving.entry, "key", None)
             what = "the calculator" if fmt == PROMPT_FORMAT_CALC else "the filing tools"
             other = "finspace-eval-v1" if fmt == PROMPT_FORMAT_CALC else "finspace-eval-v1+filing (the passages)"
             raise BadInput(f"{fmt} lets the model call {what}, and {key!r} has no tool parser (the catalogue's "
@@ -177,7 +181,7 @@ class ScoreDesk:
         held = filings.Filings(svc, eval_set.items, data_folder(svc),
                                evalsets_dir=getattr(svc.settings, "evalsets_dir", None),
                                base_url=getattr(svc.settings, "financebench_base_url", None))
-        settings = item_settings(svc.engine.entry, self.limits.reply_tokens)
+        settings = item_settings(svc.serving.entry, self.limits.reply_tokens)
 
         async def ask(item: Any):
             return await filings.ask(svc, held, item, settings, fmt)
@@ -195,7 +199,7 @@ class ScoreDesk:
         return max(400, min(self.limits.context_chars, room))
 
     async def _work(self, job: Job) -> None:
-        runs = run_items(self.svc.engine, job.eval_set.name, job.eval_set.items,
+        runs = run_items(self.engine, job.eval_set.name, job.eval_set.items,
                          reply_tokens=job.reply_tokens, context_chars=job.context_chars,
                          prompt_format=job.prompt_format, asker=getattr(job, "asker", None))
         try:

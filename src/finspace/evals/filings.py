@@ -107,7 +107,7 @@ class Filings:
                 self._unreachable = exc
             raise
         data = await asyncio.to_thread(path.read_bytes)
-        return docs.with_id(await docs.attach_bytes(self.svc, f"{name}.pdf", data, CLIENT), [])
+        return docs.with_id(await self.svc.documents.attach_bytes(f"{name}.pdf", data, CLIENT), [])
 
 
 async def ask(svc: Any, filings: Filings, item: Any, settings: ChatSettings,
@@ -120,7 +120,7 @@ async def ask(svc: Any, filings: Filings, item: Any, settings: ChatSettings,
             raise BadInput(f"{item.id} names no filing (its doc_name); check the set's file")
         att = await filings.acquire(name)
         messages = filing_messages(item, prompt_format)
-        calculator = calculator_mode(svc.engine, prompt_format, [att])
+        calculator = calculator_mode(svc.serving, prompt_format, [att])
         if calculator != "off":
             settings = dataclasses.replace(settings, max_tokens=max(settings.max_tokens or 0, CALL_TOKENS))
         settings, summary = await svc.with_document([att], messages, settings, calculator=calculator)
