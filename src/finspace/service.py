@@ -15,11 +15,11 @@ import hmac
 import logging
 import time
 from collections import deque
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import psutil
 
-from finspace import planner
 from finspace.models.catalog import Catalog, ModelEntry
 from finspace.documents.chat import DocumentDesk, upload_folder
 from finspace.documents.gate import ConversionGate
@@ -34,7 +34,7 @@ from finspace.models.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized, redact)
 from finspace.wall.clients import request_client
-from finspace.fit.marks import LedgerMarks
+from finspace.fit.marks import LedgerMarks, model_rows
 from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
 from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings
@@ -131,6 +131,20 @@ class Service:
 
     def note_failure(self, client: str | None) -> None:
         self.throttle.failed(client)
+
+    async def answer(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
+                     documents: Any = None) -> AsyncGenerator[tuple[str, str], None]:
+        """The one way a question is answered, at every door that answers (the page, the Gradio API, MCP, the
+        Companies tab, the Scoreboard's filings): ``documents`` (Attached) placed within the model's context after
+        all else the prompt holds (``info.documents`` gets their usage phrase), then the reply's (thinking,
+        answer) deltas with the calculator or the filing tools as ``calculator`` says. /v1 passes through
+        (``generate``): its client runs its own tools."""
+        if documents:
+            settings, info.documents = await self.with_document(documents, messages, settings, calculator=calculator)
+        async with contextlib.aclosing(self.chat_parts(messages, settings, info, calculator=calculator,
+                                                       documents=documents or None)) as parts:
+            async for pair in parts:
+                yield pair
 
     def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
                    documents: Any = None):
@@ -354,30 +368,7 @@ class Service:
 
     def models(self) -> list[dict]:
         """The catalogue, each model with the planner's verdict for this machine and the ledger's mark."""
-        current = self.engine.health().model_key
-        marks = self.ledger_marks()
-        out = []
-        for e in self.catalog.entries:
-            v = self.verdict(e)
-            p = v.plan
-            out.append({
-                "key": e.key,
-                "label": e.label,
-                "description": e.description,
-                "source": e.repo or "local",
-                "loaded": e.key == current,
-                "fits": v.fits,
-                "reason": v.reason,
-                "max_model_len": v.max_model_len,
-                "kv_cache_tokens": p.kv_cache_tokens if p is not None else None,
-                "suggestions": [
-                    {"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
-                    for s in (p.suggestions if p is not None else ())
-                ],
-                "plan": planner.plan_json(p) if p is not None else None,
-                "ledger": marks.get(e.key),
-            })
-        return out
+        return model_rows(self.catalog.entries, self.verdict, self.ledger_marks(), self.engine.health().model_key)
 
     def loads(self, limit: Any = 50) -> list[dict]:
         """The last ``limit`` load records from the ledger (newest last)."""

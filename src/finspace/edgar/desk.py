@@ -147,14 +147,14 @@ class EdgarDesk:
             raise BadInput(f"question has {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,}")
         att = await self.attach(picked, client)
         messages = [{"role": "user", "content": question.strip()}]
-        settings, summary = await self.svc.with_document(att, messages, ChatSettings(max_tokens=max_tokens))
         info, parts = ChatInfo(), []
-        async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info)) as stream:
+        async with contextlib.aclosing(self.svc.answer(messages, ChatSettings(max_tokens=max_tokens), info,
+                                                       documents=[att])) as stream:
             async for _thinking, delta in stream:
                 parts.append(delta)
         text, pages = "".join(parts).strip(), len(att.doc.pages)
         cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
-        return {"answer": text, "citations": cited, "document": summary, "pages": pages,
+        return {"answer": text, "citations": cited, "document": info.documents, "pages": pages,
                 "filing": {**picked.filing.to_json(), "company": picked.company.to_json()},
                 "url": "https://www.sec.gov" + picked.filing.path(picked.document)}
 

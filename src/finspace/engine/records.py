@@ -38,6 +38,7 @@ class ChatInfo:
     text: str = ""  # the raw reply, thinking tags included (what a Continue resumes from)
     tool_steps: list = field(default_factory=list)  # the chat's calculator calls and results (finspace.tools)
     notes: list = field(default_factory=list)  # what the reply's line says besides its figures ("calculator off: ...")
+    documents: str | None = None  # the documents placed in the prompt ("document: 12 of 40 pages ..."), if any
 
 
 EngineState = Literal["none", "loading", "ready", "switching", "failed"]

@@ -2,7 +2,7 @@
 
 A question's filing (finspace.evals.pdfs: placed, cached, or fetched once) is converted as an upload is (the chat's
 ``attach``: child process, the document bounds) and answered through the Service, the chat's own path: its
-budget set by ``Service.with_document`` and the reply streamed by ``Service.chat_parts``. Two formats
+budget set and the reply streamed by ``Service.answer``. Two formats
 (finspace.evals.prompt):
 
 - ``finspace-eval-v1+filing``: one shot, the passages of the filing that fit the model's context (the tools off);
@@ -123,12 +123,11 @@ async def ask(svc: Any, filings: Filings, item: Any, settings: ChatSettings,
         calculator = calculator_mode(svc.serving, prompt_format, [att])
         if calculator != "off":
             settings = dataclasses.replace(settings, max_tokens=max(settings.max_tokens or 0, CALL_TOKENS))
-        settings, summary = await svc.with_document([att], messages, settings, calculator=calculator)
         info, parts = ChatInfo(), []
-        async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator,
-                                                      documents=[att])) as stream:
+        async with contextlib.aclosing(svc.answer(messages, settings, info, calculator=calculator,
+                                                  documents=[att])) as stream:
             async for _thinking, delta in stream:
                 parts.append(delta)
-        return "".join(parts), info, summary
+        return "".join(parts), info, info.documents
     finally:
         filings.release(name)

@@ -112,19 +112,18 @@ class ToolCalls:
             for path, _name in files:
                 remove_upload(path, self.upload_dir)
         messages = [{"role": "user", "content": args["question"]}]
-        settings, summary = await self.svc.with_document(atts, messages, ChatSettings(max_tokens=args.get("max_tokens")),
-                                                         calculator="auto")  # the page's default: tools if it calls them
         info = ChatInfo()
         answer = []
-        async with contextlib.aclosing(self.svc.chat_parts(messages, settings, info, calculator="auto",
-                                                           documents=atts)) as parts:
+        async with contextlib.aclosing(self.svc.answer(messages, ChatSettings(max_tokens=args.get("max_tokens")), info,
+                                                       calculator="auto",  # the page's default: tools if it calls them
+                                                       documents=atts)) as parts:
             async for _thinking, delta in parts:
                 answer.append(delta)
         text = "".join(answer).strip()
         pages = max(len(a.doc.pages) for a in atts)
         cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
         checked = await self.svc.check_answer(text, atts)
-        return {"answer": text, "citations": cited, "document": summary, "name": short_name(files[0][1]),
+        return {"answer": text, "citations": cited, "document": info.documents, "name": short_name(files[0][1]),
                 "ids": [a.ident for a in atts], "pages": pages, "checks": checked["checks"],
                 "steps": [s.as_dict() for s in info.tool_steps],
                 "model": info.model_key or getattr(self.svc.serving.entry, "key", None),

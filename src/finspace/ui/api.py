@@ -76,12 +76,12 @@ async def stream_parts(svc: Service, messages: list, settings: ChatSettings,
                        documents: Any = None) -> AsyncIterator[tuple[str, str]]:
     """The engine's reply as (thinking so far, answer so far), coalesced; counts the stream so intervals
     stretch under load. ``info`` is filled in by the engine (tokens, stop reason; the calculator's steps when
-    ``calculator`` is "auto" or "always": Service.chat_parts)."""
+    ``calculator`` is "auto" or "always": Service.answer)."""
     svc.active_streams += 1
     info = info if info is not None else ChatInfo()
     try:
-        async with contextlib.aclosing(svc.chat_parts(messages, settings, info, calculator=calculator,
-                                                       documents=documents)) as parts:
+        async with contextlib.aclosing(svc.answer(messages, settings, info, calculator=calculator,
+                                                   documents=documents)) as parts:
             async for pair in coalesce_parts(parts, lambda: interval_for(svc.active_streams,
                                                                          svc.settings.stream_interval_s)):
                 yield pair
@@ -89,10 +89,11 @@ async def stream_parts(svc: Service, messages: list, settings: ChatSettings,
         svc.active_streams -= 1
 
 
-async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> AsyncIterator[str]:
-    """The answer so far (a reasoning model's thinking left out)."""
+async def stream_reply(svc: Service, messages: list, settings: ChatSettings,
+                       documents: Any = None) -> AsyncIterator[str]:
+    """The answer so far (a reasoning model's thinking left out), from ``documents`` (Attached) when given."""
     last = None
-    async with contextlib.aclosing(stream_parts(svc, messages, settings)) as parts:
+    async with contextlib.aclosing(stream_parts(svc, messages, settings, documents=documents)) as parts:
         async for _thinking, answer in parts:
             answer = answer.lstrip()
             if answer and answer != last:
@@ -100,11 +101,10 @@ async def stream_reply(svc: Service, messages: list, settings: ChatSettings) -> 
                 yield answer
 
 
-async def document_settings(svc: Service, document: Any, messages: list, settings: ChatSettings,
-                            client: str | None = None) -> ChatSettings:
-    """``settings`` carrying the uploaded ``document`` (a gradio FileData: gradio_client's handle_file), or a list
-    of them (several filings, each known by its file name without the extension), whole or as the passages that
-    fit; every upload is deleted whatever happens."""
+async def attach_documents(svc: Service, document: Any, client: str | None = None) -> list:
+    """The uploaded ``document`` (a gradio FileData: gradio_client's handle_file), or a list of them (several
+    filings, each known by its file name without the extension), converted and measured (Attached); every upload
+    is deleted whatever happens."""
     files = document if isinstance(document, list) else [document]
     paths = [d.get("path") if isinstance(d, dict) else None for d in files]
     if not files or not all(isinstance(p, str) for p in paths):
@@ -118,7 +118,7 @@ async def document_settings(svc: Service, document: Any, messages: list, setting
     finally:
         for path in paths:
             remove_upload(path, docs.upload_folder(svc.settings))
-    return (await svc.with_document(atts, messages, settings))[0]
+    return atts
 
 
 def matrix_files(documents: Any) -> list[tuple[str, str]]:
@@ -149,11 +149,10 @@ class Endpoints:
         try:
             messages = api_messages(message, history)
             settings = chat_settings(system_prompt, temperature, max_tokens)
-            if document is not None:
-                settings = await document_settings(self.svc, document, messages, settings,
-                                                   self.svc.client_of(request))
+            atts = await attach_documents(self.svc, document, self.svc.client_of(request)) \
+                if document is not None else None
             text = ""
-            async for text in stream_reply(self.svc, messages, settings):
+            async for text in stream_reply(self.svc, messages, settings, atts):
                 yield text
             if not text:
                 yield ""

@@ -191,9 +191,6 @@ class ChatHandlers:
         hide = gr.update(visible=False)
         yield convo.display(conv_), conv_, first_msg, hide
         try:
-            summary = None
-            if attached:
-                settings, summary = await self.svc.with_document(attached, messages, settings, calculator=calculator)
             async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator,
                                                         attached)) as parts:
                 async for thinking, answer in parts:
@@ -204,7 +201,7 @@ class ChatHandlers:
                     yield convo.display(conv_), conv_, gr.skip(), gr.skip()
             reply["raw"] = base_raw + info.text
             reply["usage"] = convo.usage(info, started, time.monotonic(), previous if at is not None else None)
-            reply["usage"]["document"] = summary
+            reply["usage"]["document"] = info.documents
             if attached and reply["content"]:  # each cited figure against its page, and the pages (Sources)
                 reply.update(await self.svc.check_answer(reply["content"], attached))
             if info.tool_steps:
