@@ -226,3 +226,20 @@ def test_no_door_imports_another():
     g = top_graph(graph())
     crossing = {(a, b) for a in DOORS for b in g.get(a, set()) if b in DOORS}
     assert crossing == set(), f"a door reaches another (move what they share below the service): {crossing}"
+
+
+def test_each_package_says_what_it_may_import():
+    """Each package's docstring ends with "May import: a, b." naming the rooms it imports: a new import across
+    rooms is a choice made where the package says what it stands on (and LAYERS still has the last word)."""
+    import re
+
+    g = top_graph(graph())
+    wrong = {}
+    for init in sorted((SRC / "finspace").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        m = re.search(r"May import: ([^(]*?) \(", doc)
+        said = set() if m is None or m.group(1) == "nothing of finspace" else set(m.group(1).split(", "))
+        actual = g.get(init.parent.name, set())
+        if m is None or actual - said:
+            wrong[init.parent.name] = sorted(actual - said) if m else "no 'May import:' line"
+    assert wrong == {}, f"imports a package's docstring does not name: {wrong}"

@@ -3,4 +3,6 @@
 ``config`` (the settings), ``limiter`` (10 requests a second for the whole Space), ``cache`` (bodies on disk with
 their validators), ``client`` (SEC's two hosts only, bounded, retried), ``companies``, ``filings``, ``facts`` and
 ``desk`` (what ``Service.edgar`` is). See docs/edgar.md.
+
+May import: errors, engine, xbrl, documents (tests/test_imports.py).
 """

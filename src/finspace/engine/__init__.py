@@ -15,6 +15,8 @@ One module per concept; importing the package imports no vLLM:
 - ``reasoning``: a reasoning model's reply split into thinking and answer by vLLM's parser (lazily imported).
 
 The names other modules import from ``finspace.engine`` stay here.
+
+May import: errors, host, planner, models, structured, tools (tests/test_imports.py).
 """
 
 from finspace.engine.core import Engine

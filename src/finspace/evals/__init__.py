@@ -6,4 +6,6 @@ item into chat messages; score.py scores a reply as each set's own evaluation do
 TAT-QA's EM and F1). run.py sends the items to the engine; desk.py is the Service's Scoreboard. FinanceBench
 over the whole filings: pdfs.py fetches each question's PDF once (cached, never shipped), filings.py asks it
 through the Service as the chat asks about an attached document (passages, or the filing tools).
+
+May import: errors, ledger, engine, documents, grounding (tests/test_imports.py).
 """

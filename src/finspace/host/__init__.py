@@ -1,1 +1,4 @@
-"""The host: GPU readings (NVML), the known GPUs and this machine, thread priority, installed versions."""
+"""The host: GPU readings (NVML), the known GPUs and this machine, thread priority, installed versions.
+
+May import: errors, units (tests/test_imports.py).
+"""

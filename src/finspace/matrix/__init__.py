@@ -7,4 +7,6 @@ Rooms, each pure and small:
 - ``numbers``: numbers as filings write them (1,234.5; (1,234); 1.2 billion; 12.5%);
 - ``verify``: each cell's quote checked against the text of the page it cites.
 Nothing here runs on import, reads settings or touches the engine.
+
+May import: errors, models, engine, xbrl, documents (tests/test_imports.py).
 """

@@ -29,6 +29,8 @@ One module per concept, each importing only those above it:
 * ``result``: the frozen results (``Plan``, ``StagePlan``, ``Suggestion``) and nothing else, so that
   ``plan`` -> ``suggest`` -> ``result`` points one way.
 * ``export``: the stable JSON of a plan (``plan_json``; ``finspace.fit.render`` re-exports it).
+
+May import: errors, units, host (tests/test_imports.py).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ One module per concept:
 - ``metrics``: vLLM's Prometheus text -> the memory panel's "remote" reading.
 
 Nothing here runs on import or reads the environment (settings.RemoteSettings is passed in).
+
+May import: errors, models, tools, engine, settings (tests/test_imports.py).
 """
 
 from finspace.remote.engine import RemoteEngine

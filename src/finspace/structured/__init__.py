@@ -7,6 +7,8 @@ and to what it can compile quickly, before vLLM sees it.
 - ``cost``: the whole schema's grammar cost as one figure, bounded (``MAX_GRAMMAR_COST``);
 - ``refusals``: any refusal vLLM still makes, as a message naming the keyword (the engine raises it as BadInput);
 - ``compiles``: at most one new schema compiling at once per client (compiled grammars are cached by vLLM).
+
+May import: errors (tests/test_imports.py).
 """
 
 from finspace.structured.check import (MAX_COUNT, MAX_DEPTH, MAX_ENUM, MAX_EXPANDED, MAX_NODES, MAX_PATTERN_CHARS,
