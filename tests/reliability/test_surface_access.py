@@ -81,6 +81,7 @@ def _secret_operand(node: ast.AST) -> bool:
 
 def test_tokens_are_compared_in_constant_time(monkeypatch):
     """No ==/!= on a token anywhere in the app; authorize uses hmac.compare_digest (source and a spy)."""
+    from finspace.web import auth as auth_mod
     from finspace.web import server as server_mod
     from finspace.errors import Unauthorized
     from finspace import service as service_mod
@@ -98,7 +99,8 @@ def test_tokens_are_compared_in_constant_time(monkeypatch):
     assert "self._is_admin_token(token)" in inspect.getsource(service_mod.Service.authorize)
     assert "hmac.compare_digest(" in inspect.getsource(service_mod.Service._is_admin_token)
     assert "hmac.compare_digest(" in inspect.getsource(service_mod.Service.is_api_key)  # /v1's keys, every one
-    assert "svc.authorize(" in inspect.getsource(server_mod.build_app)  # REST goes through it too
+    assert "svc.authorize(" in inspect.getsource(auth_mod.admin)  # REST goes through it too
+    assert "auth.admin(svc)" in inspect.getsource(server_mod.build_app)
 
     calls = []
     real = service_mod.hmac.compare_digest

@@ -11,7 +11,7 @@ the engine on shutdown. REST:
     GET  /models            the catalogue with each model's plan for this hardware
     GET  /loads?limit=N     the load ledger's last N records
     GET  /scores            the Scoreboard's stored results; POST /scores/run {"set", "limit"} and /scores/cancel
-                            with the admin token (finspace.evals.rest)
+                            with the admin token (finspace.web.scores)
     POST /v1/chat/completions, GET /v1/models: OpenAI-compatible (finspace.openai_api; errors in OpenAI's shape)
     POST /gradio_api/mcp/   MCP over streamable HTTP (finspace.mcp_server: will_it_fit, extract_matrix, ask_document,
                             models, health, scores; load_model with the admin token)
@@ -30,57 +30,25 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
 
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.evals.limits import FILE_TYPES as EVAL_FILE_TYPES
-from finspace.errors import FinspaceError, http_headers
-from finspace.evals.rest import add_score_routes
-from finspace.wall.clients import bearer, request_client
+from finspace.errors import FinspaceError
 from finspace.wall import uploads
 from finspace.wall.guard import MCP_PATHS, EventTracker, Guard
 from finspace.wall.sessions import Sessions
 from finspace.mcp_server.endpoint import McpEndpoint
-from finspace.openai_api import add_openai_routes, error_body
+from finspace.openai_api import add_openai_routes
 from finspace.service import Service
 from finspace.settings import Settings
+from finspace.web import auth
+from finspace.web.errors import add_error_handlers
+from finspace.web.rest import rest_router
+from finspace.web.scores import scores_router
 
 log = logging.getLogger("finspace.web.server")
-
-
-class LoadRequest(BaseModel):
-    """POST /load-model body: a catalogue key, nothing else."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    model: str = Field(min_length=1, max_length=200, description="a catalogue key from GET /models")
-
-
-def _error(status: int, message: str, headers: dict | None = None, path: str = "") -> JSONResponse:
-    body = error_body(status, message) if path.startswith("/v1/") else {"error": message}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _validation_message(exc: RequestValidationError, body: str = '{"model": KEY}') -> str:
-    """Pydantic's complaint without echoing the input (which may be 1 MB, or a secret); ``body``: the route's shape."""
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
-        msg = str(err.get("msg", "invalid"))
-        if err.get("type") == "extra_forbidden":
-            msg = f"unknown field; the body is {body}"
-        elif err.get("type") == "missing":
-            msg = f"missing; the body is {body}"
-        elif err.get("type") == "json_invalid":
-            loc, msg = "body", f"not valid JSON; send {body} with Content-Type: application/json"
-        elif err.get("type") in ("model_attributes_type", "dict_type"):
-            msg = f"the body must be a JSON object {body}"
-        parts.append(f"{loc}: {msg}")
-    return "invalid request: " + "; ".join(parts)
 
 
 PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
@@ -141,17 +109,10 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
                   lifespan=lifespan, redoc_url=None, docs_url="/docs" if docs else None,
                   openapi_url="/openapi.json" if docs else None)
     app.state.service = svc
-    _add_error_handlers(app, svc)
-
-    def require_admin(request: Request) -> None:
-        """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
-        and wrong tokens are throttled per client (429)."""
-        client = request_client(request, settings.limits.trusted_proxies)
-        action = "a Scoreboard run" if request.url.path.startswith("/scores") else "switching models"
-        svc.authorize(bearer(request), client=client, action=action)
-
-    _add_rest_routes(app, svc, require_admin)
-    add_score_routes(app, svc, require_admin)  # GET /scores, POST /scores/run and /scores/cancel (finspace.evals)
+    add_error_handlers(app, svc)
+    require_admin = auth.admin(svc)
+    app.include_router(rest_router(svc, require_admin))  # /health, /load-model, /models, /edgar/*, /loads
+    app.include_router(scores_router(svc, require_admin))  # GET /scores, POST /scores/run and /scores/cancel
     add_openai_routes(app, svc)  # before the Gradio mount at "/", which would take /v1 otherwise
     for path in MCP_PATHS:  # MCP, before the mount too (an ASGI endpoint: the SDK's transport)
         app.router.add_route(path, mcp, methods=["POST"], include_in_schema=False)
@@ -161,76 +122,6 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     sessions.attach(demo.state_holder)
     app.state.tracker = tracker
     return app
-
-
-def _add_error_handlers(app: FastAPI, svc: Service) -> None:
-    """Domain errors with their status, FastAPI's own as {"error": ...}, a surprise as a 500 without a traceback."""
-
-    @app.exception_handler(FinspaceError)
-    async def _domain_error(request: Request, exc: FinspaceError):
-        return _error(exc.http_status, svc.redact(str(exc)), http_headers(exc) or None, request.url.path)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException):
-        msg = exc.detail if isinstance(exc.detail, str) else "the request failed"
-        if exc.status_code == 400 and "parsing the body" in msg:
-            msg = "the body could not be parsed as JSON; send {\"model\": KEY} with Content-Type: application/json"
-        return _error(exc.status_code, msg, getattr(exc, "headers", None), request.url.path)
-
-    @app.exception_handler(RequestValidationError)
-    async def _bad_request(request: Request, exc: RequestValidationError):
-        body = '{"set": NAME, "limit": N}' if request.url.path.startswith("/scores") else '{"model": KEY}'
-        return _error(422, _validation_message(exc, body), path=request.url.path)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):
-        log.error("unexpected %s on %s", type(exc).__name__, request.url.path, exc_info=exc)
-        return _error(500, f"unexpected server error ({type(exc).__name__}); the app is still running",
-                      path=request.url.path)
-
-
-def _add_rest_routes(app: FastAPI, svc: Service, require_admin) -> None:
-    """/health, /load-model (behind ``require_admin``), /models, /loads."""
-
-    @app.get("/health", summary="Status, model, engine stage, memory; 200 when ready, 503 otherwise")
-    async def health():
-        body, status = svc.health()
-        return JSONResponse(body, status_code=status)
-
-    @app.post("/load-model", status_code=202, dependencies=[Depends(require_admin)],
-              summary="Switch to a catalogue model in the background",
-              responses={401: {}, 403: {}, 409: {}, 422: {}, 400: {}, 429: {}})
-    async def load_model(body: LoadRequest):
-        svc.start_load(body.model)
-        await asyncio.sleep(0)  # let the load enter its first stage, so the answer shows it
-        state, _ = svc.health()
-        return JSONResponse({"accepted": True, "loading": body.model, **state}, status_code=202)
-
-    @app.get("/models", summary="The catalogue with each model's plan for this hardware")
-    async def models():
-        return svc.models()
-
-    @app.get("/edgar/company", summary="A company on SEC's EDGAR by ticker, CIK or name (a near miss: the closest)")
-    async def edgar_company(q: str = Query(..., max_length=120)):
-        return (await svc.edgar.company(q)).to_json()
-
-    @app.get("/edgar/filings", summary="A company's filings on EDGAR, newest first (form, year: the period's)")
-    async def edgar_filings(company: str = Query(..., max_length=120), form: str | None = Query(None, max_length=8),
-                            year: int | None = Query(None), older: bool = False,
-                            limit: int = Query(100, ge=1, le=1000)):
-        found, filings = await svc.edgar.filings(company, form, year, older, limit)
-        return {"company": found.to_json(), "filings": [f.to_json() for f in filings]}
-
-    @app.get("/edgar/facts", summary="Companies' reported figures by fiscal year or quarter (XBRL company facts)")
-    async def edgar_facts(companies: str = Query(..., max_length=400), field: str = Query(..., max_length=160),
-                          period: str = Query("annual", max_length=12)):
-        return await svc.edgar.facts(companies, field, period)
-
-    @app.get("/loads", summary="The load ledger's last records (planned vs actual)")
-    async def loads(limit: int = Query(50, ge=1, le=1000)):
-        if svc.ledger is None:
-            return _error(404, "the load ledger is not enabled in this app")
-        return await asyncio.to_thread(svc.loads, limit)  # file I/O off the serving loop
 
 
 def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker,

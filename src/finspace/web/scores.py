@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,7 +22,9 @@ class RunRequest(BaseModel):
                                       "finspace-eval-v1+filing / +filing-tools (each question's whole filing)")
 
 
-def add_score_routes(app: FastAPI, svc: Any, require_admin: Any) -> None:
+def scores_router(svc: Any, require_admin: Any) -> APIRouter:
+    app = APIRouter()
+
     @app.get("/scores", summary="Every stored scoreboard result (newest first), files skipped, the running run")
     async def scores():
         body = await asyncio.to_thread(svc.scores.board)  # file I/O off the serving loop
@@ -37,3 +39,5 @@ def add_score_routes(app: FastAPI, svc: Any, require_admin: Any) -> None:
     @app.post("/scores/cancel", dependencies=[Depends(require_admin)], summary="Cancel the running run (kept, partial)")
     async def cancel():
         return await svc.scores.cancel(internal=True)
+
+    return app
