@@ -9,7 +9,7 @@ The items: TAT-QA's dev split (the published file: --file, else the session's mi
 else the set's default copy); the first --items of it, or as many as there are (n is printed).
 
 * batched: finspace's run (ScoreDesk.start: every item's request in the engine at once), from start to result.
-* serial: the same items through the same function (finspace.evals.run.run_item: the same messages, context
+* serial: the same items through the same function (finspace.scoreboard.run.run_item: the same messages, context
   budget, greedy settings and max_tokens --tokens), one after another.
 
 The batched run goes first and again last (serial between them), so drift on this shared machine shows; its
@@ -45,19 +45,19 @@ def items_file(given: str | None, folder: Path) -> Path | None:
 
 async def batched(svc, path: Path | None, n: int) -> tuple[float, dict]:
     t0 = time.monotonic()
-    job = await svc.scores.start("tatqa", n, internal=True, path=str(path) if path else None)
-    await svc.scores.wait(job)
+    job = await svc.scoreboard.start("tatqa", n, internal=True, path=str(path) if path else None)
+    await svc.scoreboard.wait(job)
     return time.monotonic() - t0, job.result
 
 
 async def serial(svc, job_result: dict, path: Path | None, n: int) -> tuple[float, int, int]:
-    from finspace.evals import prompt, score
-    from finspace.evals.run import item_settings, run_item
-    from finspace.evals.sets import load_set
+    from finspace.scoreboard import prompt, score
+    from finspace.scoreboard.run import item_settings, run_item
+    from finspace.scoreboard.sets import load_set
 
     engine = svc.engine
     items = load_set("tatqa", limit=n, path=path, data_dir=svc.settings.data_dir).items
-    settings = item_settings(engine.entry, svc.scores.limits.reply_tokens)
+    settings = item_settings(engine.entry, svc.scoreboard.limits.reply_tokens)
     t0 = time.monotonic()
     tokens = correct = 0
     for item in items:
@@ -72,7 +72,7 @@ async def bench(args, workdir: Path) -> None:
 
     from finspace.models.catalog import load_catalog
     from finspace.engine import Engine
-    from finspace.evals.limits import EvalLimits
+    from finspace.scoreboard.limits import EvalLimits
     from finspace.host.gpu import MemoryMonitor
     from finspace.service import Service
     from finspace.settings import Settings

@@ -93,10 +93,10 @@ def test_the_scoreboards_calc_format_lets_the_model_call_the_calculator_and_coun
     import pytest
 
     from finspace.errors import BadInput
-    from finspace.evals import prompt as eval_prompt
-    from finspace.evals import score as eval_score
-    from finspace.evals.formats import EvalItem
-    from finspace.evals.run import item_settings, run_item
+    from finspace.scoreboard import prompt as eval_prompt
+    from finspace.scoreboard import score as eval_score
+    from finspace.scoreboard.formats import EvalItem
+    from finspace.scoreboard.run import item_settings, run_item
 
     item = EvalItem(id="q1", question="What is 15% of 2,400?", context="| a | 2,400 |", gold=360.0, meta={})
     plain = eval_prompt.messages("finqa", item)

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from finspace.errors import BadInput, DataUnavailable
-from finspace.evals import fetched, prompt, sets, tatqa_metric
-from finspace.evals.formats import EvalItem
-from finspace.evals.score import ItemScore, final_answer, score, summarize, tatqa_prediction
+from finspace.scoreboard import fetched, prompt, sets, tatqa_metric
+from finspace.scoreboard.formats import EvalItem
+from finspace.scoreboard.score import ItemScore, final_answer, score, summarize, tatqa_prediction
 
 TATQA_MIRROR = Path("/work/.mirror/NExTplusplus+TAT-QA/repo")
 FINQA_MIRROR = Path("/work/.mirror/czyssrs+FinQA/repo")
@@ -299,7 +299,7 @@ def finqa_reference(tmp_path_factory):
 @pytest.mark.parametrize("text", ["94", "5,829", "14.1%", "-3.5", "0.14464", "1,234.5%", "12%", "100"])
 def test_finqa_reads_numbers_as_its_evaluate_does(finqa_reference, text):
     """FinQA's str_to_num: commas out, a % divides by 100. The scorer's first reading is the same number."""
-    from finspace.evals.score import numbers
+    from finspace.scoreboard.score import numbers
     num = numbers(text)[0]
     ours = num.value / 100 if num.percent else num.value
     assert ours == pytest.approx(finqa_reference.str_to_num(text), abs=0)

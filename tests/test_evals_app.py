@@ -142,7 +142,7 @@ def test_smollm2_completes_a_run_stored_with_its_provenance_and_no_switch_meanwh
         "prompt_format": "finspace-eval-v1", "n": 12, "total": 12, "partial": False}
     assert "revision" in full and full["date"].endswith("Z")
     assert 0.0 <= full["score"] <= 1.0 and full["tokens_per_s"] > 0 and full["errors"] == 0, full["items"][:2]
-    from finspace.evals.sets import load_set
+    from finspace.scoreboard.sets import load_set
 
     scored = load_set("tatqa", limit=12, data_dir=server.workdir / "data")
     # the published items say "tatqa dev@870accc first-12 sha256:…"; the tests' own, a file of other items
@@ -195,7 +195,7 @@ def test_financebench_over_the_whole_filings_in_both_formats_with_refusals_apart
         assert isinstance(full["refusals"], int) and full["summary"]["n"] == 1, full["summary"]
     tools = stored(server, files[FILING_FORMATS[1]])["items"][0]
     assert tools["tool_calls"] >= 1 and stored(server, files[FILING_FORMATS[0]])["items"][0]["tool_calls"] == 0
-    from finspace.ui.scores_tab import COLUMNS, board_rows, chart_frame
+    from finspace.ui.scoreboard_tab import COLUMNS, board_rows, chart_frame
 
     results = board(server)["results"]
     rows = [dict(zip(COLUMNS, row)) for row in board_rows(results) if row[1] == "financebench"]

@@ -1,4 +1,4 @@
-"""The score desk and its run (finspace.evals.desk, .run) over the engine seam: an engine that answers with the
+"""The score desk and its run (finspace.scoreboard.desk, .run) over the engine seam: an engine that answers with the
 gold (so a right answer is scored right: the pipeline can say 1.0, not only ~0), one that answers wrong, one
 that refuses long prompts, one that never finishes some items (Cancel). The real Service, catalogue, TAT-QA
 items, scorer and results folder; only the engine's four members the desk uses (chat_parts, entry,
@@ -74,7 +74,7 @@ def gold_reply(_question: str, gold: dict) -> str:
 @pytest.fixture
 def make(tmp_path):
     place_in(tmp_path / "data")
-    from finspace.evals.sets import load_set
+    from finspace.scoreboard.sets import load_set
 
     items = load_set("tatqa", data_dir=tmp_path / "data").items
     catalog = load_catalog()
@@ -91,28 +91,28 @@ def make(tmp_path):
 
 async def test_gold_answers_score_one_and_every_item_is_in_the_engine_at_once(make, tmp_path):
     svc, engine = make(gold_reply)
-    job = await svc.scores.start("tatqa", 20, token=TOKEN)
-    p = await svc.scores.wait(job)
+    job = await svc.scoreboard.start("tatqa", 20, token=TOKEN)
+    p = await svc.scoreboard.wait(job)
     assert p["state"] == "done" and p["score"] == 1.0 and p["n"] == 20 and not p["partial"]
     assert engine.most == 20  # all submitted together: vLLM batches them
     full = json.loads((tmp_path / "data" / "scores" / p["file"]).read_text())
     assert full["correct"] == 20 and full["errors"] == 0 and full["summary"]
     assert all(i["correct"] and i["answer"].startswith("Let me see.") and i["extracted"] for i in full["items"])
-    board = svc.scores.board()
+    board = svc.scoreboard.board()
     assert board["results"][0]["file"] == p["file"] and board["running"] is None
-    from finspace.ui import scores_tab, views
+    from finspace.ui import scoreboard_tab, views
 
     assert views.latest_line(svc, "demo").startswith("Scoreboard: tatqa 100.0% (n=20, ")  # the picker's line
     assert views.latest_line(svc, "smollm2-135m") == ""
-    row = scores_tab.board_rows(board["results"])[0]
+    row = scoreboard_tab.board_rows(board["results"])[0]
     assert row[:4] == ["demo", "tatqa", 100.0, 20] and row[-1] == p["file"]
-    assert scores_tab.chart_frame(board["results"]).to_dict("records") == [
+    assert scoreboard_tab.chart_frame(board["results"]).to_dict("records") == [
         {"model": "demo", "set": "tatqa", "score %": 100.0}]
 
 
 async def test_wrong_answers_score_zero_and_a_long_prompt_is_asked_again_with_less_context(make, tmp_path):
     svc, engine = make(lambda q, g: "Answer: 987654321", longest=1600)
-    p = await svc.scores.wait(await svc.scores.start("tatqa", 20, token=TOKEN))
+    p = await svc.scoreboard.wait(await svc.scoreboard.start("tatqa", 20, token=TOKEN))
     full = json.loads((tmp_path / "data" / "scores" / p["file"]).read_text())
     assert p["score"] == 0.0 and full["errors"] == 0 and max(engine.prompts) <= 1600
     budgets = {i["context_chars"] for i in full["items"]}
@@ -121,7 +121,7 @@ async def test_wrong_answers_score_zero_and_a_long_prompt_is_asked_again_with_le
 
 async def test_an_item_that_never_fits_is_an_error_and_the_run_completes(make, tmp_path):
     svc, engine = make(gold_reply, longest=10)
-    p = await svc.scores.wait(await svc.scores.start("tatqa", 5, token=TOKEN))
+    p = await svc.scoreboard.wait(await svc.scoreboard.start("tatqa", 5, token=TOKEN))
     full = json.loads((tmp_path / "data" / "scores" / p["file"]).read_text())
     assert p["state"] == "done" and full["errors"] == 5 and full["n"] == 5 and full["score"] == 0.0
     assert all("limit is 10" in i["error"] and i["context_chars"] == full["context_chars"] // 4 for i in full["items"])
@@ -130,16 +130,16 @@ async def test_an_item_that_never_fits_is_an_error_and_the_run_completes(make, t
 async def test_cancel_keeps_the_finished_items_partial_and_no_switch_meanwhile(make, tmp_path):
     order = {}
     svc, engine = make(lambda q, g: None if order.setdefault(q, len(order)) % 2 else gold_reply(q, g))
-    job = await svc.scores.start("tatqa", 20, token=TOKEN)
+    job = await svc.scoreboard.start("tatqa", 20, token=TOKEN)
     while job.run.done < 10:
         await asyncio.sleep(0.02)
     with pytest.raises(EvalRunning, match="wait for it to finish or cancel it"):
         svc.start_load("demo")
     with pytest.raises(EvalRunning, match="already going"):
-        await svc.scores.start("tatqa", 3, token=TOKEN)
+        await svc.scoreboard.start("tatqa", 3, token=TOKEN)
     with pytest.raises(Unauthorized):
-        await svc.scores.cancel(token="wrong")
-    p = await svc.scores.cancel(token=TOKEN)
+        await svc.scoreboard.cancel(token="wrong")
+    p = await svc.scoreboard.cancel(token=TOKEN)
     assert p["state"] == "cancelled" and p["partial"] is True and p["n"] == 10 and p["score"] == 1.0
     full = json.loads((tmp_path / "data" / "scores" / p["file"]).read_text())
     assert full["partial"] is True and full["total"] == 20 and len(full["items"]) == 10
@@ -149,20 +149,20 @@ async def test_cancel_keeps_the_finished_items_partial_and_no_switch_meanwhile(m
 async def test_a_run_is_refused_without_the_token_while_switching_or_for_an_unknown_set(make):
     svc, engine = make(gold_reply, state="switching")
     with pytest.raises(Unauthorized, match="a Scoreboard run on this Space needs the admin token"):
-        await svc.scores.start("tatqa", 5)
+        await svc.scoreboard.start("tatqa", 5)
     with pytest.raises(SwitchInProgress, match="wait for it to finish, then start the run"):
-        await svc.scores.start("tatqa", 5, token=TOKEN)
+        await svc.scoreboard.start("tatqa", 5, token=TOKEN)
     with pytest.raises(BadInput, match="unknown set 'x'"):
-        await svc.scores.start("x", 5, token=TOKEN)
+        await svc.scoreboard.start("x", 5, token=TOKEN)
     with pytest.raises(BadInput, match=r"limit must be a whole number of items in \[1, 500\]"):
-        await svc.scores.start("tatqa", 10**6, token=TOKEN)
-    assert svc.scores.job is None and not svc.scores.running
+        await svc.scoreboard.start("tatqa", 10**6, token=TOKEN)
+    assert svc.scoreboard.job is None and not svc.scoreboard.running
 
 
 async def test_a_run_going_at_shutdown_is_stored_partial(make, tmp_path):
     order = {}
     svc, engine = make(lambda q, g: None if order.setdefault(q, len(order)) >= 3 else gold_reply(q, g))
-    job = await svc.scores.start("tatqa", 8, token=TOKEN)
+    job = await svc.scoreboard.start("tatqa", 8, token=TOKEN)
     while job.run.done < 3:
         await asyncio.sleep(0.02)
     await svc.close()
@@ -173,7 +173,7 @@ async def test_a_run_going_at_shutdown_is_stored_partial(make, tmp_path):
 def test_a_placed_file_of_other_items_is_not_labelled_as_the_published_set(tmp_path):
     """The version names the published split and commit only when the items are the published ones (their
     sha256 is known for TAT-QA's default 50): the tests' own items say they are a file of other items."""
-    from finspace.evals.sets import load_set
+    from finspace.scoreboard.sets import load_set
     from support.evalsets import made_tatqa
 
     made_tatqa(tmp_path / "tatqa" / "tatqa_dataset_dev.json")

@@ -1,4 +1,4 @@
-"""FinanceBench's PDFs for the Scoreboard's filing formats (finspace.evals.pdfs), fetched from a fake of its
+"""FinanceBench's PDFs for the Scoreboard's filing formats (finspace.scoreboard.pdfs), fetched from a fake of its
 repository served on 127.0.0.1 (support.financebench; GitHub is unreachable here): fetched once and cached, read
 from where the user placed it, and a missing PDF, a file that is not a PDF and no network each a clear message
 naming the fix. The formats' checks (FinanceBench only; the tools need a tool parser) on the desk. The real run on
@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from finspace.errors import BadInput, DataUnavailable
-from finspace.evals import pdfs
+from finspace.scoreboard import pdfs
 from support.filings import filing
 from support.financebench import APPLE, JSONL, MISSING, NOT_PDF, Mirror, mirror
 
@@ -69,7 +69,7 @@ def test_no_network_is_a_message_naming_where_to_place_the_pdf(tmp_path):
 
 
 def test_the_open_set_is_read_from_the_same_mirror_at_the_pinned_commit(repo, tmp_path):
-    from finspace.evals.sets import load_set
+    from finspace.scoreboard.sets import load_set
 
     loaded = load_set("financebench", data_dir=tmp_path / "data", base_url=repo.url, timeout_s=5)
     assert [i.meta["doc_name"] for i in loaded.items] == [APPLE, MISSING, NOT_PDF]
@@ -94,11 +94,11 @@ def test_the_filing_formats_are_financebenchs_and_the_tools_need_a_tool_parser(t
     svc = Service(NoTools(catalog, MemoryMonitor(nvml=None)), catalog, MemoryMonitor(nvml=None),
                   settings=Settings(data_dir=str(tmp_path)))
     with pytest.raises(BadInput, match="only FinanceBench's questions name; run it on financebench"):
-        svc.scores._check_format("finspace-eval-v1+filing", "tatqa")
-    assert svc.scores._check_format("finspace-eval-v1+filing", "financebench") == "finspace-eval-v1+filing"
+        svc.scoreboard._check_format("finspace-eval-v1+filing", "tatqa")
+    assert svc.scoreboard._check_format("finspace-eval-v1+filing", "financebench") == "finspace-eval-v1+filing"
     with pytest.raises(BadInput, match=r"call the filing tools, and 'demo' has no tool parser .*run "
                                        r"finspace-eval-v1\+filing \(the passages\)"):
-        svc.scores._check_format("finspace-eval-v1+filing-tools", "financebench")
+        svc.scoreboard._check_format("finspace-eval-v1+filing-tools", "financebench")
 
 
 def _refused_port() -> int:
@@ -111,8 +111,8 @@ def test_once_github_is_unreachable_a_runs_other_filings_fail_at_once_with_the_s
     import asyncio
     from types import SimpleNamespace
 
-    from finspace.evals.filings import Filings
-    from finspace.evals.formats import EvalItem
+    from finspace.scoreboard.filings import Filings
+    from finspace.scoreboard.formats import EvalItem
     from finspace.settings import Settings
 
     items = [EvalItem(f"q{i}", "?", "", "1", {"doc_name": doc}) for i, doc in enumerate((APPLE, MISSING, APPLE))]
@@ -141,8 +141,8 @@ def test_a_run_converts_one_filing_at_a_time_holds_at_most_four_and_every_questi
     import asyncio
     from types import SimpleNamespace
 
-    from finspace.evals import filings
-    from finspace.evals.formats import EvalItem
+    from finspace.scoreboard import filings
+    from finspace.scoreboard.formats import EvalItem
 
     names = [f"DOC{i}_2020_10K" for i in range(6)]
     items = [EvalItem(f"q{n}", "?", "", "1", {"doc_name": names[n % 6]}) for n in range(30)]
@@ -176,15 +176,15 @@ def test_a_run_converts_one_filing_at_a_time_holds_at_most_four_and_every_questi
 
 
 def test_an_asked_items_reply_is_scored_with_its_document_and_notes_and_a_failure_is_its_error():
-    """run_item's filing path (the asker: finspace.evals.filings.ask in a run): the reply scored as FinanceBench's,
+    """run_item's filing path (the asker: finspace.scoreboard.filings.ask in a run): the reply scored as FinanceBench's,
     the pages given and the usage line's notes kept; a filing that can't be had is the item's error."""
     import asyncio
 
     from finspace.engine.records import ChatInfo
-    from finspace.evals import prompt as eval_prompt
-    from finspace.evals import score as eval_score
-    from finspace.evals.formats import EvalItem
-    from finspace.evals.run import item_settings, run_item
+    from finspace.scoreboard import prompt as eval_prompt
+    from finspace.scoreboard import score as eval_score
+    from finspace.scoreboard.formats import EvalItem
+    from finspace.scoreboard.run import item_settings, run_item
 
     item = EvalItem("q1", "Apple's FY2015 total net sales?", "", "$233715.00", {"doc_name": APPLE})
 

@@ -1,4 +1,4 @@
-"""The Scoreboard's results folder (finspace.evals.store): atomic files named by date, model and set, a bound
+"""The Scoreboard's results folder (finspace.scoreboard.store): atomic files named by date, model and set, a bound
 on their number, and a board that skips a corrupt file with a note instead of breaking."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from finspace.errors import BadInput
-from finspace.evals.store import ScoreStore, file_name
+from finspace.scoreboard.store import ScoreStore, file_name
 
 
 def result(at: float, model: str = "demo", set_name: str = "finqa", score: float = 0.25, **extra) -> dict:

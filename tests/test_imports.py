@@ -148,7 +148,7 @@ def test_the_check_finds_a_cycle(tmp_path, files, expected):
 #: KNOWN_UPWARD imports. A new package or root module must be placed here (the test names it).
 LAYERS = [
     "errors", "units", "host", "planner", "models", "ledger", "structured", "tools", "engine", "xbrl", "documents",
-    "matrix", "grounding", "edgar", "evals", "settings", "wall", "remote", "fit", "service", "openai_api", "ui",
+    "matrix", "grounding", "edgar", "scoreboard", "settings", "wall", "remote", "fit", "service", "openai_api", "ui",
     "mcp_server", "web", "commands", "cli", "__main__",
 ]
 #: Imports that run back up: none (settings parses the proxy list itself; the doctor's fit rows are fit.rows).

@@ -29,7 +29,7 @@ from finspace.engine.view import Provenance, ServingView
 from finspace.fit.verdict import Verdict, verdict_of  # noqa: F401 - Verdict: the views' name
 from finspace.matrix.desk import MatrixDesk
 from finspace.edgar.desk import EdgarDesk
-from finspace.evals.desk import ScoreDesk
+from finspace.scoreboard.desk import ScoreDesk
 from finspace.models.presets import Presets, load_presets, presets_path
 from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
                              Unauthorized, redact)
@@ -69,7 +69,7 @@ class Service:
                                       self.models, self.settings.matrix.max_documents)  # a conversation's documents
         self.matrix = MatrixDesk(engine, self.conversions, self.settings.documents, upload_folder(self.settings),
                                  self.settings.matrix, getattr(catalog, "path", None))  # the Filing Matrix
-        self.scores = ScoreDesk(self, engine, self.settings.evals)  # the Scoreboard (finspace.evals)
+        self.scoreboard = ScoreDesk(self, engine, self.settings.evals)  # the Scoreboard (finspace.scoreboard)
         self.edgar = EdgarDesk(self, self.settings.edgar, self.settings.data_dir)  # companies on EDGAR (finspace.edgar)
         self.admin_token = self.settings.admin_token
         self._secrets = self.settings.secrets
@@ -240,7 +240,7 @@ class Service:
         if self.blocking:
             raise EngineFailed(f"no model can load on this machine: {self.blocking}")
         entry = self.check_loadable(key)
-        self.scores.check_switch()  # EvalRunning (409) while a scoreboard run goes
+        self.scoreboard.check_switch()  # EvalRunning (409) while a scoreboard run goes
         if self.load_running or self.engine.health().state in ("loading", "switching"):
             busy = self._load_key or self.engine.health().loading_key
             raise SwitchInProgress(f"a model switch is in progress (loading {busy}); wait for it to finish, then try again")
@@ -290,7 +290,7 @@ class Service:
         task = self._load_task
         if task is not None and not task.done():
             task.cancel()
-        await self.scores.close()  # a running scoreboard run is stored, partial, before the engine stops
+        await self.scoreboard.close()  # a running scoreboard run is stored, partial, before the engine stops
         with contextlib.suppress(Exception):
             await self.engine.close()
         for fn in self.on_close:

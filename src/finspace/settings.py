@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from finspace.documents.limits import DocumentLimits
 from finspace.edgar.config import DATA, WWW, EdgarSettings, check_base, check_contact
-from finspace.evals.limits import EvalLimits
+from finspace.scoreboard.limits import EvalLimits
 from finspace.matrix.limits import MatrixLimits
 from finspace.errors import BadInput
 from finspace.host.priority import parse_nice

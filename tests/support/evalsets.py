@@ -1,6 +1,6 @@
 """TAT-QA items for the Scoreboard's tests, placed in an app's data folder as the cache the loader reads (no
 network needed). The published dev file when this machine has a copy (evalsets/ or shared/evalsets/ beside src/,
-where finspace.evals.sets looks; $FINSPACE_TEST_TATQA_FILE; or a bare mirror of NExTplusplus/TAT-QA); else items
+where finspace.scoreboard.sets looks; $FINSPACE_TEST_TATQA_FILE; or a bare mirror of NExTplusplus/TAT-QA); else items
 the tests make, in TAT-QA's published format: small income-statement tables whose questions (a cell, a sum, a
 change) have one right answer. finspace commits none of the set's data (the workplace's rule for fetched data),
 so a fresh clone runs the whole pipeline on these; the loader labels them as not the published items."""
@@ -15,7 +15,7 @@ from pathlib import Path
 from support.catalog import REPO
 
 NAME = "tatqa_dataset_dev.json"
-CACHED = "NExTplusplus__TAT-QA__" + NAME  # finspace.evals.fetched.cached_path's name
+CACHED = "NExTplusplus__TAT-QA__" + NAME  # finspace.scoreboard.fetched.cached_path's name
 MIRROR = Path("/work/.mirror/NExTplusplus+TAT-QA/repo")
 COMMIT = "870accc41953dcde885aabeb963d94aabdc0fbc3"
 

@@ -85,13 +85,13 @@ async def _run(settings, args: argparse.Namespace) -> dict:
                     **settings.engine_options())
     svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
     try:
-        svc.scores._check_args(args.set, args.limit)  # an unknown set is refused before the model loads
+        svc.scoreboard._check_args(args.set, args.limit)  # an unknown set is refused before the model loads
         print(f"loading {key}…", file=sys.stderr)
         await svc.load(key)
         fmt = "finspace-eval-v1+calc" if getattr(args, "calc", False) else None
         if getattr(args, "filing", None):
             fmt = "finspace-eval-v1+filing" + ("-tools" if args.filing == "tools" else "")
-        job = await svc.scores.start(args.set, args.limit, internal=True, path=args.file, prompt_format=fmt)
+        job = await svc.scoreboard.start(args.set, args.limit, internal=True, path=args.file, prompt_format=fmt)
         while job.running:
             p = job.progress()
             print(f"\r{p['done']} of {p['total']} items", end="", file=sys.stderr, flush=True)

@@ -144,8 +144,8 @@ class ToolCalls:
         return self.svc.health()[0]
 
     async def scores(self, args: dict, caller: Caller) -> dict:
-        body = await asyncio.to_thread(self.svc.scores.board)  # file I/O off the serving loop
-        return {**body, "sets": self.svc.scores.sets()}
+        body = await asyncio.to_thread(self.svc.scoreboard.board)  # file I/O off the serving loop
+        return {**body, "sets": self.svc.scoreboard.sets()}
 
     async def load_model(self, args: dict, caller: Caller) -> dict:
         self.svc.authorize(caller.token, client=caller.client)

@@ -5,7 +5,7 @@ data), api (the named Gradio endpoints), blocks (the page). The UI imports
 finspace.service and finspace.fit.render, never the engine's internals. Nothing runs
 on import.
 
-May import: errors, host, models, tools, engine, documents, matrix, evals, service (tests/test_imports.py).
+May import: errors, host, models, tools, engine, documents, matrix, scoreboard, service (tests/test_imports.py).
 """
 
 from finspace.ui.blocks import build_ui

@@ -25,7 +25,7 @@ from finspace.ui.fit_tab import build_fit_tab
 from finspace.ui.edgar_tab import build_edgar_tab, register_edgar_api
 from finspace.ui.matrix_tab import CSS as MATRIX_CSS
 from finspace.ui.matrix_tab import build_matrix_tab
-from finspace.ui.scores_tab import build_scores_tab, register_scores_api
+from finspace.ui.scoreboard_tab import build_scores_tab, register_scores_api
 
 log = logging.getLogger("finspace.ui")
 
@@ -112,9 +112,9 @@ def build_ui(svc: Service, *, chat_concurrency: int = 64, queue_size: int = 256)
                     p.update(memory_panel())
         with gr.Tab("Matrix", id="matrix-tab"):
             build_matrix_tab(svc, chat_concurrency)
-        with gr.Tab("Scoreboard", id="scores-tab") as scores_tab:
+        with gr.Tab("Scoreboard", id="scores-tab") as scoreboard_tab:
             scores = build_scores_tab(svc)
-        scores_tab.select(scores["load"], outputs=scores["board"], api_visibility="private", show_progress="hidden")
+        scoreboard_tab.select(scores["load"], outputs=scores["board"], api_visibility="private", show_progress="hidden")
         p.update(history_tab(svc))
         with gr.Tab("Companies", id="edgar-tab"):
             build_edgar_tab(svc, chat)
@@ -245,7 +245,7 @@ class PageHandlers:
     def signature(self) -> tuple:
         h = self.serving.health()
         return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, self.svc.load_running,
-                self.svc.scores.store.writes)
+                self.svc.scoreboard.store.writes)
 
     async def tick(self, seen_: dict):
         sig = self.signature()

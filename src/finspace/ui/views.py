@@ -141,7 +141,7 @@ def current_model(svc: Service) -> str:
 def latest_line(svc: Service, model_key: str | None) -> str:
     """The picker's line: the loaded model's latest complete Scoreboard score ('' when none)."""
     try:
-        r = svc.scores.latest(model_key)
+        r = svc.scoreboard.latest(model_key)
     except Exception:  # noqa: BLE001 - the picker must render whatever the results folder holds
         return ""
     if not r or not isinstance(r.get("score"), (int, float)):

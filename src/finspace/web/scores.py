@@ -27,17 +27,17 @@ def scores_router(svc: Any, require_admin: Any) -> APIRouter:
 
     @app.get("/scores", summary="Every stored scoreboard result (newest first), files skipped, the running run")
     async def scores():
-        body = await asyncio.to_thread(svc.scores.board)  # file I/O off the serving loop
-        return {**body, "sets": svc.scores.sets()}
+        body = await asyncio.to_thread(svc.scoreboard.board)  # file I/O off the serving loop
+        return {**body, "sets": svc.scoreboard.sets()}
 
     @app.post("/scores/run", status_code=202, dependencies=[Depends(require_admin)],
               summary="Run a set on the loaded model in the background", responses={401: {}, 409: {}, 422: {}})
     async def run(body: RunRequest):
-        job = await svc.scores.start(body.set, body.limit, internal=True, prompt_format=body.prompt_format)  # the token was checked by require_admin
+        job = await svc.scoreboard.start(body.set, body.limit, internal=True, prompt_format=body.prompt_format)  # the token was checked by require_admin
         return JSONResponse({"accepted": True, **job.progress()}, status_code=202)
 
     @app.post("/scores/cancel", dependencies=[Depends(require_admin)], summary="Cancel the running run (kept, partial)")
     async def cancel():
-        return await svc.scores.cancel(internal=True)
+        return await svc.scoreboard.cancel(internal=True)
 
     return app

@@ -34,7 +34,7 @@ from fastapi import FastAPI
 
 from finspace.documents.chat import upload_folder
 from finspace.documents.convert import KINDS
-from finspace.evals.limits import FILE_TYPES as EVAL_FILE_TYPES
+from finspace.scoreboard.limits import FILE_TYPES as EVAL_FILE_TYPES
 from finspace.errors import FinspaceError
 from finspace.wall import uploads
 from finspace.wall.guard import MCP_PATHS, EventTracker, Guard

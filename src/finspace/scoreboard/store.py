@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("finspace.evals")
+log = logging.getLogger("finspace.scoreboard")
 
 FOLDER = "scores"
 SCHEMA = 1

@@ -1,6 +1,6 @@
 """A scoreboard run on the loaded model: every item's request sent to the engine at once, so vLLM batches them.
 
-Each item is one greedy request (its messages from ``finspace.evals.prompt``), through the engine's ``chat_parts``
+Each item is one greedy request (its messages from ``finspace.scoreboard.prompt``), through the engine's ``chat_parts``
 only (the same call for the in-process engine and a remote one). An item whose prompt is too long for the
 model's context, or whose request fails, is recorded as that item's error: counted, never the run's end.
 ``run_items`` yields the run after each finished item, so the page and the API show progress; closing it (a
@@ -23,7 +23,7 @@ from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, FinspaceError
 
-log = logging.getLogger("finspace.evals")
+log = logging.getLogger("finspace.scoreboard")
 
 RETRIES = 2  # an item whose prompt is too long is asked again with half the context, this many times at most
 MIN_CONTEXT_CHARS = 400
@@ -106,7 +106,7 @@ async def _ask(engine: Any, messages: list[dict], settings: ChatSettings,
 
 
 async def _asked(asker: Any, item: Any) -> tuple[str, ChatInfo, str | None] | ItemResult:
-    """The item asked by ``asker`` (the filing formats: finspace.evals.filings.ask through the Service), or its
+    """The item asked by ``asker`` (the filing formats: finspace.scoreboard.filings.ask through the Service), or its
     error as the item's result."""
     try:
         return await asker(item)
@@ -168,7 +168,7 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
     """Ask every item at once; yield the run after each finished item (the last yield has state done; closed
     early, the run is cancelled with the items that had finished). ``asker``: see run_item."""
     if prompt_mod is None or score_mod is None:  # the sets' own prompt and scorer (tests may pass others)
-        from finspace.evals import prompt as default_prompt, score as default_score
+        from finspace.scoreboard import prompt as default_prompt, score as default_score
 
         prompt_mod, score_mod = prompt_mod or default_prompt, score_mod or default_score
     run = EvalRun(set_name, len(items))

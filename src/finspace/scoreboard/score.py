@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from finspace.errors import BadInput
-from finspace.evals import tatqa_metric
-from finspace.evals.formats import EvalItem
+from finspace.scoreboard import tatqa_metric
+from finspace.scoreboard.formats import EvalItem
 
 FINQA_REL_TOL = 0.01
 FINANCEBENCH_REL_TOL = 0.01

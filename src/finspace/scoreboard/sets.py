@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from finspace.errors import BadInput
-from finspace.evals import fetched
-from finspace.evals.formats import EvalItem, financebench_items, finqa_items, tatqa_items
+from finspace.scoreboard import fetched
+from finspace.scoreboard.formats import EvalItem, financebench_items, finqa_items, tatqa_items
 
 __all__ = ["SETS", "EvalItem", "EvalSet", "load_set", "placed_dirs"]
 
@@ -26,7 +26,7 @@ SETS = ("finqa", "tatqa", "financebench")
 REPO_ROOT = Path(__file__).resolve().parents[3]  # beside src/ in a checkout (and on a Space)
 FINANCEBENCH_ENV = "FINSPACE_FINANCEBENCH_FILE"
 # FinanceBench's repository at the commit its open set and PDFs are read from (the jsonl's last change, 6e138b2,
-# is an ancestor: the same file); finspace.evals.pdfs fetches each question's filing at the same commit
+# is an ancestor: the same file); finspace.scoreboard.pdfs fetches each question's filing at the same commit
 FINANCEBENCH_COMMIT = "cc39aeb4afdf33909ee1412188bf89035950c2eb"
 
 

@@ -1,5 +1,5 @@
 """A run's stored result: what it scored (the model as served, the set, the prompt format), the figures, and
-every item's answer. Built from a finished or cancelled run (finspace.evals.desk)."""
+every item's answer. Built from a finished or cancelled run (finspace.scoreboard.desk)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from finspace.ledger import jsonable
 
-log = logging.getLogger("finspace.evals")
+log = logging.getLogger("finspace.scoreboard")
 
 SCHEMA = 1
 SCORED = ("score: the share of the n items asked whose answer the set's scorer marked correct (an item whose "
@@ -46,9 +46,9 @@ def load_id(ledger: Any, key: str) -> str | None:
 
 
 def _summary(set_name: str, scored: list) -> dict:
-    """The set's own summary of the scored items (finspace.evals.score.summarize), or {} if it fails."""
+    """The set's own summary of the scored items (finspace.scoreboard.score.summarize), or {} if it fails."""
     try:
-        from finspace.evals import score as score_mod
+        from finspace.scoreboard import score as score_mod
 
         items = [score_mod.ItemScore(correct=r.correct, f1=r.f1, refused=r.refused, extracted=r.extracted)
                  for r in scored]
@@ -60,7 +60,7 @@ def _summary(set_name: str, scored: list) -> dict:
 
 def build(job: Any) -> dict:
     """The JSON a run is stored as (a cancelled run's holds the items that had finished, partial: true)."""
-    from finspace.evals import prompt as prompt_mod
+    from finspace.scoreboard import prompt as prompt_mod
 
     run, s, prov = job.run, job.eval_set, job.provenance
     done = [run.results[i] for i in sorted(run.results)]

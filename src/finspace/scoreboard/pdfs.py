@@ -1,10 +1,10 @@
 """FinanceBench's filings: the PDF each open-set question is about, fetched once for the user and cached.
 
 FinanceBench's repository keeps them as ``pdfs/<doc_name>.pdf`` (368 files, 4.2 MB the largest), read here at
-the commit the open set is read at (finspace.evals.sets.FINANCEBENCH_COMMIT). A question's PDF is looked for
+the commit the open set is read at (finspace.scoreboard.sets.FINANCEBENCH_COMMIT). A question's PDF is looked for
 where the user placed it (``<evalsets>/financebench/pdfs/<doc_name>.pdf``: FINSPACE_EVALSETS_DIR, evalsets/ beside
 src/), then in the data folder's cache (``<data folder>/evals/financebench-pdfs/``), else fetched once from
-GitHub (or FINSPACE_FINANCEBENCH_BASE_URL's mirror) through finspace.evals.fetched, bounded in bytes. The dataset
+GitHub (or FINSPACE_FINANCEBENCH_BASE_URL's mirror) through finspace.scoreboard.fetched, bounded in bytes. The dataset
 is CC BY-NC 4.0: fetched for the user, never shipped.
 """
 
@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from finspace.errors import BadInput, DataUnavailable
-from finspace.evals import fetched
-from finspace.evals.sets import FINANCEBENCH_COMMIT, placed_dirs
+from finspace.scoreboard import fetched
+from finspace.scoreboard.sets import FINANCEBENCH_COMMIT, placed_dirs
 
 REPO = "patronus-ai/financebench"
 FOLDER = "financebench-pdfs"  # in the data folder's evals/

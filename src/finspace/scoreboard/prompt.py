@@ -9,14 +9,14 @@ PROMPT_FORMAT changes too: results with different formats are not comparable.
 from __future__ import annotations
 
 from finspace.errors import BadInput
-from finspace.evals.formats import EvalItem
+from finspace.scoreboard.formats import EvalItem
 
 PROMPT_FORMAT = "finspace-eval-v1"
 # The same prompt, and the model may call the built-in calculator (finspace.engine.tool_loop) before it answers:
 # stored and shown as its own rows, so the calculator's effect is measured per model.
 PROMPT_FORMAT_CALC = "finspace-eval-v1+calc"
-# FinanceBench over each question's whole filing (its PDF, finspace.evals.pdfs), answered as the chat answers with a
-# document attached (finspace.evals.filings): the passages that fit the model's context, one shot; or the filing
+# FinanceBench over each question's whole filing (its PDF, finspace.scoreboard.pdfs), answered as the chat answers with a
+# document attached (finspace.scoreboard.filings): the passages that fit the model's context, one shot; or the filing
 # tools (outline, search, read_page, filer_facts, calculate) for a model with a tool parser
 PROMPT_FORMAT_FILING = "finspace-eval-v1+filing"
 PROMPT_FORMAT_FILING_TOOLS = "finspace-eval-v1+filing-tools"

@@ -1,9 +1,9 @@
 """FinanceBench over the whole filings: each question asked about its PDF as the chat asks about an attached one.
 
-A question's filing (finspace.evals.pdfs: placed, cached, or fetched once) is converted as an upload is (the chat's
+A question's filing (finspace.scoreboard.pdfs: placed, cached, or fetched once) is converted as an upload is (the chat's
 ``attach``: child process, the document bounds) and answered through the Service, the chat's own path: its
 budget set and the reply streamed by ``Service.answer``. Two formats
-(finspace.evals.prompt):
+(finspace.scoreboard.prompt):
 
 - ``finspace-eval-v1+filing``: one shot, the passages of the filing that fit the model's context (the tools off);
 - ``finspace-eval-v1+filing-tools``: the filing tools (outline, search, read_page, filer_facts, calculate), for a
@@ -31,8 +31,8 @@ from finspace.documents import chat as docs
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, DataUnavailable, FinspaceError
-from finspace.evals import pdfs
-from finspace.evals.prompt import PROMPT_FORMAT_FILING_TOOLS, filing_messages
+from finspace.scoreboard import pdfs
+from finspace.scoreboard.prompt import PROMPT_FORMAT_FILING_TOOLS, filing_messages
 from finspace.grounding.chat import filing_tools
 
 AT_ONCE = 4  # converted filings held at once

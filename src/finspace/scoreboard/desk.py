@@ -17,12 +17,12 @@ from typing import Any
 
 from finspace.engine.api import EngineAPI
 from finspace.errors import BadInput, EvalRunning, NotReady, SwitchInProgress
-from finspace.evals import result as results
-from finspace.evals.limits import EvalLimits
-from finspace.evals.run import EvalRun, run_items
-from finspace.evals.store import FOLDER, ScoreStore
+from finspace.scoreboard import result as results
+from finspace.scoreboard.limits import EvalLimits
+from finspace.scoreboard.run import EvalRun, run_items
+from finspace.scoreboard.store import FOLDER, ScoreStore
 
-log = logging.getLogger("finspace.evals")
+log = logging.getLogger("finspace.scoreboard")
 
 
 class Job:
@@ -95,7 +95,7 @@ class ScoreDesk:
             raise NotReady("no model is ready; load one from the model picker, then start the run")
 
     def sets(self) -> list[str]:
-        from finspace.evals.sets import SETS
+        from finspace.scoreboard.sets import SETS
 
         return list(SETS)
 
@@ -120,7 +120,7 @@ class ScoreDesk:
 
         Raises at once: Unauthorized/Forbidden (the admin token, as for a switch), BadInput (unknown set, bad
         limit, a corrupt data file), EvalRunning, SwitchInProgress, NotReady. ``internal``: the CLI's own run."""
-        from finspace.evals.sets import load_set
+        from finspace.scoreboard.sets import load_set
 
         if not internal:
             self.svc.authorize(token, client=client, action="a Scoreboard run")
@@ -153,7 +153,7 @@ class ScoreDesk:
     def _check_format(self, value: Any, set_name: Any = None) -> str:
         """The run's prompt format; the calculator's and the filing tools' need a model whose calls finspace can
         read, and the filing formats are FinanceBench's (its questions name their filings)."""
-        from finspace.evals.prompt import FILING_FORMATS, PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS, check_format
+        from finspace.scoreboard.prompt import FILING_FORMATS, PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS, check_format
         from finspace.engine.tool_loop import offered
 
         fmt = check_format(value)
@@ -170,10 +170,10 @@ class ScoreDesk:
 
     def _asker(self, eval_set: Any, fmt: str) -> Any:
         """For the filing formats, how an item is asked: about its PDF, through the Service as the chat asks
-        (finspace.evals.filings); None for the others (the set's context, straight to the engine)."""
-        from finspace.evals import filings
-        from finspace.evals.prompt import FILING_FORMATS
-        from finspace.evals.run import item_settings
+        (finspace.scoreboard.filings); None for the others (the set's context, straight to the engine)."""
+        from finspace.scoreboard import filings
+        from finspace.scoreboard.prompt import FILING_FORMATS
+        from finspace.scoreboard.run import item_settings
 
         if fmt not in FILING_FORMATS:
             return None

@@ -1,7 +1,7 @@
 """The Scoreboard tab and its API: every stored result (model x set, score, n, refusals, tokens/s, date), a chart
 comparing models, and a run form (set, limit, admin token, Run, Cancel, a progress bar).
 
-A run goes on in the background (finspace.evals.desk): the page polls its progress, Cancel stops it and keeps
+A run goes on in the background (finspace.scoreboard.desk): the page polls its progress, Cancel stops it and keeps
 the items that had finished (stored, marked partial). Starting or cancelling a run needs the admin token when one
 is set, as switching does; reading results is public (/scores). The API:
 
@@ -21,8 +21,8 @@ import pandas as pd
 from finspace.documents.chat import upload_folder
 from finspace.documents.upload import inside, remove_upload
 from finspace.errors import BadInput, FinspaceError
-from finspace.evals.limits import FILE_TYPES
-from finspace.evals.prompt import FORMATS, PROMPT_FORMAT
+from finspace.scoreboard.limits import FILE_TYPES
+from finspace.scoreboard.prompt import FORMATS, PROMPT_FORMAT
 from finspace.service import Service
 from finspace.ui.documents import takes_document
 
@@ -134,7 +134,7 @@ class ScoreEndpoints:
         max_model_len, load id, set and version, prompt format, n, score, refusals, errors, tokens/s, date,
         partial; "notes": result files that could not be read (skipped); "running": the run in progress."""
         try:
-            return await asyncio.to_thread(self.svc.scores.board)
+            return await asyncio.to_thread(self.svc.scoreboard.board)
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise _error(self.svc, exc) from None
 
@@ -144,7 +144,7 @@ class ScoreEndpoints:
         Needs admin_token when the Space sets FINSPACE_ADMIN_TOKEN. Yields {"state", "done", "total", ...} as items
         finish; the last has "score", "n" and "file". The run goes on if the caller leaves; /cancel_eval stops it."""
         try:
-            desk = self.svc.scores
+            desk = self.svc.scoreboard
             job = await desk.start(set_name, limit, token=admin_token, client=self.svc.client_of(request))
             while job.running:
                 yield job.progress()
@@ -156,7 +156,7 @@ class ScoreEndpoints:
     async def cancel_eval(self, admin_token: str | None = None, request: gr.Request = None) -> dict:
         """Cancel the running scoreboard run; the items done are stored, marked partial. Returns its progress."""
         try:
-            return await self.svc.scores.cancel(token=admin_token, client=self.svc.client_of(request))
+            return await self.svc.scoreboard.cancel(token=admin_token, client=self.svc.client_of(request))
         except Exception as exc:  # noqa: BLE001
             raise _error(self.svc, exc) from None
 
@@ -174,7 +174,7 @@ class ScoreHandlers:
         self.svc = svc
 
     async def board(self):
-        b = await asyncio.to_thread(self.svc.scores.board)
+        b = await asyncio.to_thread(self.svc.scoreboard.board)
         notes = "".join(f"\n- ⚠ {html.escape(n)}" for n in b["notes"])
         return board_rows(b["results"]), chart_frame(b["results"]), ("Skipped:" + notes if notes else "")
 
@@ -189,7 +189,7 @@ class ScoreHandlers:
         try:
             if path is not None and not inside(path, folder):
                 raise BadInput("the set's file must be uploaded with the page's file box")
-            job = await svc.scores.start(set_name, int(limit) if isinstance(limit, (int, float)) else limit,
+            job = await svc.scoreboard.start(set_name, int(limit) if isinstance(limit, (int, float)) else limit,
                                          token=token, client=svc.client_of(request), prompt_format=prompt_format,
                                          path=path)
         except FinspaceError as exc:
@@ -209,7 +209,7 @@ class ScoreHandlers:
     async def cancel(self, token: str, request: gr.Request):
         svc = self.svc
         try:
-            return progress_html(await svc.scores.cancel(token=token, client=svc.client_of(request)))
+            return progress_html(await svc.scoreboard.cancel(token=token, client=svc.client_of(request)))
         except FinspaceError as exc:
             raise _page_error(svc, exc) from None
 
@@ -217,12 +217,12 @@ class ScoreHandlers:
 def build_scores_tab(svc: Service) -> dict[str, Any]:
     """The tab's components and events (call inside ``with gr.Tab(...)``)."""
     h = ScoreHandlers(svc)
-    sets = svc.scores.sets()
+    sets = svc.scoreboard.sets()
     first = "tatqa" if "tatqa" in sets else (sets[0] if sets else None)  # CC BY 4.0: the set most machines have
     gr.Markdown(ABOUT)
     with gr.Row():
         set_name = gr.Dropdown(sets, value=first, label="Set", elem_id="scores-set")
-        limit = limit_box(svc.scores.limits.max_items)
+        limit = limit_box(svc.scoreboard.limits.max_items)
         token = gr.Textbox(label="Admin token", type="password", visible=svc.locked, elem_id="scores-token",
                            placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run")
         fmt = gr.Dropdown(list(FORMATS), value=PROMPT_FORMAT, elem_id="scores-format",
