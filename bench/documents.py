@@ -64,7 +64,7 @@ def document_system(entry: dict, path: Path) -> tuple[str, int]:
     """The system message finspace's engine builds for a document that fits: the system prompt, then the block."""
     from finspace.documents.convert import convert
     from finspace.documents.limits import DocumentLimits
-    from finspace.documents.prompt import whole_block
+    from finspace.documents.placing import whole_block
 
     doc = convert(path, path.name, DocumentLimits())
     return f"{entry['system_prompt']}\n\n{whole_block(doc)}", len(doc.pages)

@@ -51,7 +51,7 @@ async def batched(svc, path: Path | None, n: int) -> tuple[float, dict]:
 
 
 async def serial(svc, job_result: dict, path: Path | None, n: int) -> tuple[float, int, int]:
-    from finspace.scoreboard import prompt, score
+    from finspace.scoreboard import asking as prompt, score
     from finspace.scoreboard.run import item_settings, run_item
     from finspace.scoreboard.sets import load_set
 

@@ -10,7 +10,7 @@ waves that fit the KV cache against every cell at once, on a KV pool that holds 
 The model is the catalogue's `demo` (bench-llama, random weights; --model-dir for another checkpoint), served
 with max_model_len 4,096, float32, enforce_eager and the same KV pool everywhere. Each document is a 3-page PDF
 (fpdf2; its first line names it, so no two share a prefix beyond the rules). Every mode sends exactly the same
-48 requests: the matrix's own messages (finspace.matrix.prompt: the rules and the document as the system
+48 requests: the matrix's own messages (finspace.matrix.cell_prompt: the rules and the document as the system
 message, the field as the user's), the cell's JSON schema (finspace.matrix.cells), greedy, max_tokens --tokens:
 
 * matrix: finspace's /matrix (gradio_client), from submit to the finished table: conversion included.
@@ -68,7 +68,7 @@ def requests_for(paths: list[Path], tokens: int) -> list[dict]:
     """The matrix's 48 chat-completions bodies, exactly as finspace's engine sends its cells."""
     from finspace.documents.convert import convert
     from finspace.documents.limits import DocumentLimits
-    from finspace.matrix import prompt
+    from finspace.matrix import cell_prompt
     from finspace.matrix.cells import cell_schema
     from finspace.matrix.fields import parse_fields
 
@@ -76,10 +76,10 @@ def requests_for(paths: list[Path], tokens: int) -> list[dict]:
     for path in paths:
         doc = convert(path, path.name, DocumentLimits())
         for f in parse_fields(FIELDS):
-            system = f"{prompt.RULES}\n\n{prompt.document_block(doc)}"
+            system = f"{cell_prompt.RULES}\n\n{cell_prompt.document_block(doc)}"
             bodies.append({"model": MODEL_KEY, "temperature": 0.0, "top_p": 1.0, "max_tokens": tokens,
                            "messages": [{"role": "system", "content": system},
-                                        {"role": "user", "content": prompt.field_message(f)}],
+                                        {"role": "user", "content": cell_prompt.field_message(f)}],
                            "response_format": {"type": "json_schema", "json_schema": {
                                "name": "cell", "schema": cell_schema(f, len(doc.pages))}}})
     return bodies

@@ -93,7 +93,7 @@ def test_the_scoreboards_calc_format_lets_the_model_call_the_calculator_and_coun
     import pytest
 
     from finspace.errors import BadInput
-    from finspace.scoreboard import prompt as eval_prompt
+    from finspace.scoreboard import asking as eval_prompt
     from finspace.scoreboard import score as eval_score
     from finspace.scoreboard.formats import EvalItem
     from finspace.scoreboard.run import item_settings, run_item

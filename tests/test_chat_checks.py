@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from finspace.documents.chat import Attached
+from finspace.documents.desk import Attached
 from finspace.documents.convert import convert
 from finspace.documents.limits import DocumentLimits
 from finspace.grounding.chat import checked

@@ -11,7 +11,8 @@ import pytest
 
 import documents_gen as gen
 from finspace.models.catalog import load_catalog
-from finspace.documents import fit, passages, prompt
+from finspace.documents import fit, passages
+from finspace.documents import placing as prompt
 from finspace.documents.convert import Document, Page, convert, markdown_table
 from finspace.documents.limits import DocumentLimits
 from finspace.documents.upload import convert_upload, inside

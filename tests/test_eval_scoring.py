@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from finspace.errors import BadInput, DataUnavailable
-from finspace.scoreboard import fetched, prompt, sets, tatqa_metric
+from finspace.scoreboard import asking as prompt, fetched, sets, tatqa_metric
 from finspace.scoreboard.formats import EvalItem
 from finspace.scoreboard.score import ItemScore, final_answer, score, summarize, tatqa_prediction
 

@@ -181,7 +181,7 @@ def test_an_asked_items_reply_is_scored_with_its_document_and_notes_and_a_failur
     import asyncio
 
     from finspace.engine.records import ChatInfo
-    from finspace.scoreboard import prompt as eval_prompt
+    from finspace.scoreboard import asking as eval_prompt
     from finspace.scoreboard import score as eval_score
     from finspace.scoreboard.formats import EvalItem
     from finspace.scoreboard.run import item_settings, run_item

@@ -70,7 +70,7 @@ def test_a_callers_fields_are_read_in_order():
 ])
 def test_a_cells_page_mark_keeps_the_printed_number(index, label, mark):
     from finspace.documents.convert import Page
-    from finspace.matrix.prompt import page_mark
+    from finspace.matrix.cell_prompt import page_mark
 
     assert page_mark(index, Page(label, "")) == mark
 

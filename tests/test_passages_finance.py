@@ -7,9 +7,9 @@ import pytest
 
 from finspace.documents import finance_words as fw
 from finspace.documents import passages
-from finspace.documents import prompt as doc_prompt
+from finspace.documents import placing as doc_prompt
 from finspace.documents.convert import Document, Page
-from finspace.matrix import prompt as matrix_prompt
+from finspace.matrix import cell_prompt as matrix_prompt
 from finspace.matrix.fields import MatrixField
 
 FILLER = "The company reviewed its markets, its people and its plans for the year ahead in some detail. " * 3

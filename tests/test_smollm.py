@@ -158,7 +158,7 @@ async def test_two_filings_in_one_chat_give_passages_from_both_named_by_id_and_p
     """Apple's and NVIDIA's 10-Ks in one conversation (issue 39): a question naming both companies gets passages
     from each, labelled with the document's id and page, and the usage phrase names the pages given; the model
     answers from them (the calculator on, as the page's default)."""
-    from finspace.documents import chat as docs
+    from finspace.documents import desk as docs
     from finspace.host.gpu import MemoryMonitor as Monitor
     from finspace.service import Service
     from finspace.settings import Settings
@@ -184,7 +184,7 @@ async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into
     """The filing tools on the real engine (issue 39): SmolLM2 with "always" (the first round is a call, through
     structured outputs) and Apple's 10-K attached calls ``search``; its result (bounded) is in the next round's
     prompt, and the model answers."""
-    from finspace.documents import chat as docs
+    from finspace.documents import desk as docs
     from finspace.host.gpu import MemoryMonitor as Monitor
     from finspace.service import Service
     from finspace.settings import Settings

@@ -216,7 +216,7 @@ def test_remote_mode_passes_tools_through_and_reads_the_endpoints_calls_back(tok
 def test_templates_without_tools_get_them_written_in_the_parsers_format():
     from types import SimpleNamespace
 
-    from finspace.tools.prompt import for_template
+    from finspace.tools.rendering import for_template
 
     msgs = [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "q"},
             {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {

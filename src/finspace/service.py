@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from finspace.models.catalog import Catalog, ModelEntry
-from finspace.documents.chat import DocumentDesk, upload_folder
+from finspace.documents.desk import DocumentDesk, upload_folder
 from finspace.documents.gate import ConversionGate
 from finspace.engine import MAX_MESSAGE_CHARS, MAX_TOKENS_CAP, ChatInfo, ChatSettings  # noqa: F401 - the UI's names
 from finspace.engine.api import EngineAPI

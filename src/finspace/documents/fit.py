@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from finspace.documents.convert import Document
-from finspace.documents.prompt import TEMPLATE_ROOM_TOKENS
+from finspace.documents.placing import TEMPLATE_ROOM_TOKENS
 
 QUESTION_ROOM_TOKENS = 256  # a question and the system prompt beside the document
 SAFETY = 1.1  # another model's tokenizer may need this many times the tokens

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.documents.convert import kind_of
 from finspace.documents.upload import remove_upload
 from finspace.edgar import facts as figures

@@ -14,7 +14,7 @@ from typing import Any
 
 from finspace.models.catalog import ModelEntry
 from finspace.errors import BadInput, PromptTooLong
-from finspace.tools import prompt as tool_prompt
+from finspace.tools import rendering as tool_prompt
 from finspace.tools.spec import tool_calls as checked_calls
 
 MAX_MESSAGES = 512
@@ -40,13 +40,13 @@ class ChatSettings:
     chat_template_kwargs: dict | None = None
     # the last message is the assistant's unfinished reply: the model continues it (no new turn)
     continue_final_message: bool = False
-    # a document block (finspace.documents.prompt): after the system prompt, before every turn, so follow-ups
+    # a document block (finspace.documents.placing): after the system prompt, before every turn, so follow-ups
     # share the prefix; bounded by the document limits, not the message limits
     document: str | None = None
     # a JSON schema the answer must follow (vLLM's structured outputs; checked by finspace.structured first)
     json_schema: dict | None = None
     # the functions the model may call (OpenAI "tools", checked by finspace.tools.spec), rendered by the chat
-    # template or written into the prompt in the catalogue's tool_parser format (finspace.tools.prompt)
+    # template or written into the prompt in the catalogue's tool_parser format (finspace.tools.rendering)
     tools: tuple[dict, ...] | None = None
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.engine import tool_loop
 from finspace.engine.api import EngineAPI
 from finspace.engine.prompt import ChatSettings
@@ -108,7 +108,7 @@ def checked(answer: str, documents: Any) -> dict:
 
 async def with_documents(desk: docs.DocumentDesk, engine: EngineAPI, attached: Any, messages: Any,
                          settings: ChatSettings, calculator: str = "off") -> tuple[ChatSettings, str]:
-    """``settings`` carrying the attached documents (finspace.documents.chat), their budget set after all else the
+    """``settings`` carrying the attached documents (finspace.documents.desk), their budget set after all else the
     prompt holds (system prompt, conversation, reply, the tools ``chat_parts`` offers with ``calculator`` or the
     request's ``settings.tools``, a filing tool result and the outlines)."""
     atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]

@@ -28,7 +28,7 @@ from finspace.engine.api import EngineAPI
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import FinspaceError
-from finspace.matrix import prompt
+from finspace.matrix import cell_prompt
 from finspace.matrix.cells import cell_schema, read_cell
 from finspace.matrix.fields import MatrixField
 from finspace.matrix.limits import REPLY_TOKENS
@@ -48,7 +48,7 @@ class Stopped(Exception):
 class Prepared:
     row: int
     doc: Document
-    prompts: list[prompt.CellPrompt]
+    prompts: list[cell_prompt.CellPrompt]
     kv_tokens: int  # what its cells hold in the KV cache together (waves.cost)
 
 
@@ -70,8 +70,8 @@ async def _prepare(engine: EngineAPI, row: int, doc: Document, fields: Sequence[
     """Each field's prompt for ``doc`` and their KV tokens, in the tokenizer's thread (one call per document).
     ``stop`` set, or this preparation given up (its time bound, a cancel): the work ends at its next count
     (Stopped), so a cancelled or failed matrix leaves no tokenizing behind."""
-    budget = prompt.budget(engine.max_model_len, reply_tokens)
-    room = prompt.TEMPLATE_ROOM_TOKENS
+    budget = cell_prompt.budget(engine.max_model_len, reply_tokens)
+    room = cell_prompt.TEMPLATE_ROOM_TOKENS
     given_up = threading.Event()
 
     def build(count: Callable[[str], int]) -> Prepared:
@@ -80,9 +80,9 @@ async def _prepare(engine: EngineAPI, row: int, doc: Document, fields: Sequence[
                 raise Stopped
             return count(text)
 
-        rules, block = counted(prompt.RULES), count_upto(counted, prompt.document_block(doc), budget)
-        asks = [counted(prompt.field_message(f)) for f in fields]
-        prompts = [prompt.cell_prompt(doc, f, budget, counted, whole_tokens=block + max(asks)) for f in fields]
+        rules, block = counted(cell_prompt.RULES), count_upto(counted, cell_prompt.document_block(doc), budget)
+        asks = [counted(cell_prompt.field_message(f)) for f in fields]
+        prompts = [cell_prompt.cell_prompt(doc, f, budget, counted, whole_tokens=block + max(asks)) for f in fields]
         if all(cp.whole for cp in prompts):  # one prefix, shared by the document's cells
             kv = cost(rules + block, [a + reply_tokens + room for a in asks])
         else:  # each cell has its own passages: no prefix shared
@@ -90,12 +90,12 @@ async def _prepare(engine: EngineAPI, row: int, doc: Document, fields: Sequence[
         return Prepared(row, doc, prompts, kv)
 
     try:
-        return await engine.measure(build, size=len(prompt.document_block(doc)))
+        return await engine.measure(build, size=len(cell_prompt.document_block(doc)))
     finally:
         given_up.set()
 
 
-async def _cell(engine: EngineAPI, doc: Document, field: MatrixField, cp: prompt.CellPrompt,
+async def _cell(engine: EngineAPI, doc: Document, field: MatrixField, cp: cell_prompt.CellPrompt,
                 settings: ChatSettings) -> CellResult:
     info = ChatInfo()
     settings = replace(settings, json_schema=cell_schema(field, len(doc.pages)), document=cp.document)
@@ -104,13 +104,13 @@ async def _cell(engine: EngineAPI, doc: Document, field: MatrixField, cp: prompt
         async for _thinking, answer in stream:
             parts.append(answer)
     cell = read_cell("".join(parts), field, len(doc.pages), info.finish_reason)
-    return CellResult(cell, verify(cell, field, prompt.numbered(doc)), cp.whole)
+    return CellResult(cell, verify(cell, field, cell_prompt.numbered(doc)), cp.whole)
 
 
 def cell_settings(entry: Any, reply_tokens: int) -> ChatSettings:
     """Greedy, the rules as the system prompt; a reasoning model answers without thinking (the cell is the answer)."""
     kwargs = {"enable_thinking": False} if getattr(entry, "reasoning", None) else None
-    return ChatSettings(system_prompt=prompt.RULES, temperature=0.0, max_tokens=reply_tokens,
+    return ChatSettings(system_prompt=cell_prompt.RULES, temperature=0.0, max_tokens=reply_tokens,
                         chat_template_kwargs=kwargs)
 
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.documents.convert import short_name
 from finspace.documents.upload import remove_upload
 from finspace.engine.prompt import ChatSettings

@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from finspace.engine import ChatInfo
 from finspace.errors import BadInput, Busy, FinspaceError, NotReady, http_headers
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.wall.clients import bearer, request_client
 from finspace.wall.leaving import unless_gone
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat

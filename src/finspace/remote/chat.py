@@ -23,7 +23,7 @@ from finspace.engine.prompt import (ChatSettings, check_template_kwargs, normali
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, Busy, EngineFailed, FinspaceError, ToolsRefused
 from finspace.remote.endpoint import reason_for
-from finspace.tools import prompt as tool_prompt
+from finspace.tools import rendering as tool_prompt
 
 FailureFn = Callable[[str, int | None], Any]  # (reason, HTTP status or None): the engine notes the endpoint down
 

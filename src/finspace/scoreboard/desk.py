@@ -153,7 +153,7 @@ class ScoreDesk:
     def _check_format(self, value: Any, set_name: Any = None) -> str:
         """The run's prompt format; the calculator's and the filing tools' need a model whose calls finspace can
         read, and the filing formats are FinanceBench's (its questions name their filings)."""
-        from finspace.scoreboard.prompt import FILING_FORMATS, PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS, check_format
+        from finspace.scoreboard.asking import FILING_FORMATS, PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS, check_format
         from finspace.engine.tool_loop import offered
 
         fmt = check_format(value)
@@ -172,7 +172,7 @@ class ScoreDesk:
         """For the filing formats, how an item is asked: about its PDF, through the Service as the chat asks
         (finspace.scoreboard.filings); None for the others (the set's context, straight to the engine)."""
         from finspace.scoreboard import filings
-        from finspace.scoreboard.prompt import FILING_FORMATS
+        from finspace.scoreboard.asking import FILING_FORMATS
         from finspace.scoreboard.run import item_settings
 
         if fmt not in FILING_FORMATS:

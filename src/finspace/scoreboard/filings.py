@@ -3,7 +3,7 @@
 A question's filing (finspace.scoreboard.pdfs: placed, cached, or fetched once) is converted as an upload is (the chat's
 ``attach``: child process, the document bounds) and answered through the Service, the chat's own path: its
 budget set and the reply streamed by ``Service.answer``. Two formats
-(finspace.scoreboard.prompt):
+(finspace.scoreboard.asking):
 
 - ``finspace-eval-v1+filing``: one shot, the passages of the filing that fit the model's context (the tools off);
 - ``finspace-eval-v1+filing-tools``: the filing tools (outline, search, read_page, filer_facts, calculate), for a
@@ -27,12 +27,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, DataUnavailable, FinspaceError
 from finspace.scoreboard import pdfs
-from finspace.scoreboard.prompt import PROMPT_FORMAT_FILING_TOOLS, filing_messages
+from finspace.scoreboard.asking import PROMPT_FORMAT_FILING_TOOLS, filing_messages
 from finspace.grounding.chat import filing_tools
 
 AT_ONCE = 4  # converted filings held at once

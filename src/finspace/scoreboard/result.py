@@ -60,7 +60,7 @@ def _summary(set_name: str, scored: list) -> dict:
 
 def build(job: Any) -> dict:
     """The JSON a run is stored as (a cancelled run's holds the items that had finished, partial: true)."""
-    from finspace.scoreboard import prompt as prompt_mod
+    from finspace.scoreboard import asking as prompt_mod
 
     run, s, prov = job.run, job.eval_set, job.provenance
     done = [run.results[i] for i in sorted(run.results)]

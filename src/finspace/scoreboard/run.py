@@ -1,6 +1,6 @@
 """A scoreboard run on the loaded model: every item's request sent to the engine at once, so vLLM batches them.
 
-Each item is one greedy request (its messages from ``finspace.scoreboard.prompt``), through the engine's ``chat_parts``
+Each item is one greedy request (its messages from ``finspace.scoreboard.asking``), through the engine's ``chat_parts``
 only (the same call for the in-process engine and a remote one). An item whose prompt is too long for the
 model's context, or whose request fails, is recorded as that item's error: counted, never the run's end.
 ``run_items`` yields the run after each finished item, so the page and the API show progress; closing it (a
@@ -168,7 +168,7 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
     """Ask every item at once; yield the run after each finished item (the last yield has state done; closed
     early, the run is cancelled with the items that had finished). ``asker``: see run_item."""
     if prompt_mod is None or score_mod is None:  # the sets' own prompt and scorer (tests may pass others)
-        from finspace.scoreboard import prompt as default_prompt, score as default_score
+        from finspace.scoreboard import asking as default_prompt, score as default_score
 
         prompt_mod, score_mod = prompt_mod or default_prompt, score_mod or default_score
     run = EvalRun(set_name, len(items))

@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Callable
 
 import gradio as gr
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.documents.upload import remove_upload
 from finspace.engine.prompt import allowed_template_kwargs
 from finspace.errors import BadInput, FinspaceError

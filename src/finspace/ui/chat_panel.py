@@ -20,7 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.engine.prompt import allowed_template_kwargs
 from finspace.models.catalog import Sampling
 from finspace.errors import BadInput, FinspaceError
@@ -110,7 +110,7 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
         group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
-    c["doc"] = gr.State(None)  # the conversation's documents (a list of finspace.documents.chat.Attached states)
+    c["doc"] = gr.State(None)  # the conversation's documents (a list of finspace.documents.desk.Attached states)
     c["doc_fit"] = gr.Markdown(elem_id="doc-fit")
     c["doc_list"] = gr.CheckboxGroup([], value=[], visible=False, elem_id="doc-list", interactive=True,
                                      label="Documents in this conversation, by id (uncheck one to remove it)")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from finspace.documents.chat import upload_folder
+from finspace.documents.desk import upload_folder
 from finspace.errors import FinspaceError
 from finspace.ui import chat as convo
 from finspace.ui import saved

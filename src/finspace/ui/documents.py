@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from finspace.documents import chat as docs
+from finspace.documents import desk as docs
 from finspace.documents import fit as fitting
 from finspace.documents.convert import KINDS
 from finspace.documents.upload import remove_upload

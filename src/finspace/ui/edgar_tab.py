@@ -11,8 +11,8 @@ import re
 import gradio as gr
 import pandas as pd
 
-from finspace.documents import chat as docs
-from finspace.documents.chat import upload_folder
+from finspace.documents import desk as docs
+from finspace.documents.desk import upload_folder
 from finspace.matrix.table import to_json
 from finspace.service import Service
 from finspace.ui.api import user_error

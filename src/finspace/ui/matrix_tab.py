@@ -21,7 +21,7 @@ from typing import Any
 import gradio as gr
 import gradio_client.utils
 
-from finspace.documents.chat import upload_folder
+from finspace.documents.desk import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.errors import FinspaceError
 from finspace.matrix import export

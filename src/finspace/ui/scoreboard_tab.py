@@ -18,11 +18,11 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from finspace.documents.chat import upload_folder
+from finspace.documents.desk import upload_folder
 from finspace.documents.upload import inside, remove_upload
 from finspace.errors import BadInput, FinspaceError
 from finspace.scoreboard.limits import FILE_TYPES
-from finspace.scoreboard.prompt import FORMATS, PROMPT_FORMAT
+from finspace.scoreboard.asking import FORMATS, PROMPT_FORMAT
 from finspace.service import Service
 from finspace.ui.documents import takes_document
 

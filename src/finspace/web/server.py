@@ -32,7 +32,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from finspace.documents.chat import upload_folder
+from finspace.documents.desk import upload_folder
 from finspace.documents.convert import KINDS
 from finspace.scoreboard.limits import FILE_TYPES as EVAL_FILE_TYPES
 from finspace.errors import FinspaceError

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from finspace.documents import fit as fitting
-from finspace.documents import prompt
+from finspace.documents import placing
 from finspace.documents.convert import Document, kind_of, short_name
 from finspace.documents.gate import ConversionGate
 from finspace.documents.limits import DocumentLimits
@@ -27,7 +27,7 @@ from finspace.documents.upload import convert_upload, remove_upload
 from finspace.engine.api import EngineAPI
 from finspace.engine.prompt import ChatSettings, sampling_for, with_system
 from finspace.errors import BadInput, NotReady
-from finspace.tools import prompt as tool_prompt
+from finspace.tools import rendering as tool_prompt
 
 V1_FOLDER = "finspace-v1"  # /v1's decoded files, inside the upload folder, deleted after conversion
 
@@ -56,8 +56,8 @@ class Attached:
         ident = state.get("id") if isinstance(state.get("id"), str) and state.get("id") else unique_id(doc.name, ())
         return cls(doc, int(state["tokens"]), ident[:MAX_ID_CHARS])
 
-    def source(self) -> prompt.Source:
-        return prompt.Source(self.ident, self.doc)
+    def source(self) -> placing.Source:
+        return placing.Source(self.ident, self.doc)
 
 
 def unique_id(name: str, taken: Any) -> str:
@@ -119,8 +119,8 @@ class DocumentDesk:
                 doc = await convert_upload(path, name, self.limits, self.uploads, quick_s)
         finally:  # refused before converting (429): the upload goes all the same
             remove_upload(path, self.uploads)
-        whole = prompt.whole_block(doc)  # counted piece by piece: memory bounded by a piece, not by the document
-        tokens = await self.engine.measure(lambda count: prompt.count_upto(whole, sys.maxsize, count), size=len(whole))
+        whole = placing.whole_block(doc)  # counted piece by piece: memory bounded by a piece, not by the document
+        tokens = await self.engine.measure(lambda count: placing.count_upto(whole, sys.maxsize, count), size=len(whole))
         return Attached(doc, tokens)
 
     async def attach_bytes(self, name: Any, data: bytes, client: str | None) -> Attached:
@@ -156,7 +156,7 @@ class DocumentDesk:
     async def prompt_tokens(self, messages: list[dict], settings: ChatSettings, tools: Any = None) -> int:
         """Tokens of everything that goes into the prompt besides the document: the system prompt, the tools' specs
         (``tools``, else the settings'), as the model's parser reads them, and the conversation with its tool calls
-        and results. The chat template's own tokens are ``prompt.TEMPLATE_ROOM_TOKENS``."""
+        and results. The chat template's own tokens are ``placing.TEMPLATE_ROOM_TOKENS``."""
         entry = self.engine.entry
         tools = list(tools if tools is not None else settings.tools or ())
         msgs = with_system(list(messages) or [{"role": "user", "content": ""}], entry, settings)
@@ -185,12 +185,12 @@ class DocumentDesk:
         used = await self.prompt_tokens(messages, settings, tools)
         if preamble:
             used += (await self.engine.count_tokens([preamble]))[0]
-        calls = (prompt.TOOL_ROUND_TOKENS if tools or settings.tools else 0) + reserve  # reserve: a tool result
-        room = prompt.budget(self.engine.max_model_len, self.reply_tokens(settings), used + calls)
+        calls = (placing.TOOL_ROUND_TOKENS if tools or settings.tools else 0) + reserve  # reserve: a tool result
+        room = placing.budget(self.engine.max_model_len, self.reply_tokens(settings), used + calls)
         sources = [a.source() for a in atts]
 
-        def prepared(count: Any) -> prompt.Prepared:
-            return prompt.prepare_many(sources, question, room, count)
+        def prepared(count: Any) -> placing.Prepared:
+            return placing.prepare_many(sources, question, room, count)
 
         out = await self.engine.measure(prepared, size=sum(len(a.doc.text) for a in atts))
         text = f"{preamble}\n\n{out.text}" if preamble else out.text
