@@ -37,6 +37,9 @@ class StandIn:
     def health(self):
         return {"ready": True, "model": "demo"}, 200
 
+    def provenance(self):  # Service.provenance: the serving model's, for a reply's record
+        return None
+
 
 def main() -> None:
     endpoint = McpEndpoint(StandIn(), max_body_bytes=1 << 20)
