@@ -129,7 +129,7 @@ def tools(key: str, doc, q: dict, budget: int, count: Callable[[str], int]) -> S
 def documents(questions: list[dict]) -> dict:
     from finspace.documents.convert import convert
     from finspace.documents.limits import DocumentLimits
-    from finspace.grounding.library import doc_id
+    from finspace.documents.desk import unique_id
 
     folder = shared_dir() / "filings"
     out = {}
@@ -137,7 +137,7 @@ def documents(questions: list[dict]) -> dict:
         path = folder / name
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing: the real filings are in ../shared/filings (SOURCES.md)")
-        out[name] = (doc_id(name), convert(path, name, DocumentLimits()))
+        out[name] = (unique_id(name), convert(path, name, DocumentLimits()))
     return out
 
 

@@ -15,7 +15,8 @@ from finspace.documents.convert import Document, Page, convert
 from finspace.documents.limits import DocumentLimits
 from finspace.errors import BadInput, PageOutOfRange, UnknownDocument
 from finspace.grounding import library as gl
-from finspace.grounding.library import approx_tokens, doc_id
+from finspace.documents.desk import unique_id
+from finspace.grounding.library import approx_tokens
 from finspace.grounding.lookup import filer_facts, read_page, search
 from finspace.grounding.outline import outline
 from support.filings import filing
@@ -42,7 +43,7 @@ def lib() -> dict[str, Document]:
     ("x" * 200 + ".pdf", (), "x" * gl.MAX_ID_CHARS),
 ])
 def test_a_documents_id_is_its_file_name_without_the_extension_made_unique(name, taken, expected):
-    assert doc_id(name, taken) == expected
+    assert unique_id(name, taken) == expected
 
 
 def test_a_library_holds_at_most_twenty_documents_each_under_its_own_id():

@@ -227,7 +227,7 @@ def test_every_answer_of_the_bench_verifies_on_its_pages_and_seven_percent_more_
     lib = gl.library(convert(filing(n), n, DocumentLimits()) for n in dict.fromkeys(q["file"] for q in questions))
     true_marks, more_marks, coincidences = [], [], []
     for q in questions:
-        key = gl.doc_id(q["file"])
+        key = gl.unique_id(q["file"])
         digits = re.search(r"\d[\d,]*(?:\.\d+)?", q["figure"])[0]
         places = len(digits.split(".")[1]) if "." in digits else 0
         more = f"{decimal.Decimal(digits.replace(',', '')) * decimal.Decimal('1.07'):,.{places}f}"

@@ -11,11 +11,12 @@ and the conversation, else the passages most relevant to the last question.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import tempfile
 import uuid
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from finspace.documents import fit as fitting
@@ -32,7 +33,8 @@ from finspace.tools import rendering as tool_prompt
 V1_FOLDER = "finspace-v1"  # /v1's decoded files, inside the upload folder, deleted after conversion
 
 
-MAX_ID_CHARS = 64
+MAX_ID_CHARS = 60
+_ODD = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,15 +62,19 @@ class Attached:
         return placing.Source(self.ident, self.doc)
 
 
-def unique_id(name: str, taken: Any) -> str:
-    """The file name without its extension ("aapl-10-k-2024-11-01"), with "-2", "-3"... when ``taken`` has it."""
-    stem = Path(short_name(str(name))).stem.strip() or "document"
-    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in stem)[:MAX_ID_CHARS - 4] or "document"
-    ident, n = stem, 1
-    while ident in set(taken):
+def unique_id(name: str, taken: Iterable[str] = ()) -> str:
+    """The short id of a file called ``name`` (a conversation's documents, the filing tools' ``document``): its
+    name without the extension ("aapl-10-k-2024-11-01"), spaces and odd characters made dashes, at most
+    ``MAX_ID_CHARS``; "-2", "-3" ... added when ``taken`` (case folded: the model may write either) holds it."""
+    stem = Path(str(name).replace("\\", "/")).name
+    stem = stem.rsplit(".", 1)[0] if "." in stem.strip(".") else stem
+    base = _ODD.sub("-", stem).strip("-.") [:MAX_ID_CHARS].strip("-.") or "document"
+    used = {t.casefold() for t in taken}
+    out, n = base, 1
+    while out.casefold() in used:
         n += 1
-        ident = f"{stem}-{n}"
-    return ident
+        out = f"{base[:MAX_ID_CHARS - len(str(n)) - 1]}-{n}"
+    return out
 
 
 def attached_list(state: Any) -> list[Attached]:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 from finspace.documents.convert import Document
+from finspace.documents.desk import MAX_ID_CHARS, unique_id  # noqa: F401 - MAX_ID_CHARS: the ids' bound
 from finspace.errors import BadInput, PageOutOfRange, UnknownDocument
 
 MAX_DOCUMENTS = 20  # the Matrix's bound on documents
-MAX_ID_CHARS = 60
-_ODD = re.compile(r"[^A-Za-z0-9._-]+")
 
 Library = Mapping[str, Document]
 
@@ -30,20 +28,6 @@ def approx_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def doc_id(name: str, taken: Iterable[str] = ()) -> str:
-    """The short id of a file called ``name``: its name without the extension, spaces and odd characters made
-    dashes, at most ``MAX_ID_CHARS``; "-2", "-3" ... added when ``taken`` (case folded) already holds it."""
-    stem = Path(str(name).replace("\\", "/")).name
-    stem = stem.rsplit(".", 1)[0] if "." in stem.strip(".") else stem
-    base = _ODD.sub("-", stem).strip("-.") [:MAX_ID_CHARS].strip("-.") or "document"
-    used = {t.casefold() for t in taken}
-    out, n = base, 1
-    while out.casefold() in used:
-        n += 1
-        out = f"{base[:MAX_ID_CHARS - len(str(n)) - 1]}-{n}"
-    return out
-
-
 def library(docs: Iterable[Document]) -> dict[str, Document]:
     """The documents by id, in order (ids from their names, made unique); BadInput past ``MAX_DOCUMENTS``."""
     out: dict[str, Document] = {}
@@ -51,7 +35,7 @@ def library(docs: Iterable[Document]) -> dict[str, Document]:
         if len(out) >= MAX_DOCUMENTS:
             raise BadInput(f"a conversation holds at most {MAX_DOCUMENTS} documents; remove one before adding "
                            "another")
-        out[doc_id(doc.name, out)] = doc
+        out[unique_id(doc.name, out)] = doc
     return out
 
 
