@@ -451,3 +451,23 @@ def env_flag(name: str, default: float) -> float:
         return float(os.environ.get(name, default))
     except ValueError:
         return default
+
+
+def peak_rss_during(pid: int, work) -> tuple[int, object]:
+    """The app process's peak RSS growth (sampled every 20 ms) while ``work()`` runs, and its result."""
+    proc = psutil.Process(pid)
+    start, peak, done = proc.memory_info().rss, [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = work()
+    finally:
+        done.set()
+        sampler.join()
+    return max(0, peak[0] - start), result

@@ -40,7 +40,7 @@ import httpx
 import psutil
 import pytest
 
-from rel_utils import (SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, running_requests,
+from rel_utils import (SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, peak_rss_during, running_requests,
                        still_serving, wait_until)
 from support.filings import filing
 from support.slow_pdf import slow_pdf
@@ -241,26 +241,6 @@ def nested_contexts(chains: int = 400, depth: int = 100) -> bytes:
     out.append('</ix:resources></ix:header><p>Revenue <ix:nonNumeric name="dei:X" contextRef="c0_0">rose</ix:nonNumeric>'
                '</p></body></html>')
     return "".join(out).encode()
-
-
-def peak_rss_during(pid: int, work) -> tuple[int, object]:
-    """The app process's peak RSS growth (sampled every 20 ms) while ``work()`` runs, and its result."""
-    proc = psutil.Process(pid)
-    start, peak, done = proc.memory_info().rss, [0], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], proc.memory_info().rss)
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        result = work()
-    finally:
-        done.set()
-        sampler.join()
-    return max(0, peak[0] - start), result
 
 
 def ask_with_file(url: str, name: str, data: bytes) -> dict:
