@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from finspace.documents import desk as docs
 from finspace.documents.convert import short_name
@@ -24,6 +24,9 @@ from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, NotReady
 from finspace.matrix.table import to_json
 from finspace.mcp_server.arguments import document_file
+
+if TYPE_CHECKING:
+    from finspace.service import Service
 
 _PAGE = re.compile(r"\bp(?:age|\.)?\s*(\d{1,5})\b", re.IGNORECASE)
 FIT_SETTINGS = ("max_model_len", "dtype", "quantization", "gpu_memory_utilization")
@@ -38,7 +41,7 @@ class Caller:
 
 
 class ToolCalls:
-    def __init__(self, svc: Any, *, allow_loopback: bool = False, fetch_timeout_s: float = 30.0):
+    def __init__(self, svc: Service, *, allow_loopback: bool = False, fetch_timeout_s: float = 30.0):
         self.svc = svc
         self.allow_loopback = allow_loopback
         self.fetch_timeout_s = fetch_timeout_s

@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -33,6 +33,9 @@ from finspace.mcp_server import arguments
 from finspace.mcp_server.calls import Caller, ToolCalls
 from finspace.wall.leaving import unless_gone
 from finspace.mcp_server.tools import tool_specs
+
+if TYPE_CHECKING:
+    from finspace.service import Service
 
 log = logging.getLogger("finspace.mcp")
 
@@ -58,7 +61,7 @@ def sdk_problem() -> str | None:
 class McpEndpoint:
     """The ASGI app at MCP_PATH and the lifespan it needs (``async with endpoint.run(): ...``)."""
 
-    def __init__(self, svc: Any, *, max_body_bytes: int, allow_loopback: bool = False):
+    def __init__(self, svc: Service, *, max_body_bytes: int, allow_loopback: bool = False):
         self.svc = svc
         self.calls = ToolCalls(svc, allow_loopback=allow_loopback)
         self.checks = anyio.CapacityLimiter(CHECK_THREADS)

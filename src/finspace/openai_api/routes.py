@@ -30,6 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import anyio
 from fastapi import FastAPI, Request
@@ -46,6 +47,9 @@ from finspace.tools.calls import CallReader, forced_schema
 from finspace.tools.spec import check_rounds
 from finspace.structured.compiles import CompileGate
 
+if TYPE_CHECKING:
+    from finspace.service import Service
+
 log = logging.getLogger("finspace.openai")
 
 _FIELDS = ("temperature", "top_p", "max_tokens", "seed", "stop")
@@ -53,7 +57,7 @@ CHECK_THREADS = 4  # /v1 requests checked at once (each check bounded in work: f
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def api_error(svc, exc: BaseException) -> ApiError:
+def api_error(svc: Service, exc: BaseException) -> ApiError:
     """The one translation of a domain error (or a surprise) at this boundary."""
     if isinstance(exc, ApiError):
         return exc
@@ -74,7 +78,7 @@ def error_response(err: ApiError) -> JSONResponse:
                         headers=err.headers or None)
 
 
-def check_key(svc, request: Request) -> None:
+def check_key(svc: Service, request: Request) -> None:
     """401 unless FINSPACE_API_KEYS is unset or the request carries one of them (constant-time compare)."""
     keys = svc.settings.api_keys
     if not keys:
@@ -88,7 +92,7 @@ def check_key(svc, request: Request) -> None:
                        headers={"WWW-Authenticate": "Bearer"})
 
 
-def check_model(svc, model: str) -> str:
+def check_model(svc: Service, model: str) -> str:
     """The loaded model's key when ``model`` names it; 404 naming the loaded model and how to switch, else."""
     h = svc.serving.health()
     if h.model_key is None or h.state != "ready":
@@ -157,7 +161,7 @@ def add_openai_routes(app: FastAPI, svc) -> None:
                                             "/v1/chat/completions and GET /v1/models", code="unknown_url"))
 
 
-def _checked(svc, raw: bytes) -> tuple[ChatRequest, str]:
+def _checked(svc: Service, raw: bytes) -> tuple[ChatRequest, str]:
     """The request read and checked (JSON, fields, schema, tools) and the model's key: run in a worker thread."""
     try:
         body = json.loads(raw, parse_constant=_no_constant)
@@ -169,7 +173,7 @@ def _checked(svc, raw: bytes) -> tuple[ChatRequest, str]:
     return with_tools(svc, req), key
 
 
-def with_tools(svc, req: ChatRequest) -> ChatRequest:
+def with_tools(svc: Service, req: ChatRequest) -> ChatRequest:
     """The request with its tools in the settings (and, for a forced choice, the schema of the call): 400 for a
     model without a tool parser, naming the ones that have one, and for too many tool rounds in a row."""
     try:
@@ -227,7 +231,7 @@ async def _openai_deltas(parts) -> AsyncIterator[dict]:
                 yield {"content": answer}
 
 
-async def _start(svc, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager, atts: list | None = None):
+async def _start(svc: Service, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager, atts: list | None = None):
     """The reply (or its stream) once its first delta is there; ``hold``: the request's compile slot, held until
     then (its schema is compiled once the first token comes). ``atts``: the request's documents: the answer's
     figures are checked against the pages they cite, in the extension field ``finspace_checks`` of the choice
@@ -287,7 +291,7 @@ def _event(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _sse(svc, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
+async def _sse(svc: Service, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
                include_usage: bool, reader: CallReader | None = None, atts: list | None = None) -> AsyncIterator[bytes]:
     """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
     reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""

@@ -10,7 +10,7 @@ app stops), offered as downloads.
 from __future__ import annotations
 
 import html
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gradio as gr
 
@@ -20,13 +20,16 @@ from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.exports import Exports
 
+if TYPE_CHECKING:
+    from finspace.service import Service
+
 STORAGE_KEY = "finspace-conversations"
 # BrowserState encrypts with a secret the page itself carries (no secrecy from the browser's user); a fixed one
 # keeps saved conversations readable after the app restarts.
 STORAGE_SECRET = "finspace-conversations-v1"
 
 
-def build_conversations(demo: gr.Blocks, c: dict, svc: Any) -> Callable[[], None]:
+def build_conversations(demo: gr.Blocks, c: dict, svc: Service) -> Callable[[], None]:
     """Components and events; ``c`` holds the chat column's components (chatbot, conv, cont, ...). Returns the
     function that registers the page-load restore: call it after the page's own load event, which stays first.
     The exports' folder is removed when ``svc`` closes."""

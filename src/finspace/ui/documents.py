@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
@@ -22,6 +22,9 @@ from finspace.documents import fit as fitting
 from finspace.documents.convert import KINDS
 from finspace.documents.upload import remove_upload
 from finspace.errors import FinspaceError
+
+if TYPE_CHECKING:
+    from finspace.service import Service
 
 FILE_TYPES = sorted(KINDS)  # the multimodal textbox offers these extensions
 
@@ -48,7 +51,7 @@ def message_file(message: Any) -> str | None:
     return first.get("path") if isinstance(first, dict) else first
 
 
-def fit_view(svc: Any, atts: list, settings: Any = None) -> str:
+def fit_view(svc: Service, atts: list, settings: Any = None) -> str:
     """The fit table of the conversation's documents together ("" when there are none); ``settings``: the chat's
     (its max tokens is the reply the table leaves room for)."""
     if not atts:
@@ -62,7 +65,7 @@ def doc_list(atts: list) -> Any:
     return gr.update(choices=ids, value=ids, visible=bool(ids))
 
 
-def build_attach(svc: Any):
+def build_attach(svc: Service):
     """The attach step: the chat box's value (with one file) and the conversation's documents (``doc_state``)
     -> (the documents with the new one added under its own id, fit table), or None when the file is refused (a
     warning says why). A second filing joins the first; the upload is deleted whatever happens."""
@@ -91,13 +94,13 @@ def build_attach(svc: Any):
     return attach
 
 
-def fit_table(svc: Any, doc_state: Any, settings: Any) -> str | None:
+def fit_table(svc: Service, doc_state: Any, settings: Any) -> str | None:
     """The fit table of the conversation's documents for these settings (None without any)."""
     atts = docs.attached_list(doc_state)
     return fit_view(svc, atts, settings) if atts else None
 
 
-def build_remove(svc: Any):
+def build_remove(svc: Service):
     """The documents list's handler: the documents whose ids stay checked, and their fit table."""
 
     def remove(kept: Any, doc_state: Any):

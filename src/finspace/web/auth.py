@@ -6,14 +6,17 @@ OpenAI's shape)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 
 from finspace.wall.clients import bearer, request_client
 
+if TYPE_CHECKING:
+    from finspace.service import Service
 
-def admin(svc: Any) -> Callable[[Request], None]:
+
+def admin(svc: Service) -> Callable[[Request], None]:
     def require_admin(request: Request) -> None:
         """401 unless 'Authorization: Bearer <FINSPACE_ADMIN_TOKEN>' (when one is set); checked before the body,
         and wrong tokens are throttled per client (429)."""

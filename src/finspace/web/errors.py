@@ -5,7 +5,7 @@ surprise as a 500 without a traceback; never a token (redacted), never the input
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +14,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from finspace.errors import FinspaceError, http_headers
 from finspace.openai_api import error_body
+
+if TYPE_CHECKING:
+    from finspace.service import Service
 
 log = logging.getLogger("finspace.web.server")
 
@@ -41,7 +44,7 @@ def validation_message(exc: RequestValidationError, body: str = '{"model": KEY}'
     return "invalid request: " + "; ".join(parts)
 
 
-def add_error_handlers(app: FastAPI, svc: Any) -> None:
+def add_error_handlers(app: FastAPI, svc: Service) -> None:
     """Domain errors with their status, FastAPI's own as {"error": ...}, a surprise as a 500 without a traceback."""
 
     @app.exception_handler(FinspaceError)

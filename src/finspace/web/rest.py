@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from finspace.web.errors import error_response
+
+if TYPE_CHECKING:
+    from finspace.service import Service
 
 
 class LoadRequest(BaseModel):
@@ -20,7 +23,7 @@ class LoadRequest(BaseModel):
     model: str = Field(min_length=1, max_length=200, description="a catalogue key from GET /models")
 
 
-def rest_router(svc: Any, require_admin: Any) -> APIRouter:
+def rest_router(svc: Service, require_admin: Any) -> APIRouter:
     """/health, /load-model (behind ``require_admin``), /models, /edgar/*, /loads."""
     app = APIRouter()
 

@@ -4,11 +4,14 @@ admin token, as /load-model). Errors are the app's {"error": message} with the d
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from finspace.service import Service
 
 
 class RunRequest(BaseModel):
@@ -22,7 +25,7 @@ class RunRequest(BaseModel):
                                       "finspace-eval-v1+filing / +filing-tools (each question's whole filing)")
 
 
-def scores_router(svc: Any, require_admin: Any) -> APIRouter:
+def scores_router(svc: Service, require_admin: Any) -> APIRouter:
     app = APIRouter()
 
     @app.get("/scores", summary="Every stored scoreboard result (newest first), files skipped, the running run")
