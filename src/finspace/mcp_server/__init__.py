@@ -2,5 +2,5 @@
 
 Not named ``mcp``: that would shadow the SDK.
 
-May import: errors, host, engine, documents, matrix, wall (tests/test_imports.py).
+May import: errors, host, engine, documents, matrix, wall, service (tests/test_imports.py).
 """

@@ -1,6 +1,6 @@
 """The OpenAI-compatible API (/v1): ``request`` checks a chat-completions body, ``routes`` serves it.
 
-May import: errors, structured, tools, engine, documents, wall (tests/test_imports.py).
+May import: errors, structured, tools, engine, documents, wall, service (tests/test_imports.py).
 """
 
 from finspace.openai_api.request import ApiError, ChatRequest, error_body, parse_chat
