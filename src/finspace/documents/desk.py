@@ -16,8 +16,8 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Iterable
+from typing import Any, Protocol
 
 from finspace.documents import fit as fitting
 from finspace.documents import placing
@@ -26,6 +26,7 @@ from finspace.documents.gate import ConversionGate
 from finspace.documents.limits import DocumentLimits
 from finspace.documents.upload import convert_upload, remove_upload
 from finspace.engine.api import EngineAPI
+from finspace.engine.view import ServingView
 from finspace.engine.prompt import ChatSettings, sampling_for, with_system
 from finspace.errors import BadInput, NotReady
 from finspace.tools import rendering as tool_prompt
@@ -95,6 +96,19 @@ def upload_folder(settings: Any) -> str:
 
 def count_tokens(tok: Any, text: str) -> int:
     return len(tok(text, add_special_tokens=False)["input_ids"])
+
+
+class Answering(Protocol):
+    """What a desk that answers from documents is given (the Companies desk, the Scoreboard's filings): the serving
+    model's state, the documents desk, the settings, and the one way a question is answered (``Service``
+    implements it; the desks hold this, never the engine)."""
+
+    serving: ServingView
+    documents: DocumentDesk
+    settings: Any
+
+    def answer(self, messages: Any, settings: ChatSettings, info: Any, *, calculator: str = "off",
+               documents: Any = None) -> AsyncGenerator[tuple[str, str], None]: ...
 
 
 class DocumentDesk:

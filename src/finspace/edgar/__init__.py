@@ -4,5 +4,5 @@
 their validators), ``client`` (SEC's two hosts only, bounded, retried), ``companies``, ``filings``, ``facts`` and
 ``desk`` (what ``Service.edgar`` is). See docs/edgar.md.
 
-May import: errors, engine, xbrl, documents (tests/test_imports.py).
+May import: errors, engine, xbrl, documents, matrix (tests/test_imports.py).
 """

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from finspace.documents import desk as docs
 from finspace.documents.convert import kind_of
@@ -25,6 +25,7 @@ from finspace.edgar.config import OFF_MESSAGE, EdgarSettings
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, DataUnavailable, NotFound
+from finspace.matrix.desk import MatrixDesk
 
 FOLDER = "finspace-edgar"  # filings read from the archive, inside the upload folder, deleted after conversion
 TICKERS_FRESH_S = 24 * 3600.0
@@ -32,6 +33,13 @@ MAX_COMPANIES = 12  # on one chart, or in one "AAPL, MSFT: latest 10-K"
 MAX_QUESTION_CHARS = 4000
 _SPLIT = re.compile(r"[,;\s]+")
 _PAGE = re.compile(r"\bp(?:age|\.)?\s*(\d{1,5})\b", re.IGNORECASE)
+
+
+class EdgarHost(docs.Answering, Protocol):
+    """What the Companies desk is given (Service implements it): answering from a filing, and the Matrix's desk
+    for a matrix of filings."""
+
+    matrix: MatrixDesk
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class Picked:
 
 
 class EdgarDesk:
-    def __init__(self, svc: Any, settings: EdgarSettings, data_dir: str | None = None):
+    def __init__(self, svc: EdgarHost, settings: EdgarSettings, data_dir: str | None = None):
         self.svc = svc
         self.settings = settings
         folder = settings.cache_dir or str(Path(data_dir or tempfile.gettempdir()) / "finspace-edgar-cache")

@@ -13,8 +13,9 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from finspace.documents.desk import Answering
 from finspace.engine.api import EngineAPI
 from finspace.errors import BadInput, EvalRunning, NotReady, SwitchInProgress
 from finspace.scoreboard import result as results
@@ -23,6 +24,17 @@ from finspace.scoreboard.run import EvalRun, run_items
 from finspace.scoreboard.store import FOLDER, ScoreStore
 
 log = logging.getLogger("finspace.scoreboard")
+
+
+class ScoreboardHost(Answering, Protocol):
+    """What the Scoreboard's desk is given besides the engine it sends a set's items to (Service implements it):
+    answering a filing's questions as the chat does, the admin token's check, the load in progress, the ledger."""
+
+    ledger: Any
+    load_running: bool
+    loading_key: str | None
+
+    def authorize(self, token: Any, client: str | None = None, action: str = "switching models") -> None: ...
 
 
 class Job:
@@ -56,7 +68,7 @@ class Job:
 
 
 class ScoreDesk:
-    def __init__(self, svc: Any, engine: EngineAPI, limits: EvalLimits | None = None,
+    def __init__(self, svc: ScoreboardHost, engine: EngineAPI, limits: EvalLimits | None = None,
                  folder: Path | str | None = None):
         """``svc``: the service a run is authorized, waits on loads and asks a filing's questions through (as the
         chat does); ``engine``: what the set's items are sent to, all at once."""

@@ -56,7 +56,7 @@ def calculator_mode(engine: Any, prompt_format: str, documents: list) -> str:
 class Filings:
     """A run's filings by FinanceBench doc_name (see the module's docstring)."""
 
-    def __init__(self, svc: Any, items: Any, data_dir: str | Path, *, evalsets_dir: str | Path | None = None,
+    def __init__(self, svc: docs.Answering, items: Any, data_dir: str | Path, *, evalsets_dir: str | Path | None = None,
                  base_url: str | None = None, timeout_s: float = 10.0):
         self.svc, self.data_dir, self.evalsets_dir = svc, data_dir, evalsets_dir
         self.base_url, self.timeout_s = base_url, timeout_s
@@ -110,7 +110,7 @@ class Filings:
         return docs.with_id(await self.svc.documents.attach_bytes(f"{name}.pdf", data, CLIENT), [])
 
 
-async def ask(svc: Any, filings: Filings, item: Any, settings: ChatSettings,
+async def ask(svc: docs.Answering, filings: Filings, item: Any, settings: ChatSettings,
               prompt_format: str) -> tuple[str, ChatInfo, str | None]:
     """One FinanceBench item over its filing, through the chat's path: (reply, info, the usage's document phrase
     "document: 12 of 84 pages (5 passages): APPLE_2015_10K p. 31, 33")."""
