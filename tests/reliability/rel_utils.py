@@ -14,6 +14,8 @@ and 64 light-weight sessions in one event loop.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import socket
@@ -471,3 +473,63 @@ def peak_rss_during(pid: int, work) -> tuple[int, object]:
         done.set()
         sampler.join()
     return max(0, peak[0] - start), result
+
+
+# ------------------------------------------------------------------ clients told apart, conversions, dropped calls
+def from_ip(ip: str) -> dict[str, str]:
+    """Headers of a client at ``ip`` (the server trusts 127.0.0.1 as its proxy: FINSPACE_TRUSTED_PROXIES)."""
+    return {"X-Forwarded-For": ip}
+
+
+def wait_for(pred, timeout: float, what: str, every: float = 0.1) -> float:
+    """Seconds until ``pred()`` holds; fails naming ``what`` past ``timeout``."""
+    t0 = time.monotonic()
+    while not pred():
+        assert time.monotonic() - t0 < timeout, f"{what} within {timeout:.0f} s"
+        time.sleep(every)
+    return time.monotonic() - t0
+
+
+def converting(server) -> int:
+    """Document conversions running now: the server's converter children (finspace.documents.upload)."""
+    n = 0
+    for child in psutil.Process(server.proc.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            n += "finspace.documents.upload" in " ".join(child.cmdline())
+    return n
+
+
+def v1_file_body(name: str, data: bytes, max_tokens: int = 2) -> dict:
+    """A /v1 chat whose one question comes with ``data`` as a file part named ``name``."""
+    part = {"type": "file", "file": {"file_data": "data:application/octet-stream;base64,"
+                                     + base64.b64encode(data).decode(), "filename": name}}
+    return {"model": "a", "max_tokens": max_tokens, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What rose?"}, part]}]}
+
+
+def v1_chat_with(server, ip: str, name: str, data: bytes, max_tokens: int = 2) -> tuple[float, httpx.Response]:
+    """(seconds, response) of a /v1 chat from ``ip`` with a file part."""
+    t0 = time.monotonic()
+    r = httpx.post(server.url + "/v1/chat/completions", json=v1_file_body(name, data, max_tokens),
+                   headers=from_ip(ip), timeout=300)
+    TALLY.response(r.status_code, r.text)
+    return time.monotonic() - t0, r
+
+
+def raw_post(url: str, path: str, body: bytes, content_type: str = "application/json",
+             headers: dict[str, str] | None = None) -> socket.socket:
+    """A POST whose answer is never read: the caller goes away when ``drop`` closes the socket."""
+    host, port = httpx.URL(url).host, httpx.URL(url).port
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    sock = socket.create_connection((host, port), timeout=30)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n{extra}"
+                 f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    return sock
+
+
+def drop(sock: socket.socket) -> float:
+    """Close ``sock`` with a reset, as a killed client; the moment it was dropped."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    return time.monotonic()
+

@@ -27,21 +27,18 @@ on vLLM CPU) and measured against a baseline taken in the same run: every test f
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import socket
 import statistics
-import struct
 import threading
 import time
 
 import httpx
-import psutil
 import pytest
 
-from rel_utils import (SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, peak_rss_during, running_requests,
-                       still_serving, wait_until)
+from rel_utils import (SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, baseline, converting, drop, from_ip,
+                       peak_rss_during, raw_post, running_requests, still_serving, wait_until)
 from support.filings import filing
 from support.slow_pdf import slow_pdf
 
@@ -54,10 +51,6 @@ FIELD = [{"name": "Revenue", "type": "number", "instruction": "Total revenue"}]
 def server(surface_server):
     surface_server.baseline = baseline(surface_server)
     return surface_server
-
-
-def client(ip: str) -> dict:
-    return {"X-Forwarded-For": ip}
 
 
 def chained_defs(levels: int = 20, how: str = "ref") -> dict:
@@ -81,7 +74,7 @@ def v1_body(schema: dict, as_tool: bool) -> dict:
 
 def timed_post(url: str, body: dict, ip: str) -> tuple[float, httpx.Response]:
     t0 = time.monotonic()
-    r = httpx.post(url + "/v1/chat/completions", json=body, headers=client(ip), timeout=300)
+    r = httpx.post(url + "/v1/chat/completions", json=body, headers=from_ip(ip), timeout=300)
     TALLY.add(inputs=1)
     TALLY.response(r.status_code, r.text)
     return time.monotonic() - t0, r
@@ -89,7 +82,7 @@ def timed_post(url: str, body: dict, ip: str) -> tuple[float, httpx.Response]:
 
 def health_s(url: str) -> float:
     t0 = time.monotonic()
-    httpx.get(url + "/health", headers=client("198.51.100.9"), timeout=300).raise_for_status()
+    httpx.get(url + "/health", headers=from_ip("198.51.100.9"), timeout=300).raise_for_status()
     return time.monotonic() - t0
 
 
@@ -142,30 +135,6 @@ def mcp_call(url: str, name: str, arguments: dict, http: httpx.Client | None = N
     TALLY.response(r.status_code, r.text)
     assert r.status_code == 200, r.text[:300]
     return r.json()["result"]
-
-
-def raw_post(url: str, path: str, body: bytes, content_type: str = "application/json") -> socket.socket:
-    """A POST whose answer is never read: the caller goes away when the test closes the socket."""
-    host, port = httpx.URL(url).host, httpx.URL(url).port
-    sock = socket.create_connection((host, port), timeout=30)
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
-                 f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-    return sock
-
-
-def drop(sock: socket.socket) -> float:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset, as a killed client
-    sock.close()
-    return time.monotonic()
-
-
-def converting(server) -> int:
-    """Converter children running now (finspace.documents.upload)."""
-    n = 0
-    for child in psutil.Process(server.proc.pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            n += "finspace.documents.upload" in " ".join(child.cmdline())
-    return n
 
 
 def freed_after(server, sock: socket.socket) -> float:

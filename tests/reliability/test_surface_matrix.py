@@ -21,7 +21,6 @@ Clients are told apart by X-Forwarded-For: the server trusts 127.0.0.1 as its pr
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import threading
@@ -34,7 +33,7 @@ import psutil
 import pytest
 
 from helpers import demo_entry
-from rel_utils import TALLY, start_server
+from rel_utils import TALLY, converting, from_ip, start_server, v1_chat_with, wait_for
 from support.catalog import long_context_copy
 from support.slow_pdf import slow_pdf
 
@@ -68,12 +67,8 @@ def server(tmp_path_factory, model_dir):
         srv.stop()
 
 
-def client(ip: str) -> dict:
-    return {"X-Forwarded-For": ip}
-
-
 def upload(server, ip: str, files: list[tuple[str, bytes]]) -> httpx.Response:
-    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", f) for f in files], headers=client(ip),
+    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", f) for f in files], headers=from_ip(ip),
                    timeout=120)
     TALLY.response(r.status_code, r.text)
     return r
@@ -98,7 +93,7 @@ class Matrix:
         self.first = threading.Event()  # the first update: every filing converted (the filer's XBRL values shown)
         body = {"data": [documents, json.dumps(fields)], "fn_index": self.fn, "session_hash": self.session,
                 "trigger_id": None, "event_data": None}
-        r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip), timeout=60)
+        r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60)
         assert r.status_code == 200, r.text
         self.event_id = r.json()["event_id"]
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -107,7 +102,7 @@ class Matrix:
     def _read(self) -> None:
         try:
             with httpx.stream("GET", self.server.url + "/gradio_api/queue/data", params={
-                    "session_hash": self.session}, headers=client(self.ip), timeout=600) as s:
+                    "session_hash": self.session}, headers=from_ip(self.ip), timeout=600) as s:
                 for line in s.iter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -126,38 +121,9 @@ class Matrix:
 
     def cancel(self) -> None:
         httpx.post(self.server.url + "/gradio_api/cancel", json={
-            "session_hash": self.session, "fn_index": self.fn, "event_id": self.event_id}, headers=client(self.ip),
+            "session_hash": self.session, "fn_index": self.fn, "event_id": self.event_id}, headers=from_ip(self.ip),
             timeout=30)
         self.done.wait(60)
-
-
-def v1_chat_with(server, ip: str, name: str, data: bytes) -> tuple[float, httpx.Response]:
-    part = {"type": "file", "file": {"file_data": "data:application/octet-stream;base64,"
-                                     + base64.b64encode(data).decode(), "filename": name}}
-    body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What rose?"}, part]}]}
-    t0 = time.monotonic()
-    r = httpx.post(server.url + "/v1/chat/completions", json=body, headers=client(ip), timeout=300)
-    TALLY.response(r.status_code, r.text)
-    return time.monotonic() - t0, r
-
-
-def converting(server) -> int:
-    """Document conversions running now: the server's converter children (finspace.documents.upload)."""
-    n = 0
-    for child in psutil.Process(server.proc.pid).children(recursive=True):
-        try:
-            n += "finspace.documents.upload" in " ".join(child.cmdline())
-        except psutil.Error:
-            pass
-    return n
-
-
-def wait_for(pred, timeout: float, what: str) -> None:
-    t0 = time.monotonic()
-    while not pred():
-        assert time.monotonic() - t0 < timeout, f"{what} within {timeout:.0f} s"
-        time.sleep(0.1)
 
 
 def stored(server) -> list[Path]:
@@ -178,10 +144,10 @@ def test_deeply_nested_fields_are_refused_naming_the_fix_and_the_upload_goes(ser
 
 def _run(server, ip: str, body: dict) -> dict:
     """One event over the queue: {"success", "error"} as the client sees it."""
-    r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip), timeout=60)
+    r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60)
     assert r.status_code == 200, r.text
     with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": body["session_hash"]},
-                      headers=client(ip), timeout=300) as s:
+                      headers=from_ip(ip), timeout=300) as s:
         for line in s.iter_lines():
             if line.startswith("data:"):
                 msg = json.loads(line[5:])
@@ -204,7 +170,7 @@ def test_uploads_a_client_holds_are_bounded_in_number_and_bytes(server):
     assert r.status_code == 429 and "FINSPACE_UPLOAD_CLIENT_FILES" in r.json()["error"], r.text
     assert upload(server, "10.0.6.3", big[:2]).status_code == 200  # another client: its own bound
     # a client whose uploads were read (a chat deletes its document once converted) may upload again
-    _, r = v1_chat_with(server, "10.0.6.4", "note.txt", NOTE)
+    _, r = v1_chat_with(server, "10.0.6.4", "note.txt", NOTE, max_tokens=4)
     assert r.status_code == 200, r.text
 
 
@@ -231,8 +197,8 @@ def timings(server) -> tuple[float, float]:
     from finspace.documents.convert import convert
     from finspace.documents.limits import DocumentLimits
 
-    v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)  # warm-up
-    t_note, r = v1_chat_with(server, "10.0.4.9", "note.txt", NOTE)
+    v1_chat_with(server, "10.0.4.9", "note.txt", NOTE, max_tokens=4)  # warm-up
+    t_note, r = v1_chat_with(server, "10.0.4.9", "note.txt", NOTE, max_tokens=4)
     assert r.status_code == 200, r.text
     operators = 1600
     while True:  # as slow as this machine needs: PDFium reads 1,600 operators x 220 pages in 2-3 s on 2 cores
@@ -257,7 +223,7 @@ def test_matrices_of_slow_pdfs_leave_a_chat_its_slot_and_busy_refusals_keep_no_u
         wait_for(lambda: converting(server) >= 1, 4 * t_slow, "a matrix started converting")
         with contextlib.suppress(AssertionError):
             wait_for(lambda: converting(server) >= 2, min(5.0, t_slow / 4), "")
-        t_chat, r = v1_chat_with(server, "10.0.4.3", "note.txt", NOTE)
+        t_chat, r = v1_chat_with(server, "10.0.4.3", "note.txt", NOTE, max_tokens=4)
         assert r.status_code == 200, r.text
         assert t_chat < t_slow / 2, (f"a chat's text file took {t_chat:.1f} s while two matrices converted "
                                      f"(alone {t_note:.1f} s; one slow PDF converts in {t_slow:.1f} s)")
@@ -284,10 +250,10 @@ def test_a_client_killed_mid_matrix_gives_its_slot_back_promptly(server, timings
     session = uuid.uuid4().hex[:11]
     body = {"data": [docs, json.dumps(FIELD)], "fn_index": server.fns["matrix"], "session_hash": session,
             "trigger_id": None, "event_data": None}
-    assert httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip),
+    assert httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip),
                       timeout=60).status_code == 200
     with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      headers=client(ip), timeout=60) as s:
+                      headers=from_ip(ip), timeout=60) as s:
         for line in s.iter_lines():
             if "process_starts" in line:
                 break

@@ -26,13 +26,10 @@ Clients are told apart by X-Forwarded-For (FINSPACE_TRUSTED_PROXIES=127.0.0.1). 
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.server
 import json
 import re
-import socket
 import statistics
-import struct
 import threading
 import time
 import uuid
@@ -42,7 +39,8 @@ import httpx
 import psutil
 import pytest
 from helpers import REPO, demo_entry
-from rel_utils import TALLY, assert_clean, peak_rss_during, start_server
+from rel_utils import (TALLY, assert_clean, converting, drop, from_ip, peak_rss_during, raw_post, start_server,
+                       v1_chat_with, v1_file_body, wait_for)
 from support.catalog import long_context_copy
 from support.slow_pdf import slow_pdf
 
@@ -161,71 +159,21 @@ def server(tmp_path_factory, model_dir, hub):
         srv.stop()
 
 
-def client(ip: str) -> dict:
-    return {"X-Forwarded-For": ip}
-
-
 def rss(server) -> int:
     return psutil.Process(server.proc.pid).memory_info().rss
 
 
-def converting(server) -> int:
-    """Converter children running now (finspace.documents.upload)."""
-    n = 0
-    for child in psutil.Process(server.proc.pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            n += "finspace.documents.upload" in " ".join(child.cmdline())
-    return n
-
-
-def wait_for(pred, timeout: float, what: str, every: float = 0.1) -> float:
-    t0 = time.monotonic()
-    while not pred():
-        assert time.monotonic() - t0 < timeout, f"{what} within {timeout:.0f} s"
-        time.sleep(every)
-    return time.monotonic() - t0
-
-
 def health_s(url: str) -> float:
     t0 = time.monotonic()
-    httpx.get(url + "/health", headers=client("198.51.100.99"), timeout=300).raise_for_status()
+    httpx.get(url + "/health", headers=from_ip("198.51.100.99"), timeout=300).raise_for_status()
     return time.monotonic() - t0
-
-
-def v1_file_body(name: str, data: bytes) -> dict:
-    part = {"type": "file", "file": {"file_data": "data:application/octet-stream;base64,"
-                                     + base64.b64encode(data).decode(), "filename": name}}
-    return {"model": "a", "max_tokens": 2, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What rose?"}, part]}]}
-
-
-def v1_chat_with(server, ip: str, name: str, data: bytes) -> tuple[float, httpx.Response]:
-    t0 = time.monotonic()
-    r = httpx.post(server.url + "/v1/chat/completions", json=v1_file_body(name, data), headers=client(ip),
-                   timeout=300)
-    TALLY.add(inputs=1)
-    TALLY.response(r.status_code, r.text)
-    return time.monotonic() - t0, r
-
-
-def raw_post(server, path: str, body: bytes, ip: str) -> socket.socket:
-    """A POST from ``ip`` whose answer is never read: the caller goes away when ``drop`` closes the socket."""
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
-                 f"X-Forwarded-For: {ip}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-    return sock
-
-
-def drop(sock: socket.socket) -> None:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset, as a killed client
-    sock.close()
 
 
 def mcp_post(server, name: str, arguments: dict | str, ip: str, token: str | None = None) -> httpx.Response:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments)
     body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "' + name + '", "arguments": '
             + args + "}}").encode()
-    headers = {**client(ip), "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    headers = {**from_ip(ip), "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     r = httpx.post(server.url + MCP, content=body, headers=headers, timeout=600)
@@ -271,8 +219,8 @@ def test_two_clients_converting_leave_a_third_clients_small_document_its_turn(se
     assert r.status_code == 200, r.text
     t_alone, _ = v1_chat_with(server, "10.1.0.9", "note.txt", NOTE)
     _slow_enough(server, 6 * t_alone)
-    socks = [raw_post(server, "/v1/chat/completions",
-                      json.dumps(v1_file_body("slow.pdf", pdf.read_bytes())).encode(), ip)
+    socks = [raw_post(server.url, "/v1/chat/completions",
+                      json.dumps(v1_file_body("slow.pdf", pdf.read_bytes())).encode(), headers=from_ip(ip))
              for ip, pdf in (("10.1.0.1", server.slow[0]), ("10.1.0.2", server.slow[1]))]
     try:
         wait_for(lambda: converting(server) >= 2, 120, "both clients' slow PDFs converting", 0.02)
@@ -291,7 +239,7 @@ def test_two_clients_converting_leave_a_third_clients_small_document_its_turn(se
     assert held >= 2, f"a slow conversion had ended when the third client's note was answered ({t_third:.1f} s)"
     assert t_third < t_slow / 2, (t_third, t_slow, t_alone)
     wait_for(lambda: converting(server) == 0, 120, "the dropped clients' conversions ended")
-    TALLY.add(inputs=2)
+    TALLY.add(inputs=5)  # the three chats with a file and the two slow PDFs
 
 
 # ------------------------------------------------------------------ 2: sessions that never heartbeat
@@ -306,7 +254,7 @@ def page_chat(server) -> tuple[int, list]:
 
 def attach_in_a_fresh_session(server, ip: str, data: bytes) -> None:
     """Upload ``data`` and send it from the chat box in a new session that never opens a heartbeat."""
-    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", ("report.txt", data))], headers=client(ip),
+    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", ("report.txt", data))], headers=from_ip(ip),
                    timeout=120)
     assert r.status_code == 200, r.text
     fn, inputs = server.page_chat
@@ -314,10 +262,10 @@ def attach_in_a_fresh_session(server, ip: str, data: bytes) -> None:
     session = uuid.uuid4().hex[:11]
     body = {"data": [{"text": "What rose?", "files": [ref]}, *inputs[1:]], "fn_index": fn, "session_hash": session,
             "trigger_id": None, "event_data": None}
-    r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=client(ip), timeout=60)
+    r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60)
     assert r.status_code == 200, r.text
     with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      headers=client(ip), timeout=300) as s:
+                      headers=from_ip(ip), timeout=300) as s:
         for line in s.iter_lines():
             if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
                 msg = json.loads(line[5:])
@@ -420,7 +368,7 @@ def test_6to4_and_site_local_literals_are_refused_before_any_connection(server, 
 # ------------------------------------------------------------------ 4: worst cases, Matrix fields and MCP arguments
 def matrix_event(server, ip: str, fields_text: str) -> tuple[float, dict]:
     """The /matrix event with one uploaded note and ``fields_text``: (seconds, {"success", "error"})."""
-    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", ("note.txt", NOTE))], headers=client(ip),
+    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", ("note.txt", NOTE))], headers=from_ip(ip),
                    timeout=120)
     assert r.status_code == 200, r.text
     ref = {"path": r.json()[0], "url": None, "orig_name": "note.txt", "meta": {"_type": "gradio.FileData"}}
@@ -429,13 +377,13 @@ def matrix_event(server, ip: str, fields_text: str) -> tuple[float, dict]:
                        "trigger_id": None, "event_data": None}).encode()
     t0 = time.monotonic()
     r = httpx.post(server.url + "/gradio_api/queue/join", content=body, headers={
-        **client(ip), "Content-Type": "application/json"}, timeout=120)
+        **from_ip(ip), "Content-Type": "application/json"}, timeout=120)
     TALLY.add(inputs=1)
     TALLY.response(r.status_code, r.text)
     if r.status_code != 200:
         return time.monotonic() - t0, {"success": False, "error": r.text, "status": r.status_code}
     with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      headers=client(ip), timeout=300) as s:
+                      headers=from_ip(ip), timeout=300) as s:
         for line in s.iter_lines():
             if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
                 msg = json.loads(line[5:])
