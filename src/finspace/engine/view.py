@@ -34,10 +34,6 @@ class ServingView:
         return self._engine.kind
 
     @property
-    def remote(self) -> bool:
-        return self._engine.kind == "remote"
-
-    @property
     def gpu(self) -> GPUSpec | None:
         return self._engine.gpu
 
@@ -69,16 +65,14 @@ class ServingView:
 
     @property
     def tools_refused(self) -> str | None:
-        """Why the model server refused tools (a remote one started without them), else None."""
+        """Why the model server refused tools (a remote one started without them), else None (read by
+        tool_loop.offered, which is handed the view as often as the engine)."""
         return getattr(self._engine, "tools_refused", None)
 
     @property
     def tool_parser(self) -> str | None:
         """The vLLM parser that reads this model's tool calls (None: it has none)."""
         return reading_parser(self._engine)
-
-    def hardware_info(self) -> dict[str, Any]:
-        return self._engine.hardware_info()
 
 
 class Provenance:
