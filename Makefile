@@ -53,9 +53,11 @@ run: install
 space-check: install
 	$(BIN)/python scripts/space_check.py $(if $(SPACE_PYTHON),--python $(SPACE_PYTHON))
 
-# ruff over the tree, mypy --strict over the pure packages (pyproject.toml): seconds, so before every test run.
+# ruff (lint and format) over the tree, mypy --strict over the pure packages (pyproject.toml): seconds, so before
+# every test run. `.venv/bin/ruff format .` writes what the check asks for.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 # Two lanes (pytest-xdist, one per core; tests/support/lanes.py): 26 minutes here, 34-39 on a busy

@@ -105,8 +105,10 @@ def blocks(rendered: str) -> list[tuple[int, str]]:
     """(page, text) of each result block of a rendered search or page: a block runs from its "[doc page N ...]"
     header to the next."""
     heads = list(_HEADER.finditer(rendered))
-    return [(int(h["page"]), rendered[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(rendered)])
-            for i, h in enumerate(heads)]
+    return [
+        (int(h["page"]), rendered[h.end() : heads[i + 1].start() if i + 1 < len(heads) else len(rendered)])
+        for i, h in enumerate(heads)
+    ]
 
 
 def tools(key: str, doc, q: dict, budget: int, count: Callable[[str], int]) -> Seen:
@@ -141,8 +143,12 @@ def documents(questions: list[dict]) -> dict:
     return out
 
 
-def measure(budget: int = 1536, questions: list[dict] | None = None, count: Callable[[str], int] | None = None,
-            docs: dict | None = None) -> dict:
+def measure(
+    budget: int = 1536,
+    questions: list[dict] | None = None,
+    count: Callable[[str], int] | None = None,
+    docs: dict | None = None,
+) -> dict:
     """Both sides over the questions: evidence share, mean tokens, and the questions each missed."""
     questions = questions if questions is not None else load_questions()
     count = count or counter()[0]
@@ -154,9 +160,11 @@ def measure(budget: int = 1536, questions: list[dict] | None = None, count: Call
     n = len(rows)
     out = {"questions": n, "filings": len(docs), "budget": budget, "rows": rows}
     for i, side in ((1, "oneshot"), (2, "tools")):
-        out[side] = {"evidence": round(sum(r[i].evidence for r in rows) / n, 3),
-                     "tokens": round(sum(r[i].tokens for r in rows) / n, 1),
-                     "missed": [r[0]["question"] for r in rows if not r[i].evidence]}
+        out[side] = {
+            "evidence": round(sum(r[i].evidence for r in rows) / n, 3),
+            "tokens": round(sum(r[i].tokens for r in rows) / n, 1),
+            "missed": [r[0]["question"] for r in rows if not r[i].evidence],
+        }
     out["tokens_ratio"] = round(out["tools"]["tokens"] / max(out["oneshot"]["tokens"], 1), 2)
     return out
 
@@ -171,22 +179,31 @@ def main(argv: list[str] | None = None) -> int:
     count, how = counter(args.tokenizer)
     t = time.perf_counter()
     got = measure(args.budget, load_questions(args.questions), count)
-    print(f"{got['questions']} questions on {got['filings']} filings, {args.budget:,}-token budget, tokens by {how}, "
-          f"{time.perf_counter() - t:.1f} s")
+    print(
+        f"{got['questions']} questions on {got['filings']} filings, {args.budget:,}-token budget, tokens by {how}, "
+        f"{time.perf_counter() - t:.1f} s"
+    )
     if args.each:
         for q, one, tl in got["rows"]:
-            print(f"  {'+' if one.evidence else '-'}{'+' if tl.evidence else '-'} {one.tokens:5} {tl.tokens:5} "
-                  f"{q['file'][:14]:14} p{q['pages']} {q['question'][:70]} one{list(one.pages)[:6]} "
-                  f"tools{list(tl.pages)}")
-    for side, name in (("oneshot", "one-shot passages (baseline)"), ("tools", "filing tools (outline, search, "
-                                                                            "read the best page)")):
+            print(
+                f"  {'+' if one.evidence else '-'}{'+' if tl.evidence else '-'} {one.tokens:5} {tl.tokens:5} "
+                f"{q['file'][:14]:14} p{q['pages']} {q['question'][:70]} one{list(one.pages)[:6]} "
+                f"tools{list(tl.pages)}"
+            )
+    for side, name in (
+        ("oneshot", "one-shot passages (baseline)"),
+        ("tools", "filing tools (outline, search, read the best page)"),
+    ):
         s = got[side]
-        print(f"{name:58} evidence seen {s['evidence']:.3f}  mean tokens {s['tokens']:,.0f}  missed "
-              f"{len(s['missed'])}")
-    print(f"{'tools / one-shot':58} evidence x{got['tools']['evidence'] / max(got['oneshot']['evidence'], 1e-9):.2f}"
-          f"  tokens x{got['tokens_ratio']:.2f}")
-    print(f"answers_evidence_oneshot={got['oneshot']['evidence']:.3f} "
-          f"answers_evidence_tools={got['tools']['evidence']:.3f} tokens_tools_over_oneshot={got['tokens_ratio']:.2f}")
+        print(f"{name:58} evidence seen {s['evidence']:.3f}  mean tokens {s['tokens']:,.0f}  missed {len(s['missed'])}")
+    print(
+        f"{'tools / one-shot':58} evidence x{got['tools']['evidence'] / max(got['oneshot']['evidence'], 1e-9):.2f}"
+        f"  tokens x{got['tokens_ratio']:.2f}"
+    )
+    print(
+        f"answers_evidence_oneshot={got['oneshot']['evidence']:.3f} "
+        f"answers_evidence_tools={got['tools']['evidence']:.3f} tokens_tools_over_oneshot={got['tokens_ratio']:.2f}"
+    )
     return 0
 
 

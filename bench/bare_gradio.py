@@ -27,15 +27,21 @@ def build_demo(llm, tokenizer, default_system: str, interval_s: float):
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    async def chat(message: str, history: list | None = None, system_prompt: str | None = None,
-                   temperature: float | None = None, max_tokens: int | None = None) -> str:
+    async def chat(
+        message: str,
+        history: list | None = None,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> str:
         system = system_prompt or default_system  # what finspace does with "": the catalogue's prompt
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": message}]
         ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
         if hasattr(ids, "keys"):
             ids = ids["input_ids"]
-        params = SamplingParams(temperature=temperature or 0.0, max_tokens=max_tokens or 128,
-                                output_kind=RequestOutputKind.DELTA)
+        params = SamplingParams(
+            temperature=temperature or 0.0, max_tokens=max_tokens or 128, output_kind=RequestOutputKind.DELTA
+        )
         text, last, pending = "", 0.0, False
         async for out in llm.generate({"prompt_token_ids": list(ids)}, params, uuid.uuid4().hex):
             delta = out.outputs[0].text
@@ -72,9 +78,15 @@ def main() -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    llm = AsyncLLM.from_engine_args(AsyncEngineArgs(
-        model=args.model, dtype=args.dtype, max_model_len=args.max_model_len, enforce_eager=args.enforce_eager,
-        kv_cache_memory_bytes=args.kv_cache_memory_bytes))
+    llm = AsyncLLM.from_engine_args(
+        AsyncEngineArgs(
+            model=args.model,
+            dtype=args.dtype,
+            max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
+            kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        )
+    )
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     demo = build_demo(llm, tokenizer, args.system_prompt, args.interval_ms / 1000.0)
     # SIGTERM (bench/common.py's stop) as Ctrl-C: launch() then closes its server and the engine is shut

@@ -114,15 +114,24 @@ def main() -> int:
     ap.add_argument("--max-model-len", type=int, default=1024)
     ap.add_argument("--kv-cache-memory-bytes", type=int, default=256 << 20)
     ap.add_argument("--enforce-eager", action="store_true", default=True)
-    ap.add_argument("--no-stream", dest="stream", action="store_false",
-                    help="answer each request with one JSON body from LLM.generate (default: stream per step)")
+    ap.add_argument(
+        "--no-stream",
+        dest="stream",
+        action="store_false",
+        help="answer each request with one JSON body from LLM.generate (default: stream per step)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from vllm import LLM
 
-    kwargs = dict(model=args.model, tokenizer=args.model, dtype=args.dtype, max_model_len=args.max_model_len,
-                  enforce_eager=args.enforce_eager)
+    kwargs = dict(
+        model=args.model,
+        tokenizer=args.model,
+        dtype=args.dtype,
+        max_model_len=args.max_model_len,
+        enforce_eager=args.enforce_eager,
+    )
     if args.kv_cache_memory_bytes:
         kwargs["kv_cache_memory_bytes"] = args.kv_cache_memory_bytes
     llm = LLM(**kwargs)

@@ -74,28 +74,75 @@ def chat_messages(entry: dict, prompt: str) -> list[dict]:
 from support.catalog import write_catalog  # noqa: E402
 from support.process import ServerProcess, free_port, install_cleanup, stop_all  # noqa: E402,F401
 
-def start_pair_server(which: str, model_path: Path, catalog: Path, workdir: Path, kv_mib: int, context: int, *,
-                      finspace_env: dict | None = None, vllm_args: tuple[str, ...] = ()) -> ServerProcess:
+
+def start_pair_server(
+    which: str,
+    model_path: Path,
+    catalog: Path,
+    workdir: Path,
+    kv_mib: int,
+    context: int,
+    *,
+    finspace_env: dict | None = None,
+    vllm_args: tuple[str, ...] = (),
+) -> ServerProcess:
     """finspace (`app.py` on ``catalog``'s MODEL_KEY) or vLLM's OpenAI server on ``model_path``, started and ready:
     float32, ``context`` tokens, enforce_eager and the same ``kv_mib`` KV pool for both (the single-model benches:
     documents.py, matrix.py)."""
     port = free_port()
-    env = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     if which == "finspace":
-        env.update({"PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
-                    "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
-                    "FINSPACE_CPU_KV_CACHE_MIB": str(kv_mib), "GRADIO_TEMP_DIR": str(workdir / "gradio"),
-                    **(finspace_env or {})})
-        srv = ServerProcess("finspace", [PYTHON, str(ROOT / "app.py")], env=env, cwd=workdir,
-                            log_path=workdir / "finspace.log", port=port, ready_path="/health")
+        env.update(
+            {
+                "PORT": str(port),
+                "FINSPACE_HOST": "127.0.0.1",
+                "FINSPACE_CATALOG": str(catalog),
+                "FINSPACE_MODEL": MODEL_KEY,
+                "FINSPACE_DATA_DIR": str(workdir / "data"),
+                "FINSPACE_CPU_KV_CACHE_MIB": str(kv_mib),
+                "GRADIO_TEMP_DIR": str(workdir / "gradio"),
+                **(finspace_env or {}),
+            }
+        )
+        srv = ServerProcess(
+            "finspace",
+            [PYTHON, str(ROOT / "app.py")],
+            env=env,
+            cwd=workdir,
+            log_path=workdir / "finspace.log",
+            port=port,
+            ready_path="/health",
+        )
     else:
-        argv = [PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-                "--served-model-name", MODEL_KEY, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-                "--max-model-len", str(context), "--enforce-eager", "--kv-cache-memory-bytes", str(kv_mib << 20),
-                *vllm_args]
-        srv = ServerProcess("vllm", argv, env=env, cwd=workdir, log_path=workdir / "vllm.log", port=port,
-                            ready_path="/health")
+        argv = [
+            PYTHON,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model_path),
+            "--served-model-name",
+            MODEL_KEY,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(context),
+            "--enforce-eager",
+            "--kv-cache-memory-bytes",
+            str(kv_mib << 20),
+            *vllm_args,
+        ]
+        srv = ServerProcess(
+            "vllm", argv, env=env, cwd=workdir, log_path=workdir / "vllm.log", port=port, ready_path="/health"
+        )
     srv.wait_ready(400)
     return srv
 
@@ -121,7 +168,7 @@ class CpuMeter:
 
     def _tree(self) -> dict[int, float]:
         out = {}
-        for pid in (self.server.pids() if self.server else []):
+        for pid in self.server.pids() if self.server else []:
             try:
                 c = self.psutil.Process(pid).cpu_times()
                 out[pid] = c.user + c.system
@@ -141,8 +188,13 @@ class CpuMeter:
         root = self.server.proc.pid if self.server else None
         front = srv1.get(root, 0.0) - self.srv0.get(root, 0.0)
         client = self._me() - self.me0
-        return {"wall": wall, "server": server / wall, "client": client / wall, "front_s": front,
-                "other": max(0.0, total - server - client) / wall}
+        return {
+            "wall": wall,
+            "server": server / wall,
+            "client": client / wall,
+            "front_s": front,
+            "other": max(0.0, total - server - client) / wall,
+        }
 
 
 # ------------------------------------------------------------------ statistics

@@ -38,8 +38,16 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (MODEL_KEY, ROOT, ServerProcess, install_cleanup, prepare_model, sse_lines,  # noqa: E402
-                    start_pair_server, write_catalog)
+from common import (
+    MODEL_KEY,
+    ROOT,
+    ServerProcess,
+    install_cleanup,
+    prepare_model,
+    sse_lines,  # noqa: E402
+    start_pair_server,
+    write_catalog,
+)
 
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
@@ -53,8 +61,12 @@ FOLLOWUP = "And which division had the smallest?"
 
 def make_document(folder: Path, round_no: int, doc_tokens: int, tok) -> Path:
     """A PDF of about ``doc_tokens`` tokens of the model's tokenizer; its first line names the round."""
-    per_page = len(tok("\n".join(["Page 1 of the annual report.", gen.page_fact(1), gen.FILLER, gen.FILLER]),
-                       add_special_tokens=False)["input_ids"])
+    per_page = len(
+        tok(
+            "\n".join(["Page 1 of the annual report.", gen.page_fact(1), gen.FILLER, gen.FILLER]),
+            add_special_tokens=False,
+        )["input_ids"]
+    )
     pages = max(1, round(doc_tokens / per_page))
     facts = {1: f"Report {round_no}-{uuid.uuid4().hex[:8]}. {gen.page_fact(1)}"}
     return gen.pdf(folder / f"report-{round_no}.pdf", pages=pages, facts=facts)
@@ -88,8 +100,10 @@ class Page:
         from gradio_client.utils import apply_diff
 
         t0, chat = time.perf_counter(), None
-        r = self.http.post(self.url + "/gradio_api/queue/join", json={
-            "data": data, "fn_index": fn_index, "session_hash": self.session, "trigger_id": None})
+        r = self.http.post(
+            self.url + "/gradio_api/queue/join",
+            json={"data": data, "fn_index": fn_index, "session_hash": self.session, "trigger_id": None},
+        )
         r.raise_for_status()
         first = None
         with self.http.stream("GET", self.url + "/gradio_api/queue/data", params={"session_hash": self.session}) as s:
@@ -100,8 +114,11 @@ class Page:
                 if msg.get("msg") == "process_generating":
                     out = (msg.get("output") or {}).get("data", [None])[0]
                     chat = out if chat is None else apply_diff(chat, out)
-                    replies = sum(1 for m in chat if isinstance(m, dict) and m.get("role") == "assistant") \
-                        if isinstance(chat, list) else 0
+                    replies = (
+                        sum(1 for m in chat if isinstance(m, dict) and m.get("role") == "assistant")
+                        if isinstance(chat, list)
+                        else 0
+                    )
                     if first is None and replies > answers_before:
                         first = time.perf_counter() - t0
                 if msg.get("msg") == "process_completed":
@@ -118,8 +135,11 @@ class Page:
         return next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
 
     def ask(self, question: str, tokens: int, answers_before: int) -> float:
-        ttft, _ = self._event(self.respond_fn, [{"text": question, "files": []}, None, None,
-                                                0.0, tokens, 1.0, None, True, None], answers_before)
+        ttft, _ = self._event(
+            self.respond_fn,
+            [{"text": question, "files": []}, None, None, 0.0, tokens, 1.0, None, True, None],
+            answers_before,
+        )
         if ttft is None:
             raise RuntimeError("finspace: no reply text arrived")
         return ttft
@@ -136,8 +156,14 @@ def vllm_ask(url: str, messages: list[dict], tokens: int) -> tuple[float, str]:
     import asyncio
 
     async def go():
-        body = {"model": MODEL_KEY, "messages": messages, "max_tokens": tokens, "temperature": 0.0, "top_p": 1.0,
-                "stream": True}
+        body = {
+            "model": MODEL_KEY,
+            "messages": messages,
+            "max_tokens": tokens,
+            "temperature": 0.0,
+            "top_p": 1.0,
+            "stream": True,
+        }
         t0, first, parts = time.perf_counter(), None, []
         async with httpx.AsyncClient(timeout=300) as c, c.stream("POST", url + "/v1/chat/completions", json=body) as r:
             if r.status_code != 200:
@@ -213,22 +239,38 @@ def main() -> int:
             if r:
                 vl["first"].append(first), vl["followup"].append(followup)
             else:
-                n = len(tok.apply_chat_template(messages[:2], tokenize=True, add_generation_prompt=True,
-                                                return_dict=True)["input_ids"])
+                n = len(
+                    tok.apply_chat_template(messages[:2], tokenize=True, add_generation_prompt=True, return_dict=True)[
+                        "input_ids"
+                    ]
+                )
                 print(f"document: {pages} pages, first prompt {n} tokens (max_model_len {CONTEXT})")
     finally:
         srv.stop()
 
-    med = {k: statistics.median(v) for k, v in (("fs_first", fs["first"]), ("fs_followup", fs["followup"]),
-                                                 ("vl_first", vl["first"]), ("vl_followup", vl["followup"]))}
+    med = {
+        k: statistics.median(v)
+        for k, v in (
+            ("fs_first", fs["first"]),
+            ("fs_followup", fs["followup"]),
+            ("vl_first", vl["first"]),
+            ("vl_followup", vl["followup"]),
+        )
+    }
     print(f"{'':24} {'first question':>16} {'follow-up':>12}   (TTFT, median of {args.rounds} rounds)")
-    print(f"{'finspace (page events)':24} {med['fs_first'] * 1000:14.0f} ms {med['fs_followup'] * 1000:9.0f} ms   "
-          f"rounds: {', '.join(f'{a * 1000:.0f}/{b * 1000:.0f}' for a, b in zip(fs['first'], fs['followup']))}")
-    print(f"{'vLLM server':24} {med['vl_first'] * 1000:14.0f} ms {med['vl_followup'] * 1000:9.0f} ms   "
-          f"rounds: {', '.join(f'{a * 1000:.0f}/{b * 1000:.0f}' for a, b in zip(vl['first'], vl['followup']))}")
+    print(
+        f"{'finspace (page events)':24} {med['fs_first'] * 1000:14.0f} ms {med['fs_followup'] * 1000:9.0f} ms   "
+        f"rounds: {', '.join(f'{a * 1000:.0f}/{b * 1000:.0f}' for a, b in zip(fs['first'], fs['followup']))}"
+    )
+    print(
+        f"{'vLLM server':24} {med['vl_first'] * 1000:14.0f} ms {med['vl_followup'] * 1000:9.0f} ms   "
+        f"rounds: {', '.join(f'{a * 1000:.0f}/{b * 1000:.0f}' for a, b in zip(vl['first'], vl['followup']))}"
+    )
     print(f"vLLM's own follow-up/first: {med['vl_followup'] / med['vl_first']:.3f}")
-    print(f"followup_over_first={med['fs_followup'] / med['fs_first']:.3f} "
-          f"first_ttft_over_vllm={med['fs_first'] / med['vl_first']:.3f}")
+    print(
+        f"followup_over_first={med['fs_followup'] / med['fs_first']:.3f} "
+        f"first_ttft_over_vllm={med['fs_first'] / med['vl_first']:.3f}"
+    )
     return 0
 
 

@@ -68,7 +68,9 @@ async def main() -> None:
 
     records = []  # every load's stage_seconds: where a switch spends its time
     # the app's engine settings (FINSPACE_CPU_KV_CACHE_MIB, FINSPACE_STOP_GRACE_S, ...): the engine reads no environment
-    ours = Engine(catalog, MemoryMonitor(nvml=None), on_load=records.append, **Settings.from_env(os.environ).engine_options())
+    ours = Engine(
+        catalog, MemoryMonitor(nvml=None), on_load=records.append, **Settings.from_env(os.environ).engine_options()
+    )
     await ours.load("demo")
     kwargs = ours._engine_kwargs(demo, str(demo.local_path), ours.plan)
     raw = await asyncio.to_thread(AsyncLLM.from_engine_args, AsyncEngineArgs(**kwargs))
@@ -128,8 +130,11 @@ async def main() -> None:
         await ours.unload()
         t0 = time.perf_counter()
         fresh = await asyncio.to_thread(AsyncLLM.from_engine_args, AsyncEngineArgs(**kwargs))
-        async for _ in fresh.generate({"prompt_token_ids": ids_for(0)}, SamplingParams(temperature=0.0, max_tokens=4,
-                                      output_kind=RequestOutputKind.DELTA), f"fresh-{uuid.uuid4().hex}"):
+        async for _ in fresh.generate(
+            {"prompt_token_ids": ids_for(0)},
+            SamplingParams(temperature=0.0, max_tokens=4, output_kind=RequestOutputKind.DELTA),
+            f"fresh-{uuid.uuid4().hex}",
+        ):
             break
         fresh_times.append(time.perf_counter() - t0)
         fresh.shutdown()
@@ -137,15 +142,19 @@ async def main() -> None:
         await ours.load("demo")
     await ours.close()
 
-    print(f"\nmodel: demo (bench-llama: hidden 512, 8 layers, head_dim 64, fp32), {args.tokens} tokens/request, greedy;"
-          f" {os.cpu_count()} CPUs; best of {args.reps}")
+    print(
+        f"\nmodel: demo (bench-llama: hidden 512, 8 layers, head_dim 64, fp32), {args.tokens} tokens/request, greedy;"
+        f" {os.cpu_count()} CPUs; best of {args.reps}"
+    )
     print(f"{'concurrency':>11}  {'AsyncLLM tok/s':>14}  {'finspace tok/s':>14}  {'ratio':>6}")
     for n, r, o, ratio in rows:
         print(f"{n:>11}  {r:>14.1f}  {o:>14.1f}  {ratio:>6.3f}")
     for i, st in enumerate(switch_stages):
         print(f"switch {i + 1} stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in st.items()))
     sw, fr = statistics.median(switch_times), statistics.median(fresh_times)
-    print(f"switch to demo, request to first token: {sw:.2f} s (median); fresh AsyncLLM start + first token: {fr:.2f} s")
+    print(
+        f"switch to demo, request to first token: {sw:.2f} s (median); fresh AsyncLLM start + first token: {fr:.2f} s"
+    )
     ratio16 = next(r for n, _, _, r in rows if n == 16)
     print(f"ratio_at_16={ratio16:.3f} switch_ratio={sw / fr:.3f}")
 

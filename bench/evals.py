@@ -61,8 +61,15 @@ async def serial(svc, job_result: dict, path: Path | None, n: int) -> tuple[floa
     t0 = time.monotonic()
     tokens = correct = 0
     for item in items:
-        r = await run_item(engine, "tatqa", item, settings, context_chars=job_result["context_chars"],
-                           prompt_mod=prompt, score_mod=score)
+        r = await run_item(
+            engine,
+            "tatqa",
+            item,
+            settings,
+            context_chars=job_result["context_chars"],
+            prompt_mod=prompt,
+            score_mod=score,
+        )
         tokens, correct = tokens + r.output_tokens, correct + r.correct
     return time.monotonic() - t0, tokens, correct
 
@@ -81,37 +88,51 @@ async def bench(args, workdir: Path) -> None:
 
     converted(MODELS)
     catalog = load_catalog(str(write_catalog(workdir / "catalog", {KEY: catalog_entry(temperature=0.0)}, KEY)))
-    settings = replace(Settings(data_dir=str(workdir / "data")),
-                       evals=EvalLimits(max_items=max(args.items, 1), reply_tokens=args.tokens))
+    settings = replace(
+        Settings(data_dir=str(workdir / "data")),
+        evals=EvalLimits(max_items=max(args.items, 1), reply_tokens=args.tokens),
+    )
     monitor = MemoryMonitor()
     engine = Engine(catalog, monitor, cpu_kv_cache_bytes=args.kv_mib << 20, models_dir=MODELS)
     svc = Service(engine, catalog, monitor, settings=settings)
     path = items_file(args.file, workdir)
     try:
         await svc.load(KEY)
-        print(f"model {KEY}: context {engine.max_model_len}, items from {path.name if path else 'the default copy'}",
-              flush=True)
+        print(
+            f"model {KEY}: context {engine.max_model_len}, items from {path.name if path else 'the default copy'}",
+            flush=True,
+        )
         b1, result = await batched(svc, path, args.items)
         await svc.load(KEY)  # a fresh engine: an empty prefix cache
         n = result["n"]
-        print(f"batched (1st): {n} items in {b1:.1f} s, {result['completion_tokens']} tokens, "
-              f"{result['completion_tokens'] / b1:.1f} tok/s, score {result['score']:.3f}, errors {result['errors']}",
-              flush=True)
+        print(
+            f"batched (1st): {n} items in {b1:.1f} s, {result['completion_tokens']} tokens, "
+            f"{result['completion_tokens'] / b1:.1f} tok/s, score {result['score']:.3f}, errors {result['errors']}",
+            flush=True,
+        )
         s, s_tokens, s_correct = await serial(svc, result, path, args.items)
         await svc.load(KEY)
-        print(f"serial: {n} items in {s:.1f} s, {s_tokens} tokens, {s_tokens / s:.1f} tok/s, "
-              f"score {s_correct / max(1, n):.3f}", flush=True)
+        print(
+            f"serial: {n} items in {s:.1f} s, {s_tokens} tokens, {s_tokens / s:.1f} tok/s, "
+            f"score {s_correct / max(1, n):.3f}",
+            flush=True,
+        )
         b2, result2 = await batched(svc, path, args.items)
-        print(f"batched (2nd): {n} items in {b2:.1f} s, {result2['completion_tokens']} tokens, "
-              f"{result2['completion_tokens'] / b2:.1f} tok/s", flush=True)
+        print(
+            f"batched (2nd): {n} items in {b2:.1f} s, {result2['completion_tokens']} tokens, "
+            f"{result2['completion_tokens'] / b2:.1f} tok/s",
+            flush=True,
+        )
     finally:
         await svc.close()
     b = (b1 + b2) / 2
     print(f"{'mode':<10} {'items':>6} {'wall s':>8} {'tokens':>8} {'tok/s':>8}")
     print(f"{'batched':<10} {n:>6} {b:>8.1f} {result['completion_tokens']:>8} {result['completion_tokens'] / b:>8.1f}")
     print(f"{'serial':<10} {n:>6} {s:>8.1f} {s_tokens:>8} {s_tokens / s:>8.1f}")
-    print(f"n={n} batched_s={b:.1f} (runs {b1:.1f}, {b2:.1f}) serial_s={s:.1f} "
-          f"tok_s_ratio={(result['completion_tokens'] / b) / (s_tokens / s):.2f}")
+    print(
+        f"n={n} batched_s={b:.1f} (runs {b1:.1f}, {b2:.1f}) serial_s={s:.1f} "
+        f"tok_s_ratio={(result['completion_tokens'] / b) / (s_tokens / s):.2f}"
+    )
     print(f"eval_over_serial={s / b:.2f}")
 
 

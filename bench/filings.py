@@ -46,8 +46,11 @@ ROWS = [
     ("APPLE_2015_10K.pdf", "Cost of sales", ("140,089", "112,258", "106,606")),
     ("APPLE_2015_10K.pdf", "Research and development", ("8,067", "6,041", "4,475")),
     ("APPLE_2015_10K.pdf", "Net income", ("53,394", "39,510", "37,037")),
-    ("APPLE_2015_10K.pdf", "Payments for acquisition of property, plant and equipment",
-     ("(11,247)", "(9,571)", "(8,165)")),  # p. 45
+    (
+        "APPLE_2015_10K.pdf",
+        "Payments for acquisition of property, plant and equipment",
+        ("(11,247)", "(9,571)", "(8,165)"),
+    ),  # p. 45
     ("APPLE_2015_10K.pdf", "Depreciation and amortization", ("11,257", "7,946", "6,757")),
     ("AMAZON_2015_10K.pdf", "Total net sales", ("107,006", "88,988", "74,452")),  # p. 39
     ("AMAZON_2015_10K.pdf", "Interest expense", ("(459)", "(210)", "(141)")),
@@ -76,8 +79,12 @@ def shared_filings() -> Path:
 
 def module_at(commit: str, rel: str, name: str):
     """``src/finspace/documents/<rel>`` as it was at ``commit``, from git, as a module of its own."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:src/finspace/documents/{rel}"],
-                            check=True, capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{commit}:src/finspace/documents/{rel}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     path = Path(tempfile.mkdtemp(prefix="finspace-bench-")) / f"{name}.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(name, path)
@@ -111,8 +118,7 @@ def rows_intact(file: str, text: str) -> tuple[int, int]:
     """(rows of ``ROWS`` for ``file`` that one line of ``text`` holds whole, rows checked)."""
     wanted = [(_norm(label), " ".join(figs)) for f, label, figs in ROWS if f == file]
     lines = [_norm(line) for line in text.split("\n")]
-    ok = sum(1 for label, figs in wanted
-             if any(line.startswith(label) and f"{label} {figs}" in line for line in lines))
+    ok = sum(1 for label, figs in wanted if any(line.startswith(label) and f"{label} {figs}" in line for line in lines))
     return ok, len(wanted)
 
 
@@ -135,9 +141,13 @@ def _limits():
 def measure(files: list[Path], rounds: int, count) -> list[dict]:
     from finspace.documents import html, pdf
 
-    readers = {"before": {".pdf": module_at(BASE, "pdf.py", "pdf_before").convert,
-                          ".html": module_at(BASE, "html.py", "html_before").convert},
-               "after": {".pdf": pdf.convert, ".html": html.convert}}
+    readers = {
+        "before": {
+            ".pdf": module_at(BASE, "pdf.py", "pdf_before").convert,
+            ".html": module_at(BASE, "html.py", "html_before").convert,
+        },
+        "after": {".pdf": pdf.convert, ".html": html.convert},
+    }
     rows = []
     for path in files:
         kind, total = path.suffix.lower(), file_pages(path)
@@ -149,26 +159,40 @@ def measure(files: list[Path], rounds: int, count) -> list[dict]:
                 pages, notes = by_kind[kind](path, path.name, _limits())
                 best, cpu = min(best, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
             text = "\n\n".join(f"[{label}]\n{body}" for label, body in pages)
-            row[side] = {"s": best, "cpu": cpu, "read": len(pages), "tokens": count(text), "rows": rows_intact(path.name, text),
-                         "notes": notes}
+            row[side] = {
+                "s": best,
+                "cpu": cpu,
+                "read": len(pages),
+                "tokens": count(text),
+                "rows": rows_intact(path.name, text),
+                "notes": notes,
+            }
         b, a = row["before"], row["after"]
         rows.append(row)
-        print(f"{path.name:<28} {total:>4} pages | ms/page {1000 * b['s'] / b['read']:7.1f} -> "
-              f"{1000 * a['s'] / a['read']:6.1f} ({(a['s'] / a['read']) / (b['s'] / b['read']):.3f}x), cpu "
-              f"{1000 * b['cpu'] / b['read']:6.1f} -> {1000 * a['cpu'] / a['read']:5.1f} | read "
-              f"{b['read']:>3} -> {a['read']:>3} of {total:>3} | rows {b['rows'][0]}/{b['rows'][1]} -> "
-              f"{a['rows'][0]}/{a['rows'][1]} | tokens {b['tokens']:>7,} -> {a['tokens']:>7,} "
-              f"({a['tokens'] / b['tokens']:.3f})", flush=True)
+        print(
+            f"{path.name:<28} {total:>4} pages | ms/page {1000 * b['s'] / b['read']:7.1f} -> "
+            f"{1000 * a['s'] / a['read']:6.1f} ({(a['s'] / a['read']) / (b['s'] / b['read']):.3f}x), cpu "
+            f"{1000 * b['cpu'] / b['read']:6.1f} -> {1000 * a['cpu'] / a['read']:5.1f} | read "
+            f"{b['read']:>3} -> {a['read']:>3} of {total:>3} | rows {b['rows'][0]}/{b['rows'][1]} -> "
+            f"{a['rows'][0]}/{a['rows'][1]} | tokens {b['tokens']:>7,} -> {a['tokens']:>7,} "
+            f"({a['tokens'] / b['tokens']:.3f})",
+            flush=True,
+        )
     return rows
 
 
 def summary(rows: list[dict], side: str, kind: str) -> dict:
     part = [r for r in rows if r["kind"] == kind]
     read = sum(r[side]["read"] for r in part)
-    return {"ms": 1000 * sum(r[side]["s"] for r in part) / max(1, read),
-            "cpu": 1000 * sum(r[side]["cpu"] for r in part) / max(1, read), "read": read,
-            "total": sum(r["total"] for r in part), "ok": sum(r[side]["rows"][0] for r in part),
-            "checked": sum(r[side]["rows"][1] for r in part), "tokens": sum(r[side]["tokens"] for r in part)}
+    return {
+        "ms": 1000 * sum(r[side]["s"] for r in part) / max(1, read),
+        "cpu": 1000 * sum(r[side]["cpu"] for r in part) / max(1, read),
+        "read": read,
+        "total": sum(r["total"] for r in part),
+        "ok": sum(r[side]["rows"][0] for r in part),
+        "checked": sum(r[side]["rows"][1] for r in part),
+        "tokens": sum(r[side]["tokens"] for r in part),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,17 +213,23 @@ def main(argv: list[str] | None = None) -> int:
     for kind in (".html", ".pdf"):
         b, a = summary(rows, "before", kind), summary(rows, "after", kind)
         if b["read"]:
-            print(f"{kind[1:]}: ms/page {b['ms']:.1f} -> {a['ms']:.1f} ({a['ms'] / b['ms']:.3f}x), cpu {b['cpu']:.1f} "
-                  f"-> {a['cpu']:.1f} ({a['cpu'] / b['cpu']:.3f}x); pages read "
-                  f"{b['read']}/{b['total']} -> {a['read']}/{a['total']}; rows intact {b['ok']}/{b['checked']} -> "
-                  f"{a['ok']}/{a['checked']}; tokens {a['tokens'] / b['tokens']:.3f} of before")
+            print(
+                f"{kind[1:]}: ms/page {b['ms']:.1f} -> {a['ms']:.1f} ({a['ms'] / b['ms']:.3f}x), cpu {b['cpu']:.1f} "
+                f"-> {a['cpu']:.1f} ({a['cpu'] / b['cpu']:.3f}x); pages read "
+                f"{b['read']}/{b['total']} -> {a['read']}/{a['total']}; rows intact {b['ok']}/{b['checked']} -> "
+                f"{a['ok']}/{a['checked']}; tokens {a['tokens'] / b['tokens']:.3f} of before"
+            )
     h, b, a = summary(rows, "after", ".html"), summary(rows, "before", ".pdf"), summary(rows, "after", ".pdf")
     hb = summary(rows, "before", ".html")
-    print(f"before: filings_pdf_ms_per_page={b['cpu']:.1f} (wall {b['ms']:.1f}) pdf_pages_read={b['read']}/{b['total']}"
-          f" rows_intact={b['ok']}/{b['checked']}; filings_html_ms_per_page={hb['cpu']:.1f} (wall {hb['ms']:.1f}) -> "
-          f"{h['cpu']:.1f} (wall {h['ms']:.1f}) after; pdf wall after {a['ms']:.1f}")
-    print(f"filings_pdf_ms_per_page={a['cpu']:.1f} pdf_pages_read={a['read']}/{a['total']} "
-          f"rows_intact={a['ok']}/{a['checked']}")
+    print(
+        f"before: filings_pdf_ms_per_page={b['cpu']:.1f} (wall {b['ms']:.1f}) pdf_pages_read={b['read']}/{b['total']}"
+        f" rows_intact={b['ok']}/{b['checked']}; filings_html_ms_per_page={hb['cpu']:.1f} (wall {hb['ms']:.1f}) -> "
+        f"{h['cpu']:.1f} (wall {h['ms']:.1f}) after; pdf wall after {a['ms']:.1f}"
+    )
+    print(
+        f"filings_pdf_ms_per_page={a['cpu']:.1f} pdf_pages_read={a['read']}/{a['total']} "
+        f"rows_intact={a['ok']}/{a['checked']}"
+    )
     return 0
 
 

@@ -162,8 +162,14 @@ def documents(questions: Sequence[dict]) -> dict:
     return out
 
 
-def recall(budgets: Sequence[int] = (4000, 8000, 32000), *, questions: Sequence[dict] | None = None,
-           count: Callable[[str], int] | None = None, variants: dict | None = None, docs: dict | None = None) -> dict:
+def recall(
+    budgets: Sequence[int] = (4000, 8000, 32000),
+    *,
+    questions: Sequence[dict] | None = None,
+    count: Callable[[str], int] | None = None,
+    variants: dict | None = None,
+    docs: dict | None = None,
+) -> dict:
     """Recall of the answer's page at each budget: ``{"before": {budget: r}, "after": {budget: r}, ...}``, plus
     one entry per ``variants`` (name: a passages.Use), and the questions each one missed at each budget."""
     from finspace.documents import passages
@@ -203,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions(args.questions)
     t = time.perf_counter()
     docs = documents(questions)
-    print(f"{len(questions)} questions on {len(docs)} filings, converted in {time.perf_counter() - t:.1f} s; "
-          f"tokens: {how}")
+    print(
+        f"{len(questions)} questions on {len(docs)} filings, converted in {time.perf_counter() - t:.1f} s; "
+        f"tokens: {how}"
+    )
     t = time.perf_counter()
     r = recall(args.budgets, questions=questions, count=count, docs=docs)
     print(f"measured in {time.perf_counter() - t:.1f} s")
@@ -217,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    missed {key}: {q}")
     at8 = 8000 if 8000 in args.budgets else args.budgets[0]
     print(" ".join(f"before_at_{b // 1000}k={r['before'][b]:.3f}" for b in args.budgets))
-    print(" ".join(f"filings_recall_at_{b // 1000}k={r['after'][b]:.3f}" for b in args.budgets if b != at8)
-          + f" filings_recall_at_{at8 // 1000}k={r['after'][at8]:.3f}")
+    print(
+        " ".join(f"filings_recall_at_{b // 1000}k={r['after'][b]:.3f}" for b in args.budgets if b != at8)
+        + f" filings_recall_at_{at8 // 1000}k={r['after'][at8]:.3f}"
+    )
     return 0
 
 

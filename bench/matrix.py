@@ -40,8 +40,15 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (MODEL_KEY, ROOT, ServerProcess, install_cleanup, prepare_model,  # noqa: E402
-                    start_pair_server, write_catalog)
+from common import (
+    MODEL_KEY,
+    ROOT,
+    ServerProcess,
+    install_cleanup,
+    prepare_model,  # noqa: E402
+    start_pair_server,
+    write_catalog,
+)
 
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
@@ -49,19 +56,26 @@ import documents_gen as gen  # noqa: E402
 from support.catalog import long_context_copy  # noqa: E402
 
 CONTEXT = 4096
-FIELDS = [{"name": "Revenue", "type": "money", "instruction": "Total revenue for the latest period"},
-          {"name": "Net income", "type": "money", "instruction": "Net income for the latest period"},
-          {"name": "Operating margin", "type": "percent", "instruction": "The operating margin"},
-          {"name": "Auditor", "type": "text", "instruction": "The auditor that signed the report"},
-          {"name": "Going concern", "type": "yesno", "instruction": "Is there a going-concern doubt?"},
-          {"name": "Period end", "type": "date", "instruction": "The last day of the period covered"}]
+FIELDS = [
+    {"name": "Revenue", "type": "money", "instruction": "Total revenue for the latest period"},
+    {"name": "Net income", "type": "money", "instruction": "Net income for the latest period"},
+    {"name": "Operating margin", "type": "percent", "instruction": "The operating margin"},
+    {"name": "Auditor", "type": "text", "instruction": "The auditor that signed the report"},
+    {"name": "Going concern", "type": "yesno", "instruction": "Is there a going-concern doubt?"},
+    {"name": "Period end", "type": "date", "instruction": "The last day of the period covered"},
+]
 
 
 def make_documents(folder: Path, n: int, round_no: int) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    return [gen.pdf(folder / f"filing-{round_no}-{i}.pdf", pages=3,
-                    facts={1: f"Filing {round_no}-{i}. Revenue was ${10 + i}.{round_no} billion in fiscal 2024."})
-            for i in range(n)]
+    return [
+        gen.pdf(
+            folder / f"filing-{round_no}-{i}.pdf",
+            pages=3,
+            facts={1: f"Filing {round_no}-{i}. Revenue was ${10 + i}.{round_no} billion in fiscal 2024."},
+        )
+        for i in range(n)
+    ]
 
 
 def requests_for(paths: list[Path], tokens: int) -> list[dict]:
@@ -77,17 +91,29 @@ def requests_for(paths: list[Path], tokens: int) -> list[dict]:
         doc = convert(path, path.name, DocumentLimits())
         for f in parse_fields(FIELDS):
             system = f"{cell_prompt.RULES}\n\n{cell_prompt.document_block(doc)}"
-            bodies.append({"model": MODEL_KEY, "temperature": 0.0, "top_p": 1.0, "max_tokens": tokens,
-                           "messages": [{"role": "system", "content": system},
-                                        {"role": "user", "content": cell_prompt.field_message(f)}],
-                           "response_format": {"type": "json_schema", "json_schema": {
-                               "name": "cell", "schema": cell_schema(f, len(doc.pages))}}})
+            bodies.append(
+                {
+                    "model": MODEL_KEY,
+                    "temperature": 0.0,
+                    "top_p": 1.0,
+                    "max_tokens": tokens,
+                    "messages": [
+                        {"role": "system", "content": system},
+                        {"role": "user", "content": cell_prompt.field_message(f)},
+                    ],
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"name": "cell", "schema": cell_schema(f, len(doc.pages))},
+                    },
+                }
+            )
     return bodies
 
 
 async def send_all(url: str, bodies: list[dict], concurrent: bool) -> tuple[float, int]:
     """Seconds for every body to be answered, and the completion tokens."""
     async with httpx.AsyncClient(timeout=600) as c:
+
         async def one(body: dict) -> int:
             r = await c.post(url + "/v1/chat/completions", json=body)
             if r.status_code != 200:
@@ -119,9 +145,16 @@ def run_matrix(url: str, paths: list[Path]) -> tuple[float, float, dict]:
 
 
 def start(which: str, model_path: Path, catalog: Path, workdir: Path, kv_mib: int, tokens: int) -> ServerProcess:
-    return start_pair_server(which, model_path, catalog, workdir, kv_mib, CONTEXT, finspace_env={
-        "FINSPACE_MATRIX_REPLY_TOKENS": str(tokens), "FINSPACE_MATRIX_MAX_CELLS": "200"}, vllm_args=(
-        "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})))
+    return start_pair_server(
+        which,
+        model_path,
+        catalog,
+        workdir,
+        kv_mib,
+        CONTEXT,
+        finspace_env={"FINSPACE_MATRIX_REPLY_TOKENS": str(tokens), "FINSPACE_MATRIX_MAX_CELLS": "200"},
+        vllm_args=("--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})),
+    )
 
 
 def prepare(workdir: Path, model_dir: Path | None) -> tuple[Path, Path]:
@@ -164,7 +197,9 @@ def main() -> int:
             if r:
                 times["matrix"].append(t_matrix), times["cells"].append(t_cells), times["serial"].append(t_serial)
             else:
-                print(f"matrix: {last['total']} cells, checks {sorted({c['check'] for row in last['matrix']['rows'] for c in row['cells']})}")
+                print(
+                    f"matrix: {last['total']} cells, checks {sorted({c['check'] for row in last['matrix']['rows'] for c in row['cells']})}"
+                )
     finally:
         srv.stop()
     srv = start("vllm", model_path, catalog, workdir, args.kv_mib, args.tokens)
@@ -178,12 +213,20 @@ def main() -> int:
 
     med = {k: statistics.median(v) for k, v in times.items()}
     cells = args.docs * len(FIELDS)
-    print(f"{cells} cells, max_tokens {args.tokens}; completion tokens: serial {tokens['serial']}, vLLM {tokens['vllm']}")
-    for k, label in (("matrix", "finspace /matrix, end to end"), ("cells", "  of which its 48 cells"),
-                     ("serial", "(a) one at a time (/v1)"), ("vllm", "(b) vLLM server, concurrent")):
+    print(
+        f"{cells} cells, max_tokens {args.tokens}; completion tokens: serial {tokens['serial']}, vLLM {tokens['vllm']}"
+    )
+    for k, label in (
+        ("matrix", "finspace /matrix, end to end"),
+        ("cells", "  of which its 48 cells"),
+        ("serial", "(a) one at a time (/v1)"),
+        ("vllm", "(b) vLLM server, concurrent"),
+    ):
         print(f"{label:30} {med[k]:8.2f} s   rounds: {', '.join(f'{t:.2f}' for t in times[k])}")
-    print(f"end to end (the filings converted too): matrix_over_serial={med['serial'] / med['matrix']:.2f} "
-          f"matrix_over_vllm={med['vllm'] / med['matrix']:.2f}")
+    print(
+        f"end to end (the filings converted too): matrix_over_serial={med['serial'] / med['matrix']:.2f} "
+        f"matrix_over_vllm={med['vllm'] / med['matrix']:.2f}"
+    )
     # the ratios on the same work: (a) and (b) get the filings already converted, so the matrix's cells are timed
     print(f"matrix_over_serial={med['serial'] / med['cells']:.2f} matrix_over_vllm={med['vllm'] / med['cells']:.2f}")
     return 0

@@ -29,7 +29,9 @@ def document(name: str, sentences: int):
 
     pages = []
     for p in range(0, sentences, 20):
-        body = " ".join(DOC_SENTENCE.format(name=name, k=k, v=100 + k, c=50 + k) for k in range(p, min(sentences, p + 20)))
+        body = " ".join(
+            DOC_SENTENCE.format(name=name, k=k, v=100 + k, c=50 + k) for k in range(p, min(sentences, p + 20))
+        )
         pages.append(Page(f"page {len(pages) + 1}", body))
     return Document(name, "txt", tuple(pages))
 
@@ -63,8 +65,11 @@ def _counters() -> tuple[float, float, float]:
     from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
 
     got = {m.name: m.value for m in get_metrics_snapshot() if isinstance(m, Counter)}
-    return (got.get("vllm:prefix_cache_queries", 0.0), got.get("vllm:prefix_cache_hits", 0.0),
-            got.get("vllm:num_preemptions", 0.0))
+    return (
+        got.get("vllm:prefix_cache_queries", 0.0),
+        got.get("vllm:prefix_cache_hits", 0.0),
+        got.get("vllm:num_preemptions", 0.0),
+    )
 
 
 async def _fill(engine, docs, fields, tokens: int) -> tuple[float, float, float, int]:
@@ -93,16 +98,20 @@ def main(args, model_path: Path, catalog: Path, model_key: str, context: int, fi
     fields = parse_fields(field_specs)
     counter = _Counter(model_path, context)
     sentences = args.doc_sentences
-    probe = asyncio.run(run._prepare(counter, 0, document("probe-0", sentences), fields, args.tokens,
-                                     threading.Event()))
+    probe = asyncio.run(
+        run._prepare(counter, 0, document("probe-0", sentences), fields, args.tokens, threading.Event())
+    )
     cfg = json.loads((model_path / "config.json").read_text())
     per_token = cfg["num_hidden_layers"] * 2 * cfg["num_key_value_heads"] * cfg["head_dim"] * 4  # float32
     if not all(cp.whole for cp in probe.prompts):
-        raise SystemExit(f"a document of {sentences} sentences does not fit the {context}-token context whole; "
-                         "lower --doc-sentences")
+        raise SystemExit(
+            f"a document of {sentences} sentences does not fit the {context}-token context whole; lower --doc-sentences"
+        )
     pool_tokens = max(context + 256, int((args.kv_docs + 0.5) * probe.kv_tokens))
-    print(f"a document: {sentences} sentences, {probe.kv_tokens} KV tokens with its {len(fields)} cells; "
-          f"KV pool {pool_tokens} tokens ({pool_tokens * per_token / (1 << 20):.0f} MiB) for {args.kv_docs} documents")
+    print(
+        f"a document: {sentences} sentences, {probe.kv_tokens} KV tokens with its {len(fields)} cells; "
+        f"KV pool {pool_tokens} tokens ({pool_tokens * per_token / (1 << 20):.0f} MiB) for {args.kv_docs} documents"
+    )
 
     engine = Engine(load_catalog(catalog), MemoryMonitor(nvml=None), cpu_kv_cache_bytes=pool_tokens * per_token)
     modes = {"at once": lambda e: _Unknown(e), "waves": lambda e: e}
@@ -118,8 +127,10 @@ def main(args, model_path: Path, catalog: Path, model_key: str, context: int, fi
                     docs = [document(f"r{r}-{m[0]}-{i}", sentences) for i in range(args.docs)]
                     seconds, computed, preempted, done = await _fill(modes[m](engine), docs, fields, args.tokens)
                     assert done == len(docs) * len(fields), (m, done)
-                    print(f"round {r}{' (warm-up)' if not r else ''} {m:8} {seconds:7.2f} s, "
-                          f"prompt tokens computed {computed:,.0f}, preemptions {preempted:.0f}")
+                    print(
+                        f"round {r}{' (warm-up)' if not r else ''} {m:8} {seconds:7.2f} s, "
+                        f"prompt tokens computed {computed:,.0f}, preemptions {preempted:.0f}"
+                    )
                     if r:
                         got[m].append((seconds, computed, preempted))
         finally:
@@ -130,8 +141,10 @@ def main(args, model_path: Path, catalog: Path, model_key: str, context: int, fi
     prefill = [a[1] / max(1.0, w[1]) for a, w in zip(got["at once"], got["waves"])]
     print(f"{args.docs} documents x {len(fields)} fields, max_tokens {args.tokens}, KV pool for {args.kv_docs}:")
     for m in modes:
-        print(f"  {m:8} {statistics.median(s for s, _, _ in got[m]):8.2f} s   prompt tokens computed "
-              f"{statistics.median(c for _, c, _ in got[m]):10,.0f}   preemptions "
-              f"{statistics.median(p for _, _, p in got[m]):5.0f}   rounds: {', '.join(f'{s:.2f}' for s, _, _ in got[m])}")
+        print(
+            f"  {m:8} {statistics.median(s for s, _, _ in got[m]):8.2f} s   prompt tokens computed "
+            f"{statistics.median(c for _, c, _ in got[m]):10,.0f}   preemptions "
+            f"{statistics.median(p for _, _, p in got[m]):5.0f}   rounds: {', '.join(f'{s:.2f}' for s, _, _ in got[m])}"
+        )
     print(f"waves_speedup={statistics.median(speed):.2f} prefill_at_once_over_waves={statistics.median(prefill):.2f}")
     return 0

@@ -50,8 +50,10 @@ def main() -> int:
         if spec.partition(":")[0] not in ("a", "b", "g") or (spec[0] in "bg" and len(spec) > 1):
             ap.error(f"{spec!r}: a SPEC is 'b', 'g' or 'a' with optional ':KEY=VALUE,...' for the app")
         if any("=" not in item for item in spec.partition(":")[2].split(",") if item):
-            ap.error(f"{spec!r}: the app's settings are KEY=VALUE pairs separated by commas, e.g. "
-                     f"a:FINSPACE_STREAM_INTERVAL_MS=100")
+            ap.error(
+                f"{spec!r}: the app's settings are KEY=VALUE pairs separated by commas, e.g. "
+                f"a:FINSPACE_STREAM_INTERVAL_MS=100"
+            )
     if len(set(args.specs)) != len(args.specs):
         ap.error("each SPEC once: give the app different settings to compare two (a)s")
 
@@ -109,17 +111,23 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     base = args.specs[-1]
-    print(f"\n{args.rounds} rounds at {args.level} users, {args.tokens} tokens/request, greedy; "
-          f"whole run {time.monotonic() - t0:.0f} s")
-    print(f"{'spec':<44} {'tok/s median':>12} {'best':>7} {'TTFT p50':>9} {'TPOT p50':>9}  "
-          f"paired ratio to {base}: median (range)")
+    print(
+        f"\n{args.rounds} rounds at {args.level} users, {args.tokens} tokens/request, greedy; "
+        f"whole run {time.monotonic() - t0:.0f} s"
+    )
+    print(
+        f"{'spec':<44} {'tok/s median':>12} {'best':>7} {'TTFT p50':>9} {'TPOT p50':>9}  "
+        f"paired ratio to {base}: median (range)"
+    )
     last = []
     for spec in args.specs:
         paired = [x / y for x, y in zip(rates[spec], rates[base])]
-        print(f"{spec:<44} {statistics.median(rates[spec]):>12.1f} {max(rates[spec]):>7.1f} "
-              f"{statistics.median(ttfts[spec]) * 1e3:>7.0f}ms {statistics.median(tpots[spec]) * 1e3:>7.2f}ms  "
-              f"{statistics.median(paired):.3f} "
-              f"({min(paired):.3f}-{max(paired):.3f})")
+        print(
+            f"{spec:<44} {statistics.median(rates[spec]):>12.1f} {max(rates[spec]):>7.1f} "
+            f"{statistics.median(ttfts[spec]) * 1e3:>7.0f}ms {statistics.median(tpots[spec]) * 1e3:>7.2f}ms  "
+            f"{statistics.median(paired):.3f} "
+            f"({min(paired):.3f}-{max(paired):.3f})"
+        )
         if spec != base:
             last.append(f"paired_{spec}_over_{base}={statistics.median(paired):.3f}")
     print(" ".join(last))

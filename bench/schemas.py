@@ -46,16 +46,20 @@ def main() -> None:
     out = fuzz(comp, range(args.seed, args.seed + args.schemas), check_schema, schema_cost)
     ok = sorted((r for r in out["rows"] if r["accepted"]), key=lambda r: -r["compile_s"])
     for r in ok[:15]:
-        print(f"seed {r['seed']:5d} figure {r['cost']:8,} {r['compile_s']:7.2f} s "
-              f"{r['compile_s'] / max(1, r['cost']) * 1e4:5.2f} s/10k")
+        print(
+            f"seed {r['seed']:5d} figure {r['cost']:8,} {r['compile_s']:7.2f} s "
+            f"{r['compile_s'] / max(1, r['cost']) * 1e4:5.2f} s/10k"
+        )
     refused = [r for r in out["rows"] if not r["accepted"] and r["cost"] <= 3 * MAX_GRAMMAR_COST][: args.rejected]
     for r in refused:
         r["compile_s"] = compile_s(comp, schema(r["seed"]))
         print(f"refused seed {r['seed']:5d} figure {r['cost']:8,} {r['compile_s']:7.2f} s", flush=True)
     w = out["worst"]
     print(f"took {time.monotonic() - t0:.0f} s; worst accepted: seed {w['seed']}, figure {w['cost']:,}")
-    print(f"schemas={args.schemas} accepted={out['accepted']} worst_accepted_compile_s={w['compile_s']:.2f} "
-          f"baseline_s={base:.2f} worst_over_baseline={w['compile_s'] / base:.2f}")
+    print(
+        f"schemas={args.schemas} accepted={out['accepted']} worst_accepted_compile_s={w['compile_s']:.2f} "
+        f"baseline_s={base:.2f} worst_over_baseline={w['compile_s'] / base:.2f}"
+    )
 
 
 if __name__ == "__main__":

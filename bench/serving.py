@@ -63,66 +63,143 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
-    MODEL_KEY, PYTHON, ROOT, CpuMeter, LevelResult, RequestResult, ServerProcess, chat_messages,
-    demo_catalog_entry, free_port, install_cleanup, percentile, prepare_model, prompt_for, sse_lines, stop_all,
+    MODEL_KEY,
+    PYTHON,
+    ROOT,
+    CpuMeter,
+    LevelResult,
+    RequestResult,
+    ServerProcess,
+    chat_messages,
+    demo_catalog_entry,
+    free_port,
+    install_cleanup,
+    percentile,
+    prepare_model,
+    prompt_for,
+    sse_lines,
+    stop_all,
 )
 
-SERVERS = {"a": "finspace (app.py, gradio_client /chat)", "b": "vLLM OpenAI server (SSE)",
-           "c": "one-at-a-time LLM + lock (SSE)", "d": "finspace /v1 (app.py, OpenAI SSE: b's client)",
-           "e": "finspace remote mode /v1 in front of (b) (OpenAI SSE: b's client)"}
+SERVERS = {
+    "a": "finspace (app.py, gradio_client /chat)",
+    "b": "vLLM OpenAI server (SSE)",
+    "c": "one-at-a-time LLM + lock (SSE)",
+    "d": "finspace /v1 (app.py, OpenAI SSE: b's client)",
+    "e": "finspace remote mode /v1 in front of (b) (OpenAI SSE: b's client)",
+}
 
 
 # ------------------------------------------------------------------ servers
 def start_server(which: str, args, model_path: Path, catalog: Path, workdir: Path) -> ServerProcess:
     port = free_port()
     kv_bytes = args.kv_mib << 20
-    common_env = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                  "GRADIO_ANALYTICS_ENABLED": "False", "TOKENIZERS_PARALLELISM": "false"}
+    common_env = {
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     log = workdir / f"server-{which}.log"
     backend = None
     if which == "e":  # finspace in remote mode: vLLM's server (b) first, then the app pointed at it
         backend = start_server("b", args, model_path, catalog, workdir)
         backend.wait_ready(timeout=args.start_timeout)
     if which in ("a", "d", "e"):
-        env = {**common_env, "PORT": str(port), "FINSPACE_HOST": "127.0.0.1", "FINSPACE_CATALOG": str(catalog),
-               "FINSPACE_MODEL": MODEL_KEY, "FINSPACE_DATA_DIR": str(workdir / "data"),
-               "FINSPACE_CPU_KV_CACHE_MIB": str(args.kv_mib),
-               # every simulated user comes from 127.0.0.1 here: lift the per-address bound on queued events
-               "FINSPACE_MAX_EVENTS_PER_CLIENT": "1024"}
+        env = {
+            **common_env,
+            "PORT": str(port),
+            "FINSPACE_HOST": "127.0.0.1",
+            "FINSPACE_CATALOG": str(catalog),
+            "FINSPACE_MODEL": MODEL_KEY,
+            "FINSPACE_DATA_DIR": str(workdir / "data"),
+            "FINSPACE_CPU_KV_CACHE_MIB": str(args.kv_mib),
+            # every simulated user comes from 127.0.0.1 here: lift the per-address bound on queued events
+            "FINSPACE_MAX_EVENTS_PER_CLIENT": "1024",
+        }
         if backend is not None:
             env["FINSPACE_ENGINE_URL"] = backend.url + "/v1"
         for item in args.app_env:  # experiments only: the numbers are the app's as shipped without it
             key, _, value = item.partition("=")
             env[key] = value
-        server = ServerProcess("finspace", [PYTHON, str(ROOT / "app.py")], env=env, cwd=workdir, log_path=log,
-                               port=port, ready_path="/health")
+        server = ServerProcess(
+            "finspace",
+            [PYTHON, str(ROOT / "app.py")],
+            env=env,
+            cwd=workdir,
+            log_path=log,
+            port=port,
+            ready_path="/health",
+        )
         server.backend = backend  # stopped with it (measure)
         return server
-    engine_args = ["--dtype", "float32", "--max-model-len", "1024", "--enforce-eager",
-                   "--kv-cache-memory-bytes", str(kv_bytes)]
+    engine_args = [
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        str(kv_bytes),
+    ]
     if which == "b":
-        argv = [PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-                "--served-model-name", MODEL_KEY, "--host", "127.0.0.1", "--port", str(port), *engine_args]
-        return ServerProcess("vllm-openai", argv, env=common_env, cwd=workdir, log_path=log, port=port,
-                             ready_path="/health")
+        argv = [
+            PYTHON,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model_path),
+            "--served-model-name",
+            MODEL_KEY,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *engine_args,
+        ]
+        return ServerProcess(
+            "vllm-openai", argv, env=common_env, cwd=workdir, log_path=log, port=port, ready_path="/health"
+        )
     if which == "g":  # bench/paired.py only: the bare Gradio reference
-        argv = [PYTHON, str(ROOT / "bench" / "bare_gradio.py"), "--model", str(model_path), "--port", str(port),
-                "--system-prompt", demo_catalog_entry().get("system_prompt") or "", *engine_args]
-        return ServerProcess("bare-gradio", argv, env=common_env, cwd=workdir, log_path=log, port=port,
-                             ready_path="/")
-    argv = [PYTHON, str(ROOT / "bench" / "baseline_server.py"), "--model", str(model_path), "--port", str(port),
-            *engine_args]
-    return ServerProcess("baseline", argv, env=common_env, cwd=workdir, log_path=log, port=port,
-                         ready_path="/health")
+        argv = [
+            PYTHON,
+            str(ROOT / "bench" / "bare_gradio.py"),
+            "--model",
+            str(model_path),
+            "--port",
+            str(port),
+            "--system-prompt",
+            demo_catalog_entry().get("system_prompt") or "",
+            *engine_args,
+        ]
+        return ServerProcess("bare-gradio", argv, env=common_env, cwd=workdir, log_path=log, port=port, ready_path="/")
+    argv = [
+        PYTHON,
+        str(ROOT / "bench" / "baseline_server.py"),
+        "--model",
+        str(model_path),
+        "--port",
+        str(port),
+        *engine_args,
+    ]
+    return ServerProcess("baseline", argv, env=common_env, cwd=workdir, log_path=log, port=port, ready_path="/health")
 
 
 # ------------------------------------------------------------------ drivers: (b) and (c) over httpx
-async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: dict, prompt: str,
-                       tokens: int) -> RequestResult:
+async def _sse_request(
+    client: httpx.AsyncClient, which: str, url: str, entry: dict, prompt: str, tokens: int
+) -> RequestResult:
     messages = chat_messages(entry, prompt)
     if which in ("b", "d", "e"):  # the same request and reading for vLLM's server and finspace's /v1
-        body = {"model": MODEL_KEY, "messages": messages, "max_tokens": tokens, "temperature": 0.0,
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": MODEL_KEY,
+            "messages": messages,
+            "max_tokens": tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         path = "/v1/chat/completions"
     else:
         body = {"messages": messages, "max_tokens": tokens, "temperature": 0.0, "stream": True}
@@ -164,15 +241,17 @@ async def _sse_request(client: httpx.AsyncClient, which: str, url: str, entry: d
     return RequestResult(ttft=(first or end) - t0, e2e=end - t0, tokens=n, gaps=gaps, text="".join(parts))
 
 
-def run_level_http(which: str, url: str, entry: dict, n: int, run: str, tokens: int,
-                   server: ServerProcess | None) -> LevelResult:
+def run_level_http(
+    which: str, url: str, entry: dict, n: int, run: str, tokens: int, server: ServerProcess | None
+) -> LevelResult:
     async def go():
         limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
         async with httpx.AsyncClient(timeout=httpx.Timeout(300.0), limits=limits) as client:
             meter = CpuMeter(server)
             t0 = time.perf_counter()
-            res = await asyncio.gather(*(_sse_request(client, which, url, entry, prompt_for(run, i), tokens)
-                                         for i in range(n)))
+            res = await asyncio.gather(
+                *(_sse_request(client, which, url, entry, prompt_for(run, i), tokens) for i in range(n))
+            )
             wall = time.perf_counter() - t0
             return LevelResult(n, wall, list(res), meter.read())
 
@@ -288,9 +367,25 @@ def start_profile(server: ServerProcess, out: Path, seconds: int) -> subprocess.
     if not spy.exists():
         print("  (py-spy not found next to python; no profile)", flush=True)
         return None
-    return subprocess.Popen([str(spy), "record", "-p", str(server.proc.pid), "-o", str(out), "-d", str(seconds),
-                             "-r", "100", "--gil", "-f", "raw"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            str(spy),
+            "record",
+            "-p",
+            str(server.proc.pid),
+            "-o",
+            str(out),
+            "-d",
+            str(seconds),
+            "-r",
+            "100",
+            "--gil",
+            "-f",
+            "raw",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 # ------------------------------------------------------------------ one server's phase
@@ -302,14 +397,16 @@ def measure(which: str, args, model_path: Path, catalog: Path, entry: dict, work
     try:
         up = server.wait_ready(timeout=args.start_timeout)
         args.startups.append(up)
-        print(f"[{which}] {SERVERS[which]}: ready in {up:.0f} s (pid {server.proc.pid}, port {server.port})",
-              flush=True)
+        print(
+            f"[{which}] {SERVERS[which]}: ready in {up:.0f} s (pid {server.proc.pid}, port {server.port})", flush=True
+        )
         if which == "a":
             users = GradioUsers(server.url, max(args.levels), iterate=args.gradio_iterate)
 
             def level(n, run, tokens=args.tokens):
                 return users.run_level(n, run, tokens, server)
         else:
+
             def level(n, run, tokens=args.tokens):
                 return run_level_http(which, server.url, entry, n, run, tokens, server)
 
@@ -326,9 +423,13 @@ def measure(which: str, args, model_path: Path, catalog: Path, entry: dict, work
             # (c) takes n x 128 tokens at its single-stream rate per run: one run above 4 users
             reps = args.reps if which != "c" or n <= 4 else args.baseline_reps
             r = 0
-            while r < reps or (r < reps + args.noisy_reruns and which != "c" and n == 16
-                               and min(x.cpu["other"] for x in results[n]) > args.noisy_cores
-                               and fits_budget(which, n, args, results)):
+            while r < reps or (
+                r < reps + args.noisy_reruns
+                and which != "c"
+                and n == 16
+                and min(x.cpu["other"] for x in results[n]) > args.noisy_cores
+                and fits_budget(which, n, args, results)
+            ):
                 # (a) and (b) at 16 users, the level the targets are on: while every run so far shared the
                 # machine with other people's jobs (> --noisy-cores of "other" CPU), run once more
                 # if the whole run still fits --budget-s
@@ -342,16 +443,21 @@ def measure(which: str, args, model_path: Path, catalog: Path, entry: dict, work
                 bad = [x.tokens for x in res.requests if x.tokens != args.tokens]
                 if bad:
                     raise RuntimeError(f"{which}: requests generated {bad[:5]} tokens, expected {args.tokens}")
-                print(f"[{which}] c={n:<3} run {r + 1}: {res.tok_s:8.1f} tok/s in {res.wall:5.2f} s  "
-                      f"cpu server {res.cpu['server']:.2f} client {res.cpu['client']:.2f} "
-                      f"other {res.cpu['other']:.2f}; front {res.cpu['front_s'] / res.tokens * 1e3:.2f} ms/token",
-                      flush=True)
+                print(
+                    f"[{which}] c={n:<3} run {r + 1}: {res.tok_s:8.1f} tok/s in {res.wall:5.2f} s  "
+                    f"cpu server {res.cpu['server']:.2f} client {res.cpu['client']:.2f} "
+                    f"other {res.cpu['other']:.2f}; front {res.cpu['front_s'] / res.tokens * 1e3:.2f} ms/token",
+                    flush=True,
+                )
                 r += 1
                 if users is not None and users.iter_ttft:
                     ttft = [x.ttft for x in res.requests]
-                    print(f"      TTFT p50/p99 at arrival {percentile(ttft, 50) * 1e3:.0f}/{percentile(ttft, 99) * 1e3:.0f} ms,"
-                          f" as iterated {percentile(users.iter_ttft, 50) * 1e3:.0f}/"
-                          f"{percentile(users.iter_ttft, 99) * 1e3:.0f} ms", flush=True)
+                    print(
+                        f"      TTFT p50/p99 at arrival {percentile(ttft, 50) * 1e3:.0f}/{percentile(ttft, 99) * 1e3:.0f} ms,"
+                        f" as iterated {percentile(users.iter_ttft, 50) * 1e3:.0f}/"
+                        f"{percentile(users.iter_ttft, 99) * 1e3:.0f} ms",
+                        flush=True,
+                    )
                     users.iter_ttft.clear()
     finally:
         if users is not None:
@@ -375,7 +481,7 @@ def fits_budget(which: str, n: int, args, results: dict[int, list[LevelResult]])
 
     rest = secs(n, 1) + sum(secs(m, args.reps) for m in args.levels if m > n)
     startup = max(args.startups) + 15  # start-up, model load, stop
-    for w in args.schedule[args.phase + 1:]:
+    for w in args.schedule[args.phase + 1 :]:
         if w == "c":  # one at a time: everything at the single-stream rate
             single = rates.get(1, fallback / max(1, n))
             runs = sum(m * (args.reps if m <= 4 else args.baseline_reps) for m in args.levels)
@@ -393,10 +499,17 @@ def summarise(levels: list[LevelResult]) -> dict:
     reqs = best.requests
     gaps = [g for r in reqs for g in r.gaps]
     return {
-        "tok_s": best.tok_s, "lo": min(rates), "hi": max(rates), "runs": len(levels),
-        "ttft_p50": percentile([r.ttft for r in reqs], 50), "ttft_p99": percentile([r.ttft for r in reqs], 99),
-        "itl_p50": percentile(gaps, 50), "tpot_p50": percentile([r.tpot for r in reqs], 50),
-        "cpu_server": best.cpu["server"], "cpu_client": best.cpu["client"], "cpu_other": best.cpu["other"],
+        "tok_s": best.tok_s,
+        "lo": min(rates),
+        "hi": max(rates),
+        "runs": len(levels),
+        "ttft_p50": percentile([r.ttft for r in reqs], 50),
+        "ttft_p99": percentile([r.ttft for r in reqs], 99),
+        "itl_p50": percentile(gaps, 50),
+        "tpot_p50": percentile([r.tpot for r in reqs], 50),
+        "cpu_server": best.cpu["server"],
+        "cpu_client": best.cpu["client"],
+        "cpu_other": best.cpu["other"],
         # the server process's own CPU per output token, over all runs (noise barely moves it)
         "front_ms": 1e3 * sum(lv.cpu["front_s"] for lv in levels) / sum(lv.tokens for lv in levels),
     }
@@ -420,29 +533,64 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=128, help="output tokens per request (default 128)")
     ap.add_argument("--levels", default="1,4,16,32", help="concurrency levels (default 1,4,16,32)")
     ap.add_argument("--reps", type=int, default=2, help="runs per level and phase for (a) and (b) (default 2)")
-    ap.add_argument("--baseline-reps", type=int, default=1,
-                    help="runs per level above 4 users for (c) (default 1: it is slow; --reps up to 4 users)")
-    ap.add_argument("--noisy-cores", type=float, default=0.25,
-                    help="a run whose machine had more than this much other CPU (cores) counts as noisy")
-    ap.add_argument("--noisy-reruns", type=int, default=2,
-                    help="extra runs of (a) and (b) at 16 users while all runs so far were noisy (default 2)")
-    ap.add_argument("--budget-s", type=float, default=560.0,
-                    help="noisy reruns only while the whole run is expected to end within this (default 560 s)")
+    ap.add_argument(
+        "--baseline-reps",
+        type=int,
+        default=1,
+        help="runs per level above 4 users for (c) (default 1: it is slow; --reps up to 4 users)",
+    )
+    ap.add_argument(
+        "--noisy-cores",
+        type=float,
+        default=0.25,
+        help="a run whose machine had more than this much other CPU (cores) counts as noisy",
+    )
+    ap.add_argument(
+        "--noisy-reruns",
+        type=int,
+        default=2,
+        help="extra runs of (a) and (b) at 16 users while all runs so far were noisy (default 2)",
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=560.0,
+        help="noisy reruns only while the whole run is expected to end within this (default 560 s)",
+    )
     ap.add_argument("--servers", default="abcde", help="which of a, b, c, d, e to run (default abcde)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="phases (server starts) of a and b, alternating (default 3: a b c a b a b); c runs once")
-    ap.add_argument("--kv-mib", type=int, default=int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")),
-                    help="KV cache for every server, MiB (default FINSPACE_CPU_KV_CACHE_MIB or 256)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="phases (server starts) of a and b, alternating (default 3: a b c a b a b); c runs once",
+    )
+    ap.add_argument(
+        "--kv-mib",
+        type=int,
+        default=int(os.environ.get("FINSPACE_CPU_KV_CACHE_MIB", "256")),
+        help="KV cache for every server, MiB (default FINSPACE_CPU_KV_CACHE_MIB or 256)",
+    )
     ap.add_argument("--model-dir", type=Path, help="reuse/generate the demo checkpoint here (default: a temp dir)")
     ap.add_argument("--workdir", type=Path, help="keep logs (and profiles) here instead of a temp dir")
     ap.add_argument("--start-timeout", type=float, default=300.0)
     ap.add_argument("--retries", type=int, default=1, help="start a server's phase again after a failure (default 1)")
-    ap.add_argument("--gradio-iterate", action="store_true",
-                    help="(a): also iterate each job (gradio_client polls it every 1 ms: client CPU taken from a 2-core box)")
-    ap.add_argument("--app-env", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra environment for (a), for experiments (e.g. FINSPACE_STREAM_INTERVAL_MS=100)")
-    ap.add_argument("--profile", action="store_true",
-                    help="py-spy record the app process (raw folded stacks) during (a)'s first run at --profile-level")
+    ap.add_argument(
+        "--gradio-iterate",
+        action="store_true",
+        help="(a): also iterate each job (gradio_client polls it every 1 ms: client CPU taken from a 2-core box)",
+    )
+    ap.add_argument(
+        "--app-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for (a), for experiments (e.g. FINSPACE_STREAM_INTERVAL_MS=100)",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy record the app process (raw folded stacks) during (a)'s first run at --profile-level",
+    )
     ap.add_argument("--profile-level", type=int, default=16)
     ap.add_argument("--profile-seconds", type=int, default=4)
     args = ap.parse_args()
@@ -462,8 +610,11 @@ def main() -> int:
     per_start: dict[tuple[str, int], list[float]] = {}  # (server, level): best tok/s of each server start
     try:
         model_path, catalog, entry = prepare_model(workdir, args.model_dir)
-        print(f"model: {model_path} (bench-llama, fp32); {args.tokens} tokens/request, greedy; "
-              f"levels {args.levels}; {os.cpu_count()} CPUs; work dir {workdir}", flush=True)
+        print(
+            f"model: {model_path} (bench-llama, fp32); {args.tokens} tokens/request, greedy; "
+            f"levels {args.levels}; {os.cpu_count()} CPUs; work dir {workdir}",
+            flush=True,
+        )
         for phase, which in enumerate(args.schedule):
             args.phase = phase
             for attempt in range(args.retries + 1):
@@ -476,8 +627,10 @@ def main() -> int:
                     # This machine is shared: another session's clean-up can kill a server by name.
                     if attempt == args.retries:
                         raise
-                    print(f"[{which}] failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-                          f"starting it again", flush=True)
+                    print(
+                        f"[{which}] failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); starting it again",
+                        flush=True,
+                    )
     except BaseException:
         print(f"\nfailed; server logs in {workdir}", file=sys.stderr, flush=True)
         keep = True
@@ -488,24 +641,43 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     summary = {w: {n: summarise(lv) for n, lv in res.items()} for w, res in results.items()}
-    print(f"\nmodel demo (bench-llama: hidden 512, 8 layers, 8 heads x 64, vocab 1024, fp32), "
-          f"{args.tokens} output tokens/request, greedy; {os.cpu_count()} CPUs; "
-          f"best of {args.reps} runs per level in each of {max(1, args.rounds)} phases of a and b, alternating "
-          f"({args.baseline_reps} for c above 4 users, one phase; more for a and b at 16 when noisy); "
-          f"whole run {time.monotonic() - t_start:.0f} s")
-    head = (f"{'server':<6} {'users':>5} {'tok/s':>8} {'runs: range':>17} {'TTFT p50':>9} {'TTFT p99':>9} "
-            f"{'ITL p50':>8} {'TPOT p50':>9} {'cpu srv':>7} {'client':>6} {'other':>6} {'front/tok':>9}")
+    print(
+        f"\nmodel demo (bench-llama: hidden 512, 8 layers, 8 heads x 64, vocab 1024, fp32), "
+        f"{args.tokens} output tokens/request, greedy; {os.cpu_count()} CPUs; "
+        f"best of {args.reps} runs per level in each of {max(1, args.rounds)} phases of a and b, alternating "
+        f"({args.baseline_reps} for c above 4 users, one phase; more for a and b at 16 when noisy); "
+        f"whole run {time.monotonic() - t_start:.0f} s"
+    )
+    head = (
+        f"{'server':<6} {'users':>5} {'tok/s':>8} {'runs: range':>17} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'ITL p50':>8} {'TPOT p50':>9} {'cpu srv':>7} {'client':>6} {'other':>6} {'front/tok':>9}"
+    )
     print(head)
     print("-" * len(head))
     for w in args.servers:
         for n in args.levels:
             s = summary[w][n]
-            print(f"{w:<6} {n:>5} {s['tok_s']:>8.1f} {s['runs']:>2}: {s['lo']:>6.1f}-{s['hi']:<6.1f} {s['ttft_p50'] * 1e3:>7.0f}ms "
-                  f"{s['ttft_p99'] * 1e3:>7.0f}ms {s['itl_p50'] * 1e3:>6.1f}ms {s['tpot_p50'] * 1e3:>7.1f}ms "
-                  f"{s['cpu_server']:>7.2f} {s['cpu_client']:>6.2f} {s['cpu_other']:>6.2f} {s['front_ms']:>7.2f}ms")
-    print("a: " + SERVERS["a"] + "; its ITL is between received updates (the app sends one per 50 ms per stream up to 8 streams, stretched beyond: 100 ms at 16)")
-    print("b: " + SERVERS["b"] + "; c: " + SERVERS["c"] + "; d: " + SERVERS["d"] + "; e: " + SERVERS["e"]
-          + "; ITL for b, c, d and e is per token")
+            print(
+                f"{w:<6} {n:>5} {s['tok_s']:>8.1f} {s['runs']:>2}: {s['lo']:>6.1f}-{s['hi']:<6.1f} {s['ttft_p50'] * 1e3:>7.0f}ms "
+                f"{s['ttft_p99'] * 1e3:>7.0f}ms {s['itl_p50'] * 1e3:>6.1f}ms {s['tpot_p50'] * 1e3:>7.1f}ms "
+                f"{s['cpu_server']:>7.2f} {s['cpu_client']:>6.2f} {s['cpu_other']:>6.2f} {s['front_ms']:>7.2f}ms"
+            )
+    print(
+        "a: "
+        + SERVERS["a"]
+        + "; its ITL is between received updates (the app sends one per 50 ms per stream up to 8 streams, stretched beyond: 100 ms at 16)"
+    )
+    print(
+        "b: "
+        + SERVERS["b"]
+        + "; c: "
+        + SERVERS["c"]
+        + "; d: "
+        + SERVERS["d"]
+        + "; e: "
+        + SERVERS["e"]
+        + "; ITL for b, c, d and e is per token"
+    )
     starts = [f"{w} " + " / ".join(f"{v:.0f}" for v in per_start[(w, 16)]) for w in "abde" if (w, 16) in per_start]
     if starts:
         print("best tok/s at 16 users in each server start, in order: " + "; ".join(starts))
@@ -541,9 +713,11 @@ def main() -> int:
         print("  ".join(parts))
     r16 = ratios.get(16, {})
     fmt = lambda v: "nan" if v is None else f"{v:.3f}"  # noqa: E731
-    print(f"a_over_b_at_16={fmt(r16.get('ab'))} a_over_c_at_16={fmt(r16.get('ac'))} "
-          f"ttft_p99_a_over_b_at_16={fmt(r16.get('tt'))} d_over_b_at_16={fmt(r16.get('db'))} "
-          f"ttft_p99_d_over_b_at_16={fmt(r16.get('dtt'))} e_over_b_at_16={fmt(r16.get('eb'))}")
+    print(
+        f"a_over_b_at_16={fmt(r16.get('ab'))} a_over_c_at_16={fmt(r16.get('ac'))} "
+        f"ttft_p99_a_over_b_at_16={fmt(r16.get('tt'))} d_over_b_at_16={fmt(r16.get('db'))} "
+        f"ttft_p99_d_over_b_at_16={fmt(r16.get('dtt'))} e_over_b_at_16={fmt(r16.get('eb'))}"
+    )
     return 0
 
 

@@ -53,8 +53,12 @@ def catalog_for(workdir: Path, key: str, models_dir: Path, tokens: int) -> Path:
 
 
 async def one(client, url: str, key: str, i: int, tokens: int) -> int:
-    body = {"model": key, "temperature": 0, "max_tokens": tokens,
-            "messages": [{"role": "user", "content": f"Question {i}: {PROMPTS[i % len(PROMPTS)]}"}]}
+    body = {
+        "model": key,
+        "temperature": 0,
+        "max_tokens": tokens,
+        "messages": [{"role": "user", "content": f"Question {i}: {PROMPTS[i % len(PROMPTS)]}"}],
+    }
     r = await client.post(url + "/v1/chat/completions", json=body)
     r.raise_for_status()
     return int(r.json()["usage"]["completion_tokens"])
@@ -113,8 +117,9 @@ def main() -> None:
     for key, r in results.items():
         print(f"{key:<14} {r['startup_s']:>10.1f} " + " ".join(f"{r[u][0]:>10.1f} {r[u][1]:>7}" for u in args.users))
     s, d = results[KEY], results["demo"]
-    levels = " ".join(f"tok_s_at_{u}={s[u][0]:.1f} (demo {d[u][0]:.1f}, ratio {s[u][0] / d[u][0]:.2f})"
-                      for u in args.users)
+    levels = " ".join(
+        f"tok_s_at_{u}={s[u][0]:.1f} (demo {d[u][0]:.1f}, ratio {s[u][0] / d[u][0]:.2f})" for u in args.users
+    )
     print(f"conversion_s={conversion_s:.1f} startup_s={s['startup_s']:.1f} (demo {d['startup_s']:.1f}) {levels}")
 
 

@@ -63,16 +63,44 @@ PYPI = "https://pypi.org/simple"
 
 # Distributions whose modules finspace (src/finspace, app.py) imports; tests/test_space_check.py
 # fails when an import appears that this set does not cover.
-IMPORTED_DISTS = frozenset({
-    "vllm", "torch", "transformers", "tokenizers", "safetensors", "gradio", "gradio-client", "fastapi",
-    "starlette", "uvicorn", "pydantic", "huggingface-hub", "pyyaml", "psutil", "nvidia-ml-py", "pandas",
-    "pypdf", "pypdfium2", "beautifulsoup4", "lxml", "python-docx", "openpyxl", "bm25s",  # finspace.documents
-    "anyio",  # finspace.openai_api and mcp_server (request checks in worker threads)
-    "gguf", "accelerate", "filelock",  # finspace.models.gguf (the CPU default's checkpoint)
-    "python-multipart",  # finspace.wall.uploads (the parse Gradio's upload route makes)
-    "httpx", "openai", "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)
-    "mcp", "jsonschema", "httpcore",  # finspace.mcp_server (MCP over streamable HTTP)
-})
+IMPORTED_DISTS = frozenset(
+    {
+        "vllm",
+        "torch",
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "gradio",
+        "gradio-client",
+        "fastapi",
+        "starlette",
+        "uvicorn",
+        "pydantic",
+        "huggingface-hub",
+        "pyyaml",
+        "psutil",
+        "nvidia-ml-py",
+        "pandas",
+        "pypdf",
+        "pypdfium2",
+        "beautifulsoup4",
+        "lxml",
+        "python-docx",
+        "openpyxl",
+        "bm25s",  # finspace.documents
+        "anyio",  # finspace.openai_api and mcp_server (request checks in worker threads)
+        "gguf",
+        "accelerate",
+        "filelock",  # finspace.models.gguf (the CPU default's checkpoint)
+        "python-multipart",  # finspace.wall.uploads (the parse Gradio's upload route makes)
+        "httpx",
+        "openai",
+        "prometheus-client",  # finspace.remote (an OpenAI-compatible endpoint, its /metrics)
+        "mcp",
+        "jsonschema",
+        "httpcore",  # finspace.mcp_server (MCP over streamable HTTP)
+    }
+)
 
 
 # Step 2 as the builder may run it: field notes say gradio[oauth]; the replay the issue reports (mcp and pydantic
@@ -86,8 +114,8 @@ OFF_FINSPACE_PATH: dict[str, str] = {}
 # replacement by step 2 do not fail the replay, with the reason. gradio[mcp] puts mcp 1.x back over the pinned 2.3.0.
 EITHER_VERSION = {
     "mcp": "finspace.mcp_server runs on mcp 1.x and 2.x (tests/test_mcp_sdk.py); vLLM imports it only in its "
-           "OpenAI server's MCP tool server and Responses API (vllm/entrypoints/mcp, vllm/entrypoints/openai/"
-           "responses), and finspace runs AsyncLLM",
+    "OpenAI server's MCP tool server and Responses API (vllm/entrypoints/mcp, vllm/entrypoints/openai/"
+    "responses), and finspace runs AsyncLLM",
 }
 
 
@@ -116,8 +144,10 @@ class Conflict:
         """The sentence pip prints for it."""
         if self.dep_version is None:
             return f"{self.requirer} {self.requirer_version} requires {self.dep}, which is not installed."
-        return (f"{self.requirer} {self.requirer_version} requires {self.requirement}, "
-                f"but you have {self.dep} {self.dep_version}.")
+        return (
+            f"{self.requirer} {self.requirer_version} requires {self.requirement}, "
+            f"but you have {self.dep} {self.dep_version}."
+        )
 
     def touches(self, dists: frozenset[str]) -> bool:
         return self.requirer in dists or self.dep in dists
@@ -129,8 +159,9 @@ def dists_from_report(report: dict) -> dict[str, Dist]:
     for item in report.get("install", []):
         md = item["metadata"]
         name = canonical(md["name"])
-        out[name] = Dist(name, md["version"], tuple(md.get("requires_dist", ())),
-                         tuple(item.get("requested_extras") or ()))
+        out[name] = Dist(
+            name, md["version"], tuple(md.get("requires_dist", ())), tuple(item.get("requested_extras") or ())
+        )
     return out
 
 
@@ -141,8 +172,9 @@ def combine(step1: dict[str, Dist], step2: dict[str, Dist]) -> dict[str, Dist]:
 
 def changes(step1: dict[str, Dist], step2: dict[str, Dist]) -> list[tuple[str, str, str]]:
     """(name, version after step 1, version after step 2) for each package step 2 replaces."""
-    return sorted((n, step1[n].version, d.version) for n, d in step2.items()
-                  if n in step1 and step1[n].version != d.version)
+    return sorted(
+        (n, step1[n].version, d.version) for n, d in step2.items() if n in step1 and step1[n].version != d.version
+    )
 
 
 def conflicts(env: dict[str, Dist], markers: dict[str, str]) -> list[Conflict]:
@@ -229,13 +261,21 @@ def replay(requirements: Path, variants: list[list[str]], python: str, workdir: 
     try:
         subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError):
-        raise SystemExit(f"cannot make a venv with {python!r}: give --python PATH, a Python of the card's "
-                         "python_version (the Space's), so markers and wheels resolve as they will there") from None
+        raise SystemExit(
+            f"cannot make a venv with {python!r}: give --python PATH, a Python of the card's "
+            "python_version (the Space's), so markers and wheels resolve as they will there"
+        ) from None
     vpy = venv / "bin" / "python"
     _pip(vpy, "install", "--quiet", "--index-url", PYPI, "--upgrade", "pip")  # a current pip, like the builder's
     r1 = _resolve(vpy, workdir / "step1.json", "--ignore-installed", "-r", str(requirements))
-    site = Path(subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     for item in r1["install"]:
         if canonical(item["metadata"]["name"]) not in ("pip", "setuptools", "wheel"):
             _write_metadata(site, item["metadata"])
@@ -243,8 +283,12 @@ def replay(requirements: Path, variants: list[list[str]], python: str, workdir: 
     return r1, r2s, r1.get("environment", {})
 
 
-def verdict(d1: dict[str, Dist], d2: dict[str, Dist], markers: dict[str, str], pins: dict[str, str],
-            ) -> tuple[list[str], bool]:
+def verdict(
+    d1: dict[str, Dist],
+    d2: dict[str, Dist],
+    markers: dict[str, str],
+    pins: dict[str, str],
+) -> tuple[list[str], bool]:
     """The report lines for one step-2 variant, and whether it fails."""
     found = conflicts(combine(d1, d2), markers)
     moved = changes(d1, d2)
@@ -252,19 +296,29 @@ def verdict(d1: dict[str, Dist], d2: dict[str, Dist], markers: dict[str, str], p
     added = sorted(f"{n} {d.version}" for n, d in d2.items() if n not in d1)
     if added:
         lines.append(f"  added: {', '.join(added)}")
-    lines += [f"  replaced: {n} {old} -> {new}" + ("   (pinned in requirements.txt)" if n in pins else "")
-              + (f"; finspace takes either ({EITHER_VERSION[n]})" if n in EITHER_VERSION else "")
-              for n, old, new in moved]
+    lines += [
+        f"  replaced: {n} {old} -> {new}"
+        + ("   (pinned in requirements.txt)" if n in pins else "")
+        + (f"; finspace takes either ({EITHER_VERSION[n]})" if n in EITHER_VERSION else "")
+        for n, old, new in moved
+    ]
     exempt = {**OFF_FINSPACE_PATH, **EITHER_VERSION}
     bad = [c for c in found if c.touches(IMPORTED_DISTS) and c.dep not in exempt]
     for c in found:
-        why = ("CONFLICT " if c in bad else f"conflict, off finspace's path ({exempt[c.dep]}): "
-               if c.dep in exempt else "conflict, not imported by finspace: ")
+        why = (
+            "CONFLICT "
+            if c in bad
+            else f"conflict, off finspace's path ({exempt[c.dep]}): "
+            if c.dep in exempt
+            else "conflict, not imported by finspace: "
+        )
         lines.append("  " + why + c.line)
     repinned = [m for m in moved if m[0] in pins and m[0] not in EITHER_VERSION]
     if bad or repinned:
-        lines.append(f"  FAIL: {len(bad)} conflict(s) touching what finspace imports, "
-                     f"{len(repinned)} pinned package(s) replaced by step 2")
+        lines.append(
+            f"  FAIL: {len(bad)} conflict(s) touching what finspace imports, "
+            f"{len(repinned)} pinned package(s) replaced by step 2"
+        )
     return lines, bool(bad or repinned)
 
 
@@ -292,10 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     def v(name: str) -> str:
         return d1[name].version if name in d1 else "-"
 
-    print(f"replayed with Python {markers.get('python_full_version', '?')}, pip {r1.get('pip_version', '?')}, "
-          f"index {PYPI} only, in {time.monotonic() - t0:.0f} s")
-    print(f"step 1 (-r {args.requirements.name}): {len(d1)} packages; vllm {v('vllm')}, torch {v('torch')}, "
-          f"gradio {v('gradio')}, pydantic {v('pydantic')}, pillow {v('pillow')}")
+    print(
+        f"replayed with Python {markers.get('python_full_version', '?')}, pip {r1.get('pip_version', '?')}, "
+        f"index {PYPI} only, in {time.monotonic() - t0:.0f} s"
+    )
+    print(
+        f"step 1 (-r {args.requirements.name}): {len(d1)} packages; vllm {v('vllm')}, torch {v('torch')}, "
+        f"gradio {v('gradio')}, pydantic {v('pydantic')}, pillow {v('pillow')}"
+    )
     failed = False
     for step2, r2 in zip(variants, r2s):
         d2 = dists_from_report(r2)

@@ -21,8 +21,11 @@ SCHEDULER = pytest.StashKey[object]()  # the lanes' scheduler (support.lanes), w
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fast", action="store_true",
-                     help="the fast lane (make test-fast): only tests that start no engine, server or browser")
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast lane (make test-fast): only tests that start no engine, server or browser",
+    )
 
 
 def pytest_configure(config):
@@ -130,13 +133,23 @@ def shared_documents_server(request, tmp_path_factory, model_dir):
 
     root = tmp_path_factory.mktemp("shared-documents")
     long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-16k", 16384)
-    models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=8),
-              "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
-              "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384)}
-    srv = Server(root, write_catalog(root / "catalog", models, default="a"),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "40", "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
-                      "GRADIO_TEMP_DIR": str(root / "gradio"), "FINSPACE_DOCUMENT_MAX_MIB": "1",
-                      "FINSPACE_DOCUMENT_MAX_PAGES": "50", "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"})
+    models = {
+        "a": demo_entry(long_ctx, None, label="Tiny Llama 1k", max_model_len=1024, max_tokens=8),
+        "mid": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096),
+        "long": demo_entry(long_ctx, None, label="Tiny Llama 16k", max_model_len=16384),
+    }
+    srv = Server(
+        root,
+        write_catalog(root / "catalog", models, default="a"),
+        env={
+            "FINSPACE_CPU_KV_CACHE_MIB": "40",
+            "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
+            "GRADIO_TEMP_DIR": str(root / "gradio"),
+            "FINSPACE_DOCUMENT_MAX_MIB": "1",
+            "FINSPACE_DOCUMENT_MAX_PAGES": "50",
+            "FINSPACE_MATRIX_MAX_DOCUMENTS": "2",
+        },
+    )
     srv.root, srv.prompts, srv.uploads = root, root / "prompts.jsonl", root / "gradio"
     request.config.stash[LIFETIMES].started("shared_documents_server", srv)
     try:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FILLER = ("The company reviewed its operations, its markets and its outlook for the coming year in the usual "
-          "way, with attention to costs, customers and the pace of orders across its regions.")
+FILLER = (
+    "The company reviewed its operations, its markets and its outlook for the coming year in the usual "
+    "way, with attention to costs, customers and the pace of orders across its regions."
+)
 
 
 def page_fact(n: int) -> str:
@@ -14,8 +16,15 @@ def page_fact(n: int) -> str:
     return f"Fact {n}: the widget backlog of division {n} was {1000 + n * 7} units."
 
 
-def pdf(path: Path, pages: int = 3, *, facts: dict[int, str] | None = None, filler: int = 2,
-        text: bool = True, password: str | None = None) -> Path:
+def pdf(
+    path: Path,
+    pages: int = 3,
+    *,
+    facts: dict[int, str] | None = None,
+    filler: int = 2,
+    text: bool = True,
+    password: str | None = None,
+) -> Path:
     from fpdf import FPDF
 
     doc = FPDF()
@@ -60,9 +69,11 @@ def xlsx(path: Path, rows: int = 3, cols: int = 3) -> Path:
     return path
 
 
-HTML = ("<html><head><script>alert('owned')</script><style>p{color:red}</style></head><body>"
-        "<h1>10-K</h1><p>Net income was 42 million.</p><script>document.write('secret-script')</script>"
-        "<table><tr><th>Year</th><th>Income</th></tr><tr><td>2025</td><td>42</td></tr></table></body></html>")
+HTML = (
+    "<html><head><script>alert('owned')</script><style>p{color:red}</style></head><body>"
+    "<h1>10-K</h1><p>Net income was 42 million.</p><script>document.write('secret-script')</script>"
+    "<table><tr><th>Year</th><th>Income</th></tr><tr><td>2025</td><td>42</td></tr></table></body></html>"
+)
 
 
 def zip_bomb(path: Path, member: str = "xl/workbook.xml", unpacked_mib: int = 64) -> Path:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from support.catalog import REPO, demo_entry, write_catalog  # noqa: F401 - the tests' names for them
 
+
 def corrupt_copy(src: Path, dst: Path) -> Path:
     """A copy of a checkpoint whose safetensors file is truncated halfway."""
     if dst.exists():
@@ -16,6 +17,7 @@ def corrupt_copy(src: Path, dst: Path) -> Path:
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) // 2])
     return dst
+
 
 def mismatched_copy(src: Path, dst: Path) -> Path:
     """A copy whose config no longer matches its weights: passes every file check, fails in vLLM's loader."""

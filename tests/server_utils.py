@@ -31,8 +31,7 @@ def make_catalog(folder: Path, model_dir: Path, *, max_tokens: int = 32) -> Path
     models = {
         "a": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_tokens=max_tokens),
         "b": demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3", max_tokens=max_tokens),
-        "big": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama long context",
-                          max_model_len=2048),
+        "big": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama long context", max_model_len=2048),
     }
     return write_catalog(folder, models, default="a")
 
@@ -40,8 +39,7 @@ def make_catalog(folder: Path, model_dir: Path, *, max_tokens: int = 32) -> Path
 class Server(ServerProcess):
     """The real app on 127.0.0.1: the shared harness (support.process) with the app's environment."""
 
-    def __init__(self, workdir: Path, catalog: Path, *, admin_token: str | None = ADMIN_TOKEN,
-                 env: dict | None = None):
+    def __init__(self, workdir: Path, catalog: Path, *, admin_token: str | None = ADMIN_TOKEN, env: dict | None = None):
         self.workdir = workdir
         self.admin_token = admin_token
         port = free_port()
@@ -66,8 +64,16 @@ class Server(ServerProcess):
             full_env.pop("FINSPACE_ADMIN_TOKEN", None)
         if env and "FINSPACE_MODEL" in env:
             full_env["FINSPACE_MODEL"] = env["FINSPACE_MODEL"]
-        super().__init__("finspace", [sys.executable, str(REPO / "app.py")], env=full_env, inherit_env=False,
-                         cwd=workdir, log_path=workdir / "server.log", port=port, ready_path="/health")
+        super().__init__(
+            "finspace",
+            [sys.executable, str(REPO / "app.py")],
+            env=full_env,
+            inherit_env=False,
+            cwd=workdir,
+            log_path=workdir / "server.log",
+            port=port,
+            ready_path="/health",
+        )
 
     def log_tail(self, n: int = 60) -> str:
         return super().log_tail(n)
@@ -112,5 +118,3 @@ class Server(ServerProcess):
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM, then SIGKILL to the server's process group (its engine core included), by id."""
         super().stop(grace=timeout)
-
-

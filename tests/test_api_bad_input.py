@@ -19,8 +19,20 @@ REST_BODY_LIMIT = Limits.rest_body_bytes
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
 MB = 1_000_000
-PATH_LIKE = ["../x", "/etc/passwd", "org/repo", "..", "a/../b", "~/.ssh/id_rsa", "file:///etc/passwd",
-             "https://huggingface.co/org/repo", "a\x00", "", " a", "A"]
+PATH_LIKE = [
+    "../x",
+    "/etc/passwd",
+    "org/repo",
+    "..",
+    "a/../b",
+    "~/.ssh/id_rsa",
+    "file:///etc/passwd",
+    "https://huggingface.co/org/repo",
+    "a\x00",
+    "",
+    " a",
+    "A",
+]
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +114,25 @@ def test_gradio_loads_limit_is_bounded(server):
     still_up(server)
 
 
-@pytest.mark.parametrize("body", [
-    {"model": key} for key in PATH_LIKE + ["nope"]
-] + [
-    {"model": 5}, {"model": None}, {"model": ["a"]}, {"model": {"k": "a"}}, {"model": "x" * MB},
-    {}, {"model": "a", "extra": 1}, {"repo": "org/repo"}, [], "a", 5, None,
-], ids=lambda b: repr(b)[:30])
+@pytest.mark.parametrize(
+    "body",
+    [{"model": key} for key in PATH_LIKE + ["nope"]]
+    + [
+        {"model": 5},
+        {"model": None},
+        {"model": ["a"]},
+        {"model": {"k": "a"}},
+        {"model": "x" * MB},
+        {},
+        {"model": "a", "extra": 1},
+        {"repo": "org/repo"},
+        [],
+        "a",
+        5,
+        None,
+    ],
+    ids=lambda b: repr(b)[:30],
+)
 def test_rest_load_model_rejects_bad_bodies(server, body):
     r = httpx.post(server.url + "/load-model", json=body, headers=server.auth(), timeout=30)
     # issue 16: a body over the REST limit (16 KiB) is refused before it is read: 413, not parsed then 422
@@ -120,9 +145,14 @@ def test_rest_load_model_rejects_bad_bodies(server, body):
 
 def test_rest_rejects_non_json_and_huge_bodies(server):
     url = server.url + "/load-model"
-    for content, ctype in ((b"garbage", "application/json"), (b"{\"model\": ", "application/json"),
-                           (b"model=a", "application/x-www-form-urlencoded"), (b"\xff\xfe\x00", "application/json"),
-                           (b"[" * 10_000 + b"]" * 10_000, "application/json"), (b"x" * MB, "application/json")):
+    for content, ctype in (
+        (b"garbage", "application/json"),
+        (b"{\"model\": ", "application/json"),
+        (b"model=a", "application/x-www-form-urlencoded"),
+        (b"\xff\xfe\x00", "application/json"),
+        (b"[" * 10_000 + b"]" * 10_000, "application/json"),
+        (b"x" * MB, "application/json"),
+    ):
         r = httpx.post(url, content=content, headers={**server.auth(), "Content-Type": ctype}, timeout=30)
         # issue 16: over the REST limit (16 KiB) the body is refused before it is read
         expected = (413,) if len(content) > REST_BODY_LIMIT else (400, 422)
@@ -138,8 +168,14 @@ def test_rest_rejects_non_json_and_huge_bodies(server):
 
 
 def test_unknown_routes_and_methods_are_plain_errors(server):
-    for method, path in (("GET", "/load-model"), ("DELETE", "/health"), ("PUT", "/models"),
-                         ("GET", "/../../etc/passwd"), ("GET", "/%2e%2e/%2e%2e/etc/passwd"), ("GET", "/nope")):
+    for method, path in (
+        ("GET", "/load-model"),
+        ("DELETE", "/health"),
+        ("PUT", "/models"),
+        ("GET", "/../../etc/passwd"),
+        ("GET", "/%2e%2e/%2e%2e/etc/passwd"),
+        ("GET", "/nope"),
+    ):
         r = httpx.request(method, server.url + path, timeout=10)
         assert r.status_code in (404, 405), (method, path, r.status_code)
         assert "root:" not in r.text and "Traceback" not in r.text

@@ -23,13 +23,21 @@ from server_utils import ADMIN_TOKEN, Server
 pytestmark = [pytest.mark.browser, pytest.mark.engine, pytest.mark.timeout(600)]
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = REPO / "test-artifacts"
 
 if not CHROMIUM.exists():
-    pytest.skip("no /usr/bin/chromium: install it with `make browser` (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        "no /usr/bin/chromium: install it with `make browser` (apt-get install chromium)", allow_module_level=True
+    )
 
 
 # A reply long and paced enough to be seen growing on a slow machine: Gradio hands the page every update the
@@ -41,17 +49,23 @@ STREAM_INTERVAL_MS = 250
 
 
 def browser_catalog(folder: Path, model_dir: Path) -> Path:
-    models = {"a": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_model_len=1536,
-                              max_tokens=REPLY_TOKENS),
-              "b": demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3", max_tokens=300)}
+    models = {
+        "a": demo_entry(
+            model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_model_len=1536, max_tokens=REPLY_TOKENS
+        ),
+        "b": demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3", max_tokens=300),
+    }
     return write_catalog(folder, models, default="a")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("browser")
-    srv = Server(root, browser_catalog(root / "catalog", model_dir),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "6", "FINSPACE_STREAM_INTERVAL_MS": str(STREAM_INTERVAL_MS)})
+    srv = Server(
+        root,
+        browser_catalog(root / "catalog", model_dir),
+        env={"FINSPACE_CPU_KV_CACHE_MIB": "6", "FINSPACE_STREAM_INTERVAL_MS": str(STREAM_INTERVAL_MS)},
+    )
     try:
         srv.wait(ready=True)
         yield srv
@@ -82,8 +96,10 @@ def open_page(context, url: str, model_label: str | None = None):
     pg.goto(url + "/", wait_until="domcontentloaded")
     pg.wait_for_selector("#chat-input textarea", timeout=60_000)
     if model_label:
-        pg.wait_for_function(f"(document.querySelector('#current-model') || {{innerText: ''}}).innerText"
-                             f".includes({model_label!r})", timeout=60_000)  # rendered after the input, at times
+        pg.wait_for_function(
+            f"(document.querySelector('#current-model') || {{innerText: ''}}).innerText.includes({model_label!r})",
+            timeout=60_000,
+        )  # rendered after the input, at times
     pg.page_errors = errors
     return pg
 
@@ -120,8 +136,7 @@ WATCH_REPLY = """() => {
 
 
 def test_page_shows_banner_model_and_memory(page):
-    page.wait_for_function("document.querySelector('#current-model').innerText.includes('Tiny Llama')",
-                           timeout=30_000)
+    page.wait_for_function("document.querySelector('#current-model').innerText.includes('Tiny Llama')", timeout=30_000)
     banner = page.inner_text("#banner")
     assert "No NVIDIA GPU" in banner and "Tiny Llama" in banner
     assert "host RAM" in page.inner_text("#memory-readings")
@@ -158,8 +173,10 @@ def test_send_a_message_and_see_the_reply_stream(page):
     if len(set(attempts[0][0])) < 3:
         attempts.append(watch_one_reply(page, "#regenerate"))
     for growing, shown in attempts:
-        print(f"the reply grew in {len(set(growing))} steps over {(shown[-1] - shown[0]) / 1000:.1f} s "
-              f"to {growing[-1]:,} characters")
+        print(
+            f"the reply grew in {len(set(growing))} steps over {(shown[-1] - shown[0]) / 1000:.1f} s "
+            f"to {growing[-1]:,} characters"
+        )
     growing, shown = max(attempts, key=lambda a: len(set(a[0])))
     assert len(set(growing)) >= 3, f"the reply did not grow in steps: {attempts}"
     assert growing == sorted(growing), growing
@@ -176,15 +193,17 @@ def test_switch_model_shows_progress_then_the_new_label(page):
     # the engine's stages show as a progress bar (stage: message) over the load status
     page.wait_for_function(
         "/(plan|fetch|stop|release|start|warmup):/.test(document.querySelector('#load-status').innerText)",
-        timeout=60_000)
+        timeout=60_000,
+    )
     status = page.inner_text("#load-status")
     shot(page, "4-loading")
     assert re.search(r"(plan|fetch|stop|release|start|warmup):", status), status
     # chat is paused with a notice while the switch runs
     page.wait_for_function("document.querySelector('#chat-input textarea').disabled", timeout=10_000)
     assert "paused" in page.inner_text("#chat-notice")
-    page.wait_for_function("document.querySelector('#current-model').innerText.includes('Serving Tiny Qwen3')",
-                           timeout=420_000)
+    page.wait_for_function(
+        "document.querySelector('#current-model').innerText.includes('Serving Tiny Qwen3')", timeout=420_000
+    )
     page.wait_for_function("!document.querySelector('#chat-input textarea').disabled", timeout=30_000)
     assert "is ready" in page.inner_text("#load-status")
     assert "Tiny Qwen3" in page.inner_text("#banner")
@@ -195,9 +214,9 @@ def test_chat_after_a_switch_is_marked(page):
     page.fill("#chat-input textarea", "And now?")
     page.click("#send")
     page.wait_for_function(
-        "document.querySelector('#chatbot').innerText.includes('switched to Tiny Qwen3')", timeout=30_000)
-    page.wait_for_function(
-        "document.querySelectorAll('#chatbot [data-testid=\"bot\"]').length >= 2", timeout=60_000)
+        "document.querySelector('#chatbot').innerText.includes('switched to Tiny Qwen3')", timeout=30_000
+    )
+    page.wait_for_function("document.querySelectorAll('#chatbot [data-testid=\"bot\"]').length >= 2", timeout=60_000)
     shot(page, "6-marked")
 
 
@@ -208,7 +227,10 @@ def test_memory_panel_updates_between_ticks(page):
     # a later timer tick brings a new reading: the sample time (and usually the figures) change
     page.wait_for_function(
         """prev => { const m = /sampled (\\d\\d:\\d\\d:\\d\\d)/.exec(document.querySelector('#memory-readings').innerText);
-                    return m && m[1] !== prev; }""", arg=stamp.search(first).group(1), timeout=15_000)
+                    return m && m[1] !== prev; }""",
+        arg=stamp.search(first).group(1),
+        timeout=15_000,
+    )
     second = page.inner_text("#memory-readings")
     assert second != first
     assert page.locator("#memory-plot").is_visible() and page.locator("#breakdown-plot").is_visible()

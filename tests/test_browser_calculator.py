@@ -25,11 +25,14 @@ QUESTION = "What is 15% of 2,400?"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("browser-calculator")
-    entry = {**demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_model_len=2048,
-                          max_tokens=256), "tool_parser": "hermes"}
+    entry = {
+        **demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_model_len=2048, max_tokens=256),
+        "tool_parser": "hermes",
+    }
     catalog = write_catalog(root / "catalog", {"a": entry}, default="a")
-    srv = Server(root, catalog, env={"FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
-                                     "FINSPACE_CPU_KV_CACHE_MIB": "16"})  # 2,048 tokens of the tiny llama: 4 MiB
+    srv = Server(
+        root, catalog, env={"FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"), "FINSPACE_CPU_KV_CACHE_MIB": "16"}
+    )  # 2,048 tokens of the tiny llama: 4 MiB
     try:
         srv.wait(ready=True, timeout=1500)  # a busy 2-core machine: the first load took over 400 s
         srv.prompts = root / "prompts.jsonl"

@@ -82,8 +82,9 @@ def prompt_tokens(model_dir, messages) -> int:
 def test_usage_line_counts_are_the_engines(page, model_dir):
     send(page, QUESTION)
     line = wait_usage(page, 1)
-    expected = prompt_tokens(model_dir, [{"role": "system", "content": "You are a test model."},
-                                         {"role": "user", "content": QUESTION}])
+    expected = prompt_tokens(
+        model_dir, [{"role": "system", "content": "You are a test model."}, {"role": "user", "content": QUESTION}]
+    )
     assert f"prompt {expected} tokens" in line, line
     assert f"reply {MAX_TOKENS} tokens" in line, line
     assert re.search(r"[\d.]+ tokens/s", line) and re.search(r"first token \d+\.\d\d s", line), line
@@ -97,8 +98,9 @@ def test_continue_extends_the_same_reply(page):
     bubbles = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.length")
     before = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")[-1]
     page.click("#continue")
-    page.wait_for_function("[...document.querySelectorAll('#chatbot sub')].some(e => e.innerText.includes('continued 1'))",
-                           timeout=90_000)
+    page.wait_for_function(
+        "[...document.querySelectorAll('#chatbot sub')].some(e => e.innerText.includes('continued 1'))", timeout=90_000
+    )
     line = usage_lines(page)[-1]
     assert f"reply {2 * MAX_TOKENS} tokens" in line, line
     texts = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")
@@ -128,8 +130,9 @@ def test_a_refresh_brings_back_the_conversation(page):
     assert before
     page.reload(wait_until="domcontentloaded")
     page.wait_for_selector("#chat-input textarea", timeout=60_000)
-    page.wait_for_function(f"document.querySelectorAll('#chatbot [data-testid=\"bot\"]').length === {len(before)}",
-                           timeout=30_000)
+    page.wait_for_function(
+        f"document.querySelectorAll('#chatbot [data-testid=\"bot\"]').length === {len(before)}", timeout=30_000
+    )
     after = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")
     assert after == before
     page.click("#conversations button, #conversations .label-wrap")

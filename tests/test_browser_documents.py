@@ -32,13 +32,17 @@ def test_a_pdf_in_the_chat_box_shows_the_fit_table_then_an_answer_from_its_pages
             page.set_input_files("#chat-input input[type=file]", str(report))
         page.fill("#chat-input textarea", "What was the net interest margin of the bank?")
         page.press("#chat-input textarea", "Enter")
-        page.wait_for_function("document.querySelector('#doc-fit').innerText.includes('would hold it whole')",
-                               timeout=120_000)
+        page.wait_for_function(
+            "document.querySelector('#doc-fit').innerText.includes('would hold it whole')", timeout=120_000
+        )
         fit = page.inner_text("#doc-fit")
         assert "annual-report-2025.pdf" in fit and "40 pages" in fit and "does not fit" in fit
         assert "Tiny Llama 16k" in fit and "Tiny Llama 4k" not in fit and "Two ways on" in fit
-        page.wait_for_function("[...document.querySelectorAll('#chatbot [data-testid=\"bot\"]')]"
-                               ".some(e => e.innerText.includes('document:'))", timeout=180_000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('#chatbot [data-testid=\"bot\"]')]"
+            ".some(e => e.innerText.includes('document:'))",
+            timeout=180_000,
+        )
         reply = bot_texts(page)[-1]
         assert "of 40 pages (" in reply and "passage" in reply, reply
         assert page.page_errors == []
@@ -65,8 +69,9 @@ def test_the_fit_tab_plans_a_catalogue_key_and_says_what_it_planned(server):
         page.click("#fit-config .cm-content")
         page.keyboard.insert_text(LLAMA_70B)
         page.click("#fit-check")
-        page.wait_for_function("document.querySelector('#fit-verdict').innerText.includes(\"won't start\")",
-                               timeout=60_000)
+        page.wait_for_function(
+            "document.querySelector('#fit-verdict').innerText.includes(\"won't start\")", timeout=60_000
+        )
         verdict = page.inner_text("#fit-verdict")
         assert "free after the KV cache" not in verdict and "this machine has" not in verdict, verdict
         assert page.page_errors == []
@@ -89,7 +94,8 @@ def test_the_fit_table_follows_max_tokens_and_the_api_tab_names_this_page(server
         fit = page.inner_text("#doc-fit")
         assert "200-token reply" in fit, fit
         page.click("button[role=tab]:has-text('API')")
-        page.wait_for_function(f"document.querySelector('#api-help').innerText.includes({server.url + '/'!r})",
-                               timeout=30_000)
+        page.wait_for_function(
+            f"document.querySelector('#api-help').innerText.includes({server.url + '/'!r})", timeout=30_000
+        )
         assert ":7860" not in page.inner_text("#api-help")
         assert page.page_errors == []

@@ -52,12 +52,15 @@ def test_a_newcomer_asks_about_apples_10k_with_the_calculator_on_and_gets_an_ans
             page.set_input_files("#chat-input input[type=file]", str(apple))
         page.fill("#chat-input textarea", "What were Apple's total net sales in fiscal 2024, and on which page?")
         page.press("#chat-input textarea", "Enter")
-        page.wait_for_function("document.querySelector('#doc-fit').innerText.includes('aapl-10-k-2024-11-01')",
-                               timeout=180_000)
+        page.wait_for_function(
+            "document.querySelector('#doc-fit').innerText.includes('aapl-10-k-2024-11-01')", timeout=180_000
+        )
         page.wait_for_function(
             "(() => { const b = [...document.querySelectorAll('#chatbot [data-testid=\"bot\"]')];"
             " const t = b.length ? b[b.length - 1].innerText : '';"
-            " return t.includes('⚠') || t.replace(/\\s+/g, ' ').trim().length >= 40; })()", timeout=300_000)
+            " return t.includes('⚠') || t.replace(/\\s+/g, ' ').trim().length >= 40; })()",
+            timeout=300_000,
+        )
         texts = page.eval_on_selector_all('#chatbot [data-testid="bot"]', "els => els.map(e => e.innerText)")
         assert not any("⚠" in t for t in texts), texts  # no refusal: "your last message is 1,770 tokens ..."
         assert "aapl-10-k-2024-11-01" in page.inner_text("#doc-list"), "the document's id is shown on the page"
@@ -68,8 +71,7 @@ def test_a_newcomer_asks_about_apples_10k_with_the_calculator_on_and_gets_an_ans
         page.locator("#calculator").get_by_text("Always first").click()
         page.fill("#chat-input textarea", "Where is the income statement?")
         page.press("#chat-input textarea", "Enter")
-        page.wait_for_function("document.querySelector('#chatbot').innerText.includes('📄 search')",
-                               timeout=300_000)
+        page.wait_for_function("document.querySelector('#chatbot').innerText.includes('📄 search')", timeout=300_000)
         shot(page, "smollm-10k-search-step")
         page.click("#stop")
         assert page.page_errors == []

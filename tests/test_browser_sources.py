@@ -37,8 +37,11 @@ def readme_shot(page) -> None:
     page.evaluate(GROW)
     page.wait_for_timeout(500)
     box = page.locator("#chatbot").bounding_box()
-    page.screenshot(path=str(DOCS / "chat-sources.png"), full_page=True, clip={
-        "x": box["x"], "y": box["y"], "width": box["width"], "height": min(box["height"], 1290)})
+    page.screenshot(
+        path=str(DOCS / "chat-sources.png"),
+        full_page=True,
+        clip={"x": box["x"], "y": box["y"], "width": box["width"], "height": min(box["height"], 1290)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +74,10 @@ def test_the_answers_figures_carry_their_marks_and_the_sources_panel_shows_the_c
         assert "CONSOLIDATED STATEMENTS OF OPERATIONS" not in text  # collapsed: its title shows, its text does not
 
         page.get_by_text("📑 Sources").first.click()
-        page.wait_for_function("document.querySelector('#chatbot').innerText"
-                               ".includes('CONSOLIDATED STATEMENTS OF OPERATIONS')", timeout=10_000)
+        page.wait_for_function(
+            "document.querySelector('#chatbot').innerText.includes('CONSOLIDATED STATEMENTS OF OPERATIONS')",
+            timeout=10_000,
+        )
         text = page.inner_text("#chatbot")
         assert f"{APPLE} · page 31 (printed 29)" in text  # the cited page, named
         assert "⟵ ✓ $391,035 million" in text and "⟵ ≠ $100,295 million" in text  # its rows, marked

@@ -29,8 +29,9 @@ def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("browser-thinking")
     b = demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3", max_tokens=400, max_model_len=1024)
     b["reasoning"] = "qwen3"
-    srv = Server(root, write_catalog(root / "catalog", {"b": b}, default="b"),
-                 env={"FINSPACE_TEST_REPLAY": str(REPLAY)})
+    srv = Server(
+        root, write_catalog(root / "catalog", {"b": b}, default="b"), env={"FINSPACE_TEST_REPLAY": str(REPLAY)}
+    )
     try:
         srv.wait(ready=True)
         yield srv
@@ -79,7 +80,6 @@ def test_thinking_streams_into_a_collapsed_block_above_the_answer(page):
     assert not page.page_errors, page.page_errors
 
 
-
 def _encrypt_like_browser_state(value, secret: str) -> str:
     """What Gradio's BrowserState writes to localStorage: CryptoJS AES with the passphrase sha256(secret)."""
     import base64
@@ -102,20 +102,45 @@ def _encrypt_like_browser_state(value, secret: str) -> str:
     return base64.b64encode(_os.urandom(16)).decode() + ":" + base64.b64encode(b"Salted__" + salt + ct).decode()
 
 
-@pytest.mark.parametrize("store,message", [
-    ({"current": "x", "conversations": {"x": {"title": "t", "turns": [
-        {"role": "assistant", "content": "hi", "usage": {"prompt_tokens": "<img src=x onerror=alert(1)>"}}]}}},
-     "could not be read"),
-    ({"current": "x", "conversations": {"x": {"title": "t", "turns": [{"role": "user", "content": "x" * 1_600_000}]}}},
-     "too large"),
-])
+@pytest.mark.parametrize(
+    "store,message",
+    [
+        (
+            {
+                "current": "x",
+                "conversations": {
+                    "x": {
+                        "title": "t",
+                        "turns": [
+                            {
+                                "role": "assistant",
+                                "content": "hi",
+                                "usage": {"prompt_tokens": "<img src=x onerror=alert(1)>"},
+                            }
+                        ],
+                    }
+                },
+            },
+            "could not be read",
+        ),
+        (
+            {
+                "current": "x",
+                "conversations": {"x": {"title": "t", "turns": [{"role": "user", "content": "x" * 1_600_000}]}},
+            },
+            "too large",
+        ),
+    ],
+)
 def test_a_corrupt_or_oversized_saved_conversation_is_a_clear_message(browser, server, store, message):
     from finspace.ui.conversations import STORAGE_KEY, STORAGE_SECRET
 
     # a fresh context whose localStorage holds the planted store before any of the page's scripts run
     ctx = browser.browser.new_context(viewport={"width": 1400, "height": 1000})
-    ctx.add_init_script(f"localStorage.setItem({json.dumps(STORAGE_KEY)}, "
-                        f"{json.dumps(_encrypt_like_browser_state(store, STORAGE_SECRET))})")
+    ctx.add_init_script(
+        f"localStorage.setItem({json.dumps(STORAGE_KEY)}, "
+        f"{json.dumps(_encrypt_like_browser_state(store, STORAGE_SECRET))})"
+    )
     pg = ctx.new_page()
     pg.goto(server.url + "/", wait_until="domcontentloaded")
     try:

@@ -58,8 +58,9 @@ def _plan(case: dict) -> planner.Plan:
         usage_context="serve",
         vllm_version=case["vllm_version"],
     )
-    return planner.plan(_config(case["model_id"]), gpu, s,
-                        gpus=case["tensor_parallel_size"] * case.get("pipeline_parallel_size", 1))
+    return planner.plan(
+        _config(case["model_id"]), gpu, s, gpus=case["tensor_parallel_size"] * case.get("pipeline_parallel_size", 1)
+    )
 
 
 def _err(pred: float, logged: float) -> float:
@@ -73,8 +74,10 @@ for case in FIGURES:
 
 
 def test_calibration_table(capsys):
-    head = (f"{'case':40} {'weights GiB':>17} {'err%':>6} {'activ GiB':>13} {'KV GiB':>15} {'err%':>6} "
-            f"{'KV tokens':>19} {'err%':>6} {'conc':>13} verdict")
+    head = (
+        f"{'case':40} {'weights GiB':>17} {'err%':>6} {'activ GiB':>13} {'KV GiB':>15} {'err%':>6} "
+        f"{'KV tokens':>19} {'err%':>6} {'conc':>13} verdict"
+    )
     lines = [head, "-" * len(head)]
     w_err, kv_err, tok_err = [], [], []
     for case, p in ROWS:
@@ -93,8 +96,10 @@ def test_calibration_table(capsys):
             f"{p.max_concurrency:6.2f}/{case['max_concurrency']:6.2f} {verdict}"
         )
     n = len(ROWS)
-    lines.append(f"mean |error|: weights {sum(w_err) / n:.2f}%, KV GiB {sum(kv_err) / n:.2f}%, "
-                 f"KV tokens {sum(tok_err) / n:.2f}% over {n} cases")
+    lines.append(
+        f"mean |error|: weights {sum(w_err) / n:.2f}%, KV GiB {sum(kv_err) / n:.2f}%, "
+        f"KV tokens {sum(tok_err) / n:.2f}% over {n} cases"
+    )
     with capsys.disabled():
         print("\n" + "\n".join(lines))
 

@@ -21,20 +21,25 @@ def _strings(annotation) -> set:
     return out
 
 
-@pytest.mark.parametrize("field, model, vocabulary", [
-    ("dtype", Serving, DTYPE_ALIASES),
-    ("quantization", Serving, planner.QUANTIZATIONS),
-    ("kv_cache_dtype", Serving, planner.KV_CACHE_DTYPES),
-    ("architecture", _Entry, planner.SUPPORTED_ARCHITECTURES),
-])
+@pytest.mark.parametrize(
+    "field, model, vocabulary",
+    [
+        ("dtype", Serving, DTYPE_ALIASES),
+        ("quantization", Serving, planner.QUANTIZATIONS),
+        ("kv_cache_dtype", Serving, planner.KV_CACHE_DTYPES),
+        ("architecture", _Entry, planner.SUPPORTED_ARCHITECTURES),
+    ],
+)
 def test_the_catalogue_offers_only_what_the_planner_knows(field, model, vocabulary):
     offered = _strings(model.model_fields[field].annotation)
     assert offered, field
     assert offered <= set(vocabulary), offered - set(vocabulary)
 
 
-@pytest.mark.parametrize("value, ok", [(0.5, True), (0.99, True), (1, True), (1.0, True),
-                                       (0, False), (-0.1, False), (1.01, False), (1.5, False)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [(0.5, True), (0.99, True), (1, True), (1.0, True), (0, False), (-0.1, False), (1.01, False), (1.5, False)],
+)
 def test_gpu_memory_utilization_is_the_planners_check(value, ok):
     # the same bounds as planner.Settings and vLLM's CacheConfig: (0, 1]
     assert planner.utilization_ok(value) is ok
@@ -46,9 +51,14 @@ def test_gpu_memory_utilization_is_the_planners_check(value, ok):
 
 
 def test_a_bad_utilization_in_models_yaml_names_the_entry_and_field(tmp_path):
-    entry = {"label": "L", "description": "d", "repo": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama",
-             "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json",
-             "serving": {"max_model_len": 2048, "gpu_memory_utilization": 1.2}}
+    entry = {
+        "label": "L",
+        "description": "d",
+        "repo": "meta-llama/Llama-3.1-8B-Instruct",
+        "architecture": "llama",
+        "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json",
+        "serving": {"max_model_len": 2048, "gpu_memory_utilization": 1.2},
+    }
     with pytest.raises(CatalogError, match=r"model 'm' field 'serving.gpu_memory_utilization'.*must be in \(0, 1\]"):
         load_catalog(write_catalog(tmp_path, {"m": entry}))
     entry["serving"]["gpu_memory_utilization"] = 0.99  # vLLM accepts it; the planner says whether it fits
@@ -57,9 +67,14 @@ def test_a_bad_utilization_in_models_yaml_names_the_entry_and_field(tmp_path):
 
 # ---------------------------------------------------------------- pre-quantized checkpoints (issue 18)
 def _fp8_entry(**serving) -> dict:
-    return {"label": "L", "description": "d", "repo": "meta-llama/Llama-3.1-8B-Instruct-FP8", "architecture": "llama",
-            "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json",
-            "serving": {"dtype": "bfloat16", "max_model_len": 8192, **serving}}
+    return {
+        "label": "L",
+        "description": "d",
+        "repo": "meta-llama/Llama-3.1-8B-Instruct-FP8",
+        "architecture": "llama",
+        "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json",
+        "serving": {"dtype": "bfloat16", "max_model_len": 8192, **serving},
+    }
 
 
 def test_quantization_and_prequantized_exclude_each_other(tmp_path):
@@ -67,15 +82,17 @@ def test_quantization_and_prequantized_exclude_each_other(tmp_path):
         load_catalog(write_catalog(tmp_path, {"m": _fp8_entry(quantization="fp8", prequantized="fp8")}))
 
 
-@pytest.mark.parametrize("scheme, method, bits", [
-    ("fp8", "fp8", 8),
-    ("compressed-tensors-fp8", "compressed-tensors", 8),
-    ("compressed-tensors-w4a16", "compressed-tensors", 4),
-    ("awq", "awq", 4),
-    ("gptq", "gptq", 4),
-])
-def test_a_prequantized_entry_is_planned_from_its_scheme_and_vllm_gets_no_quantization(tmp_path, scheme, method,
-                                                                                       bits):
+@pytest.mark.parametrize(
+    "scheme, method, bits",
+    [
+        ("fp8", "fp8", 8),
+        ("compressed-tensors-fp8", "compressed-tensors", 8),
+        ("compressed-tensors-w4a16", "compressed-tensors", 4),
+        ("awq", "awq", 4),
+        ("gptq", "gptq", 4),
+    ],
+)
+def test_a_prequantized_entry_is_planned_from_its_scheme_and_vllm_gets_no_quantization(tmp_path, scheme, method, bits):
     from finspace.engine import process
     from finspace.host.hardware import KNOWN_GPUS
 
@@ -85,12 +102,14 @@ def test_a_prequantized_entry_is_planned_from_its_scheme_and_vllm_gets_no_quanti
     settings = entry.planner_settings()
     assert settings.quantization is None  # nothing applied at load time: vLLM reads the checkpoint's scheme
     p = planner.plan(config, KNOWN_GPUS["l40s"], settings)
-    base = planner.plan(load_catalog(write_catalog(tmp_path / "b", {"m": _fp8_entry()})).get("m").config(),
-                        KNOWN_GPUS["l40s"], settings)
+    base = planner.plan(
+        load_catalog(write_catalog(tmp_path / "b", {"m": _fp8_entry()})).get("m").config(), KNOWN_GPUS["l40s"], settings
+    )
     # 8-bit weights are about half the bf16 ones, 4-bit about a quarter (embeddings and lm_head stay bf16)
     assert 0.2 < p.weights_bytes / base.weights_bytes < (0.6 if bits == 8 else 0.4), (scheme, p.weights_bytes)
-    kw = process.engine_args(entry, "/models/m", p, on_gpu=True, cpu_kv_cache_bytes=0, distributed_backend=None,
-                             overrides={})
+    kw = process.engine_args(
+        entry, "/models/m", p, on_gpu=True, cpu_kv_cache_bytes=0, distributed_backend=None, overrides={}
+    )
     assert kw["quantization"] is None
 
 
@@ -103,9 +122,15 @@ def test_the_catalogue_fp8_checkpoints_are_prequantized():
 
 # ---------------------------------------------------------------- tool parsers (issue 34)
 def test_a_tool_parser_is_one_of_vllms_and_a_typo_names_the_entry_and_field(tmp_path):
-    entry = {"label": "L", "description": "d", "repo": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama",
-             "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json", "tool_parser": "llama3-json",
-             "serving": {"max_model_len": 2048}}
+    entry = {
+        "label": "L",
+        "description": "d",
+        "repo": "meta-llama/Llama-3.1-8B-Instruct",
+        "architecture": "llama",
+        "config": "configs/meta-llama__Llama-3.1-8B-Instruct.json",
+        "tool_parser": "llama3-json",
+        "serving": {"max_model_len": 2048},
+    }
     with pytest.raises(CatalogError, match=r"model 'm' field 'tool_parser'.*'hermes', 'llama3_json' or 'pythonic'"):
         load_catalog(write_catalog(tmp_path, {"m": entry}))
     entry["tool_parser"] = "llama3_json"

@@ -31,15 +31,20 @@ class Scripted:
         text = self.replies.pop(0) if self.replies else CALL
         info.prompt_tokens, info.output_tokens, info.finish_reason = 10, len(text) // 4, "stop"
         for i in range(0, len(text), 5):  # several characters a delta, as finspace's deltas come
-            yield "", text[i:i + 5]
+            yield "", text[i : i + 5]
 
 
 def run(engine, force=False):
     info = ChatInfo()
 
     async def go():
-        return [p async for p in loop.calculator_rounds(engine, [{"role": "user", "content": "15% of 2,400?"}],
-                                                        ChatSettings(), info, force=force)]
+        return [
+            p
+            async for p in loop.calculator_rounds(
+                engine, [{"role": "user", "content": "15% of 2,400?"}], ChatSettings(), info, force=force
+            )
+        ]
+
     return "".join(a for _, a in asyncio.run(go())), info
 
 
@@ -49,8 +54,11 @@ def test_a_call_is_run_and_its_result_fed_back_for_the_answer():
     assert answer == "Let me compute. 15% of 2,400 is 360."  # the call's text never shown
     assert [(s.name, s.result, s.ok) for s in info.tool_steps] == [("calculate", "360", True)]
     second_messages, second_settings = engine.sent[1]
-    assert second_messages[-1] == {"role": "tool", "tool_call_id": second_messages[-2]["tool_calls"][0]["id"],
-                                   "content": "360"}
+    assert second_messages[-1] == {
+        "role": "tool",
+        "tool_call_id": second_messages[-2]["tool_calls"][0]["id"],
+        "content": "360",
+    }
     assert second_settings.tools and second_settings.tools[0]["function"]["name"] == "calculate"
     assert info.output_tokens > 0 and info.prompt_tokens == 10
 
@@ -76,8 +84,10 @@ def test_a_model_that_calls_50_times_is_stopped_after_the_bound():
 def test_steps_are_shown_collapsed_above_the_answer_counted_and_exported():
     steps = [{"name": "calculate", "arguments": '{"expression": "2400 * 15%"}', "result": "360", "ok": True}]
     usage = {"prompt_tokens": 5, "output_tokens": 9, "finish_reason": "stop", "tool_calls": 1}
-    turns = [convo.turn("user", "15% of 2,400?"),
-             {**convo.turn("assistant", "It is 360.", model="m"), "tools": steps, "usage": usage}]
+    turns = [
+        convo.turn("user", "15% of 2,400?"),
+        {**convo.turn("assistant", "It is 360.", model="m"), "tools": steps, "usage": usage},
+    ]
     shown = convo.display(turns)
     assert shown[1]["metadata"] == {"title": "🧮 calculate: 2400 * 15%", "status": "done"}
     assert "360" in shown[1]["content"] and shown[2]["content"].startswith("It is 360.")
@@ -106,13 +116,31 @@ def test_the_scoreboards_calc_format_lets_the_model_call_the_calculator_and_coun
     with pytest.raises(BadInput, match=r"finspace-eval-v1\+calc"):
         eval_prompt.check_format("v2")
     engine = Scripted(CALL, "It is 360.\nAnswer: 360")
-    result = asyncio.run(run_item(engine, "finqa", item, item_settings(engine.entry, 64), context_chars=3000,
-                                  prompt_mod=eval_prompt, score_mod=eval_score,
-                                  prompt_format=eval_prompt.PROMPT_FORMAT_CALC))
+    result = asyncio.run(
+        run_item(
+            engine,
+            "finqa",
+            item,
+            item_settings(engine.entry, 64),
+            context_chars=3000,
+            prompt_mod=eval_prompt,
+            score_mod=eval_score,
+            prompt_format=eval_prompt.PROMPT_FORMAT_CALC,
+        )
+    )
     assert result.tool_calls == 1 and result.correct and result.answer == "It is 360.\nAnswer: 360"
     engine = Scripted("Answer: 350")
-    result = asyncio.run(run_item(engine, "finqa", item, item_settings(engine.entry, 64), context_chars=3000,
-                                  prompt_mod=eval_prompt, score_mod=eval_score))
+    result = asyncio.run(
+        run_item(
+            engine,
+            "finqa",
+            item,
+            item_settings(engine.entry, 64),
+            context_chars=3000,
+            prompt_mod=eval_prompt,
+            score_mod=eval_score,
+        )
+    )
     assert result.tool_calls == 0 and not result.correct and engine.sent[0][1].tools is None
 
 

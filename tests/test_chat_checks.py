@@ -15,8 +15,10 @@ from finspace.ui import saved
 from support.filings import filing
 
 APPLE = "aapl-10-k-2024-11-01"
-ANSWER = ("Total net sales were $391,035 million in fiscal 2024 (page 31). Net income was $100,295 million "
-          "(page 31). Cost of sales was $210,352 million.")
+ANSWER = (
+    "Total net sales were $391,035 million in fiscal 2024 (page 31). Net income was $100,295 million "
+    "(page 31). Cost of sales was $210,352 million."
+)
 
 
 @pytest.fixture(scope="module")

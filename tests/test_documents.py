@@ -37,17 +37,38 @@ def test_a_pdf_keeps_its_pages(tmp_path):
     assert "[page 3]\nPage 3 of the annual report." in doc.text
 
 
-@pytest.mark.parametrize("make, name, expected", [
-    (lambda p: gen.docx(p / "q.docx"), "q.docx",
-     ["Quarterly review", "Revenue rose on strong bond trading.", "| Item | USD m |\n| --- | --- |\n| Revenue | 420 |",
-      "Outlook: stable."]),
-    (lambda p: gen.xlsx(p / "s.xlsx"), "s.xlsx", ["| Item | 2024 | 2025 |\n| --- | --- | --- |\n| Line 1 | 11 | 12 |"]),
-    (lambda p: _write(p / "t.csv", "Year,Income\n2025,42\n"), "t.csv", ["| Year | Income |\n| --- | --- |\n| 2025 | 42 |"]),
-    (lambda p: _write(p / "f.html", gen.HTML), "f.html",
-     ["10-K", "Net income was 42 million.", "| Year | Income |\n| --- | --- |\n| 2025 | 42 |"]),
-    (lambda p: _write(p / "n.md", "# Notes\n\nEBITDA rose."), "n.md", ["# Notes\n\nEBITDA rose."]),
-    (lambda p: _write(p / "n.txt", "plain   text\r\nline two"), "n.txt", ["plain text\nline two"]),
-])
+@pytest.mark.parametrize(
+    "make, name, expected",
+    [
+        (
+            lambda p: gen.docx(p / "q.docx"),
+            "q.docx",
+            [
+                "Quarterly review",
+                "Revenue rose on strong bond trading.",
+                "| Item | USD m |\n| --- | --- |\n| Revenue | 420 |",
+                "Outlook: stable.",
+            ],
+        ),
+        (
+            lambda p: gen.xlsx(p / "s.xlsx"),
+            "s.xlsx",
+            ["| Item | 2024 | 2025 |\n| --- | --- | --- |\n| Line 1 | 11 | 12 |"],
+        ),
+        (
+            lambda p: _write(p / "t.csv", "Year,Income\n2025,42\n"),
+            "t.csv",
+            ["| Year | Income |\n| --- | --- |\n| 2025 | 42 |"],
+        ),
+        (
+            lambda p: _write(p / "f.html", gen.HTML),
+            "f.html",
+            ["10-K", "Net income was 42 million.", "| Year | Income |\n| --- | --- |\n| 2025 | 42 |"],
+        ),
+        (lambda p: _write(p / "n.md", "# Notes\n\nEBITDA rose."), "n.md", ["# Notes\n\nEBITDA rose."]),
+        (lambda p: _write(p / "n.txt", "plain   text\r\nline two"), "n.txt", ["plain text\nline two"]),
+    ],
+)
 def test_each_type_becomes_text_with_its_tables_in_markdown(tmp_path, make, name, expected):
     doc = convert(make(tmp_path), name, LIMITS)
     for piece in expected:
@@ -78,36 +99,96 @@ def _zip(path, member: str):
 
 # ------------------------------------------------------------------ refusals
 BAD = [
-    ("too large", lambda p: gen.pdf(p / "a.pdf", pages=2), "a.pdf", {"max_bytes": 200},
-     r"a\.pdf is 0\.0 MiB; the limit is .* MiB per document"),
-    ("too many pages", lambda p: gen.pdf(p / "a.pdf", pages=5), "a.pdf", {"max_pages": 3},
-     r"a\.pdf has 5 pages; the limit is 3 pages per document"),
-    ("encrypted", lambda p: gen.pdf(p / "a.pdf", password="s3cret"), "a.pdf", {},
-     r"a\.pdf is an encrypted PDF \(it needs a password\)"),
-    ("corrupt", lambda p: _write(p / "a.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage"), "a.pdf", {},
-     r"a\.pdf is not a readable PDF \(corrupt or truncated"),
-    ("scanned", lambda p: gen.pdf(p / "a.pdf", pages=2, text=False), "a.pdf", {},
-     r"a\.pdf has no text layer \(a scanned document\?\); OCR is not supported"),
-    ("cells", lambda p: gen.xlsx(p / "s.xlsx", rows=60, cols=20), "s.xlsx", {"max_cells": 1000},
-     r"s\.xlsx expands past 1,000 table cells, the limit per document"),
-    ("csv cells", lambda p: _write(p / "t.csv", "a,b\n" * 600), "t.csv", {"max_cells": 1000},
-     r"t\.csv expands past 1,000 table cells"),
-    ("zip bomb", lambda p: gen.zip_bomb(p / "s.xlsx"), "s.xlsx", {"max_unpacked_bytes": 8 << 20},
-     r"s\.xlsx unpacks to 64 MiB; the limit is 8 MiB"),
-    ("text named .pdf", lambda p: _write(p / "a.pdf", "just text"), "a.pdf", {},
-     r"a\.pdf is named \.pdf but is not a PDF \(no %PDF header\)"),
-    ("pdf named .docx", lambda p: gen.pdf(p / "a.docx"), "a.docx", {},
-     r"a\.docx is named \.docx but is not an Office file"),
-    ("xlsx named .docx", lambda p: gen.xlsx(p / "a.docx"), "a.docx", {},
-     r"a\.docx is named \.docx but is another kind of zip \(no word/document\.xml\)"),
+    (
+        "too large",
+        lambda p: gen.pdf(p / "a.pdf", pages=2),
+        "a.pdf",
+        {"max_bytes": 200},
+        r"a\.pdf is 0\.0 MiB; the limit is .* MiB per document",
+    ),
+    (
+        "too many pages",
+        lambda p: gen.pdf(p / "a.pdf", pages=5),
+        "a.pdf",
+        {"max_pages": 3},
+        r"a\.pdf has 5 pages; the limit is 3 pages per document",
+    ),
+    (
+        "encrypted",
+        lambda p: gen.pdf(p / "a.pdf", password="s3cret"),
+        "a.pdf",
+        {},
+        r"a\.pdf is an encrypted PDF \(it needs a password\)",
+    ),
+    (
+        "corrupt",
+        lambda p: _write(p / "a.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage"),
+        "a.pdf",
+        {},
+        r"a\.pdf is not a readable PDF \(corrupt or truncated",
+    ),
+    (
+        "scanned",
+        lambda p: gen.pdf(p / "a.pdf", pages=2, text=False),
+        "a.pdf",
+        {},
+        r"a\.pdf has no text layer \(a scanned document\?\); OCR is not supported",
+    ),
+    (
+        "cells",
+        lambda p: gen.xlsx(p / "s.xlsx", rows=60, cols=20),
+        "s.xlsx",
+        {"max_cells": 1000},
+        r"s\.xlsx expands past 1,000 table cells, the limit per document",
+    ),
+    (
+        "csv cells",
+        lambda p: _write(p / "t.csv", "a,b\n" * 600),
+        "t.csv",
+        {"max_cells": 1000},
+        r"t\.csv expands past 1,000 table cells",
+    ),
+    (
+        "zip bomb",
+        lambda p: gen.zip_bomb(p / "s.xlsx"),
+        "s.xlsx",
+        {"max_unpacked_bytes": 8 << 20},
+        r"s\.xlsx unpacks to 64 MiB; the limit is 8 MiB",
+    ),
+    (
+        "text named .pdf",
+        lambda p: _write(p / "a.pdf", "just text"),
+        "a.pdf",
+        {},
+        r"a\.pdf is named \.pdf but is not a PDF \(no %PDF header\)",
+    ),
+    (
+        "pdf named .docx",
+        lambda p: gen.pdf(p / "a.docx"),
+        "a.docx",
+        {},
+        r"a\.docx is named \.docx but is not an Office file",
+    ),
+    (
+        "xlsx named .docx",
+        lambda p: gen.xlsx(p / "a.docx"),
+        "a.docx",
+        {},
+        r"a\.docx is named \.docx but is another kind of zip \(no word/document\.xml\)",
+    ),
     ("pdf named .csv", lambda p: gen.pdf(p / "a.csv"), "a.csv", {}, r"a\.csv is named \.csv but holds binary data"),
     ("zip named .html", lambda p: _zip(p / "a.html", "x.txt"), "a.html", {}, r"named \.html but holds binary data"),
     ("not utf-8", lambda p: _write(p / "a.txt", "caf\xe9".encode("latin-1")), "a.txt", {}, r"a\.txt is not UTF-8"),
     ("unknown type", lambda p: _write(p / "a.exe", "MZ"), "a.exe", {}, r"a\.exe: this file type is not supported"),
     ("empty", lambda p: _write(p / "a.txt", b""), "a.txt", {}, r"a\.txt is empty"),
     ("blank text", lambda p: _write(p / "a.txt", "  \n "), "a.txt", {}, r"a\.txt has no text to read"),
-    ("text too long", lambda p: _write(p / "a.txt", "x" * 5000), "a.txt", {"max_chars": 1000},
-     r"a\.txt holds 5,000 characters of text; the limit is 1,000"),
+    (
+        "text too long",
+        lambda p: _write(p / "a.txt", "x" * 5000),
+        "a.txt",
+        {"max_chars": 1000},
+        r"a\.txt holds 5,000 characters of text; the limit is 1,000",
+    ),
     ("broken docx", lambda p: _zip(p / "a.docx", "word/document.xml"), "a.docx", {}, r"a\.docx is not a readable"),
 ]
 
@@ -128,11 +209,14 @@ def test_an_upload_is_converted_in_a_child_and_deleted_after(tmp_path):
     assert not path.exists() and not up.exists(), "the upload (and its folder) must be gone"
 
 
-@pytest.mark.parametrize("where, limits, match", [
-    ("outside", {}, r"must be a file uploaded to this app"),
-    ("inside", {"max_pages": 1}, r"r\.pdf has 2 pages; the limit is 1"),
-    ("inside", {"convert_timeout_s": 0.01}, r"converting r\.pdf took longer than 0\.01 s, the limit"),
-])
+@pytest.mark.parametrize(
+    "where, limits, match",
+    [
+        ("outside", {}, r"must be a file uploaded to this app"),
+        ("inside", {"max_pages": 1}, r"r\.pdf has 2 pages; the limit is 1"),
+        ("inside", {"convert_timeout_s": 0.01}, r"converting r\.pdf took longer than 0\.01 s, the limit"),
+    ],
+)
 def test_the_child_refuses_and_still_deletes(tmp_path, where, limits, match):
     folder = tmp_path / "uploads"
     (folder / "x").mkdir(parents=True)
@@ -142,9 +226,16 @@ def test_the_child_refuses_and_still_deletes(tmp_path, where, limits, match):
     assert path.exists() == (where == "outside"), "an upload is deleted; a file outside the folder is never touched"
 
 
-@pytest.mark.parametrize("path, expected", [
-    ("{u}/a/b.pdf", True), ("{u}", False), ("{u}/../x.pdf", False), ("/etc/passwd", False), ("{u}x/b.pdf", False),
-])
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("{u}/a/b.pdf", True),
+        ("{u}", False),
+        ("{u}/../x.pdf", False),
+        ("/etc/passwd", False),
+        ("{u}x/b.pdf", False),
+    ],
+)
 def test_inside_the_upload_folder_is_by_real_path(tmp_path, path, expected):
     assert inside(path.format(u=tmp_path / "up"), tmp_path / "up") is expected
 
@@ -157,9 +248,19 @@ def test_a_link_out_of_the_upload_folder_is_outside(tmp_path):
 
 # ------------------------------------------------------------------ passages and the prompt
 def forty_pages(facts: dict[int, str] | None = None) -> Document:
-    return Document("r.pdf", "pdf", tuple(
-        Page(f"page {n}", "\n".join([f"Page {n} of the annual report.", (facts or {}).get(n, gen.page_fact(n)),
-                                     *[gen.FILLER] * 6])) for n in range(1, 41)))
+    return Document(
+        "r.pdf",
+        "pdf",
+        tuple(
+            Page(
+                f"page {n}",
+                "\n".join(
+                    [f"Page {n} of the annual report.", (facts or {}).get(n, gen.page_fact(n)), *[gen.FILLER] * 6]
+                ),
+            )
+            for n in range(1, 41)
+        ),
+    )
 
 
 def test_passages_keep_their_pages_and_cover_the_document():
@@ -171,13 +272,20 @@ def test_passages_keep_their_pages_and_cover_the_document():
     assert sum(words(p.text) for p in parts) == sum(words(p.text) for p in doc.pages)
 
 
-@pytest.mark.parametrize("question, page", [
-    ("What was the net interest margin of the bank?", 7),
-    ("How large was the goodwill impairment?", 23),
-])
+@pytest.mark.parametrize(
+    "question, page",
+    [
+        ("What was the net interest margin of the bank?", 7),
+        ("How large was the goodwill impairment?", 23),
+    ],
+)
 def test_bm25_finds_the_page_that_answers(question, page):
-    doc = forty_pages({7: "The net interest margin of the bank was 3.1 percent.",
-                       23: "A goodwill impairment of 80 million was booked."})
+    doc = forty_pages(
+        {
+            7: "The net interest margin of the bank was 3.1 percent.",
+            23: "A goodwill impairment of 80 million was booked.",
+        }
+    )
     chosen = passages.select(passages.split(doc), question, 200, words)
     assert chosen and chosen[0].label == f"page {page}" or any(p.label == f"page {page}" for p in chosen)
     assert sum(words(p.text) + 8 for p in chosen) <= 200
@@ -196,7 +304,11 @@ def test_a_document_that_fits_goes_whole_else_as_passages_with_pages():
 
 def test_the_document_goes_after_the_system_prompt_before_every_turn():
     entry = load_catalog(write_catalog_for_test()).get("a")
-    msgs = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2"}]
+    msgs = [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
+    ]
     out = with_system(msgs, entry, ChatSettings(document="<document>D</document>"))
     assert out[0] == {"role": "system", "content": "You are a test model.\n\n<document>D</document>"}
     assert out[1:] == msgs
@@ -223,15 +335,19 @@ MODELS = [
 ]
 
 
-@pytest.mark.parametrize("doc_tokens, fits, holders", [
-    (1000, True, ["mid", "long"]),
-    (20_000, False, ["mid", "long"]),
-    (40_000, False, ["long"]),
-    (500_000, False, []),
-])
+@pytest.mark.parametrize(
+    "doc_tokens, fits, holders",
+    [
+        (1000, True, ["mid", "long"]),
+        (20_000, False, ["mid", "long"]),
+        (40_000, False, ["long"]),
+        (500_000, False, []),
+    ],
+)
 def test_fit_names_the_catalogue_models_whose_planned_context_holds_it(doc_tokens, fits, holders):
-    f = fit.check(doc_tokens, model_key="small", model_label="Small", max_model_len=4096, reply_tokens=512,
-                  models=MODELS)
+    f = fit.check(
+        doc_tokens, model_key="small", model_label="Small", max_model_len=4096, reply_tokens=512, models=MODELS
+    )
     assert f.fits is fits and [h.key for h in f.holders] == holders
 
 
@@ -239,13 +355,19 @@ def test_the_fit_table_shows_tokens_verdict_holders_and_the_two_ways_on():
     doc = Document("10-K.pdf", "pdf", (Page("page 1", "x"), Page("page 2", "y")), ("1 script removed, never executed",))
     f = fit.check(20_000, model_key="small", model_label="Small", max_model_len=4096, reply_tokens=512, models=MODELS)
     md = fit.table(f, doc)
-    for piece in ("| **10-K.pdf** (2 pages, PDF) | 20,000 |", "| Small | 4,096 context | **does not fit**",
-                  "| Mid (`mid`) | 32,768 context | would hold it whole", "**Two ways on:** switch to",
-                  "most relevant passages", "*1 script removed, never executed.*"):
+    for piece in (
+        "| **10-K.pdf** (2 pages, PDF) | 20,000 |",
+        "| Small | 4,096 context | **does not fit**",
+        "| Mid (`mid`) | 32,768 context | would hold it whole",
+        "**Two ways on:** switch to",
+        "most relevant passages",
+        "*1 script removed, never executed.*",
+    ):
         assert piece in md, (piece, md)
     assert "Huge" not in md
-    ok = fit.table(fit.check(100, model_key="small", model_label="Small", max_model_len=4096, reply_tokens=512,
-                             models=MODELS), doc)
+    ok = fit.table(
+        fit.check(100, model_key="small", model_label="Small", max_model_len=4096, reply_tokens=512, models=MODELS), doc
+    )
     assert "**fits**" in ok and "Two ways on" not in ok
 
 
@@ -254,11 +376,20 @@ def test_markdown_table_pads_and_escapes():
 
 
 # ------------------------------------------------------------------ settings
-@pytest.mark.parametrize("env, expected", [
-    ({}, (20 << 20, 1000, 60.0)),
-    ({"FINSPACE_DOCUMENT_MAX_MIB": "5", "FINSPACE_DOCUMENT_MAX_PAGES": "40", "FINSPACE_DOCUMENT_TIMEOUT_S": "9.5"},
-     (5 << 20, 40, 9.5)),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, (20 << 20, 1000, 60.0)),
+        (
+            {
+                "FINSPACE_DOCUMENT_MAX_MIB": "5",
+                "FINSPACE_DOCUMENT_MAX_PAGES": "40",
+                "FINSPACE_DOCUMENT_TIMEOUT_S": "9.5",
+            },
+            (5 << 20, 40, 9.5),
+        ),
+    ],
+)
 def test_document_limits_come_from_the_environment(env, expected):
     from finspace.settings import Settings
 
@@ -267,11 +398,14 @@ def test_document_limits_come_from_the_environment(env, expected):
     assert d.upload_body_bytes == d.max_bytes + 64 * 1024
 
 
-@pytest.mark.parametrize("env, match", [
-    ({"FINSPACE_DOCUMENT_MAX_MIB": "0"}, r"FINSPACE_DOCUMENT_MAX_MIB=0 is out of range"),
-    ({"FINSPACE_DOCUMENT_MAX_PAGES": "many"}, r"FINSPACE_DOCUMENT_MAX_PAGES='many' is not a whole number"),
-    ({"FINSPACE_DOCUMENT_TIMEOUT_S": "0.1"}, r"FINSPACE_DOCUMENT_TIMEOUT_S=0.1 is out of range"),
-])
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"FINSPACE_DOCUMENT_MAX_MIB": "0"}, r"FINSPACE_DOCUMENT_MAX_MIB=0 is out of range"),
+        ({"FINSPACE_DOCUMENT_MAX_PAGES": "many"}, r"FINSPACE_DOCUMENT_MAX_PAGES='many' is not a whole number"),
+        ({"FINSPACE_DOCUMENT_TIMEOUT_S": "0.1"}, r"FINSPACE_DOCUMENT_TIMEOUT_S=0.1 is out of range"),
+    ],
+)
 def test_bad_document_limits_are_refused(env, match):
     from finspace.settings import Settings
 

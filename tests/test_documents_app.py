@@ -66,8 +66,9 @@ def test_page_sevens_passage_reaches_the_prompt_through_chat(server, report):
 
 
 def test_five_argument_chat_callers_still_work(server):
-    r = httpx.post(server.url + "/gradio_api/call/chat", json={"data": ["What is a bond?", [], None, 0.0, 4]},
-                   timeout=30)
+    r = httpx.post(
+        server.url + "/gradio_api/call/chat", json={"data": ["What is a bond?", [], None, 0.0, 4]}, timeout=30
+    )
     assert r.status_code == 200, r.text
     text = httpx.get(server.url + f"/gradio_api/call/chat/{r.json()['event_id']}", timeout=120).text
     assert "event: complete" in text, text[-500:]
@@ -84,11 +85,13 @@ def run_event(server, fn_index: int, data: list, session: str | None = None) -> 
     """Join Gradio's queue and read the event's messages until it completes; its last message. ``session``: the
     page's session (its gr.State values), a new one by default."""
     session = session or uuid.uuid4().hex[:11]
-    r = httpx.post(server.url + "/gradio_api/queue/join", timeout=30,
-                   json={"data": data, "fn_index": fn_index, "session_hash": session, "trigger_id": None})
+    r = httpx.post(
+        server.url + "/gradio_api/queue/join",
+        timeout=30,
+        json={"data": data, "fn_index": fn_index, "session_hash": session, "trigger_id": None},
+    )
     assert r.status_code == 200, r.text
-    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      timeout=180) as s:
+    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session}, timeout=180) as s:
         for line in sse_lines(s.iter_bytes()):
             if line.startswith("data:"):
                 msg = json.loads(line[5:])
@@ -107,7 +110,9 @@ def ask_event(server) -> int:
 
 def test_the_fit_table_names_the_models_that_would_hold_it(server, report):
     ref = upload(server, "annual-report.pdf", report.read_bytes())
-    msg = run_event(server, ask_event(server), [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None])
+    msg = run_event(
+        server, ask_event(server), [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None]
+    )
     assert msg["success"], msg
     table = next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
     assert "| `annual-report`: annual-report.pdf (40 pages, PDF) |" in table
@@ -122,8 +127,11 @@ def test_the_same_upload_on_another_event_is_refused(server, report):
     ref = upload(server, "annual-report.pdf", report.read_bytes())
     config = httpx.get(server.url + "/config", timeout=30).json()
     other = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "models")
-    r = httpx.post(server.url + "/gradio_api/queue/join", timeout=30,
-                   json={"data": [ref], "fn_index": other, "session_hash": "s1", "trigger_id": None})
+    r = httpx.post(
+        server.url + "/gradio_api/queue/join",
+        timeout=30,
+        json={"data": [ref], "fn_index": other, "session_hash": "s1", "trigger_id": None},
+    )
     assert r.status_code == 400 and "file references are not accepted" in r.json()["error"]
     for path in ("/proc/self/environ", "/etc/passwd", str(server.uploads / ".." / "prompts.jsonl")):
         bad = {**ref, "path": path}
@@ -136,9 +144,19 @@ def test_the_same_upload_on_another_event_is_refused(server, report):
 def test_a_v1_file_part_reaches_the_prompt(server, report):
     """(A request without a document has no finspace_checks: test_openai_api's replies are OpenAI's shape.)"""
     data = base64.b64encode(report.read_bytes()).decode()
-    body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": QUESTION},
-        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{data}", "filename": "r.pdf"}}]}]}
+    body = {
+        "model": "a",
+        "max_tokens": 4,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": QUESTION},
+                    {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{data}", "filename": "r.pdf"}},
+                ],
+            }
+        ],
+    }
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 200, r.text
     assert "[page 7]\nPage 7 of the annual report.\n" + FACT in last_prompt(server)
@@ -159,8 +177,9 @@ def test_two_documents_on_chat_give_passages_from_each_labelled_by_id(server, re
     and page (the 1,024-token model holds neither whole)."""
     from gradio_client import handle_file
 
-    gclient(server).predict(BOTH_QUESTION, [], None, 0.0, 8, [handle_file(str(report)), handle_file(str(second))],
-                            api_name="/chat")
+    gclient(server).predict(
+        BOTH_QUESTION, [], None, 0.0, 8, [handle_file(str(report)), handle_file(str(second))], api_name="/chat"
+    )
     prompt = last_prompt(server)
     assert "[annual-report, page 7]\nPage 7 of the annual report.\n" + FACT in prompt, prompt[-3000:]
     assert "[loan-book, page 3]" in prompt and SECOND_FACT in prompt, prompt[-3000:]
@@ -174,8 +193,20 @@ def test_two_v1_file_parts_reach_the_prompt_and_a_third_is_past_the_bound(server
         data = base64.b64encode(path.read_bytes()).decode()
         return {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{data}", "filename": name}}
 
-    body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": BOTH_QUESTION}, part(report, "annual-report.pdf"), part(second, "loan-book.pdf")]}]}
+    body = {
+        "model": "a",
+        "max_tokens": 4,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": BOTH_QUESTION},
+                    part(report, "annual-report.pdf"),
+                    part(second, "loan-book.pdf"),
+                ],
+            }
+        ],
+    }
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 200, r.text
     prompt = last_prompt(server)
@@ -183,8 +214,11 @@ def test_two_v1_file_parts_reach_the_prompt_and_a_third_is_past_the_bound(server
     choice = r.json()["choices"][0]  # the answer's figure checks, in the documented extension field
     assert isinstance(choice["finspace_checks"], list) and "finspace_checks" not in choice["message"]
     with httpx.stream("POST", server.url + "/v1/chat/completions", json={**body, "stream": True}, timeout=120) as s:
-        chunks = [json.loads(line[5:]) for line in sse_lines(s.iter_bytes())
-                  if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+        chunks = [
+            json.loads(line[5:])
+            for line in sse_lines(s.iter_bytes())
+            if line.startswith("data:") and line[5:].strip() != "[DONE]"
+        ]
     finish = next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
     assert isinstance(finish["choices"][0]["finspace_checks"], list), finish  # streamed: on the finish chunk
     body["messages"][0]["content"].append(part(second, "loan-book.pdf"))  # this server holds 2 per conversation
@@ -199,17 +233,21 @@ def test_a_second_attachment_joins_the_first_and_one_can_be_removed(server, repo
     session, event = uuid.uuid4().hex[:11], ask_event(server)
     for path in (report, second):
         ref = upload(server, path.name, path.read_bytes())
-        msg = run_event(server, event, [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None],
-                        session)
+        msg = run_event(
+            server, event, [{"text": "", "files": [ref]}, None, None, 0.0, 8, 1.0, None, True, None], session
+        )
         assert msg["success"], msg
     table = next(v for v in msg["output"]["data"] if isinstance(v, str) and "tokens" in v)
     assert "`annual-report`: annual-report.pdf (40 pages, PDF)" in table and "`loan-book`: loan-book.pdf" in table
     assert "**2 documents together**" in table
     listed = msg["output"]["data"][-1]
-    assert listed["choices"] == [["annual-report"] * 2, ["loan-book"] * 2] or \
-        [c[0] for c in listed["choices"]] == ["annual-report", "loan-book"], listed
-    msg = run_event(server, event, [{"text": QUESTION, "files": []}, None, None, 0.0, 8, 1.0, None, True, None],
-                    session)
+    assert listed["choices"] == [["annual-report"] * 2, ["loan-book"] * 2] or [c[0] for c in listed["choices"]] == [
+        "annual-report",
+        "loan-book",
+    ], listed
+    msg = run_event(
+        server, event, [{"text": QUESTION, "files": []}, None, None, 0.0, 8, 1.0, None, True, None], session
+    )
     prompt = last_prompt(server)
     assert '<document id="annual-report"' in prompt and '<document id="loan-book"' in prompt
     config = httpx.get(server.url + "/config", timeout=30).json()
@@ -223,10 +261,17 @@ def test_a_second_attachment_joins_the_first_and_one_can_be_removed(server, repo
 
 
 BAD = [
-    ("too many pages", lambda p: gen.pdf(p / "long.pdf", pages=60, filler=0), r"long\.pdf has 60 pages; the limit is 50"),
+    (
+        "too many pages",
+        lambda p: gen.pdf(p / "long.pdf", pages=60, filler=0),
+        r"long\.pdf has 60 pages; the limit is 50",
+    ),
     ("encrypted", lambda p: gen.pdf(p / "locked.pdf", password="pw"), r"locked\.pdf is an encrypted PDF"),
-    ("corrupt", lambda p: _write(p / "broken.pdf", b"%PDF-1.7\n1 0 obj << >> trailer garbage"),
-     r"broken\.pdf is not a readable PDF"),
+    (
+        "corrupt",
+        lambda p: _write(p / "broken.pdf", b"%PDF-1.7\n1 0 obj << >> trailer garbage"),
+        r"broken\.pdf is not a readable PDF",
+    ),
     ("scanned", lambda p: gen.pdf(p / "scan.pdf", text=False), r"scan\.pdf has no text layer .*OCR is not supported"),
     ("zip bomb", lambda p: gen.zip_bomb(p / "sheet.xlsx", unpacked_mib=256), r"sheet\.xlsx unpacks to 256 MiB"),
     ("lying extension", lambda p: _write(p / "fake.pdf", b"just some text"), r"fake\.pdf is named \.pdf but is not"),
@@ -248,10 +293,22 @@ def test_bad_documents_get_a_clear_message_on_chat_and_v1(server, tmp_path, case
     with pytest.raises(Exception, match=match):
         gclient(server).predict("q", [], None, 0.0, 4, handle_file(str(path)), api_name="/chat")
     data = base64.b64encode(path.read_bytes()).decode()
-    body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "q"},
-        {"type": "file", "file": {"file_data": f"data:application/octet-stream;base64,{data}",
-                                  "filename": path.name}}]}]}
+    body = {
+        "model": "a",
+        "max_tokens": 4,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "q"},
+                    {
+                        "type": "file",
+                        "file": {"file_data": f"data:application/octet-stream;base64,{data}", "filename": path.name},
+                    },
+                ],
+            }
+        ],
+    }
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 400 and re.search(match, r.json()["error"]["message"]), r.text
     assert leftovers(server) == []
@@ -270,11 +327,13 @@ def test_html_scripts_never_reach_the_model(server, tmp_path):
 def test_an_upload_over_the_size_limit_is_refused_before_it_is_read(server):
     """The body bound is the largest legal upload (2 documents of 1 MiB here: FINSPACE_MATRIX_MAX_DOCUMENTS); past
     it the upload is refused from its Content-Length; within it, each file is held to the document limit."""
-    r = httpx.post(server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (3 << 20))},
-                   timeout=60)
+    r = httpx.post(
+        server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (3 << 20))}, timeout=60
+    )
     assert r.status_code == 413 and "a document may be 1 MiB at most" in r.json()["error"]
-    r = httpx.post(server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (3 << 19))},
-                   timeout=60)
+    r = httpx.post(
+        server.url + "/gradio_api/upload", files={"files": ("big.pdf", b"%PDF-" + b"x" * (3 << 19))}, timeout=60
+    )
     assert r.status_code == 413 and "'big.pdf' is 1.5 MiB: a document may be 1 MiB at most" in r.json()["error"]
     three = [("files", (f"{c}.pdf", b"%PDF-1")) for c in "abc"]
     r = httpx.post(server.url + "/gradio_api/upload", files=three, timeout=60)

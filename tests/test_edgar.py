@@ -25,6 +25,7 @@ from support.sec_server import serving
 
 TXT_ACCESSION, TXT_DOCUMENT = "0001086364-24-006980", "us0378331005_021224.txt"  # a plain-text SC 13G/A
 
+
 @pytest.fixture(scope="module")
 def sec():
     """The local SEC server, in its own process group, on 127.0.0.1; its base URL."""
@@ -43,14 +44,26 @@ def log(base: str) -> list:
 
 
 def edgar_settings(base: str, tmp_path: Path, **kw) -> EdgarSettings:
-    return EdgarSettings(**{"contact": "test@example.com", "www_url": base, "data_url": base, "allow_loopback": True,
-                            "cache_dir": str(tmp_path / "cache"), "backoff_s": 0.01, **kw})
+    return EdgarSettings(
+        **{
+            "contact": "test@example.com",
+            "www_url": base,
+            "data_url": base,
+            "allow_loopback": True,
+            "cache_dir": str(tmp_path / "cache"),
+            "backoff_s": 0.01,
+            **kw,
+        }
+    )
 
 
 def desk_of(base: str, tmp_path: Path, **kw) -> EdgarDesk:
     settings = Settings(gradio_temp_dir=str(tmp_path / "gradio"), edgar=edgar_settings(base, tmp_path, **kw))
-    svc = SimpleNamespace(settings=settings, matrix=SimpleNamespace(presets=load_field_presets()),
-                          conversions=ConversionGate.of(settings.documents))
+    svc = SimpleNamespace(
+        settings=settings,
+        matrix=SimpleNamespace(presets=load_field_presets()),
+        conversions=ConversionGate.of(settings.documents),
+    )
     return EdgarDesk(svc, settings.edgar)
 
 
@@ -73,8 +86,12 @@ def test_apples_filings_listed_and_filtered_and_the_10k_read_with_its_xbrl_facts
     company, found = run(desk.filings("AAPL", form="10-K", year=2024))
     assert company.name == "Apple Inc."
     [tenk] = found
-    assert (tenk.form, tenk.filed, tenk.accession, tenk.document) == \
-        ("10-K", "2024-11-01", "0000320193-24-000123", "aapl-20240928.htm")
+    assert (tenk.form, tenk.filed, tenk.accession, tenk.document) == (
+        "10-K",
+        "2024-11-01",
+        "0000320193-24-000123",
+        "aapl-20240928.htm",
+    )
     _c, recent = run(desk.filings("AAPL", limit=1000))
     assert any(f.accession == "0000320193-24-000123" for f in recent)
     assert {f.form for f in run(desk.filings("AAPL", form="8-K"))[1]} <= {"8-K", "8-K/A"}
@@ -99,12 +116,20 @@ def test_apples_filings_listed_and_filtered_and_the_10k_read_with_its_xbrl_facts
 
 def test_latest_10k_of_several_companies_as_matrix_files(sec, tmp_path):
     desk = desk_of(sec, tmp_path)
-    assert parse_request("AAPL, NVDA: latest 10-K") == [{"company": "AAPL", "form": "10-K", "year": None},
-                                                         {"company": "NVDA", "form": "10-K", "year": None}]
+    assert parse_request("AAPL, NVDA: latest 10-K") == [
+        {"company": "AAPL", "form": "10-K", "year": None},
+        {"company": "NVDA", "form": "10-K", "year": None},
+    ]
     # the recorded lists are of 2026: pick the 10-Ks whose documents are in ../shared/filings by year
-    files = run(desk.matrix_files([{"company": "AAPL", "form": "10-K", "year": 2024},
-                                   {"company": "NVDA", "form": "10-K", "year": 2025}]))
-    assert [n for _p, n in files] == ["AAPL-10-K-2024-11-01-aapl-20240928.htm", "NVDA-10-K-2025-02-26-nvda-20250126.htm"]
+    files = run(
+        desk.matrix_files(
+            [{"company": "AAPL", "form": "10-K", "year": 2024}, {"company": "NVDA", "form": "10-K", "year": 2025}]
+        )
+    )
+    assert [n for _p, n in files] == [
+        "AAPL-10-K-2024-11-01-aapl-20240928.htm",
+        "NVDA-10-K-2025-02-26-nvda-20250126.htm",
+    ]
     assert all(Path(p).stat().st_size > 100_000 for p, _n in files)
 
 
@@ -116,8 +141,9 @@ def test_apples_revenue_by_fiscal_year_names_the_latest_filing_and_nvidia_joins_
     # reported in the 10-K of 2024-11-01 and again in that of 2025-10-31: the latest filing's, as SEC's frames
     assert (fy24["form"], fy24["filed"], fy24["accession"]) == ("10-K", "2025-10-31", "0000320193-25-000079")
     assert {p["company"] for p in out["points"]} == {"AAPL", "NVDA"} and out["units"] == ["USD"]
-    assert len({p["period"] for p in out["points"] if p["company"] == "AAPL"}) == \
-        len([p for p in out["points"] if p["company"] == "AAPL"])  # one value per fiscal year
+    assert len({p["period"] for p in out["points"] if p["company"] == "AAPL"}) == len(
+        [p for p in out["points"] if p["company"] == "AAPL"]
+    )  # one value per fiscal year
     assert out["csv"].splitlines()[0].startswith("company,period,start,end,value")
     assert "FY2024" in out["csv"] and "0000320193-25-000079" in out["csv"]
     assert fy24["url"] == "https://www.sec.gov/Archives/edgar/data/320193/000032019325000079/"
@@ -137,8 +163,10 @@ def test_100_lookups_stay_within_10_a_second_and_a_repeat_sends_nothing(sec, tmp
     desk = desk_of(sec, tmp_path, fresh_s=0.0, max_wait_s=60.0)  # every look-up asks SEC (conditionally)
 
     async def many():
-        await asyncio.gather(*(desk.client.get(sec + f"/submissions/CIK0000320193.json?n={i}", 1 << 20, "x")
-                               for i in range(100)))
+        await asyncio.gather(
+            *(desk.client.get(sec + f"/submissions/CIK0000320193.json?n={i}", 1 << 20, "x") for i in range(100))
+        )
+
     run(many())
     times = sorted(t for t, path, *_ in log(sec))
     assert len(times) == 100
@@ -166,11 +194,13 @@ def test_sec_errors_and_garbage_are_named_and_retried(sec, tmp_path):
     desk = desk_of(sec, tmp_path)
     assert run(desk.company("AAPL")).ticker == "AAPL"  # two 503s, then an answer: retried with backoff
     assert [s for *_x, s, _ua in log(sec)] == [503, 503, 200]
-    for kw, error, words in ((dict(status="503"), DataUnavailable, "HTTP 503 .* after 4 tries"),
-                             (dict(status="429"), Busy, "slow down"),
-                             (dict(status="403"), DataUnavailable, "User-Agent"),
-                             (dict(garbage="1"), DataUnavailable, "not JSON"),
-                             (dict(delay="1.5"), DataUnavailable, "did not answer .* within 0.5 s")):
+    for kw, error, words in (
+        (dict(status="503"), DataUnavailable, "HTTP 503 .* after 4 tries"),
+        (dict(status="429"), Busy, "slow down"),
+        (dict(status="403"), DataUnavailable, "User-Agent"),
+        (dict(garbage="1"), DataUnavailable, "not JSON"),
+        (dict(delay="1.5"), DataUnavailable, "did not answer .* within 0.5 s"),
+    ):
         fault(sec, **kw)
         with pytest.raises(error, match=words):
             run(desk_of(sec, tmp_path / str(len(kw)) / next(iter(kw)), timeout_s=0.5, retries=3).filings("AAPL"))
@@ -199,8 +229,11 @@ def test_200_users_at_once_wait_their_turn_or_get_a_clear_429(sec, tmp_path):
     run(desk.company("AAPL"))
 
     async def crowd():
-        return await asyncio.gather(*(desk.client.get(sec + f"/submissions/CIK0000320193.json?u={i}", 1 << 20, "x")
-                                      for i in range(200)), return_exceptions=True)
+        return await asyncio.gather(
+            *(desk.client.get(sec + f"/submissions/CIK0000320193.json?u={i}", 1 << 20, "x") for i in range(200)),
+            return_exceptions=True,
+        )
+
     got = run(crowd())
     busy = [g for g in got if isinstance(g, Busy)]
     assert len(busy) + sum(isinstance(g, bytes) for g in got) == 200
@@ -221,6 +254,7 @@ def test_identical_lookups_at_once_share_one_request_and_a_cancelled_first_calle
         await asyncio.sleep(0.05)
         first.cancel()
         return await asyncio.gather(*rest)
+
     bodies = run(together())
     assert len(set(bodies)) == 1 and b"NVIDIA" in bodies[0]
     assert len(log(sec)) <= 2  # the cancelled first request, and the one that served the twenty
@@ -228,7 +262,8 @@ def test_identical_lookups_at_once_share_one_request_and_a_cancelled_first_calle
 
 
 def test_a_primary_document_finspace_cannot_read_is_refused_by_name_and_a_pdf_or_text_one_is_read_as_an_upload(
-        sec, tmp_path):
+    sec, tmp_path
+):
     desk = desk_of(sec, tmp_path)
     form4 = run(desk.pick("AAPL", accession="0001059235-26-000004"))  # an ownership form: XML
     fault(sec)

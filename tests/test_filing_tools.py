@@ -36,10 +36,12 @@ def library():
 
 # what each recorded call gives on the real filings (read from the filings: Apple's FY2024 income statement is
 # page 31, printed 29, total net sales 391,035 million; NVIDIA's revenue tag us-gaap:Revenues)
-EXPECT = {"search": "[aapl-10-k-2024-11-01 page 31 (printed 29), the income statement]",
-          "read_page": "[aapl-10-k-2024-11-01 page 30",
-          "filer_facts": "391,035 millions USD (page 31)",
-          "outline": "statements: income statement p. "}
+EXPECT = {
+    "search": "[aapl-10-k-2024-11-01 page 31 (printed 29), the income statement]",
+    "read_page": "[aapl-10-k-2024-11-01 page 30",
+    "filer_facts": "391,035 millions USD (page 31)",
+    "outline": "statements: income statement p. ",
+}
 
 
 @pytest.mark.parametrize("per_delta", [None, 1, 3, 7], ids=["whole", "1-token", "3-token", "7-token"])
@@ -63,15 +65,21 @@ def test_each_familys_recorded_filing_tool_calls_parse_and_run_on_the_real_filin
             assert EXPECT[c["function"]["name"]] in step.result, step.result[:600]
 
 
-@pytest.mark.parametrize("name, arguments, phrase", [
-    ("read_page", {"document": APPLE, "page": 300}, "has pages 1 to 59; page 300 is not one of them"),
-    ("read_page", {"document": "msft-10-k", "page": 3}, "there is no document 'msft-10-k'; the documents are: "
-                                                        f"{APPLE}, {NVIDIA}"),
-    ("outline", {}, "no document was named; the documents are"),
-    ("search", {"query": ""}, "search needs a query"),
-    ("get_filing", {"ticker": "AAPL"}, "there is no tool 'get_filing'"),
-    ("read_page", "{not json", "the arguments must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "name, arguments, phrase",
+    [
+        ("read_page", {"document": APPLE, "page": 300}, "has pages 1 to 59; page 300 is not one of them"),
+        (
+            "read_page",
+            {"document": "msft-10-k", "page": 3},
+            f"there is no document 'msft-10-k'; the documents are: {APPLE}, {NVIDIA}",
+        ),
+        ("outline", {}, "no document was named; the documents are"),
+        ("search", {"query": ""}, "search needs a query"),
+        ("get_filing", {"ticker": "AAPL"}, "there is no tool 'get_filing'"),
+        ("read_page", "{not json", "the arguments must be a JSON object"),
+    ],
+)
 def test_bad_calls_are_the_tools_result_naming_the_fix(library, name, arguments, phrase):
     step = runner(library, 300)(name, arguments if isinstance(arguments, str) else json.dumps(arguments))
     assert not step.ok and step.result.startswith("error: ") and phrase in step.result, step.result
@@ -96,7 +104,7 @@ class Scripted:
         text = self.replies.pop(0) if self.replies else SEARCH
         info.prompt_tokens, info.output_tokens, info.finish_reason = 10, len(text) // 4, "stop"
         for i in range(0, len(text), 5):
-            yield "", text[i:i + 5]
+            yield "", text[i : i + 5]
 
 
 SEARCH = '<tool_call>\n{"name": "search", "arguments": {"query": "total net sales 2024"}}\n</tool_call>'
@@ -106,9 +114,19 @@ def rounds(engine, library, **kw):
     info = ChatInfo()
 
     async def go():
-        return [p async for p in loop.calculator_rounds(
-            engine, [{"role": "user", "content": "Apple's total net sales in fiscal 2024?"}], ChatSettings(), info,
-            specs=tuple(TOOLS), run=runner(library, 300), **kw)]
+        return [
+            p
+            async for p in loop.calculator_rounds(
+                engine,
+                [{"role": "user", "content": "Apple's total net sales in fiscal 2024?"}],
+                ChatSettings(),
+                info,
+                specs=tuple(TOOLS),
+                run=runner(library, 300),
+                **kw,
+            )
+        ]
+
     return "".join(a for _, a in asyncio.run(go())), info
 
 

@@ -57,11 +57,15 @@ def test_apple_10k_income_statement_rows_keep_their_three_years_in_order_under_t
 
 def test_apple_10k_caption_and_scale_line_sit_right_above_their_table():
     text = _page(_doc("aapl-10-k-2024-11-01.html"), 31)
-    assert ("CONSOLIDATED STATEMENTS OF OPERATIONS\n(In millions, except number of shares, which are reflected in "
-            "thousands, and per-share amounts)\n| | Years ended | | |") in text
+    assert (
+        "CONSOLIDATED STATEMENTS OF OPERATIONS\n(In millions, except number of shares, which are reflected in "
+        "thousands, and per-share amounts)\n| | Years ended | | |"
+    ) in text
     seg = _page(_doc("aapl-10-k-2024-11-01.html"), 24)  # printed 22: net sales by reportable segment
-    assert ("The following table shows net sales by reportable segment for 2024, 2023 and 2022 (dollars in "
-            "millions):\n| | 2024 | Change | 2023 | Change | 2022 |") in seg
+    assert (
+        "The following table shows net sales by reportable segment for 2024, 2023 and 2022 (dollars in "
+        "millions):\n| | 2024 | Change | 2023 | Change | 2022 |"
+    ) in seg
 
 
 def test_apple_10k_percent_cells_are_merged_and_spacer_columns_are_gone():
@@ -75,8 +79,11 @@ def test_apple_10k_percent_cells_are_merged_and_spacer_columns_are_gone():
                 cells = [c.strip() for c in line.strip("|").split(" | ")]
                 assert "$" not in cells and "%" not in cells and ")" not in cells, (page.label, line)
     for table in re.findall(r"(?:^\|.*\|$\n?)+", doc.text, re.M):  # every table: no column empty in all rows
-        rows = [[c.strip() for c in ln.strip().strip("|").split(" | ")] for ln in table.strip().split("\n")
-                if not ln.startswith("| ---")]
+        rows = [
+            [c.strip() for c in ln.strip().strip("|").split(" | ")]
+            for ln in table.strip().split("\n")
+            if not ln.startswith("| ---")
+        ]
         for col in range(max(len(r) for r in rows)):
             assert any(col < len(r) and r[col] for r in rows), table
 
@@ -87,8 +94,7 @@ def test_apple_10k_loses_no_statement_figure_and_is_smaller_than_before():
     assert 150_000 < doc.chars < 235_000  # 235,294 characters before cleaning (one page, spacer cells)
 
 
-@pytest.mark.parametrize("name", ["aapl-10-k-2024-11-01.html", "wfc-10-k-2025-02-25.html",
-                                  "0000950153-99-001234.html"])
+@pytest.mark.parametrize("name", ["aapl-10-k-2024-11-01.html", "wfc-10-k-2025-02-25.html", "0000950153-99-001234.html"])
 def test_no_visible_word_of_an_html_filing_is_lost(name):
     """Every word of the filing's visible text (lxml's text_content without scripts, styles and hidden elements)
     is in the converted text as often as there (a capitalised or lower-case word, so "RisksThe", glued by
@@ -112,9 +118,11 @@ def test_nvidia_10k_html_pages_and_income_statement():
     assert len(doc.pages) == 87
     assert doc.pages[51].label == "page 52 (printed 52)"
     text = _page(doc, 52)
-    assert ("Consolidated Statements of Income\n(In millions, except per share data)\n| | Year Ended | | |\n"
-            "| --- | --- | --- | --- |\n| | Jan 26, 2025 | Jan 28, 2024 | Jan 29, 2023 |\n"
-            "| Revenue | $130,497 | $60,922 | $26,974 |") in text
+    assert (
+        "Consolidated Statements of Income\n(In millions, except per share data)\n| | Year Ended | | |\n"
+        "| --- | --- | --- | --- |\n| | Jan 26, 2025 | Jan 28, 2024 | Jan 29, 2023 |\n"
+        "| Revenue | $130,497 | $60,922 | $26,974 |"
+    ) in text
     assert "| Interest expense | (247) | (257) | (262) |" in text
     assert "| Other, net | 1,034 | 237 | (48) |" in text
 
@@ -161,12 +169,16 @@ def test_printed_numbers_are_read_from_footers_only():
 
 # ------------------------------------------------------------------ tables
 def test_a_header_spanning_sign_figure_and_suffix_lands_over_its_figure():
-    rows = [[("", 1), ("Years ended", 7)],
-            [("", 1), ("2024", 3), ("", 1), ("2023", 3)],
-            [("Revenue", 1), ("$", 1), ("1,000", 1), ("", 1), ("", 1), ("$", 1), ("900", 1), ("", 1)],
-            [("Loss", 1), ("", 1), ("(12", 1), (")", 1), ("", 1), ("", 1), ("4", 1), ("%", 1)]]
-    assert markdown_table(clean(rows)) == ("|  | Years ended |  |\n| --- | --- | --- |\n|  | 2024 | 2023 |\n"
-                                           "| Revenue | $1,000 | $900 |\n| Loss | (12) | 4% |")
+    rows = [
+        [("", 1), ("Years ended", 7)],
+        [("", 1), ("2024", 3), ("", 1), ("2023", 3)],
+        [("Revenue", 1), ("$", 1), ("1,000", 1), ("", 1), ("", 1), ("$", 1), ("900", 1), ("", 1)],
+        [("Loss", 1), ("", 1), ("(12", 1), (")", 1), ("", 1), ("", 1), ("4", 1), ("%", 1)],
+    ]
+    assert markdown_table(clean(rows)) == (
+        "|  | Years ended |  |\n| --- | --- | --- |\n|  | 2024 | 2023 |\n"
+        "| Revenue | $1,000 | $900 |\n| Loss | (12) | 4% |"
+    )
 
 
 # ------------------------------------------------------------------ bad input: bounded, named
@@ -192,12 +204,19 @@ def test_hostile_html_is_refused_naming_the_bound_in_bounded_time(tmp_path):
     _doc("aapl-10-k-2024-11-01.html")
     baseline = time.perf_counter() - start
     cases = {
-        "100,000 page breaks": ('<p style="page-break-after:always">x</p>' * 100_000, r"page breaks; the limit is 1,000"),
+        "100,000 page breaks": (
+            '<p style="page-break-after:always">x</p>' * 100_000,
+            r"page breaks; the limit is 1,000",
+        ),
         "1,000,000 tags": ("<b>x</b>" * 1_000_000, r"more than 500,000 HTML elements"),
-        "a table of 10^6 cells": ("<table>" + ("<tr>" + "<td>1</td>" * 1000 + "</tr>") * 1000 + "</table>",
-                                  r"expands past 200,000 table cells"),
-        "one cell of colspan 10^6, many times": ('<table><tr><td colspan="1000000">x</td></tr></table>' * 300,
-                                                 r"expands past 200,000 table cells"),
+        "a table of 10^6 cells": (
+            "<table>" + ("<tr>" + "<td>1</td>" * 1000 + "</tr>") * 1000 + "</table>",
+            r"expands past 200,000 table cells",
+        ),
+        "one cell of colspan 10^6, many times": (
+            '<table><tr><td colspan="1000000">x</td></tr></table>' * 300,
+            r"expands past 200,000 table cells",
+        ),
     }
     for what, (body, message) in cases.items():
         path = _html(tmp_path, body)
@@ -208,6 +227,7 @@ def test_hostile_html_is_refused_naming_the_bound_in_bounded_time(tmp_path):
 
 def test_many_small_tables_after_a_megabyte_of_text_convert_in_linear_time(tmp_path):
     """Each table looks back for its caption: a bounded window, never the page so far (that was quadratic)."""
+
     def seconds(n: int) -> float:
         path = _html(tmp_path, "<p>" + "word " * (2 * n) + "</p>" + "<table><tr><td>7</td></tr></table>" * n)
         start = time.perf_counter()

@@ -21,11 +21,14 @@ def shown(fact) -> str | None:
     return f"{int(n):,}" if n >= 100 and n == n.to_integral() else None
 
 
-@pytest.mark.parametrize("name, at_least", [
-    ("aapl-10-k-2024-11-01.html", 700),  # 755 figures checked when this was written
-    ("nvda-10-k-2025-02-26.html", 800),  # 822
-    ("tsla-10-q-2025-07-24.html", 700),  # 776
-])
+@pytest.mark.parametrize(
+    "name, at_least",
+    [
+        ("aapl-10-k-2024-11-01.html", 700),  # 755 figures checked when this was written
+        ("nvda-10-k-2025-02-26.html", 800),  # 822
+        ("tsla-10-q-2025-07-24.html", 700),  # 776
+    ],
+)
 def test_every_tagged_figure_is_on_the_page_the_reader_gives_it(name, at_least):
     doc = convert(filing(name), name, DocumentLimits())
     checked = [(f.concept, s, f.page) for f in doc.facts.facts if (s := shown(f))]
@@ -36,6 +39,9 @@ def test_every_tagged_figure_is_on_the_page_the_reader_gives_it(name, at_least):
 
 def test_the_check_sees_a_figure_on_the_wrong_page():
     doc = convert(filing("aapl-10-k-2024-11-01.html"), "aapl.html", DocumentLimits())
-    sales = next(f for f in doc.facts.facts if f.concept.endswith("RevenueFromContractWithCustomerExcludingAssessedTax")
-                 and shown(f) == "391,035")
+    sales = next(
+        f
+        for f in doc.facts.facts
+        if f.concept.endswith("RevenueFromContractWithCustomerExcludingAssessedTax") and shown(f) == "391,035"
+    )
     assert "391,035" in doc.pages[sales.page - 1].text and "391,035" not in doc.pages[sales.page - 3].text

@@ -17,6 +17,7 @@ def slow(release: threading.Event, ran: list):
         ran.append(x)
         release.wait(10)
         return {"x": x}
+
     return check
 
 
@@ -34,6 +35,7 @@ def test_a_client_past_its_bound_gets_busy_naming_it_and_others_are_served():
         release.set()
         assert [r["x"] for r in await asyncio.gather(*first, other)] == [0, 1, 9]
         assert await runner.run("1.2.3.4", 4) == {"x": 4}  # the slots came back
+
     asyncio.run(main())
 
 
@@ -53,4 +55,5 @@ def test_a_slow_check_is_answered_at_the_time_bound_and_keeps_its_slot_until_its
                 break
             await asyncio.sleep(0.05)
         assert await runner.run("c", 3) == {"x": 3}
+
     asyncio.run(main())

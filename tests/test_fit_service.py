@@ -31,30 +31,48 @@ def test_a_model_that_wont_fit_comes_with_ranked_fixes():
     assert "✗ won't start" in text and "Ranked fixes" in text and "1. **" in text
 
 
-@pytest.mark.parametrize("args, kw, match", [
-    ((None, None, "l40s"), {}, r"give either a Hub repo id \(OWNER/NAME\) or a pasted config.json"),
-    ((LLAMA_8B, "meta-llama/Llama-3.1-8B", "l40s"), {}, r"not both"),
-    (("{not json", None, "l40s"), {}, r"not valid JSON"),
-    (("[1, 2]", None, "l40s"), {}, r"must be a JSON object"),
-    (('{"a": NaN}', None, "l40s"), {}, r"field 'a' is nan; a config holds finite numbers"),
-    ((LLAMA_8B.rstrip()[:-1] + ', "rope_theta": Infinity}', None, "l40s"), {}, r"field 'rope_theta' is inf"),
-    ((LLAMA_8B.rstrip()[:-1] + ', "num_hidden_layers": 1e309}', None, "l40s"), {}, r"'num_hidden_layers' is inf"),
-    ((LLAMA_8B.rstrip()[:-1] + ', "hidden_size": 1e308}', None, "l40s"), {}, r"'hidden_size' is 1e\+308; .* up to 1e\+15"),
-    ((LLAMA_8B.rstrip()[:-1] + ', "vocab_size": 1' + "0" * 40 + "}", None, "l40s"), {}, r"'vocab_size' is a 41-digit number"),
-    ((LLAMA_8B.rstrip()[:-1] + ', "num_hidden_layers": 100000000}', None, "l40s"), {},
-     r"'num_hidden_layers' is 100,000,000; the planner takes at most 1,024"),
-    ((json.dumps({"text_config": {"num_experts": 10**6}}), None, "l40s"), {}, r"'text_config.num_experts' .* 4,096"),
-    ((LLAMA_8B, None, "l40s", 1), {"max_model_len": 10**40}, r"max_model_len must be at most 33,554,432"),
-    (("x" * 200_001, None, "l40s"), {}, r"the limit is 200,000"),
-    ((LLAMA_8B, None, "tpu-v5"), {}, r"unknown GPU 'tpu-v5'; use one of"),
-    ((LLAMA_8B, None, "l40s", 0), {}, r"gpus must be a whole number from 1 to 64"),
-    ((LLAMA_8B, None, "l40s", 1), {"max_model_len": -5}, r"max_model_len must be a positive whole number"),
-    ((LLAMA_8B, None, "l40s", 1), {"gpu_memory_utilization": "lots"}, r"gpu_memory_utilization must be a number"),
-    ((LLAMA_8B, None, "l40s", 1), {"quantization": "int3"}, r"unknown quantization 'int3'"),
-    ((LLAMA_8B, None, "l40s", 1), {"trust_remote_code": True}, r"unknown setting 'trust_remote_code'"),
-    ((json.dumps({"model_type": "bert"}), None, "l40s"), {}, r"model_type='bert'"),
-    ((None, "../../etc/passwd", "l40s"), {}, r"is not a Hub repo id; give OWNER/NAME"),
-])
+@pytest.mark.parametrize(
+    "args, kw, match",
+    [
+        ((None, None, "l40s"), {}, r"give either a Hub repo id \(OWNER/NAME\) or a pasted config.json"),
+        ((LLAMA_8B, "meta-llama/Llama-3.1-8B", "l40s"), {}, r"not both"),
+        (("{not json", None, "l40s"), {}, r"not valid JSON"),
+        (("[1, 2]", None, "l40s"), {}, r"must be a JSON object"),
+        (('{"a": NaN}', None, "l40s"), {}, r"field 'a' is nan; a config holds finite numbers"),
+        ((LLAMA_8B.rstrip()[:-1] + ', "rope_theta": Infinity}', None, "l40s"), {}, r"field 'rope_theta' is inf"),
+        ((LLAMA_8B.rstrip()[:-1] + ', "num_hidden_layers": 1e309}', None, "l40s"), {}, r"'num_hidden_layers' is inf"),
+        (
+            (LLAMA_8B.rstrip()[:-1] + ', "hidden_size": 1e308}', None, "l40s"),
+            {},
+            r"'hidden_size' is 1e\+308; .* up to 1e\+15",
+        ),
+        (
+            (LLAMA_8B.rstrip()[:-1] + ', "vocab_size": 1' + "0" * 40 + "}", None, "l40s"),
+            {},
+            r"'vocab_size' is a 41-digit number",
+        ),
+        (
+            (LLAMA_8B.rstrip()[:-1] + ', "num_hidden_layers": 100000000}', None, "l40s"),
+            {},
+            r"'num_hidden_layers' is 100,000,000; the planner takes at most 1,024",
+        ),
+        (
+            (json.dumps({"text_config": {"num_experts": 10**6}}), None, "l40s"),
+            {},
+            r"'text_config.num_experts' .* 4,096",
+        ),
+        ((LLAMA_8B, None, "l40s", 1), {"max_model_len": 10**40}, r"max_model_len must be at most 33,554,432"),
+        (("x" * 200_001, None, "l40s"), {}, r"the limit is 200,000"),
+        ((LLAMA_8B, None, "tpu-v5"), {}, r"unknown GPU 'tpu-v5'; use one of"),
+        ((LLAMA_8B, None, "l40s", 0), {}, r"gpus must be a whole number from 1 to 64"),
+        ((LLAMA_8B, None, "l40s", 1), {"max_model_len": -5}, r"max_model_len must be a positive whole number"),
+        ((LLAMA_8B, None, "l40s", 1), {"gpu_memory_utilization": "lots"}, r"gpu_memory_utilization must be a number"),
+        ((LLAMA_8B, None, "l40s", 1), {"quantization": "int3"}, r"unknown quantization 'int3'"),
+        ((LLAMA_8B, None, "l40s", 1), {"trust_remote_code": True}, r"unknown setting 'trust_remote_code'"),
+        ((json.dumps({"model_type": "bert"}), None, "l40s"), {}, r"model_type='bert'"),
+        ((None, "../../etc/passwd", "l40s"), {}, r"is not a Hub repo id; give OWNER/NAME"),
+    ],
+)
 def test_bad_input_is_refused_naming_the_fix(args, kw, match):
     with pytest.raises(FinspaceError, match=match):
         check_fit(*args, **kw)
@@ -100,9 +118,19 @@ def test_the_tab_says_when_the_sampler_warm_up_does_not_fit():
     from finspace.host.hardware import KNOWN_GPUS
 
     oss = json.loads((REPO / "tests" / "data" / "configs" / "openai__gpt-oss-20b.json").read_text())
-    p = planner.plan(oss, KNOWN_GPUS["h100"], planner.Settings(
-        tensor_parallel_size=2, max_model_len=8192, gpu_memory_utilization=0.95, quantization="mxfp4",
-        usage_context="serve", vllm_version="0.19"), gpus=2)
+    p = planner.plan(
+        oss,
+        KNOWN_GPUS["h100"],
+        planner.Settings(
+            tensor_parallel_size=2,
+            max_model_len=8192,
+            gpu_memory_utilization=0.95,
+            quantization="mxfp4",
+            usage_context="serve",
+            vllm_version="0.19",
+        ),
+        gpus=2,
+    )
     text = "\n".join(layout_lines(None, render.warmup_json(p)))
     assert "Sampler warm-up **does not fit**: 1,024 requests × the vocabulary need 3.07 GiB, 1.78 GiB free" in text
 

@@ -43,12 +43,15 @@ class Nvml:
         return [SimpleNamespace(pid=p, usedGpuMemory=6 * GIB) for p in self.pids]
 
 
-@pytest.mark.parametrize("listed, before_gib, after_gib, share_gib, source", [
-    ([ENGINE_PID, 999], 0.5, 12.5, 6, "processes"),  # NVML names the engine's process: its 6 GiB
-    ([os.getpid()], 0.5, 12.5, 6, "processes"),  # the app's own process counts too
-    ([1234567, 7654321], 0.5, 12.5, 12, "load delta"),  # a container: host ids only; 12.5 - 0.5 GiB added
-    ([], 2.0, 30.0, 28, "load delta"),  # no processes listed at all: 30 - 2 GiB
-])
+@pytest.mark.parametrize(
+    "listed, before_gib, after_gib, share_gib, source",
+    [
+        ([ENGINE_PID, 999], 0.5, 12.5, 6, "processes"),  # NVML names the engine's process: its 6 GiB
+        ([os.getpid()], 0.5, 12.5, 6, "processes"),  # the app's own process counts too
+        ([1234567, 7654321], 0.5, 12.5, 12, "load delta"),  # a container: host ids only; 12.5 - 0.5 GiB added
+        ([], 2.0, 30.0, 28, "load delta"),  # no processes listed at all: 30 - 2 GiB
+    ],
+)
 def test_the_engines_share_by_process_or_by_what_its_load_added(listed, before_gib, after_gib, share_gib, source):
     nvml = Nvml(before_gib, listed)
     monitor = MemoryMonitor(nvml=nvml)
@@ -88,11 +91,18 @@ def test_the_memory_panel_labels_a_share_found_by_its_load(monkeypatch):
 
 
 # ---------------------------------------------------------------- ranks (tensor parallel)
-@pytest.mark.parametrize("title, name", [
-    ("VLLM::Worker_TP0", "rank 0"), ("VLLM::Worker_TP1", "rank 1"), ("VLLM::Worker", "rank 0"),
-    ("VLLM::Worker_PP1_TP0", "PP1 TP0"), ("VLLM::EngineCore", None), ("python app.py", None),
-    ("VLLM::WorkerPool", None),
-])
+@pytest.mark.parametrize(
+    "title, name",
+    [
+        ("VLLM::Worker_TP0", "rank 0"),
+        ("VLLM::Worker_TP1", "rank 1"),
+        ("VLLM::Worker", "rank 0"),
+        ("VLLM::Worker_PP1_TP0", "PP1 TP0"),
+        ("VLLM::EngineCore", None),
+        ("python app.py", None),
+        ("VLLM::WorkerPool", None),
+    ],
+)
 def test_a_worker_is_named_by_its_title(title, name):
     from finspace.host.gpu import rank_name
 
@@ -106,10 +116,14 @@ def rank_workers():
     import subprocess
     import sys
 
-    code = ("import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); "
-            "block = bytearray(int(sys.argv[2]) << 20); print('up', flush=True); time.sleep(120)")
-    procs = [subprocess.Popen([sys.executable, "-c", code, title, str(mib)], stdout=subprocess.PIPE)
-             for title, mib in (("VLLM::Worker_TP1", 96), ("VLLM::EngineCore", 1), ("VLLM::Worker_TP0", 32))]
+    code = (
+        "import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); "
+        "block = bytearray(int(sys.argv[2]) << 20); print('up', flush=True); time.sleep(120)"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, title, str(mib)], stdout=subprocess.PIPE)
+        for title, mib in (("VLLM::Worker_TP1", 96), ("VLLM::EngineCore", 1), ("VLLM::Worker_TP0", 32))
+    ]
     try:
         for p in procs:
             assert p.stdout.readline() == b"up\n"
@@ -130,8 +144,10 @@ def test_on_cpu_the_host_reading_has_each_ranks_memory_and_the_record_keeps_it(r
     rank0, rank1 = host.ranks
     assert rank1.rss_bytes - rank0.rss_bytes > 48 << 20  # each its own: 96 MiB against 32 MiB held
     assert host.engine_bytes >= rank0.rss_bytes + rank1.rss_bytes  # the engine's total counts them all
-    assert host.as_mib()["ranks"] == [{"name": "rank 0", "pid": tp0.pid, "rss_mib": rank0.rss_bytes >> 20},
-                                      {"name": "rank 1", "pid": tp1.pid, "rss_mib": rank1.rss_bytes >> 20}]
+    assert host.as_mib()["ranks"] == [
+        {"name": "rank 0", "pid": tp0.pid, "rss_mib": rank0.rss_bytes >> 20},
+        {"name": "rank 1", "pid": tp1.pid, "rss_mib": rank1.rss_bytes >> 20},
+    ]
     text = views.memory_markdown(SimpleNamespace(on_gpu=False), [host])
     assert f"| ↳ rank 0 (pid {tp0.pid}) |" in text and f"| ↳ rank 1 (pid {tp1.pid}) |" in text
     assert "each engine worker (tensor-parallel rank)" in text
@@ -140,11 +156,15 @@ def test_on_cpu_the_host_reading_has_each_ranks_memory_and_the_record_keeps_it(r
     rec.settings = {"tensor_parallel_size": 2}
     note_engine(rec, SimpleNamespace(num_gpu_blocks=256, block_size=128), 256, [host])
     assert rec.tensor_parallel_size == 2
-    assert [(k["rank"], k["device"], k["pid"]) for k in rec.ranks] == [("rank 0", "host", tp0.pid),
-                                                                       ("rank 1", "host", tp1.pid)]
+    assert [(k["rank"], k["device"], k["pid"]) for k in rec.ranks] == [
+        ("rank 0", "host", tp0.pid),
+        ("rank 1", "host", tp1.pid),
+    ]
     line = normalize(rec)
-    assert line["tensor_parallel_size"] == 2 and [k["memory_bytes"] for k in line["ranks"]] == \
-        [rank0.rss_bytes, rank1.rss_bytes]
+    assert line["tensor_parallel_size"] == 2 and [k["memory_bytes"] for k in line["ranks"]] == [
+        rank0.rss_bytes,
+        rank1.rss_bytes,
+    ]
     assert rank_figures([host], 2) == rec.ranks
 
 
@@ -158,6 +178,8 @@ def test_on_gpus_rank_n_is_gpu_n():
     monitor = MemoryMonitor(nvml=TwoGpus(20.0, [ENGINE_PID]))
     readings = monitor.read([ENGINE_PID])
     assert [r.ranks for r in readings] == [(), ()]
-    assert rank_figures(readings, 2) == [{"rank": "rank 0", "device": "GPU 0", "memory_bytes": 6 * GIB},
-                                         {"rank": "rank 1", "device": "GPU 1", "memory_bytes": 6 * GIB}]
+    assert rank_figures(readings, 2) == [
+        {"rank": "rank 0", "device": "GPU 0", "memory_bytes": 6 * GIB},
+        {"rank": "rank 1", "device": "GPU 1", "memory_bytes": 6 * GIB},
+    ]
     assert [f["device"] for f in rank_figures(readings, 1)] == ["GPU 0"]

@@ -31,17 +31,20 @@ def lib() -> dict[str, Document]:
 
 
 # ----------------------------------------------------------------- the library
-@pytest.mark.parametrize("name, taken, expected", [
-    ("aapl-10-k-2024-11-01.html", (), "aapl-10-k-2024-11-01"),
-    ("APPLE_2015_10K.pdf", (), "APPLE_2015_10K"),
-    ("my report (final).pdf", (), "my-report-final"),
-    ("../../etc/passwd", (), "passwd"),
-    ("C:\\Users\\me\\q3.xlsx", (), "q3"),
-    ("a.pdf", ("a",), "a-2"),
-    ("A.PDF", ("a", "A-2"), "A-3"),  # case folded: the model may write either
-    ("", (), "document"),
-    ("x" * 200 + ".pdf", (), "x" * gl.MAX_ID_CHARS),
-])
+@pytest.mark.parametrize(
+    "name, taken, expected",
+    [
+        ("aapl-10-k-2024-11-01.html", (), "aapl-10-k-2024-11-01"),
+        ("APPLE_2015_10K.pdf", (), "APPLE_2015_10K"),
+        ("my report (final).pdf", (), "my-report-final"),
+        ("../../etc/passwd", (), "passwd"),
+        ("C:\\Users\\me\\q3.xlsx", (), "q3"),
+        ("a.pdf", ("a",), "a-2"),
+        ("A.PDF", ("a", "A-2"), "A-3"),  # case folded: the model may write either
+        ("", (), "document"),
+        ("x" * 200 + ".pdf", (), "x" * gl.MAX_ID_CHARS),
+    ],
+)
 def test_a_documents_id_is_its_file_name_without_the_extension_made_unique(name, taken, expected):
     assert unique_id(name, taken) == expected
 
@@ -54,10 +57,21 @@ def test_a_library_holds_at_most_twenty_documents_each_under_its_own_id():
         gl.library([*docs, docs[0]])
 
 
-@pytest.mark.parametrize("ref, expected", [
-    (AAPL, AAPL), (AAPL.upper(), AAPL), (f"{AAPL}.html", AAPL), ("aapl-10-k", AAPL), ("[nvda-10-k-2025-02-26]", NVDA),
-    ("apple_2015", AAPL15), ("a", None), ("msft-10-k", None), ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "ref, expected",
+    [
+        (AAPL, AAPL),
+        (AAPL.upper(), AAPL),
+        (f"{AAPL}.html", AAPL),
+        ("aapl-10-k", AAPL),
+        ("[nvda-10-k-2025-02-26]", NVDA),
+        ("apple_2015", AAPL15),
+        ("a", None),
+        ("msft-10-k", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_a_document_is_resolved_as_a_model_writes_it(lib, ref, expected):
     assert gl.resolve(lib, ref) == expected
 
@@ -76,23 +90,34 @@ def test_an_unknown_document_lists_the_ids_and_a_page_out_of_range_gives_the_ran
 
 
 # ----------------------------------------------------------------- outline
-@pytest.mark.parametrize("doc, statements, xbrl, items", [
-    (AAPL, {"income": 31, "balance": 33, "equity": 34, "cash": 35}, True,
-     {"Item 1A.": 7, "Item 7.": 23, "Item 8.": 30}),
-    (NVDA, {"income": 52, "balance": 54, "equity": 55, "cash": 56}, True, {"Item 1A.": 13, "Item 7.": 36}),
-    (AAPL15, {"income": 41, "balance": 43, "equity": 44, "cash": 45}, False, {"Item 1A.": 10, "Item 7.": 25}),
-])
-def test_the_outline_names_the_statements_pages_the_items_and_whether_there_is_xbrl(lib, doc, statements, xbrl,
-                                                                                       items):
+@pytest.mark.parametrize(
+    "doc, statements, xbrl, items",
+    [
+        (
+            AAPL,
+            {"income": 31, "balance": 33, "equity": 34, "cash": 35},
+            True,
+            {"Item 1A.": 7, "Item 7.": 23, "Item 8.": 30},
+        ),
+        (NVDA, {"income": 52, "balance": 54, "equity": 55, "cash": 56}, True, {"Item 1A.": 13, "Item 7.": 36}),
+        (AAPL15, {"income": 41, "balance": 43, "equity": 44, "cash": 45}, False, {"Item 1A.": 10, "Item 7.": 25}),
+    ],
+)
+def test_the_outline_names_the_statements_pages_the_items_and_whether_there_is_xbrl(lib, doc, statements, xbrl, items):
     o = outline(lib[doc], doc)
     assert o.statements == statements
     assert o.has_xbrl is xbrl
-    starts = {i.split(" ", 2)[0] + " " + i.split(" ", 2)[1]: e.page for e in o.entries for i in e.items
-              if i.startswith("Item")}
+    starts = {
+        i.split(" ", 2)[0] + " " + i.split(" ", 2)[1]: e.page
+        for e in o.entries
+        for i in e.items
+        if i.startswith("Item")
+    }
     assert {k: starts.get(k) for k in items} == items
     text = o.render(2_000)
-    assert f"income statement p. {statements['income']}" in text and f"cash flow statement p. {statements['cash']}" \
-        in text
+    assert (
+        f"income statement p. {statements['income']}" in text and f"cash flow statement p. {statements['cash']}" in text
+    )
     assert ("XBRL: " in text) is xbrl and ("no XBRL facts" in text) is not xbrl
     assert o.to_json()["statements"] == statements
 
@@ -157,20 +182,43 @@ def test_read_page_gives_the_page_whole_within_its_bound(lib):
 
 
 # ----------------------------------------------------------------- filer_facts
-@pytest.mark.parametrize("doc, query, period, concept, value, shown, page", [
-    (AAPL, "revenue", "FY2024", "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", "391035000000",
-     "391,035", 31),
-    (AAPL, "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", "2023", None, "383285000000", "383,285", 31),
-    (AAPL, "net income", None, "us-gaap:NetIncomeLoss", "93736000000", "93,736", 31),
-    (AAPL, "total assets", "2024-09-28", "us-gaap:Assets", "364980000000", "364,980", 33),
-    (NVDA, "revenue", "FY2025", "us-gaap:Revenues", "130497000000", "130,497", 52),
-    (NVDA, "us-gaap:Revenues", None, "us-gaap:Revenues", "130497000000", "130,497", 52),
-])
+@pytest.mark.parametrize(
+    "doc, query, period, concept, value, shown, page",
+    [
+        (
+            AAPL,
+            "revenue",
+            "FY2024",
+            "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax",
+            "391035000000",
+            "391,035",
+            31,
+        ),
+        (
+            AAPL,
+            "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax",
+            "2023",
+            None,
+            "383285000000",
+            "383,285",
+            31,
+        ),
+        (AAPL, "net income", None, "us-gaap:NetIncomeLoss", "93736000000", "93,736", 31),
+        (AAPL, "total assets", "2024-09-28", "us-gaap:Assets", "364980000000", "364,980", 33),
+        (NVDA, "revenue", "FY2025", "us-gaap:Revenues", "130497000000", "130,497", 52),
+        (NVDA, "us-gaap:Revenues", None, "us-gaap:Revenues", "130497000000", "130,497", 52),
+    ],
+)
 def test_filer_facts_gives_the_filers_tagged_value_on_its_page(lib, doc, query, period, concept, value, shown, page):
     got = filer_facts(lib, doc, query, period)
     first = got.facts[0]
-    assert (first.value, first.shown, first.page, first.scale, first.unit) == (value, shown, page, "millions",
-                                                                              "iso4217:USD")
+    assert (first.value, first.shown, first.page, first.scale, first.unit) == (
+        value,
+        shown,
+        page,
+        "millions",
+        "iso4217:USD",
+    )
     if concept:
         assert first.concept == concept
     assert shown in lib[doc].pages[page - 1].text  # printed on the page the fact gives
@@ -180,8 +228,10 @@ def test_filer_facts_gives_the_filers_tagged_value_on_its_page(lib, doc, query, 
 def test_a_filing_without_xbrl_says_so(lib):
     got = filer_facts(lib, AAPL15, "revenue")
     assert not got.has_xbrl and got.facts == ()
-    assert got.render() == f"{AAPL15} has no XBRL facts (a PDF carries none): use search and read_page to find " \
-                           "the figure on its page"
+    assert (
+        got.render() == f"{AAPL15} has no XBRL facts (a PDF carries none): use search and read_page to find "
+        "the figure on its page"
+    )
 
 
 def test_a_query_no_fact_matches_says_what_to_try(lib):
@@ -191,8 +241,11 @@ def test_a_query_no_fact_matches_says_what_to_try(lib):
 
 @pytest.mark.parametrize("max_tokens", [20, 80, 600])
 def test_every_result_is_bounded_in_tokens(lib, max_tokens):
-    for text in (filer_facts(lib, NVDA, "revenue").render(max_tokens), search(lib, "cash").render(max_tokens),
-                 read_page(lib, NVDA, 52).render(max_tokens)):
+    for text in (
+        filer_facts(lib, NVDA, "revenue").render(max_tokens),
+        search(lib, "cash").render(max_tokens),
+        read_page(lib, NVDA, 52).render(max_tokens),
+    ):
         assert approx_tokens(text) <= max_tokens
 
 
@@ -237,28 +290,37 @@ def test_the_answers_bench_questions_pages_print_their_figures_and_the_tools_see
     assert got["tools"]["evidence"] >= got["oneshot"]["evidence"] - 0.05 and got["tools"]["evidence"] >= 0.8
 
 
-@pytest.mark.parametrize("call", [
-    lambda lib: search(lib, "net sales", AAPL, k="many"),
-    lambda lib: search(lib, "net sales", AAPL, k=-3),
-    lambda lib: search(lib, 12345),
-    lambda lib: search(lib, ""),
-    lambda lib: filer_facts(lib, AAPL, None, period=2024),
-    lambda lib: filer_facts(lib, AAPL, "revenue", period="x" * 100_000),
-    lambda lib: read_page(lib, AAPL, "31", max_tokens="lots", focus=None),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: search(lib, "net sales", AAPL, k="many"),
+        lambda lib: search(lib, "net sales", AAPL, k=-3),
+        lambda lib: search(lib, 12345),
+        lambda lib: search(lib, ""),
+        lambda lib: filer_facts(lib, AAPL, None, period=2024),
+        lambda lib: filer_facts(lib, AAPL, "revenue", period="x" * 100_000),
+        lambda lib: read_page(lib, AAPL, "31", max_tokens="lots", focus=None),
+    ],
+)
 def test_a_models_odd_arguments_get_a_result_not_a_crash(lib, call):
     assert approx_tokens(call(lib).render(300)) <= 300
 
 
-@pytest.mark.parametrize("call, error", [
-    (lambda lib: search(lib, "net sales", 42), UnknownDocument),
-    (lambda lib: filer_facts(lib, {"id": 1}, "revenue"), UnknownDocument),
-    (lambda lib: read_page(lib, AAPL, True), BadInput),
-    (lambda lib: read_page(lib, AAPL, -1), PageOutOfRange),
-    (lambda lib: read_page({}, None, 1), UnknownDocument),
-])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda lib: search(lib, "net sales", 42), UnknownDocument),
+        (lambda lib: filer_facts(lib, {"id": 1}, "revenue"), UnknownDocument),
+        (lambda lib: read_page(lib, AAPL, True), BadInput),
+        (lambda lib: read_page(lib, AAPL, -1), PageOutOfRange),
+        (lambda lib: read_page({}, None, 1), UnknownDocument),
+    ],
+)
 def test_a_models_wrong_document_or_page_is_a_clear_error(lib, call, error):
     with pytest.raises(error) as got:
         call(lib)
-    assert "the documents are" in str(got.value) or "pages 1 to" in str(got.value) or "a page is a number" in str(
-        got.value)
+    assert (
+        "the documents are" in str(got.value)
+        or "pages 1 to" in str(got.value)
+        or "a page is a number" in str(got.value)
+    )

@@ -19,8 +19,17 @@ from finspace.settings import Limits
 EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
 
 
-def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, upload_files=1, upload_file_bytes=None,
-         document_events=frozenset, **limits):
+def make(
+    app=None,
+    *,
+    events=None,
+    upload_dir=None,
+    upload_bytes=0,
+    upload_files=1,
+    upload_file_bytes=None,
+    document_events=frozenset,
+    **limits,
+):
     seen: list[bytes] = []
 
     async def echo(scope, receive, send):
@@ -42,13 +51,24 @@ def make(app=None, *, events=None, upload_dir=None, upload_bytes=0, upload_files
             out, status = json.dumps({"event_id": "e1"}).encode(), 200
         else:
             out, status = b"ok", 200
-        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send(
+            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+        )
         await send({"type": "http.response.body", "body": out})
 
     lim = Limits(**limits)
-    guard = Guard(app or echo, limits=lim, public_api=("chat",), events=lambda: events or EVENTS,
-                  tracker=EventTracker(lim), upload_dir=upload_dir, upload_bytes=upload_bytes,
-                  upload_files=upload_files, upload_file_bytes=upload_file_bytes, document_events=document_events)
+    guard = Guard(
+        app or echo,
+        limits=lim,
+        public_api=("chat",),
+        events=lambda: events or EVENTS,
+        tracker=EventTracker(lim),
+        upload_dir=upload_dir,
+        upload_bytes=upload_bytes,
+        upload_files=upload_files,
+        upload_file_bytes=upload_file_bytes,
+        document_events=document_events,
+    )
     return guard, seen
 
 
@@ -56,35 +76,50 @@ def call(guard, method, path, content=b"", headers=None):
     async def go():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://t") as c:
             return await c.request(method, path, content=content, headers=headers or {})
+
     return asyncio.run(go())
 
 
 def join(fn_index=1, data=None, **extra):
-    return json.dumps({"data": ["hi", [], None, 0.1, 8] if data is None else data, "fn_index": fn_index,
-                       "session_hash": "s1", **extra}).encode()
+    return json.dumps(
+        {
+            "data": ["hi", [], None, 0.1, 8] if data is None else data,
+            "fn_index": fn_index,
+            "session_hash": "s1",
+            **extra,
+        }
+    ).encode()
 
 
-@pytest.mark.parametrize("method, path, content, status, phrase", [
-    ("POST", "/load-model", b"x" * (16 * 1024 + 1), 413, "larger than /load-model takes (16,384 bytes)"),
-    ("POST", "/gradio_api/queue/join", b"{" + b" " * (6 << 20), 413, "a chat message's limit is 64,000"),
-    ("POST", "/gradio_api/queue/join", b"\xff\xfe", 400, "not valid JSON"),
-    ("POST", "/gradio_api/queue/join", b'{"data": [NaN], "fn_index": 1}', 400, "finite numbers only"),
-    ("POST", "/gradio_api/queue/join", join(data=[{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}] * 5),
-     400, "file references are not accepted (got a gradio.FileData for '/etc/passwd')"),
-    ("POST", "/gradio_api/queue/join", join(fn_index=7), 400, "fn_index must be one of the app's events (0 to 2)"),
-    ("POST", "/gradio_api/queue/join", join(fn_index=True), 400, "got True"),
-    ("POST", "/gradio_api/queue/join", join(data=["hi"]), 400, "/chat takes 5 input value(s)"),
-    ("POST", "/gradio_api/queue/join", join(session_hash=5), 400, "session_hash must be text"),
-    ("POST", "/gradio_api/call/respond", b'{"data": []}', 404, "no public endpoint named 'respond'"),
-    ("POST", "/gradio_api/call/chat", b'{"data": ["hi"]}', 400, "/chat takes 5 input value(s)"),
-    ("POST", "/gradio_api/run/predict", b"{}", 404, "direct calls are off"),
-    ("POST", "/api/predict", b"{}", 404, "direct calls are off"),
-    ("POST", "/gradio_api/upload", b"--x--", 403, "takes no file uploads"),
-    ("GET", "/docs", b"", 404, "FINSPACE_API_DOCS=1"),
-    ("GET", "/monitoring", b"", 404, "monitoring dashboard is off"),
-    ("GET", "/gradio_api/app_id", b"", 422, "data: Field required"),
-    ("GET", "/gradio_api/startup-events", b"", 400, "the request could not be processed"),
-])
+@pytest.mark.parametrize(
+    "method, path, content, status, phrase",
+    [
+        ("POST", "/load-model", b"x" * (16 * 1024 + 1), 413, "larger than /load-model takes (16,384 bytes)"),
+        ("POST", "/gradio_api/queue/join", b"{" + b" " * (6 << 20), 413, "a chat message's limit is 64,000"),
+        ("POST", "/gradio_api/queue/join", b"\xff\xfe", 400, "not valid JSON"),
+        ("POST", "/gradio_api/queue/join", b'{"data": [NaN], "fn_index": 1}', 400, "finite numbers only"),
+        (
+            "POST",
+            "/gradio_api/queue/join",
+            join(data=[{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}] * 5),
+            400,
+            "file references are not accepted (got a gradio.FileData for '/etc/passwd')",
+        ),
+        ("POST", "/gradio_api/queue/join", join(fn_index=7), 400, "fn_index must be one of the app's events (0 to 2)"),
+        ("POST", "/gradio_api/queue/join", join(fn_index=True), 400, "got True"),
+        ("POST", "/gradio_api/queue/join", join(data=["hi"]), 400, "/chat takes 5 input value(s)"),
+        ("POST", "/gradio_api/queue/join", join(session_hash=5), 400, "session_hash must be text"),
+        ("POST", "/gradio_api/call/respond", b'{"data": []}', 404, "no public endpoint named 'respond'"),
+        ("POST", "/gradio_api/call/chat", b'{"data": ["hi"]}', 400, "/chat takes 5 input value(s)"),
+        ("POST", "/gradio_api/run/predict", b"{}", 404, "direct calls are off"),
+        ("POST", "/api/predict", b"{}", 404, "direct calls are off"),
+        ("POST", "/gradio_api/upload", b"--x--", 403, "takes no file uploads"),
+        ("GET", "/docs", b"", 404, "FINSPACE_API_DOCS=1"),
+        ("GET", "/monitoring", b"", 404, "monitoring dashboard is off"),
+        ("GET", "/gradio_api/app_id", b"", 422, "data: Field required"),
+        ("GET", "/gradio_api/startup-events", b"", 400, "the request could not be processed"),
+    ],
+)
 def test_refusals_name_the_fix_and_nothing_reaches_the_app(method, path, content, status, phrase):
     guard, seen = make()
     r = call(guard, method, path, content)
@@ -110,26 +145,33 @@ def test_a_chunked_body_is_counted_as_it_arrives():
     async def go():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://t") as c:
             return await c.post("/load-model", content=chunks())
+
     r = asyncio.run(go())
     assert r.status_code == 413 and seen == []
 
 
-@pytest.mark.parametrize("value, found", [
-    ({"a": [{"b": {"path": "/x", "meta": {"_type": "gradio.FileData"}}}]}, "/x"),
-    ([{"url": "http://h/f", "_type": "gradio.FileData"}], "http://h/f"),
-    ({"path": "/x", "meta": {"_type": "something else"}}, None),
-    ({"text": "gradio.FileData is only a word here"}, None),
-])
+@pytest.mark.parametrize(
+    "value, found",
+    [
+        ({"a": [{"b": {"path": "/x", "meta": {"_type": "gradio.FileData"}}}]}, "/x"),
+        ([{"url": "http://h/f", "_type": "gradio.FileData"}], "http://h/f"),
+        ({"path": "/x", "meta": {"_type": "something else"}}, None),
+        ({"text": "gradio.FileData is only a word here"}, None),
+    ],
+)
 def test_file_references_are_found_at_any_depth(value, found):
     assert find_file_reference(value) == found
 
 
-@pytest.mark.parametrize("headers, peer, trust, who", [
-    ({}, "10.0.0.5", False, "10.0.0.5"),
-    ({"x-forwarded-for": "1.2.3.4"}, "10.0.0.5", False, "10.0.0.5"),  # off a Space the header is not trusted
-    ({"x-forwarded-for": "6.6.6.6, 1.2.3.4"}, "10.0.0.5", True, "1.2.3.4"),  # the last hop: what the proxy saw
-    ({}, None, True, "unknown"),
-])
+@pytest.mark.parametrize(
+    "headers, peer, trust, who",
+    [
+        ({}, "10.0.0.5", False, "10.0.0.5"),
+        ({"x-forwarded-for": "1.2.3.4"}, "10.0.0.5", False, "10.0.0.5"),  # off a Space the header is not trusted
+        ({"x-forwarded-for": "6.6.6.6, 1.2.3.4"}, "10.0.0.5", True, "1.2.3.4"),  # the last hop: what the proxy saw
+        ({}, None, True, "unknown"),
+    ],
+)
 def test_client_address(headers, peer, trust, who):
     assert client_address(headers, peer, trust) == who
 
@@ -159,8 +201,9 @@ def test_an_event_joined_while_gradio_closes_the_stream_waits_for_the_next_one()
     from types import SimpleNamespace
 
     now = [100.0]
-    queue = SimpleNamespace(pending_event_ids_session={"s1": {"e2"}}, event_ids_to_events={},
-                            pending_messages_per_session={"s1": object()})
+    queue = SimpleNamespace(
+        pending_event_ids_session={"s1": {"e2"}}, event_ids_to_events={}, pending_messages_per_session={"s1": object()}
+    )
 
     async def clean_events(**_):
         pass
@@ -182,11 +225,17 @@ def test_an_event_joined_while_gradio_closes_the_stream_waits_for_the_next_one()
     assert asyncio.run(tracker.sweep()) == 1 and tracker.in_flight("1.2.3.4") == 0
 
 
-@pytest.mark.parametrize("chunk, finished", [
-    (b'data: {"msg":"close_stream","event_id":null}\n\n', True),  # Gradio ended it: nothing left to deliver
-    (b'data: {"msg":"process_completed","event_id":"e1","success":true}\n\n', False),  # cut: the reader left
-    (b'data: {"msg":"process_generating","output":{"data":["say \\"close_stream\\""]}}\n\n', False),  # a reply's words
-])
+@pytest.mark.parametrize(
+    "chunk, finished",
+    [
+        (b'data: {"msg":"close_stream","event_id":null}\n\n', True),  # Gradio ended it: nothing left to deliver
+        (b'data: {"msg":"process_completed","event_id":"e1","success":true}\n\n', False),  # cut: the reader left
+        (
+            b'data: {"msg":"process_generating","output":{"data":["say \\"close_stream\\""]}}\n\n',
+            False,
+        ),  # a reply's words
+    ],
+)
 def test_the_guard_tells_gradios_own_close_from_a_reader_gone(chunk, finished):
     closed = []
 
@@ -205,12 +254,23 @@ def test_the_guard_tells_gradios_own_close_from_a_reader_gone(chunk, finished):
 
 
 # ------------------------------------------------------------------ documents: uploads and FileData on their events
-DOC_EVENTS = {0: ("respond", 5), 1: ("chat", 6, 5), 2: (None, 0), 3: (None, 2)}  # 3: an event of the page that takes a document
+DOC_EVENTS = {
+    0: ("respond", 5),
+    1: ("chat", 6, 5),
+    2: (None, 0),
+    3: (None, 2),
+}  # 3: an event of the page that takes a document
 
 
 def make_with_uploads(folder, upload_bytes=4096, upload_files=1, upload_file_bytes=None):
-    return make(events=DOC_EVENTS, upload_dir=str(folder), upload_bytes=upload_bytes, upload_files=upload_files,
-                upload_file_bytes=upload_file_bytes, document_events=lambda: {1, 3})
+    return make(
+        events=DOC_EVENTS,
+        upload_dir=str(folder),
+        upload_bytes=upload_bytes,
+        upload_files=upload_files,
+        upload_file_bytes=upload_file_bytes,
+        document_events=lambda: {1, 3},
+    )
 
 
 def file_data(path, url=None):
@@ -218,8 +278,11 @@ def file_data(path, url=None):
 
 
 def multipart(*names, size=10):
-    parts = b"".join(b'--b\r\nContent-Disposition: form-data; name="files"; filename="' + n.encode() + b'"\r\n'
-                     b"Content-Type: application/pdf\r\n\r\n" + b"x" * size + b"\r\n" for n in names)
+    parts = b"".join(
+        b'--b\r\nContent-Disposition: form-data; name="files"; filename="' + n.encode() + b'"\r\n'
+        b"Content-Type: application/pdf\r\n\r\n" + b"x" * size + b"\r\n"
+        for n in names
+    )
     return parts + b"--b--\r\n", {"content-type": "multipart/form-data; boundary=b"}
 
 
@@ -244,22 +307,28 @@ def test_an_upload_of_one_document_within_the_limit_passes(uploads):
     assert call(guard, "POST", "/gradio_api/upload", body, headers).status_code == 200 and seen == [body]
 
 
-@pytest.mark.parametrize("body, status, phrase", [
-    (multipart("a.pdf", "b.pdf"), 400, "send one document per upload"),
-    (multipart("a.pdf", size=5000), 413, "a document may be 0 MiB at most (FINSPACE_DOCUMENT_MAX_MIB)"),
-    (multipart("passwd"), 400, "'passwd' is not a document this app takes; upload .pdf"),
-    (multipart("x.exe"), 400, "'x.exe' is not a document this app takes"),
-    ((multipart("a.pdf")[0].replace(b'filename="a.pdf"', b"filename*=utf-8''a.sh"), multipart()[1]), 400,
-     'named with filename="..."'),
-    # what python-multipart parses, not what a pattern over the bytes sees (issue 25, finding 5)
-    (disposition(b'filename ="evil.exe"'), 400, "'evil.exe' is not a document"),
-    (disposition(b'filename="a.pdf"; filename="evil.svg"'), 400, "'evil.svg' is not a document"),
-    (disposition(b'filename ="a.pdf"', b'filename ="b.pdf"', b'filename ="c.pdf"'), 400, "one document per upload"),
-    (disposition(*[b'x="1"'] * 20), 400, "more than 8 parts"),
-    (disposition(b"filename*=UTF-8''evil.exe"), 400, "holds no file"),  # python-multipart ignores filename*=
-    ((b"garbage\r\n", multipart()[1]), 400, "not valid multipart"),
-    ((multipart("a.pdf")[0], {"content-type": "text/plain"}), 400, "multipart/form-data with a boundary"),
-])
+@pytest.mark.parametrize(
+    "body, status, phrase",
+    [
+        (multipart("a.pdf", "b.pdf"), 400, "send one document per upload"),
+        (multipart("a.pdf", size=5000), 413, "a document may be 0 MiB at most (FINSPACE_DOCUMENT_MAX_MIB)"),
+        (multipart("passwd"), 400, "'passwd' is not a document this app takes; upload .pdf"),
+        (multipart("x.exe"), 400, "'x.exe' is not a document this app takes"),
+        (
+            (multipart("a.pdf")[0].replace(b'filename="a.pdf"', b"filename*=utf-8''a.sh"), multipart()[1]),
+            400,
+            'named with filename="..."',
+        ),
+        # what python-multipart parses, not what a pattern over the bytes sees (issue 25, finding 5)
+        (disposition(b'filename ="evil.exe"'), 400, "'evil.exe' is not a document"),
+        (disposition(b'filename="a.pdf"; filename="evil.svg"'), 400, "'evil.svg' is not a document"),
+        (disposition(b'filename ="a.pdf"', b'filename ="b.pdf"', b'filename ="c.pdf"'), 400, "one document per upload"),
+        (disposition(*[b'x="1"'] * 20), 400, "more than 8 parts"),
+        (disposition(b"filename*=UTF-8''evil.exe"), 400, "holds no file"),  # python-multipart ignores filename*=
+        ((b"garbage\r\n", multipart()[1]), 400, "not valid multipart"),
+        ((multipart("a.pdf")[0], {"content-type": "text/plain"}), 400, "multipart/form-data with a boundary"),
+    ],
+)
 def test_uploads_past_one_file_or_the_size_limit_are_refused(uploads, body, status, phrase):
     guard, seen = make_with_uploads(uploads)
     r = call(guard, "POST", "/gradio_api/upload", *body)
@@ -289,28 +358,44 @@ def test_without_an_upload_folder_uploads_stay_refused():
 def test_an_uploaded_file_passes_on_the_document_events_only(uploads):
     guard, seen = make_with_uploads(uploads)
     ok = uploads / "abc" / "a.pdf"
-    for fn_index, data in ((3, [{"text": "q", "files": [file_data(ok)]}, None]),
-                           (1, ["q", [], None, 0.1, 8, file_data(ok, f"http://h/gradio_api/file={ok}")])):
+    for fn_index, data in (
+        (3, [{"text": "q", "files": [file_data(ok)]}, None]),
+        (1, ["q", [], None, 0.1, 8, file_data(ok, f"http://h/gradio_api/file={ok}")]),
+    ):
         r = call(guard, "POST", "/gradio_api/queue/join", join(fn_index=fn_index, data=data))
         assert r.status_code == 200, r.text
-    r = call(guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q", [], None, 0.1, 8, file_data(ok)]}).encode())
+    r = call(
+        guard, "POST", "/gradio_api/call/chat", json.dumps({"data": ["q", [], None, 0.1, 8, file_data(ok)]}).encode()
+    )
     assert r.status_code == 200, r.text
     assert len(seen) == 3
     r = call(guard, "POST", "/gradio_api/queue/join", join(fn_index=0, data=[file_data(ok), [], None, 0.1, 8]))
     assert r.status_code == 400 and "file references are not accepted" in r.json()["error"]
 
 
-@pytest.mark.parametrize("path, url", [
-    ("/proc/self/environ", None), ("/etc/passwd", None), ("/dev/zero", None), ("{u}/../../etc/passwd", None),
-    ("{u}", None), ("{u}/abc/out.pdf", None), ("{u}x/abc/a.pdf", None), ("{u}/abc/a.pdf", "file:///etc/passwd"),
-    ("{u}/abc/a.pdf", "http://h/gradio_api/file=/etc/passwd"), ("{u}/abc/a.pdf\x00", None),
-])
+@pytest.mark.parametrize(
+    "path, url",
+    [
+        ("/proc/self/environ", None),
+        ("/etc/passwd", None),
+        ("/dev/zero", None),
+        ("{u}/../../etc/passwd", None),
+        ("{u}", None),
+        ("{u}/abc/out.pdf", None),
+        ("{u}x/abc/a.pdf", None),
+        ("{u}/abc/a.pdf", "file:///etc/passwd"),
+        ("{u}/abc/a.pdf", "http://h/gradio_api/file=/etc/passwd"),
+        ("{u}/abc/a.pdf\x00", None),
+    ],
+)
 def test_any_other_path_is_refused_even_on_the_document_events(uploads, path, url):
     guard, seen = make_with_uploads(uploads)
     ref = file_data(path.format(u=uploads), url)
-    for body in (join(fn_index=3, data=[{"text": "q", "files": [ref]}, None]),
-                 join(fn_index=1, data=["q", [], None, 0.1, 8, ref]),
-                 json.dumps({"data": ["q", [], None, 0.1, 8, ref]}).encode()):
+    for body in (
+        join(fn_index=3, data=[{"text": "q", "files": [ref]}, None]),
+        join(fn_index=1, data=["q", [], None, 0.1, 8, ref]),
+        json.dumps({"data": ["q", [], None, 0.1, 8, ref]}).encode(),
+    ):
         route = "/gradio_api/call/chat" if b"fn_index" not in body else "/gradio_api/queue/join"
         r = call(guard, "POST", route, body)
         assert r.status_code == 400 and "file references are not accepted" in r.json()["error"], r.text
@@ -334,13 +419,23 @@ def test_five_input_chat_callers_keep_working_padded_with_no_document(uploads):
 
 
 # ------------------------------------------------------------------ issue 25: the allow-list, paths in errors, proxies
-@pytest.mark.parametrize("method, path, status", [
-    ("POST", "/gradio_api/stream/e1", 404), ("POST", "/gradio_api/stream/e1/close", 404),
-    ("POST", "/gradio_api/component_server", 404), ("POST", "/gradio_api/process_recording", 404),
-    ("POST", "/gradio_api/vibe-edit", 404), ("GET", "/gradio_api/queue/status", 404), ("POST", "/login", 404),
-    ("GET", "/gradio_api/proxy=http://127.0.0.1/", 404), ("PUT", "/gradio_api/queue/join", 405),
-    ("DELETE", "/health", 405), ("GET", "/gradio_api/queue/join", 405), ("POST", "/gradio_api/queue/data", 405),
-])
+@pytest.mark.parametrize(
+    "method, path, status",
+    [
+        ("POST", "/gradio_api/stream/e1", 404),
+        ("POST", "/gradio_api/stream/e1/close", 404),
+        ("POST", "/gradio_api/component_server", 404),
+        ("POST", "/gradio_api/process_recording", 404),
+        ("POST", "/gradio_api/vibe-edit", 404),
+        ("GET", "/gradio_api/queue/status", 404),
+        ("POST", "/login", 404),
+        ("GET", "/gradio_api/proxy=http://127.0.0.1/", 404),
+        ("PUT", "/gradio_api/queue/join", 405),
+        ("DELETE", "/health", 405),
+        ("GET", "/gradio_api/queue/join", 405),
+        ("POST", "/gradio_api/queue/data", 405),
+    ],
+)
 def test_only_the_routes_the_page_and_the_api_use_reach_the_app(method, path, status):
     guard, seen = make()
     r = call(guard, method, path, b'{"data": [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}]}')
@@ -349,9 +444,17 @@ def test_only_the_routes_the_page_and_the_api_use_reach_the_app(method, path, st
 
 def test_the_page_and_api_routes_pass():
     guard, seen = make()
-    for method, path in (("GET", "/"), ("GET", "/config"), ("GET", "/assets/index.js"), ("GET", "/gradio_api/info"),
-                         ("GET", "/gradio_api/heartbeat/s1"), ("GET", "/health"), ("HEAD", "/"),
-                         ("GET", "/gradio_api/file=/tmp/gradio/x/a.csv"), ("GET", "/v1/models")):
+    for method, path in (
+        ("GET", "/"),
+        ("GET", "/config"),
+        ("GET", "/assets/index.js"),
+        ("GET", "/gradio_api/info"),
+        ("GET", "/gradio_api/heartbeat/s1"),
+        ("GET", "/health"),
+        ("HEAD", "/"),
+        ("GET", "/gradio_api/file=/tmp/gradio/x/a.csv"),
+        ("GET", "/v1/models"),
+    ):
         assert call(guard, method, path).status_code == 200, (method, path)
 
 
@@ -359,8 +462,10 @@ def test_server_paths_are_scrubbed_from_gradio_error_texts():
     from finspace.wall.gradio_replies import PathScrubber
 
     scrub = PathScrubber(["etc", "proc", "work", "tmp"])
-    leak = ('data: {"msg":"process_completed","success":false,"output":{"error":"Cannot move /etc/passwd to the gradio '
-            'cache dir because it is located in one of the blocked_paths (/work/app/src, /etc, /proc)."}}\n\n')
+    leak = (
+        'data: {"msg":"process_completed","success":false,"output":{"error":"Cannot move /etc/passwd to the gradio '
+        'cache dir because it is located in one of the blocked_paths (/work/app/src, /etc, /proc)."}}\n\n'
+    )
     out = scrub.event_chunk(leak.encode()).decode()
     assert "/etc" not in out and "/work" not in out and "blocked_paths" not in out and "finspace takes no files" in out
     assert scrub.text("bad /tmp/x/y.pdf; see /gradio_api/info and /v1") == "bad …; see /gradio_api/info and /v1"
@@ -377,13 +482,16 @@ def test_admission_is_checked_and_taken_in_one_step():
     assert tracker.admit("1.2.3.4") is None
 
 
-@pytest.mark.parametrize("xff, peer, trusted, who", [
-    ("9.9.9.9", "127.0.0.1", (), "127.0.0.1"),  # no proxy trusted: the peer, whatever the header says
-    ("9.9.9.9", "127.0.0.1", ("10.0.0.0/8",), "127.0.0.1"),  # a peer not in the list
-    ("1.1.1.1, 9.9.9.9", "10.0.0.5", ("10.0.0.0/8",), "9.9.9.9"),
-    ("9.9.9.9, 10.0.0.7", "10.0.0.5", ("10.0.0.0/8",), "9.9.9.9"),  # a chain of trusted proxies
-    ("1.1.1.1, 9.9.9.9", "172.17.0.1", ("*",), "9.9.9.9"),  # a Space: the last hop
-])
+@pytest.mark.parametrize(
+    "xff, peer, trusted, who",
+    [
+        ("9.9.9.9", "127.0.0.1", (), "127.0.0.1"),  # no proxy trusted: the peer, whatever the header says
+        ("9.9.9.9", "127.0.0.1", ("10.0.0.0/8",), "127.0.0.1"),  # a peer not in the list
+        ("1.1.1.1, 9.9.9.9", "10.0.0.5", ("10.0.0.0/8",), "9.9.9.9"),
+        ("9.9.9.9, 10.0.0.7", "10.0.0.5", ("10.0.0.0/8",), "9.9.9.9"),  # a chain of trusted proxies
+        ("1.1.1.1, 9.9.9.9", "172.17.0.1", ("*",), "9.9.9.9"),  # a Space: the last hop
+    ],
+)
 def test_forwarded_for_counts_only_from_trusted_proxies(xff, peer, trusted, who):
     assert client_address({"x-forwarded-for": xff}, peer, trusted) == who
 
@@ -396,8 +504,15 @@ def test_the_routes_behind_read_the_address_the_guard_took():
 
     from finspace.wall.clients import request_client
 
-    scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "client": ("9.9.9.9", 1),
-             "headers": [(b"x-forwarded-for", b"1.1.1.1")], "state": {"finspace_client": "7.7.7.7"}}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/",
+        "query_string": b"",
+        "client": ("9.9.9.9", 1),
+        "headers": [(b"x-forwarded-for", b"1.1.1.1")],
+        "state": {"finspace_client": "7.7.7.7"},
+    }
     assert request_client(Request(scope)) == request_client(gr.Request(Request(scope))) == "7.7.7.7"
     assert request_client(Request({**scope, "state": {}})) == "9.9.9.9"
     assert request_client(None) is None
@@ -422,13 +537,15 @@ def make_mcp(**limits):
 
     lim = Limits(**limits)
     tracker = EventTracker(lim)
-    guard = Guard(transport, limits=lim, public_api=("chat",), events=lambda: EVENTS, tracker=tracker,
-                  mcp_bytes=1 << 20)
+    guard = Guard(
+        transport, limits=lim, public_api=("chat",), events=lambda: EVENTS, tracker=tracker, mcp_bytes=1 << 20
+    )
     return guard, state, tracker
 
 
-MCP_CALL = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "health", "arguments": {}}}).encode()
+MCP_CALL = json.dumps(
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "health", "arguments": {}}}
+).encode()
 
 
 def test_mcp_calls_hold_the_clients_places_while_they_run():
@@ -452,14 +569,17 @@ def test_mcp_calls_hold_the_clients_places_while_they_run():
     assert tracker.in_flight("127.0.0.1") == 0 and state["peak"] == 3  # every place given back
 
 
-@pytest.mark.parametrize("method, content, status, phrase", [
-    ("POST", b"{" + b" " * (1 << 20), 413, "send documents by url, or fewer at a time"),
-    ("POST", b'{"jsonrpc": "2.0", "id": NaN}', 400, "finite numbers only"),
-    ("POST", b"\xff\xfe", 400, "not valid JSON"),
-    ("POST", b"[" * 100_000 + b"]" * 100_000, 400, "not valid JSON"),
-    ("GET", b"", 405, "GET is not accepted on the MCP endpoint"),
-    ("DELETE", b"", 405, "is not accepted"),
-])
+@pytest.mark.parametrize(
+    "method, content, status, phrase",
+    [
+        ("POST", b"{" + b" " * (1 << 20), 413, "send documents by url, or fewer at a time"),
+        ("POST", b'{"jsonrpc": "2.0", "id": NaN}', 400, "finite numbers only"),
+        ("POST", b"\xff\xfe", 400, "not valid JSON"),
+        ("POST", b"[" * 100_000 + b"]" * 100_000, 400, "not valid JSON"),
+        ("GET", b"", 405, "GET is not accepted on the MCP endpoint"),
+        ("DELETE", b"", 405, "is not accepted"),
+    ],
+)
 def test_mcp_bodies_are_bounded_and_strict_before_the_sdk_reads_them(method, content, status, phrase):
     guard, state, tracker = make_mcp()
     state["release"] = None  # nothing may reach the transport

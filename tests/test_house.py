@@ -36,14 +36,17 @@ def test_no_module_over_450_lines_and_no_function_over_80():
     assert found == [], "\n".join(found)
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("def f():\n" + "    x = 1\n" * 80, ["m.py:1 f: 81 lines"]),
-    ("def f():\n" + "    x = 1\n" * 79, []),
-    ("def outer():\n    def inner():\n" + "        x = 1\n" * 79, ["m.py:1 outer: 81 lines"]),
-    ("class C:\n    async def m(self):\n" + "        x = 1\n" * 80, ["m.py:2 m: 81 lines"]),
-    ("x = 1\n" * 451, ["m.py: 451 lines"]),
-    ("x = 1\n" * 450, []),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("def f():\n" + "    x = 1\n" * 80, ["m.py:1 f: 81 lines"]),
+        ("def f():\n" + "    x = 1\n" * 79, []),
+        ("def outer():\n    def inner():\n" + "        x = 1\n" * 79, ["m.py:1 outer: 81 lines"]),
+        ("class C:\n    async def m(self):\n" + "        x = 1\n" * 80, ["m.py:2 m: 81 lines"]),
+        ("x = 1\n" * 451, ["m.py: 451 lines"]),
+        ("x = 1\n" * 450, []),
+    ],
+)
 def test_the_measure_finds_what_is_too_long(tmp_path, source, expected):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -59,8 +62,11 @@ _LINK = __import__("re").compile(r"\]\(((?:\.\./)?[\w./-]+)(?:#[\w-]+)?\)")
 
 def broken_links(page: Path) -> list[str]:
     """The relative links of a Markdown page (docs, pictures, files) whose target does not exist."""
-    return [target for target in _LINK.findall(page.read_text())
-            if not target.startswith(("http", "#")) and not (page.parent / target).exists()]
+    return [
+        target
+        for target in _LINK.findall(page.read_text())
+        if not target.startswith(("http", "#")) and not (page.parent / target).exists()
+    ]
 
 
 def test_the_readme_is_short_and_every_page_it_links_exists():

@@ -38,15 +38,23 @@ def fill_cache(cache: Path, repo_id: str, files: dict[str, str]) -> None:
 
 
 def index(total: int) -> str:
-    return json.dumps({"metadata": {"total_size": total}, "weight_map": {"lm_head.weight": "model-00016-of-00016.safetensors"}})
+    return json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": {"lm_head.weight": "model-00016-of-00016.safetensors"}}
+    )
 
 
 def fit(cache: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(cache.parent / "hf-home")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "HF_HUB_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(cache.parent / "hf-home"),
+    }
     env.pop("HF_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "finspace", "fit", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "finspace", "fit", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
 
 
 @pytest.fixture()
@@ -63,8 +71,11 @@ def offline_cache(tmp_path, monkeypatch):
 
 def test_fit_model_reads_the_hub_cache(tmp_path):
     cache = tmp_path / "hub"
-    fill_cache(cache, "Qwen/Qwen3-30B-A3B", {"config.json": QWEN3_MOE.read_text(),
-                                             "model.safetensors.index.json": index(TOTAL)})
+    fill_cache(
+        cache,
+        "Qwen/Qwen3-30B-A3B",
+        {"config.json": QWEN3_MOE.read_text(), "model.safetensors.index.json": index(TOTAL)},
+    )
     r = fit(cache, "--model", "Qwen/Qwen3-30B-A3B", "--gpu", "l40s", "--quantization", "fp8")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Qwen/Qwen3-30B-A3B on 1 x NVIDIA L40S")
@@ -90,8 +101,11 @@ def test_fit_model_with_config_is_refused(tmp_path):
 
 
 def test_read_repo_total_size(offline_cache):
-    fill_cache(offline_cache, "Qwen/Qwen3-30B-A3B", {"config.json": QWEN3_MOE.read_text(),
-                                                     "model.safetensors.index.json": index(TOTAL)})
+    fill_cache(
+        offline_cache,
+        "Qwen/Qwen3-30B-A3B",
+        {"config.json": QWEN3_MOE.read_text(), "model.safetensors.index.json": index(TOTAL)},
+    )
     repo = read_repo("Qwen/Qwen3-30B-A3B")
     assert repo.total_size_bytes == TOTAL and repo.config["model_type"] == "qwen3_moe"
 
@@ -101,12 +115,15 @@ def test_read_repo_without_index_counts_from_config(offline_cache):
     assert read_repo("someone/single-file").total_size_bytes is None
 
 
-@pytest.mark.parametrize("files,repo_id,match", [
-    ({}, "Qwen/not-cached", r"unreachable and Qwen/not-cached's config\.json is not in the hub cache"),
-    ({"config.json": "{not json"}, "someone/broken", r"someone/broken's config\.json is not JSON"),
-    ({}, "no-slash", r"'no-slash' is not a Hub repo id; give OWNER/NAME"),
-    ({}, "a/../b", r"is not a Hub repo id"),
-])
+@pytest.mark.parametrize(
+    "files,repo_id,match",
+    [
+        ({}, "Qwen/not-cached", r"unreachable and Qwen/not-cached's config\.json is not in the hub cache"),
+        ({"config.json": "{not json"}, "someone/broken", r"someone/broken's config\.json is not JSON"),
+        ({}, "no-slash", r"'no-slash' is not a Hub repo id; give OWNER/NAME"),
+        ({}, "a/../b", r"is not a Hub repo id"),
+    ],
+)
 def test_read_repo_errors(offline_cache, files, repo_id, match):
     if files:
         fill_cache(offline_cache, repo_id, files)
@@ -128,6 +145,7 @@ def test_gated_repo_asks_for_hf_token(monkeypatch):
 
 # ----------------------------------------------------------------- the library call for the UI
 
+
 def test_plan_for_config():
     config = json.loads(QWEN3_MOE.read_text())
     p, text = fitcheck.plan_for_config(config, "l40s", quantization="fp8", max_model_len=32768)
@@ -137,19 +155,25 @@ def test_plan_for_config():
     assert p.gpus == 2 and len(p.stages) == 2 and "stage 1: layers 24-47" in text
 
 
-@pytest.mark.parametrize("call,error,match", [
-    (lambda c: fitcheck.plan_for_config(c, "tpu"), BadInput, r"unknown GPU 'tpu'"),
-    (lambda c: fitcheck.plan_for_config(c, "l40s", tp=2), BadInput, r"unknown setting\(s\) tp"),
-    (lambda c: fitcheck.plan_for_config({"model_type": "mllama"}, "l40s"), ConfigError, r"mllama"),
-])
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda c: fitcheck.plan_for_config(c, "tpu"), BadInput, r"unknown GPU 'tpu'"),
+        (lambda c: fitcheck.plan_for_config(c, "l40s", tp=2), BadInput, r"unknown setting\(s\) tp"),
+        (lambda c: fitcheck.plan_for_config({"model_type": "mllama"}, "l40s"), ConfigError, r"mllama"),
+    ],
+)
 def test_plan_for_config_errors(call, error, match):
     with pytest.raises(error, match=match):
         call(json.loads(QWEN3_MOE.read_text()))
 
 
 def test_plan_for_repo(offline_cache):
-    fill_cache(offline_cache, "Qwen/Qwen3-30B-A3B", {"config.json": QWEN3_MOE.read_text(),
-                                                     "model.safetensors.index.json": index(TOTAL)})
+    fill_cache(
+        offline_cache,
+        "Qwen/Qwen3-30B-A3B",
+        {"config.json": QWEN3_MOE.read_text(), "model.safetensors.index.json": index(TOTAL)},
+    )
     p, text = fitcheck.plan_for_repo("Qwen/Qwen3-30B-A3B", "h100")
     assert p.detail.weights_source == "total_size" and text.startswith("Qwen/Qwen3-30B-A3B on")
     with pytest.raises(HubError, match="unreachable"):

@@ -45,8 +45,12 @@ def hub(tmp_path, monkeypatch):
 
 
 def service() -> types.SimpleNamespace:
-    svc = types.SimpleNamespace(engine=types.SimpleNamespace(gpu=None), admin_token=ADMIN, catalog=None,
-                                settings=types.SimpleNamespace(hf_token=SPACE_TOKEN))
+    svc = types.SimpleNamespace(
+        engine=types.SimpleNamespace(gpu=None),
+        admin_token=ADMIN,
+        catalog=None,
+        settings=types.SimpleNamespace(hf_token=SPACE_TOKEN),
+    )
     svc._is_admin_token = lambda token: Service._is_admin_token(svc, token)
     return svc
 
@@ -64,7 +68,7 @@ def test_an_anonymous_caller_reads_public_repos_only_and_learns_nothing_of_the_o
     assert isinstance(gated, str) and gated == absent.replace("owner/nothing", "owner/gated"), (gated, absent)
     assert "gated" in gated and "does not exist" in gated  # the one message names every reason, never which
     assert set(hub) == {False}, hub  # never the Space's token, nor the environment's (None)
-    assert fit("owner/gated", token="wrong")  == gated and set(hub) == {False}
+    assert fit("owner/gated", token="wrong") == gated and set(hub) == {False}
     assert SPACE_TOKEN not in json.dumps([gated, absent])
 
 

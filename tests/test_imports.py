@@ -119,20 +119,41 @@ def test_no_import_cycle_anywhere_in_finspace_but_the_known_ones():
     assert others == KNOWN_OTHER_CYCLES, others
 
 
-@pytest.mark.parametrize("files, expected", [
-    # the two cycles this test was written for, as they were: a lazy import and a TYPE_CHECKING one
-    ({"__init__.py": "def __getattr__(n):\n    from pkg.render import plan_json\n",
-      "render.py": "from pkg import Plan\n"}, [["pkg", "pkg.render"]]),
-    ({"plan.py": "from pkg.suggest import suggestions\n",
-      "suggest.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.plan import Plan\n"},
-     [["pkg.plan", "pkg.suggest"]]),
-    # relative imports, and a three-module ring
-    ({"a.py": "from . import b\n", "b.py": "from .c import x\n", "c.py": "import pkg.a\n"},
-     [["pkg.a", "pkg.b", "pkg.c"]]),
-    # one way: no cycle; a package importing its own submodule is not a cycle either
-    ({"__init__.py": "from pkg.result import Plan\n", "result.py": "x = 1\n", "plan.py": "from pkg.result import Plan\n",
-      "suggest.py": "from pkg.result import Plan\n"}, []),
-])
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        # the two cycles this test was written for, as they were: a lazy import and a TYPE_CHECKING one
+        (
+            {
+                "__init__.py": "def __getattr__(n):\n    from pkg.render import plan_json\n",
+                "render.py": "from pkg import Plan\n",
+            },
+            [["pkg", "pkg.render"]],
+        ),
+        (
+            {
+                "plan.py": "from pkg.suggest import suggestions\n",
+                "suggest.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.plan import Plan\n",
+            },
+            [["pkg.plan", "pkg.suggest"]],
+        ),
+        # relative imports, and a three-module ring
+        (
+            {"a.py": "from . import b\n", "b.py": "from .c import x\n", "c.py": "import pkg.a\n"},
+            [["pkg.a", "pkg.b", "pkg.c"]],
+        ),
+        # one way: no cycle; a package importing its own submodule is not a cycle either
+        (
+            {
+                "__init__.py": "from pkg.result import Plan\n",
+                "result.py": "x = 1\n",
+                "plan.py": "from pkg.result import Plan\n",
+                "suggest.py": "from pkg.result import Plan\n",
+            },
+            [],
+        ),
+    ],
+)
 def test_the_check_finds_a_cycle(tmp_path, files, expected):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -147,9 +168,33 @@ def test_the_check_finds_a_cycle(tmp_path, files, expected):
 #: The root's modules and packages, bottom to top: each imports only what stands below it, but for the
 #: KNOWN_UPWARD imports. A new package or root module must be placed here (the test names it).
 LAYERS = [
-    "errors", "units", "host", "planner", "models", "ledger", "structured", "tools", "engine", "xbrl", "documents",
-    "matrix", "grounding", "edgar", "scoreboard", "settings", "wall", "remote", "fit", "service", "openai_api", "ui",
-    "mcp_server", "web", "commands", "cli", "__main__",
+    "errors",
+    "units",
+    "host",
+    "planner",
+    "models",
+    "ledger",
+    "structured",
+    "tools",
+    "engine",
+    "xbrl",
+    "documents",
+    "matrix",
+    "grounding",
+    "edgar",
+    "scoreboard",
+    "settings",
+    "wall",
+    "remote",
+    "fit",
+    "service",
+    "openai_api",
+    "ui",
+    "mcp_server",
+    "web",
+    "commands",
+    "cli",
+    "__main__",
 ]
 #: Imports that run back up: none (settings parses the proxy list itself; the doctor's fit rows are fit.rows).
 KNOWN_UPWARD: set[tuple[str, str]] = set()
@@ -157,8 +202,10 @@ KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 def top_graph(g: dict[str, set[str]]) -> dict[str, set[str]]:
     """The graph of the root's modules and packages: finspace.a.b -> a."""
+
     def top(m: str) -> str:
         return m.split(".")[1] if m.count(".") else ""
+
     out: dict[str, set[str]] = {}
     for a, bs in g.items():
         if top(a):
@@ -195,11 +242,18 @@ KNOWN_ENGINE_READERS: set[str] = set()
 
 def engine_reads(tree: ast.AST) -> list[int]:
     """Lines that read ``.engine`` of the service: ``svc.engine``, ``service.engine``, ``self.svc.engine``."""
+
     def is_service(node: ast.AST) -> bool:
-        return (isinstance(node, ast.Name) and node.id in ("svc", "service")
-                or isinstance(node, ast.Attribute) and node.attr in ("svc", "service"))
-    return [n.lineno for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute) and n.attr == "engine" and is_service(n.value)]
+        return (
+            isinstance(node, ast.Name)
+            and node.id in ("svc", "service")
+            or isinstance(node, ast.Attribute)
+            and node.attr in ("svc", "service")
+        )
+
+    return [
+        n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "engine" and is_service(n.value)
+    ]
 
 
 def test_nothing_outside_the_service_reads_its_engine():
@@ -214,10 +268,17 @@ def test_nothing_outside_the_service_reads_its_engine():
     assert found == {}, f"read the engine's state from svc.serving, make it work through a Service method: {found}"
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("svc.engine.health()", [1]), ("self.svc.engine.entry", [1]), ("x = service.engine", [1]),
-    ("svc.serving.health()", []), ("self.engine.health()", []), ("engine.entry", []),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("svc.engine.health()", [1]),
+        ("self.svc.engine.entry", [1]),
+        ("x = service.engine", [1]),
+        ("svc.serving.health()", []),
+        ("self.engine.health()", []),
+        ("engine.entry", []),
+    ],
+)
 def test_an_engine_read_is_found(source, expected):
     assert engine_reads(ast.parse(source)) == expected
 

@@ -22,29 +22,67 @@ REPO = Path(__file__).resolve().parents[1]
 CPU = {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0, "total_bytes": 8 << 30}
 L40S = {"device": "gpu", "gpu": "NVIDIA L40S", "gpu_key": "l40s", "count": 1, "total_bytes": 48 * 2**30}
 PLAN = {
-    "gpu": "l40s", "gpu_name": "NVIDIA L40S", "gpus": 1, "weights_gib": 14.96, "kv_cache_gib": 22.5,
-    "kv_cache_tokens": 1000, "kv_cache_blocks": 62, "max_model_len": 512, "max_model_len_that_fits": 1000,
-    "model_max_len": 2048, "fits": True, "reason": "starts: ...", "suggestions": [{"title": "x"}],
+    "gpu": "l40s",
+    "gpu_name": "NVIDIA L40S",
+    "gpus": 1,
+    "weights_gib": 14.96,
+    "kv_cache_gib": 22.5,
+    "kv_cache_tokens": 1000,
+    "kv_cache_blocks": 62,
+    "max_model_len": 512,
+    "max_model_len_that_fits": 1000,
+    "model_max_len": 2048,
+    "fits": True,
+    "reason": "starts: ...",
+    "suggestions": [{"title": "x"}],
     "settings": {"dtype": "auto"},
 }
-SETTINGS = {"model": "/models/a", "tokenizer": "/models/a", "served_model_name": "a", "dtype": "float32",
-            "max_model_len": 512, "kv_cache_memory_bytes": 256 << 20, "enforce_eager": True}
+SETTINGS = {
+    "model": "/models/a",
+    "tokenizer": "/models/a",
+    "served_model_name": "a",
+    "dtype": "float32",
+    "max_model_len": 512,
+    "kv_cache_memory_bytes": 256 << 20,
+    "enforce_eager": True,
+}
 
 
 def ok_record(key="a", hardware=CPU, at=None, blocks=60, **kw) -> LoadRecord:
     return LoadRecord(
-        at=at if at is not None else time.time(), model_key=key, repo=f"/models/{key}", revision=None,
-        hardware=dict(hardware), settings=dict(SETTINGS), plan=dict(PLAN), outcome="ok",
+        at=at if at is not None else time.time(),
+        model_key=key,
+        repo=f"/models/{key}",
+        revision=None,
+        hardware=dict(hardware),
+        settings=dict(SETTINGS),
+        plan=dict(PLAN),
+        outcome="ok",
         stage_seconds={"plan": 0.01, "fetch": 0.1, "stop": 0.0, "release": 0.0, "start": 12.5, "warmup": 0.4},
-        num_gpu_blocks=blocks, block_size=16, kv_cache_tokens=blocks * 16, memory_used_bytes=3 << 30, **kw)
+        num_gpu_blocks=blocks,
+        block_size=16,
+        kv_cache_tokens=blocks * 16,
+        memory_used_bytes=3 << 30,
+        **kw,
+    )
 
 
 def failed_record(key="a", hardware=CPU, at=None, stage="start", settings=SETTINGS, **kw) -> LoadRecord:
     return LoadRecord(
-        at=at if at is not None else time.time(), model_key=key, repo=f"/models/{key}", revision="main",
-        hardware=dict(hardware), settings=dict(settings), plan=dict(PLAN), outcome="failed",
-        stage_seconds={"plan": 0.01, "start": 3.0}, error_stage=stage, error_type="SafetensorError",
-        error_message="SafetensorError: Error while deserializing header: incomplete metadata", **kw)
+        at=at if at is not None else time.time(),
+        model_key=key,
+        repo=f"/models/{key}",
+        revision="main",
+        hardware=dict(hardware),
+        settings=dict(settings),
+        plan=dict(PLAN),
+        outcome="failed",
+        stage_seconds={"plan": 0.01, "start": 3.0},
+        error_stage=stage,
+        error_type="SafetensorError",
+        error_message="SafetensorError: Error while deserializing header: incomplete metadata",
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -63,10 +101,29 @@ def test_a_record_round_trips_with_the_plan_beside_what_vllm_did(ledger):
     # the engine's paths are not settings; the rest are kept as vLLM got them
     assert "model" not in read["settings"] and read["settings"]["max_model_len"] == 512
     # the prediction: weights, KV budget, KV tokens, max context, verdict (not the suggestions)
-    assert {k: read["plan"][k] for k in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_model_len",
-                                         "max_model_len_that_fits", "fits", "reason")} == \
-        {k: PLAN[k] for k in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "max_model_len",
-                              "max_model_len_that_fits", "fits", "reason")}
+    assert {
+        k: read["plan"][k]
+        for k in (
+            "weights_gib",
+            "kv_cache_gib",
+            "kv_cache_tokens",
+            "max_model_len",
+            "max_model_len_that_fits",
+            "fits",
+            "reason",
+        )
+    } == {
+        k: PLAN[k]
+        for k in (
+            "weights_gib",
+            "kv_cache_gib",
+            "kv_cache_tokens",
+            "max_model_len",
+            "max_model_len_that_fits",
+            "fits",
+            "reason",
+        )
+    }
     assert "suggestions" not in read["plan"]
     # what vLLM did
     assert (read["num_gpu_blocks"], read["block_size"], read["kv_cache_tokens"]) == (60, 16, 960)
@@ -246,8 +303,9 @@ def test_status_failed_with_the_same_settings_gives_the_reason(ledger):
     ledger.append(failed_record(at=200.0))
     st = ledger.status_for("a", "cpu", SETTINGS)
     assert st is not None and not st.verified and st.at == 200.0 and st.max_model_len == 512
-    assert st.reason == ("failed at stage 'start': SafetensorError: Error while deserializing header: "
-                         "incomplete metadata")
+    assert st.reason == (
+        "failed at stage 'start': SafetensorError: Error while deserializing header: incomplete metadata"
+    )
     # model and tokenizer paths are not compared; other settings are
     assert ledger.status_for("a", "cpu", {k: v for k, v in SETTINGS.items() if k != "model"}) == st
     assert ledger.status_for("a", "cpu", {**SETTINGS, "max_model_len": 256}) is None
@@ -306,8 +364,14 @@ def test_a_read_only_space_folder_is_not_used(monkeypatch, tmp_path):
 
 # ---------------------------------------------------------------- CLI
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "finspace", "loads", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "finspace", "loads", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_cli_prints_the_table_with_the_planner_error(ledger):
@@ -351,11 +415,14 @@ def test_cli_empty_ledger_is_a_friendly_line(tmp_path):
     assert json.loads(cli("--json", "--data-dir", str(tmp_path)).stdout) == []
 
 
-@pytest.mark.parametrize("args, match", [
-    (("--limit", "0"), "must be positive"),
-    (("--limit", "many"), "not a whole number"),
-    (("--bogus",), "unrecognized arguments"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (("--limit", "0"), "must be positive"),
+        (("--limit", "many"), "not a whole number"),
+        (("--bogus",), "unrecognized arguments"),
+    ],
+)
 def test_cli_bad_flags_exit_2(tmp_path, args, match):
     res = cli("--data-dir", str(tmp_path), *args)
     assert res.returncode == 2 and match in res.stderr
@@ -382,7 +449,7 @@ def test_the_ledger_rotates_at_its_cap_and_keeps_the_newest_records(tmp_path):
     # the last N come across the two files, newest last
     assert [r["model_key"] for r in led.records(3)] == ["m197", "m198", "m199"]
     n_current = len(led._parse(led.path, led.path.read_bytes()))
-    assert [r["model_key"] for r in led.records(n_current + 2)][:2] == keys[-n_current - 2:-n_current]
+    assert [r["model_key"] for r in led.records(n_current + 2)][:2] == keys[-n_current - 2 : -n_current]
 
 
 def test_reading_the_last_records_reads_only_the_end_of_the_file(tmp_path, caplog):
@@ -401,8 +468,10 @@ def test_reading_the_last_records_reads_only_the_end_of_the_file(tmp_path, caplo
 
 # ---------------------------------------------------------------- tensor parallel
 def test_a_tensor_parallel_load_keeps_its_ranks(ledger):
-    ranks = [{"rank": "rank 0", "device": "host", "pid": 11, "memory_bytes": 700 << 20},
-             {"rank": "rank 1", "device": "host", "pid": 12, "memory_bytes": 690 << 20}]
+    ranks = [
+        {"rank": "rank 0", "device": "host", "pid": 11, "memory_bytes": 700 << 20},
+        {"rank": "rank 1", "device": "host", "pid": 12, "memory_bytes": 690 << 20},
+    ]
     rec = ok_record(tensor_parallel_size=2, ranks=ranks)
     rec.settings["tensor_parallel_size"] = 2
     ledger.append(rec)
@@ -410,12 +479,19 @@ def test_a_tensor_parallel_load_keeps_its_ranks(ledger):
     assert read["tensor_parallel_size"] == 2 and read["ranks"] == ranks
 
 
-@pytest.mark.parametrize("raw, tp, ranks", [
-    ({}, 1, []),  # a record from before ranks were kept: one rank, none listed
-    ({"settings": {"tensor_parallel_size": 4}}, 4, []),  # the engine's settings say how many
-    ({"tensor_parallel_size": "two", "ranks": "rank 0"}, 1, []),  # odd values are dropped, never raised
-    ({"ranks": [{"rank": "rank 0", "memory_bytes": float("nan")}, 7]}, 1, [{"rank": "rank 0", "memory_bytes": None}]),
-])
+@pytest.mark.parametrize(
+    "raw, tp, ranks",
+    [
+        ({}, 1, []),  # a record from before ranks were kept: one rank, none listed
+        ({"settings": {"tensor_parallel_size": 4}}, 4, []),  # the engine's settings say how many
+        ({"tensor_parallel_size": "two", "ranks": "rank 0"}, 1, []),  # odd values are dropped, never raised
+        (
+            {"ranks": [{"rank": "rank 0", "memory_bytes": float("nan")}, 7]},
+            1,
+            [{"rank": "rank 0", "memory_bytes": None}],
+        ),
+    ],
+)
 def test_ranks_are_normalised(raw, tp, ranks):
     line = ledger_mod.normalize({"model_key": "m", "at": 1.0, **raw})
     assert (line["tensor_parallel_size"], line["ranks"]) == (tp, ranks)

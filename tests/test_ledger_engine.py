@@ -93,8 +93,10 @@ async def test_a_successful_load_appends_one_correct_record(engine, ledger):
     expected = round((plan["kv_cache_tokens"] - rec["kv_cache_tokens"]) / rec["kv_cache_tokens"] * 100, 2)
     assert rec["kv_tokens_error_pct"] == expected
     assert rec["error_stage"] is rec["error_type"] is rec["error_message"] is None
-    print(f"planned {plan['kv_cache_tokens']:,} KV tokens, vLLM {rec['kv_cache_tokens']:,} "
-          f"({rec['kv_tokens_error_pct']:+.1f}%), load {rec['load_seconds']:.1f} s")
+    print(
+        f"planned {plan['kv_cache_tokens']:,} KV tokens, vLLM {rec['kv_cache_tokens']:,} "
+        f"({rec['kv_tokens_error_pct']:+.1f}%), load {rec['load_seconds']:.1f} s"
+    )
 
     st = ledger.status_for("a", hw["gpu_key"], rec["settings"])
     assert st.verified and st.kv_cache_tokens == rec["kv_cache_tokens"] and st.max_model_len == 512
@@ -102,8 +104,10 @@ async def test_a_successful_load_appends_one_correct_record(engine, ledger):
 
 async def test_a_failing_load_appends_one_record_and_the_restore_its_own(engine, ledger, failed_load):
     err, new = failed_load
-    assert [(r["model_key"], r["outcome"], r["reason"]) for r in new] == [("corrupt", "failed", "load"),
-                                                                        ("a", "ok", "restore")]
+    assert [(r["model_key"], r["outcome"], r["reason"]) for r in new] == [
+        ("corrupt", "failed", "load"),
+        ("a", "ok", "restore"),
+    ]
     bad, restore = new
     assert bad["error_stage"] == "start"
     assert bad["error_type"] and bad["error_type"] != "LoadFailed"  # vLLM's own exception type
@@ -125,20 +129,31 @@ async def test_a_failing_load_appends_one_record_and_the_restore_its_own(engine,
 
 
 async def test_the_cli_shows_the_engine_records(ledger, failed_load):
-    res = subprocess.run([sys.executable, "-m", "finspace", "loads", "--data-dir", str(ledger.path.parent)],
-                         capture_output=True, text=True, timeout=60, cwd=REPO, env=dict(os.environ))
+    res = subprocess.run(
+        [sys.executable, "-m", "finspace", "loads", "--data-dir", str(ledger.path.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=dict(os.environ),
+    )
     assert res.returncode == 0, res.stderr
     print(res.stdout)
     recs = ledger.records()
     assert "3 load(s)" in res.stdout
     lines = res.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("---")) + 1
-    rows = lines[start:lines.index("", start)]
+    rows = lines[start : lines.index("", start)]
     assert len(rows) == 3
     assert "ok" in rows[0] and f"{recs[0]['kv_cache_tokens']:,}" in rows[0]
     assert "corrupt" in rows[1] and "FAILED" in rows[1] and recs[1]["error_type"] in rows[1]
     assert "ok (restore)" in rows[2]
 
-    res = subprocess.run([sys.executable, "-m", "finspace", "loads", "--json", "--data-dir",
-                          str(ledger.path.parent)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    res = subprocess.run(
+        [sys.executable, "-m", "finspace", "loads", "--json", "--data-dir", str(ledger.path.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert json.loads(res.stdout) == recs

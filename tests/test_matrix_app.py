@@ -22,10 +22,12 @@ from support.catalog import long_context_copy
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
-FIELDS = [{"name": "Revenue", "type": "number", "instruction": "Total revenue, in millions"},
-          {"name": "Margin", "type": "percent", "instruction": "The operating margin"},
-          {"name": "Profitable", "type": "yesno", "instruction": "Was the company profitable?"},
-          {"name": "Auditor", "type": "text", "instruction": "The auditor's name"}]
+FIELDS = [
+    {"name": "Revenue", "type": "number", "instruction": "Total revenue, in millions"},
+    {"name": "Margin", "type": "percent", "instruction": "The operating margin"},
+    {"name": "Profitable", "type": "yesno", "instruction": "Was the company profitable?"},
+    {"name": "Auditor", "type": "text", "instruction": "The auditor's name"},
+]
 CHECKS = {"verified", "not_on_page", "value_not_in_quote", "not_found", "cut"}
 
 
@@ -34,10 +36,17 @@ def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("matrix")
     long_ctx = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
     models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 2k", max_model_len=2048)}
-    srv = Server(root, write_catalog(root / "catalog", models, default="a"),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "64", "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
-                      "GRADIO_TEMP_DIR": str(root / "gradio"), "FINSPACE_MATRIX_MAX_DOCUMENTS": "4",
-                      "FINSPACE_MATRIX_MAX_CELLS": "16"})
+    srv = Server(
+        root,
+        write_catalog(root / "catalog", models, default="a"),
+        env={
+            "FINSPACE_CPU_KV_CACHE_MIB": "64",
+            "FINSPACE_TEST_PROMPT_LOG": str(root / "prompts.jsonl"),
+            "GRADIO_TEMP_DIR": str(root / "gradio"),
+            "FINSPACE_MATRIX_MAX_DOCUMENTS": "4",
+            "FINSPACE_MATRIX_MAX_CELLS": "16",
+        },
+    )
     srv.root, srv.prompts, srv.uploads = root, root / "prompts.jsonl", root / "gradio"
     try:
         srv.wait(ready=True)
@@ -49,9 +58,11 @@ def server(tmp_path_factory, model_dir):
 @pytest.fixture(scope="module")
 def filings(tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("filings")
-    return [gen.pdf(d / "alpha-10k.pdf", pages=3, facts={2: "Revenue was 1,234.5 million in fiscal 2024."}),
-            gen.xlsx(d / "beta.xlsx"),
-            _write(d / "gamma.html", gen.HTML)]
+    return [
+        gen.pdf(d / "alpha-10k.pdf", pages=3, facts={2: "Revenue was 1,234.5 million in fiscal 2024."}),
+        gen.xlsx(d / "beta.xlsx"),
+        _write(d / "gamma.html", gen.HTML),
+    ]
 
 
 def _write(path: Path, text: str) -> Path:
@@ -101,7 +112,9 @@ def test_a_documents_cells_share_its_prefix_and_go_to_the_engine_together(server
     doc_end = prompts[0].index("</document>") + len("</document>")
     assert all(p[:doc_end] == prompts[0][:doc_end] for p in prompts)  # the document first: one shared prefix
     assert "[page 2]\nPage 2 of the annual report." in prompts[0] and "Revenue was 1,234.5 million" in prompts[0]
-    assert sorted(p[doc_end:].split("Field: ")[1].split(". Find")[0] for p in prompts) == sorted(f["name"] for f in FIELDS)
+    assert sorted(p[doc_end:].split("Field: ")[1].split(". Find")[0] for p in prompts) == sorted(
+        f["name"] for f in FIELDS
+    )
 
 
 def test_a_document_that_fails_leaves_its_row_saying_why_and_the_rest_completes(server, filings, tmp_path):
@@ -115,12 +128,15 @@ def test_a_document_that_fails_leaves_its_row_saying_why_and_the_rest_completes(
     assert leftovers(server) == []
 
 
-@pytest.mark.parametrize("fields, match", [
-    ("no-such-preset", r"unknown field preset 'no-such-preset'; choose one of: income-statement"),
-    (json.dumps([{"name": "A", "type": "currency", "instruction": "x"}]), r"field 1 \(type\)"),
-    (json.dumps([{"name": f"f{i}", "type": "text", "instruction": "x"} for i in range(13)]), r"at most 12"),
-    (json.dumps(FIELDS * 2)[:-1], r"fields: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ("no-such-preset", r"unknown field preset 'no-such-preset'; choose one of: income-statement"),
+        (json.dumps([{"name": "A", "type": "currency", "instruction": "x"}]), r"field 1 \(type\)"),
+        (json.dumps([{"name": f"f{i}", "type": "text", "instruction": "x"} for i in range(13)]), r"at most 12"),
+        (json.dumps(FIELDS * 2)[:-1], r"fields: not valid JSON"),
+    ],
+)
 def test_bad_fields_are_refused_naming_the_fix(server, filings, fields, match):
     from gradio_client import handle_file
 

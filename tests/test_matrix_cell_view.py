@@ -38,8 +38,9 @@ def result(apple):
     out.filer = filer_values(fields, [apple.facts])
     money = {"amount": 391035, "currency": "USD", "scale": "millions"}
     out.cells[(0, 0)] = CellResult(Cell("ok", True, money, 31, ROW), VERIFIED, False)
-    out.cells[(0, 1)] = CellResult(Cell("ok", True, {**money, "amount": 123216}, 2, "Operating income 123,216"),
-                                   NOT_ON_PAGE, False)
+    out.cells[(0, 1)] = CellResult(
+        Cell("ok", True, {**money, "amount": 123216}, 2, "Operating income 123,216"), NOT_ON_PAGE, False
+    )
     out.cells[(0, 2)] = CellResult(Cell("ok", False), NOT_FOUND, False)
     pages.keep(out, [apple])
     return out
@@ -74,8 +75,7 @@ def test_a_quote_not_on_its_page_and_a_cell_with_no_page_say_so(result):
     assert "No page to show" in none and "Net income" in none
 
 
-@pytest.mark.parametrize("row, col", [(None, 0), ("0", "1"), (True, 0), (0, 99), (5, 0), (-1, 0), (0, -1),
-                                      (10**30, 0)])
+@pytest.mark.parametrize("row, col", [(None, 0), ("0", "1"), (True, 0), (0, 99), (5, 0), (-1, 0), (0, -1), (10**30, 0)])
 def test_any_other_click_shows_the_hint(result, row, col):
     assert cell_markdown(result, row, col) == NO_CELL
     assert cell_markdown(None, 0, 0) == NO_CELL

@@ -17,12 +17,20 @@ REVENUE = {"amount": 12.4, "currency": "USD", "scale": "billions"}
 
 
 def result() -> MatrixResult:
-    r = MatrixResult(FIELDS, (Row("alpha.pdf", 3), Row("beta.pdf", 2), Row("broken.pdf", error="not a PDF")),
-                     provenance={"model_key": "smollm2-135m", "repo": "local", "load_id": "17.000-smollm2-135m",
-                                 "created_at": "2026-12-01T12:00:00Z"})
+    r = MatrixResult(
+        FIELDS,
+        (Row("alpha.pdf", 3), Row("beta.pdf", 2), Row("broken.pdf", error="not a PDF")),
+        provenance={
+            "model_key": "smollm2-135m",
+            "repo": "local",
+            "load_id": "17.000-smollm2-135m",
+            "created_at": "2026-12-01T12:00:00Z",
+        },
+    )
     r.cells[(0, 0)] = CellResult(Cell("ok", True, REVENUE, 2, "Revenue was $12.4 billion"), VERIFIED, True)
-    r.cells[(0, 1)] = CellResult(Cell("ok", True, "=HYPERLINK(\"http://x\")", 3, "=HYPERLINK(\"http://x\")"),
-                                 NOT_ON_PAGE, True)  # a quote that would run as a formula
+    r.cells[(0, 1)] = CellResult(
+        Cell("ok", True, "=HYPERLINK(\"http://x\")", 3, "=HYPERLINK(\"http://x\")"), NOT_ON_PAGE, True
+    )  # a quote that would run as a formula
     r.cells[(1, 0)] = CellResult(Cell("ok"), NOT_FOUND, False)
     r.cells[(1, 1)] = CellResult(Cell("cut"), CUT, True)
     r.state = "done"
@@ -78,8 +86,7 @@ def test_the_xlsx_has_the_grid_and_a_provenance_sheet(tmp_path):
     assert flat["created_at"] == "2026-12-01T12:00:00Z"
     assert ["Revenue", "money", "Total revenue"] in prov  # the field definitions
     lines = [r for r in prov if r and r[0] in ("alpha.pdf", "beta.pdf")]
-    assert lines[0] == ["alpha.pdf", "Revenue", "money", "USD 12.4 billion", 2, "Revenue was $12.4 billion",
-                        "verified"]
+    assert lines[0] == ["alpha.pdf", "Revenue", "money", "USD 12.4 billion", 2, "Revenue was $12.4 billion", "verified"]
     assert lines[1][-2].startswith("'=")  # the formula-shaped quote is text
     assert len(lines) == len(details(m))
 
@@ -87,9 +94,15 @@ def test_the_xlsx_has_the_grid_and_a_provenance_sheet(tmp_path):
 def test_json_keeps_typed_values(tmp_path):
     paths = export.write_all(result(), tmp_path)
     data = json.loads(paths["json"].read_text())
-    assert data["rows"][0]["cells"][0] == {"found": True, "value": REVENUE, "page": 2,
-                                           "quote": "Revenue was $12.4 billion", "check": "verified",
-                                           "match": None, "whole_document": True}  # a hand-made mark: no "how"
+    assert data["rows"][0]["cells"][0] == {
+        "found": True,
+        "value": REVENUE,
+        "page": 2,
+        "quote": "Revenue was $12.4 billion",
+        "check": "verified",
+        "match": None,
+        "whole_document": True,
+    }  # a hand-made mark: no "how"
     assert data["rows"][2]["error"] == "not a PDF" and data["rows"][2]["cells"] == [None, None]
     assert {p.suffix for p in paths.values()} == {".csv", ".xlsx", ".json"}
 
@@ -104,9 +117,14 @@ def test_values_are_shown_as_analysts_write_them():
 
 def formula_result() -> MatrixResult:
     """Headers and cells that begin as formulas do (OWASP's list), and a negative number."""
-    fields = (MatrixField("=HYPERLINK(\"http://evil.example/\",\"open\")", "number", "x"),
-              MatrixField("+SUM(1,1)", "text", "x"), MatrixField("-2+3", "number", "x"), MatrixField("@SUM(1,1)", "text", "x"),
-              MatrixField("\tTab", "text", "x"), MatrixField("\rCR", "text", "x"))
+    fields = (
+        MatrixField("=HYPERLINK(\"http://evil.example/\",\"open\")", "number", "x"),
+        MatrixField("+SUM(1,1)", "text", "x"),
+        MatrixField("-2+3", "number", "x"),
+        MatrixField("@SUM(1,1)", "text", "x"),
+        MatrixField("\tTab", "text", "x"),
+        MatrixField("\rCR", "text", "x"),
+    )
     r = MatrixResult(fields, (Row("=cmd|' /C calc'!A0.pdf", 3), Row("-2+3.pdf", 1)))
     r.cells[(0, 0)] = CellResult(Cell("ok", True, -1234.5, 2, "-1,234.5"), VERIFIED, True)
     r.cells[(0, 1)] = CellResult(Cell("ok", True, "@SUM(1,1)", 2, "+SUM(1,1)"), NOT_ON_PAGE, True)
@@ -132,8 +150,11 @@ def test_every_exported_header_and_cell_that_begins_as_a_formula_is_neutralised(
                 assert not (isinstance(cell.value, str) and cell.value.startswith(starts)), (ws.title, cell.value)
     assert wb["Matrix"]["B1"].value.startswith("'=") and wb["Matrix"]["A2"].value.startswith("'=")
     # the quote "+SUM(1,1)" is text with its apostrophe; the negative value a number, a numeric cell
-    lines = [r for r in wb["Provenance"].iter_rows() if r[0].value == "=cmd|' /C calc'!A0.pdf" or
-             (isinstance(r[0].value, str) and r[0].value.startswith("'=cmd"))]
+    lines = [
+        r
+        for r in wb["Provenance"].iter_rows()
+        if r[0].value == "=cmd|' /C calc'!A0.pdf" or (isinstance(r[0].value, str) and r[0].value.startswith("'=cmd"))
+    ]
     value, quote = lines[0][3], lines[0][5]
     assert value.value == -1234.5 and value.data_type == "n", (value.value, value.data_type)
     assert quote.value == "-1,234.5" or quote.value == -1234.5  # a plain number, not a formula

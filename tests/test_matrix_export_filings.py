@@ -26,10 +26,16 @@ from finspace.matrix.filer import filer_values
 from finspace.matrix.table import CellResult, MatrixResult, Row
 from finspace.matrix.verify import verify
 
-HTML = ["aapl-10-k-2024-11-01.html", "nflx-10-k-2025-01-27.html", "nvda-10-k-2025-02-26.html",
-        "wfc-10-k-2025-02-25.html"]
-PDF = {"APPLE_2015_10K.pdf": (41, "Net sales $ 233,715 $ 182,795 $ 170,910", 233715, "millions"),
-       "COSTCO_2015_10K.pdf": (40, "Total revenue 116,199 112,640 105,156", 116199000, "thousands")}
+HTML = [
+    "aapl-10-k-2024-11-01.html",
+    "nflx-10-k-2025-01-27.html",
+    "nvda-10-k-2025-02-26.html",
+    "wfc-10-k-2025-02-25.html",
+]
+PDF = {
+    "APPLE_2015_10K.pdf": (41, "Net sales $ 233,715 $ 182,795 $ 170,910", 233715, "millions"),
+    "COSTCO_2015_10K.pdf": (40, "Total revenue 116,199 112,640 105,156", 116199000, "thousands"),
+}
 _MONEY_HEADER = re.compile(r"\((?:XBRL, )?(?:[A-Z]{3} )?(units|thousands|millions|billions)\)$")
 
 

@@ -18,13 +18,16 @@ def desk() -> MatrixDesk:
     return MatrixDesk(SimpleNamespace(), ConversionGate(1, 1, 60.0), DocumentLimits(), "/tmp/uploads")
 
 
-@pytest.mark.parametrize("spec,match", [
-    ('[{"name": "Revenue"', r"not valid JSON \(Expecting .* at character \d+\)"),
-    # json.loads raises a plain ValueError (no .msg) for an integer past Python's 4,300 digits: it was an
-    # AttributeError, "unexpected server error (AttributeError)" at the door
-    ("[" + "1" * 5000 + "]", r"not valid JSON \(Exceeds the limit .*integer string conversion"),
-    ("[" * 100_000 + "]" * 100_000, r"nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "spec,match",
+    [
+        ('[{"name": "Revenue"', r"not valid JSON \(Expecting .* at character \d+\)"),
+        # json.loads raises a plain ValueError (no .msg) for an integer past Python's 4,300 digits: it was an
+        # AttributeError, "unexpected server error (AttributeError)" at the door
+        ("[" + "1" * 5000 + "]", r"not valid JSON \(Exceeds the limit .*integer string conversion"),
+        ("[" * 100_000 + "]" * 100_000, r"nested too deeply"),
+    ],
+)
 def test_bad_fields_are_refused_naming_the_fix(desk, spec, match):
     with pytest.raises(BadInput, match=match) as err:
         desk.fields(spec)

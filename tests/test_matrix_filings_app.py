@@ -28,15 +28,33 @@ FILINGS = ["aapl-10-k-2024-11-01.html", "nvda-10-k-2025-02-26.html", "nflx-10-k-
 # read from the filings by hand: the statements of operations (Apple p. 31, NVIDIA p. 52, Netflix p. 39) and the
 # cover page's period end (p. 1); Apple and NVIDIA report in millions, Netflix in thousands
 EXPECTED = {
-    "aapl-10-k-2024-11-01.html": ["USD 391,035 million (p. 31)", "USD 123,216 million (p. 31)",
-                                  "USD 93,736 million (p. 31)", "6.08 (p. 31)", "2024-09-28 (p. 1)"],
-    "nvda-10-k-2025-02-26.html": ["USD 130,497 million (p. 52)", "USD 81,453 million (p. 52)",
-                                  "USD 72,880 million (p. 52)", "2.94 (p. 52)", "2025-01-26 (p. 1)"],
-    "nflx-10-k-2025-01-27.html": ["USD 39,000,966 thousand (p. 39)", "USD 10,417,614 thousand (p. 39)",
-                                  "USD 8,711,631 thousand (p. 39)", "19.83 (p. 39)", "2024-12-31 (p. 1)"],
+    "aapl-10-k-2024-11-01.html": [
+        "USD 391,035 million (p. 31)",
+        "USD 123,216 million (p. 31)",
+        "USD 93,736 million (p. 31)",
+        "6.08 (p. 31)",
+        "2024-09-28 (p. 1)",
+    ],
+    "nvda-10-k-2025-02-26.html": [
+        "USD 130,497 million (p. 52)",
+        "USD 81,453 million (p. 52)",
+        "USD 72,880 million (p. 52)",
+        "2.94 (p. 52)",
+        "2025-01-26 (p. 1)",
+    ],
+    "nflx-10-k-2025-01-27.html": [
+        "USD 39,000,966 thousand (p. 39)",
+        "USD 10,417,614 thousand (p. 39)",
+        "USD 8,711,631 thousand (p. 39)",
+        "19.83 (p. 39)",
+        "2024-12-31 (p. 1)",
+    ],
 }
-CONCEPTS = {"aapl-10-k-2024-11-01.html": "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax",
-            "nvda-10-k-2025-02-26.html": "us-gaap:Revenues", "nflx-10-k-2025-01-27.html": "us-gaap:Revenues"}
+CONCEPTS = {
+    "aapl-10-k-2024-11-01.html": "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax",
+    "nvda-10-k-2025-02-26.html": "us-gaap:Revenues",
+    "nflx-10-k-2025-01-27.html": "us-gaap:Revenues",
+}
 CHECKS = {"verified", "not_on_page", "value_not_in_quote", "not_found", "cut", "invalid"}
 
 
@@ -50,8 +68,11 @@ def server(tmp_path_factory, model_dir, paths):
     root = tmp_path_factory.mktemp("matrix-filings")
     demo = long_context_copy(model_dir / "tiny-llama", root / "demo", 1024)
     models = {"demo": demo_entry(demo, None, label="Demo (tiny, offline)", max_model_len=1024)}
-    srv = Server(root, write_catalog(root / "catalog", models, default="demo"),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "64", "GRADIO_TEMP_DIR": str(root / "gradio")})
+    srv = Server(
+        root,
+        write_catalog(root / "catalog", models, default="demo"),
+        env={"FINSPACE_CPU_KV_CACHE_MIB": "64", "GRADIO_TEMP_DIR": str(root / "gradio")},
+    )
     try:
         srv.wait(ready=True)
         yield srv
@@ -62,8 +83,9 @@ def server(tmp_path_factory, model_dir, paths):
 def test_three_10ks_on_demo_complete_with_the_filers_values_at_once(server, paths):
     from gradio_client import Client, handle_file
 
-    job = Client(server.url, verbose=False).submit([handle_file(str(p)) for p in paths], "income-statement",
-                                                   api_name="/matrix")
+    job = Client(server.url, verbose=False).submit(
+        [handle_file(str(p)) for p in paths], "income-statement", api_name="/matrix"
+    )
     updates = list(job)
     final = updates[-1]
     assert final["state"] == "done" and final["done"] == final["total"] == 15, final
@@ -78,8 +100,13 @@ def test_three_10ks_on_demo_complete_with_the_filers_values_at_once(server, path
         assert cells[0]["xbrl"]["concept"] == CONCEPTS[row["document"]] and row["xbrl_facts"] > 1000
         assert {c["check"] for c in cells} <= CHECKS, cells  # every cell ran on the model: no refusal
         for c in cells:  # the model's answer is marked against the filer's value: none for a cut or invalid reply
-            expected = (None,) if c["check"] in ("cut", "invalid") else ("missed",) if not c["found"] else \
-                ("agrees", "differs")
+            expected = (
+                (None,)
+                if c["check"] in ("cut", "invalid")
+                else ("missed",)
+                if not c["found"]
+                else ("agrees", "differs")
+            )
             assert c["xbrl"]["agreement"] in expected, c
     apple = next(r for r in final["matrix"]["rows"] if r["document"].startswith("aapl"))
     assert apple["cells"][0]["xbrl"]["value"] == {"amount": 391035, "currency": "USD", "scale": "millions"}
@@ -97,17 +124,22 @@ def test_the_matrix_tab_shows_the_xbrl_column_and_exports_both_values(server, pa
             page.set_input_files("#matrix-files input[type=file]", [str(p) for p in paths])
         page.wait_for_timeout(500)
         page.click("#matrix-fill")
-        page.wait_for_function("(document.querySelector('#matrix-grid') || {innerText: ''}).innerText"
-                               ".includes('USD 391,035 million (p. 31)')", timeout=300_000)
-        page.wait_for_function("document.querySelector('#matrix-count').innerText.includes('15 of 15 cells · done')",
-                               timeout=600_000)
+        page.wait_for_function(
+            "(document.querySelector('#matrix-grid') || {innerText: ''}).innerText"
+            ".includes('USD 391,035 million (p. 31)')",
+            timeout=300_000,
+        )
+        page.wait_for_function(
+            "document.querySelector('#matrix-count').innerText.includes('15 of 15 cells · done')", timeout=600_000
+        )
         page.wait_for_selector("#matrix-downloads a", timeout=60_000)
         text = page.inner_text("#matrix-grid")
         for row in EXPECTED.values():
             assert all(v in text for v in row), text
         assert "Revenue (XBRL)" in text and page.locator("#matrix-grid td[data-check='xbrl']").count() == 15
-        marks = page.eval_on_selector_all("#matrix-grid td[data-xbrl]", "els => els.map(e => [e.dataset.check, "
-                                          "e.dataset.xbrl])")
+        marks = page.eval_on_selector_all(
+            "#matrix-grid td[data-xbrl]", "els => els.map(e => [e.dataset.check, e.dataset.xbrl])"
+        )
         model = [m for m in marks if m[0] != "xbrl"]
         assert len(model) == 15 and all((x == "") == (k in ("cut", "invalid")) for k, x in model), model
         hrefs = page.eval_on_selector_all("#matrix-downloads a", "els => els.map(e => e.href)")
@@ -117,8 +149,9 @@ def test_the_matrix_tab_shows_the_xbrl_column_and_exports_both_values(server, pa
         # a click on a cell opens its page with the figure's row marked (issue 39: the chat's Sources view)
         assert "Click a cell" in page.inner_text("#matrix-cell")
         page.locator("#matrix-grid td[data-check='xbrl']:has-text('USD 391,035 million (p. 31)')").click()
-        page.wait_for_function("document.querySelector('#matrix-cell').innerText.includes('page 31 (printed 29)')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#matrix-cell').innerText.includes('page 31 (printed 29)')", timeout=30_000
+        )
         view = page.inner_text("#matrix-cell")
         assert "aapl-10-k-2024-11-01.html · Revenue (XBRL): USD 391,035 million (p. 31)" in view, view
         assert "Total net sales ⟵ the filer's XBRL value: USD 391,035 million (p. 31)" in view, view

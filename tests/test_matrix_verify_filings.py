@@ -72,8 +72,13 @@ TRUE_ROWS = [
     ("AMAZON_2015_10K.pdf", 38, "Net income (loss) 596 (241) 274", -241),
     ("AMAZON_2015_10K.pdf", 41, "Accounts receivable, net and other 6,423 5,612", 6423),
     ("AMAZON_2015_10K.pdf", 41, "Accumulated other comprehensive loss (723) (511)", -723),
-    ("AMAZON_2015_10K.pdf", 38, "Purchases of property and equipment, including internal-use software and website "
-                                "development, net (4,589) (4,893) (3,444)", -4589),
+    (
+        "AMAZON_2015_10K.pdf",
+        38,
+        "Purchases of property and equipment, including internal-use software and website "
+        "development, net (4,589) (4,893) (3,444)",
+        -4589,
+    ),
 ]
 
 
@@ -94,9 +99,11 @@ def test_the_mark_says_how_the_quote_matched():
     row = "| Total net sales | 391,035 | 383,285 | 394,328 |"
     statement = next(i for i, t in pages(apple).items() if row in t and "| Cost of sales: |" in t)
     assert mark(apple, statement, row, 391035).symbol == "✓ exact"
-    for shape in ("| Total net sales | $391,035 | $383,285 | $394,328 |",          # signs the page lacks
-                  "| Total net sales | 391,035 | | | 383,285 | | | 394,328 | | | | |",  # spacer cells
-                  "Total net sales 391,035 383,285 394,328"):                      # no cells at all
+    for shape in (
+        "| Total net sales | $391,035 | $383,285 | $394,328 |",  # signs the page lacks
+        "| Total net sales | 391,035 | | | 383,285 | | | 394,328 | | | | |",  # spacer cells
+        "Total net sales 391,035 383,285 394,328",
+    ):  # no cells at all
         assert mark(apple, statement, shape, 391035).symbol == "✓ normalised", shape
     pdf = doc("APPLE_2015_10K.pdf")
     assert mark(pdf, 41, "Selling, general and administrative 14,329 11,993 10,830", 14329).symbol == "✓ normalised"
@@ -111,24 +118,69 @@ def test_the_mark_says_how_the_quote_matched():
 
 # (filing, page or None, a true row (for its page), a fabrication, the value the fabrication claims)
 FABRICATED = [
-    ("aapl-10-k-2024-11-01.html", None, "| Total net sales | $391,035 | $383,285 | $394,328 |",
-     "| Total net sales | $391,035 | $383,285 | $394,329 |", 391035),          # one figure changed by one
-    ("aapl-10-k-2024-11-01.html", None, "| Net income | $93,736 | $96,995 | $99,803 |",
-     "| Net income | $93,763 | $96,995 | $99,803 |", 93763),                    # two digits swapped
-    ("aapl-10-k-2024-11-01.html", None, "| Other income/(expense), net | 269 | (565) | (334) |",
-     "| Other income/(expense), net | 269 | 565 | 334 |", 565),                 # a negative made positive
-    ("aapl-10-k-2024-11-01.html", None, "| Net income | $93,736 | $96,995 | $99,803 |",
-     "| Net income | $123,216 | $114,301 | $119,437 |", 123216),              # operating income's figures
-    ("APPLE_2015_10K.pdf", 41, "Net sales $ 233,715 $ 182,795 $ 170,910",
-     "Net sales $ 233,715 $ 182,795 $ 170,911", 233715),
-    ("APPLE_2015_10K.pdf", 41, "Net sales $ 233,715 $ 182,795 $ 170,910",
-     "Research and development 14,329 11,993 10,830", 14329),                  # SG&A's figures under R&D
-    ("APPLE_2015_10K.pdf", 41, "Net sales $ 233,715 $ 182,795 $ 170,910",
-     "Selling, general and marketing 14,329 11,993 10,830", 14329),            # a label changed, figures kept
-    ("APPLE_2015_10K.pdf", 41, "Net sales $ 233,715 $ 182,795 $ 170,910",
-     "Net sales $ 233,715 million", 233715),                                   # a scale word the row lacks
-    ("AMAZON_2015_10K.pdf", 38, "Net income (loss) 596 (241) 274",
-     "Net income (loss) 596 241 274", 241),                                    # the parentheses dropped
+    (
+        "aapl-10-k-2024-11-01.html",
+        None,
+        "| Total net sales | $391,035 | $383,285 | $394,328 |",
+        "| Total net sales | $391,035 | $383,285 | $394,329 |",
+        391035,
+    ),  # one figure changed by one
+    (
+        "aapl-10-k-2024-11-01.html",
+        None,
+        "| Net income | $93,736 | $96,995 | $99,803 |",
+        "| Net income | $93,763 | $96,995 | $99,803 |",
+        93763,
+    ),  # two digits swapped
+    (
+        "aapl-10-k-2024-11-01.html",
+        None,
+        "| Other income/(expense), net | 269 | (565) | (334) |",
+        "| Other income/(expense), net | 269 | 565 | 334 |",
+        565,
+    ),  # a negative made positive
+    (
+        "aapl-10-k-2024-11-01.html",
+        None,
+        "| Net income | $93,736 | $96,995 | $99,803 |",
+        "| Net income | $123,216 | $114,301 | $119,437 |",
+        123216,
+    ),  # operating income's figures
+    (
+        "APPLE_2015_10K.pdf",
+        41,
+        "Net sales $ 233,715 $ 182,795 $ 170,910",
+        "Net sales $ 233,715 $ 182,795 $ 170,911",
+        233715,
+    ),
+    (
+        "APPLE_2015_10K.pdf",
+        41,
+        "Net sales $ 233,715 $ 182,795 $ 170,910",
+        "Research and development 14,329 11,993 10,830",
+        14329,
+    ),  # SG&A's figures under R&D
+    (
+        "APPLE_2015_10K.pdf",
+        41,
+        "Net sales $ 233,715 $ 182,795 $ 170,910",
+        "Selling, general and marketing 14,329 11,993 10,830",
+        14329,
+    ),  # a label changed, figures kept
+    (
+        "APPLE_2015_10K.pdf",
+        41,
+        "Net sales $ 233,715 $ 182,795 $ 170,910",
+        "Net sales $ 233,715 million",
+        233715,
+    ),  # a scale word the row lacks
+    (
+        "AMAZON_2015_10K.pdf",
+        38,
+        "Net income (loss) 596 (241) 274",
+        "Net income (loss) 596 241 274",
+        241,
+    ),  # the parentheses dropped
 ]
 
 
@@ -165,9 +217,11 @@ def test_rows_verify_on_a_pdf_page_in_layout_shape():
     page = _layout_page("APPLE_2015_10K.pdf", 41)
     assert "| Net sales | $ | 233,715 | $ | 182,795 | $ | 170,910 |" in page
     d = Document("apple.pdf", "pdf", (Page("page 1", "cover"), Page("page 2", page)))
-    for quote, amount in [("| Net sales | $233,715 | $182,795 | $170,910 |", 233715),
-                          ("Selling, general and administrative 14,329 11,993 10,830", 14329),
-                          ("Net income $ 53,394 $ 39,510 $ 37,037", 53394)]:
+    for quote, amount in [
+        ("| Net sales | $233,715 | $182,795 | $170,910 |", 233715),
+        ("Selling, general and administrative 14,329 11,993 10,830", 14329),
+        ("Net income $ 53,394 $ 39,510 $ 37,037", 53394),
+    ]:
         assert mark(d, 2, quote, amount) == v.VERIFIED, quote
     assert mark(d, 2, "| Net income | $53,394 | $39,510 | $37,036 |", 53394) == v.NOT_ON_PAGE
     assert align.scale_above(page, page.index("Net income")) == align.Scale("millions", True)

@@ -20,9 +20,13 @@ from finspace.matrix.fields import parse_fields
 from finspace.matrix.table import MatrixResult, Row
 from finspace.matrix.waves import Waves
 
-FIELDS = parse_fields([{"name": "Revenue", "type": "number", "instruction": "Total revenue"},
-                       {"name": "Auditor", "type": "text", "instruction": "The auditor"},
-                       {"name": "Profitable", "type": "yesno", "instruction": "Profitable?"}])
+FIELDS = parse_fields(
+    [
+        {"name": "Revenue", "type": "number", "instruction": "Total revenue"},
+        {"name": "Auditor", "type": "text", "instruction": "The auditor"},
+        {"name": "Profitable", "type": "yesno", "instruction": "Profitable?"},
+    ]
+)
 NOT_FOUND = json.dumps({"found": False, "quote": "", "page": None, "value": None})
 
 
@@ -76,8 +80,13 @@ def result_for(docs) -> MatrixResult:
 
 async def fill(engine, docs, reply_tokens=16):
     result, waves = result_for(docs), []
-    gen = run.fill(engine, result, docs, reply_tokens=reply_tokens,
-                   on_wave=lambda row, kv, w: waves.append((row, kv, w.used, w.capacity)))
+    gen = run.fill(
+        engine,
+        result,
+        docs,
+        reply_tokens=reply_tokens,
+        on_wave=lambda row, kv, w: waves.append((row, kv, w.used, w.capacity)),
+    )
     async with contextlib.aclosing(gen) as updates:
         async for _ in updates:
             pass
@@ -132,6 +141,7 @@ def test_closing_the_matrix_stops_the_preparation_at_its_next_count():
                 if len(counted) > 1:
                     stop_seen.wait(5)  # the second count waits until the matrix is closed
                 return len(text.split())
+
             return await asyncio.to_thread(fn, count)
 
     async def main():

@@ -26,9 +26,13 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 CONTEXT = 2048
 REPLY = 24
 BYTES_PER_TOKEN = 2 * 2 * 2 * 64 * 4  # tiny llama: 2 layers x (K, V) x 2 heads x head_dim 64 x float32
-FIELDS = parse_fields([{"name": "Revenue", "type": "number", "instruction": "Total revenue"},
-                       {"name": "Profitable", "type": "yesno", "instruction": "Was the company profitable?"},
-                       {"name": "Period end", "type": "date", "instruction": "The last day of the period"}])
+FIELDS = parse_fields(
+    [
+        {"name": "Revenue", "type": "number", "instruction": "Total revenue"},
+        {"name": "Profitable", "type": "yesno", "instruction": "Was the company profitable?"},
+        {"name": "Period end", "type": "date", "instruction": "The last day of the period"},
+    ]
+)
 
 
 class Watched:
@@ -65,8 +69,9 @@ def filing(i: int, sentences: int) -> Document:
 
 async def fill(engine, docs) -> tuple[MatrixResult, list]:
     result, waves = MatrixResult(FIELDS, tuple(Row(d.name, 1) for d in docs)), []
-    gen = run.fill(engine, result, docs, reply_tokens=REPLY,
-                   on_wave=lambda row, kv, w: waves.append((row, kv, w.used, w.capacity)))
+    gen = run.fill(
+        engine, result, docs, reply_tokens=REPLY, on_wave=lambda row, kv, w: waves.append((row, kv, w.used, w.capacity))
+    )
     async with contextlib.aclosing(gen) as updates:
         async for _ in updates:
             pass
@@ -75,8 +80,9 @@ async def fill(engine, docs) -> tuple[MatrixResult, list]:
 
 def test_the_cells_go_to_vllm_by_document_within_the_kv_cache(tmp_path, model_dir):
     model = long_context_copy(model_dir / "tiny-llama", tmp_path / "tiny-llama-2k", CONTEXT)
-    catalog = load_catalog(write_catalog(tmp_path / "catalog", {
-        "a": demo_entry(model, None, max_model_len=CONTEXT)}, default="a"))
+    catalog = load_catalog(
+        write_catalog(tmp_path / "catalog", {"a": demo_entry(model, None, max_model_len=CONTEXT)}, default="a")
+    )
     # a pool of 3,000 tokens: one request of max_model_len fits, and two of the documents below with their cells
     engine = Engine(catalog, MemoryMonitor(nvml=None), cpu_kv_cache_bytes=3000 * BYTES_PER_TOKEN)
 
@@ -87,8 +93,10 @@ def test_the_cells_go_to_vllm_by_document_within_the_kv_cache(tmp_path, model_di
             assert capacity is not None and CONTEXT <= capacity <= 3000, capacity  # vLLM's blocks x block size
             # documents sized so that two fit the pool with their cells, three do not
             probe = await run._prepare(engine, 0, filing(0, 10), FIELDS, REPLY, threading.Event())
-            per_sentence = (probe.kv_tokens - (await run._prepare(engine, 0, filing(0, 5), FIELDS, REPLY,
-                                                                   threading.Event())).kv_tokens) / 5
+            per_sentence = (
+                probe.kv_tokens
+                - (await run._prepare(engine, 0, filing(0, 5), FIELDS, REPLY, threading.Event())).kv_tokens
+            ) / 5
             sentences = max(1, int((capacity * 0.42 - (probe.kv_tokens - 10 * per_sentence)) / per_sentence))
             docs = [filing(i, sentences) for i in range(5)]
 

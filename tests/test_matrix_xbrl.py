@@ -22,8 +22,7 @@ from finspace.xbrl.reader import read_file
 from support.filings import filing
 
 REV = FilerValue("us-gaap:Revenues", 31, Decimal("391035000000"), unit="iso4217:USD", decimals="-6")
-EPS = FilerValue("us-gaap:EarningsPerShareDiluted", 31, Decimal("6.08"), unit="iso4217:USD/xbrli:shares",
-                 decimals="2")
+EPS = FilerValue("us-gaap:EarningsPerShareDiluted", 31, Decimal("6.08"), unit="iso4217:USD/xbrli:shares", decimals="2")
 END = FilerValue("dei:DocumentPeriodEndDate", 1, text="2024-09-28")
 
 
@@ -31,13 +30,23 @@ def money(amount, scale="millions", currency="USD"):
     return {"amount": amount, "currency": currency, "scale": scale}
 
 
-@pytest.mark.parametrize("model, expected", [
-    (money(391035), AGREES), (money(391.035, "billions"), AGREES), (money(391, "billions"), AGREES),
-    (money(391.04, "billions"), AGREES), (money(391035000000, "units"), AGREES),
-    (money(391035400000, "units"), AGREES),  # more precise than the filer's decimals (-6): rounds to it
-    (money(390, "billions"), DIFFERS), (money(391.1, "billions"), DIFFERS), (money(-391035), DIFFERS),
-    (money(391035, currency="EUR"), DIFFERS), (money(391035, "thousands"), DIFFERS), (None, None),
-])
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        (money(391035), AGREES),
+        (money(391.035, "billions"), AGREES),
+        (money(391, "billions"), AGREES),
+        (money(391.04, "billions"), AGREES),
+        (money(391035000000, "units"), AGREES),
+        (money(391035400000, "units"), AGREES),  # more precise than the filer's decimals (-6): rounds to it
+        (money(390, "billions"), DIFFERS),
+        (money(391.1, "billions"), DIFFERS),
+        (money(-391035), DIFFERS),
+        (money(391035, currency="EUR"), DIFFERS),
+        (money(391035, "thousands"), DIFFERS),
+        (None, None),
+    ],
+)
 def test_a_money_value_agrees_when_it_is_the_filers_rounded(model, expected):
     assert agreement(model, REV, "money") == expected
 
@@ -58,8 +67,9 @@ def test_every_income_statement_and_balance_sheet_field_names_concepts():
         for f in presets.get(key).fields:
             assert f.concepts and all(":" in c for c in f.concepts), f
     assert "us-gaap:Revenues" in presets.get("income-statement").fields[0].concepts
-    assert parse_fields([{"name": "R", "type": "money", "instruction": "x", "concepts": ["us-gaap:Revenues"]}])[0] \
-        .concepts == ("us-gaap:Revenues",)
+    assert parse_fields([{"name": "R", "type": "money", "instruction": "x", "concepts": ["us-gaap:Revenues"]}])[
+        0
+    ].concepts == ("us-gaap:Revenues",)
     with pytest.raises(Exception, match=r"field 1 \(concepts"):
         parse_fields([{"name": "R", "type": "money", "instruction": "x", "concepts": ["not a concept"]}])
 
@@ -75,8 +85,9 @@ def test_a_cells_reply_is_sized_to_the_models_context():
 def apple_result() -> MatrixResult:
     fields = load_field_presets().get("income-statement").fields
     facts = read_file(filing("aapl-10-k-2024-11-01.html"))
-    result = MatrixResult(fields, (Row("aapl.html", 59, facts=len(facts)), Row("old.pdf", 3),
-                                   Row("bad.pdf", error="not a PDF")))
+    result = MatrixResult(
+        fields, (Row("aapl.html", 59, facts=len(facts)), Row("old.pdf", 3), Row("bad.pdf", error="not a PDF"))
+    )
     result.filer = filer_values(fields, [facts, None, None])
     return result
 
@@ -87,10 +98,12 @@ def test_the_grid_shows_the_filers_value_beside_the_models(apple_result):
     assert headers[:3] == ["Document", "Revenue", "Revenue (XBRL)"] and headers[-1] == "Period end (XBRL)"
     assert rows[0][1:3] == ["…", "USD 391,035 million (p. 31)"]  # the filer's value before any model answer
     assert rows[1][2] == "— no XBRL in this file" and rows[2][2] == "not read"
-    r.cells[(0, 0)] = CellResult(Cell("ok", True, money(391.0, "billions"), 31, "Total net sales 391,035"),
-                                 VERIFIED, False)
-    r.cells[(0, 2)] = CellResult(Cell("ok", True, money(12, "billions"), 2, "Net income 12 billion dollars"),
-                                 VALUE_NOT_IN_QUOTE, False)
+    r.cells[(0, 0)] = CellResult(
+        Cell("ok", True, money(391.0, "billions"), 31, "Total net sales 391,035"), VERIFIED, False
+    )
+    r.cells[(0, 2)] = CellResult(
+        Cell("ok", True, money(12, "billions"), 2, "Net income 12 billion dollars"), VALUE_NOT_IN_QUOTE, False
+    )
     r.cells[(0, 1)] = CellResult(Cell("ok"), NOT_FOUND, False)
     headers, rows = grid(r)
     assert rows[0][1] == "✓ USD 391.0 billion (p. 31) · agrees with the filer's XBRL"
@@ -101,8 +114,12 @@ def test_the_grid_shows_the_filers_value_beside_the_models(apple_result):
     r.cells[(0, 3)] = CellResult(Cell("cut"), CUT, False)  # no answer: nothing to mark
     assert grid(r)[1][0][7] == "✂ cut at max_tokens" and xbrl_marks(r)[0][6] == ""
     line = next(d for d in details(r) if d[1] == "Revenue")
-    assert line[-4:] == ["USD 391,035 million", "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", 31,
-                         "agrees with the filer's XBRL"]
+    assert line[-4:] == [
+        "USD 391,035 million",
+        "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax",
+        31,
+        "agrees with the filer's XBRL",
+    ]
 
 
 def test_the_exports_carry_both_values_and_the_concept(apple_result, tmp_path):
@@ -111,18 +128,23 @@ def test_the_exports_carry_both_values_and_the_concept(apple_result, tmp_path):
     r = apple_result
     back = list(csv.reader(io.StringIO(export.to_csv(r))))
     h = back[0]
-    assert h[-len(r.fields):] == [f"{f.name} (XBRL concept)" for f in r.fields]
+    assert h[-len(r.fields) :] == [f"{f.name} (XBRL concept)" for f in r.fields]
     assert back[1][h.index("Revenue (XBRL concept)")] == "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"
     # money as numbers, unit and scale in the header (issue 40), the page and the mark in columns of their own
-    assert back[1][h.index("Revenue (XBRL, USD millions)")] == "391035" and back[1][h.index("Revenue (XBRL) page")] == "31"
+    assert (
+        back[1][h.index("Revenue (XBRL, USD millions)")] == "391035" and back[1][h.index("Revenue (XBRL) page")] == "31"
+    )
     assert back[1][h.index("Revenue (USD billions)")] == "391" and back[1][h.index("Revenue page")] == "31"
     assert back[1][h.index("Revenue check")] == "✓ verified · agrees with the filer's XBRL"
     assert back[2][h.index("Revenue (XBRL concept)")] == ""
     wb = load_workbook(export.to_xlsx(r, tmp_path / "m.xlsx"))
     assert [list(x) for x in wb["Matrix"].iter_rows(values_only=True, max_row=1)][0] == h
     prov = [list(x) for x in wb["Provenance"].iter_rows(values_only=True)]
-    assert any(x[:4] == ["aapl.html", "Revenue", "money", "USD 391.0 billion"] and
-               "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax" in x for x in prov)
+    assert any(
+        x[:4] == ["aapl.html", "Revenue", "money", "USD 391.0 billion"]
+        and "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax" in x
+        for x in prov
+    )
     data = json.loads(export.files(r)["matrix.json"])
     cell = data["rows"][0]["cells"][0]
     assert cell["value"] == money(391.0, "billions") and cell["xbrl"]["value"] == money(391035)
@@ -182,8 +204,11 @@ async def test_a_model_too_small_for_a_cell_is_refused_once_in_the_matrixs_words
     from finspace.errors import BadInput
 
     desk = _desk(tmp_path, SimpleNamespace(entry=object(), ready=True, max_model_len=512))
-    with pytest.raises(BadInput, match=r"the loaded model reads 512 tokens at a time; a Matrix cell needs at least "
-                                       r"1,024 .*: load a model with a longer context"):
+    with pytest.raises(
+        BadInput,
+        match=r"the loaded model reads 512 tokens at a time; a Matrix cell needs at least "
+        r"1,024 .*: load a model with a longer context",
+    ):
         [r async for r in desk.fill([_upload(tmp_path, "nflx-10-k-2025-01-27.html")], "income-statement")]
 
 
@@ -194,8 +219,12 @@ def test_every_cells_hover_is_a_sentence(apple_result):
 
     from finspace.ui.matrix_tab import grid_html
 
-    cells = [(c, html.unescape(t)) for c, t in
-             re.findall(r"<td data-check='([a-z_]+)' data-xbrl='[a-z]*' title='([^']*)'", grid_html(apple_result))]
+    cells = [
+        (c, html.unescape(t))
+        for c, t in re.findall(
+            r"<td data-check='([a-z_]+)' data-xbrl='[a-z]*' title='([^']*)'", grid_html(apple_result)
+        )
+    ]
     checks = {c for c, _ in cells}
     assert {"xbrl_none", "pending", "error"} <= checks, checks
     for check, title in cells:

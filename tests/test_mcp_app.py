@@ -29,16 +29,40 @@ from support.filings import filing
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
-TOOLS = {"will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores", "company_filings", "company_facts"}
+TOOLS = {
+    "will_it_fit",
+    "extract_matrix",
+    "ask_document",
+    "models",
+    "health",
+    "scores",
+    "company_filings",
+    "company_facts",
+}
 CHECKS = {"verified", "not_on_page", "value_not_in_quote", "not_found", "cut", "invalid"}
-FIELDS = [{"name": "Net sales", "type": "money", "instruction": "Total net sales for the fiscal year"},
-          {"name": "Auditor", "type": "text", "instruction": "The independent registered public accounting firm"}]
-CONFIG_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-               "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-               "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-               "torch_dtype": "bfloat16"}
-BIG_CONFIG = {**CONFIG_8B, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-              "num_attention_heads": 64}  # a 70B: not on one L4
+FIELDS = [
+    {"name": "Net sales", "type": "money", "instruction": "Total net sales for the fiscal year"},
+    {"name": "Auditor", "type": "text", "instruction": "The independent registered public accounting firm"},
+]
+CONFIG_8B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+}
+BIG_CONFIG = {
+    **CONFIG_8B,
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+}  # a 70B: not on one L4
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +70,15 @@ def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("mcp")
     demo = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
     models = {"demo": demo_entry(demo, None, label="Demo (random weights)", max_model_len=2048, max_tokens=32)}
-    srv = Server(root, write_catalog(root / "catalog", models, default="demo"),
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "64", "GRADIO_TEMP_DIR": str(root / "gradio"),
-                      "FINSPACE_TEST_MCP_FETCH_LOOPBACK": "1"})
+    srv = Server(
+        root,
+        write_catalog(root / "catalog", models, default="demo"),
+        env={
+            "FINSPACE_CPU_KV_CACHE_MIB": "64",
+            "GRADIO_TEMP_DIR": str(root / "gradio"),
+            "FINSPACE_TEST_MCP_FETCH_LOOPBACK": "1",
+        },
+    )
     srv.uploads = root / "gradio"
     try:
         srv.wait(ready=True)
@@ -156,8 +186,11 @@ def local_files(folder: Path):
 def test_ask_document_by_url_answers_with_the_document(server, tmp_path):
     (tmp_path / "note.md").write_text("# Results\n\nNet sales were $391,035 million in fiscal 2024.\n")
     with local_files(tmp_path) as base:
-        r = call(server, "ask_document", {"question": "What were net sales?", "document": {"url": base + "/note.md"},
-                                          "max_tokens": 16})
+        r = call(
+            server,
+            "ask_document",
+            {"question": "What were net sales?", "document": {"url": base + "/note.md"}, "max_tokens": 16},
+        )
     assert not r.is_error, text_of(r)
     out = r.structured_content
     assert out["model"] == "demo" and out["name"] == "note.md" and out["document"].startswith("document: whole")
@@ -219,8 +252,10 @@ def test_ask_document_on_two_documents_reads_both_by_id(server):
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
-    docs = [{"data": b64("# Apple\n\nNet sales were $391,035 million in fiscal 2024.\n"), "filename": "apple.md"},
-            {"data": b64("# NVIDIA\n\nRevenue was $130,497 million in fiscal 2025.\n"), "filename": "nvidia.md"}]
+    docs = [
+        {"data": b64("# Apple\n\nNet sales were $391,035 million in fiscal 2024.\n"), "filename": "apple.md"},
+        {"data": b64("# NVIDIA\n\nRevenue was $130,497 million in fiscal 2025.\n"), "filename": "nvidia.md"},
+    ]
     r = call(server, "ask_document", {"question": "Compare their sales.", "documents": docs, "max_tokens": 8})
     assert not r.is_error, text_of(r)
     out = r.structured_content
@@ -230,21 +265,27 @@ def test_ask_document_on_two_documents_reads_both_by_id(server):
     assert r.is_error and "not both" in text_of(r), text_of(r)
 
 
-@pytest.mark.parametrize("name, args, phrase", [
-    ("will_it_fit", {"gpus": "two", "repo": "a/b"}, "arguments.gpus must be a whole number"),
-    ("will_it_fit", {"config_json": "{}", "repo": "a/b"}, "not both"),
-    ("will_it_fit", {"repo": "a/b", "gpu": "t4"}, "arguments.gpu must be one of l4, a10g"),
-    ("extract_matrix", {"documents": "10-K.pdf"}, "arguments.documents must be a list"),
-    ("extract_matrix", {"documents": [{"upload": "/etc/passwd", "filename": "passwd.txt"}]}, "upload route"),
-    ("extract_matrix", {"documents": [{"data": "!!notbase64!!", "filename": "a.pdf"}]}, "not valid base64"),
-    ("extract_matrix", {"documents": [{"url": "file:///etc/passwd"}]}, "only public http(s) addresses"),
-    ("ask_document", {"question": "q", "document": {"url": "http://169.254.169.254/latest/meta-data/"}},
-     "link-local"),
-    ("ask_document", {"question": "q"}, "is missing document"),
-    ("health", {"verbose": True}, "unknown argument 'verbose'"),
-    ("load_model", {"model": "demo"}, "needs the admin token"),
-    ("rm_rf", {}, "unknown tool 'rm_rf'"),
-])
+@pytest.mark.parametrize(
+    "name, args, phrase",
+    [
+        ("will_it_fit", {"gpus": "two", "repo": "a/b"}, "arguments.gpus must be a whole number"),
+        ("will_it_fit", {"config_json": "{}", "repo": "a/b"}, "not both"),
+        ("will_it_fit", {"repo": "a/b", "gpu": "t4"}, "arguments.gpu must be one of l4, a10g"),
+        ("extract_matrix", {"documents": "10-K.pdf"}, "arguments.documents must be a list"),
+        ("extract_matrix", {"documents": [{"upload": "/etc/passwd", "filename": "passwd.txt"}]}, "upload route"),
+        ("extract_matrix", {"documents": [{"data": "!!notbase64!!", "filename": "a.pdf"}]}, "not valid base64"),
+        ("extract_matrix", {"documents": [{"url": "file:///etc/passwd"}]}, "only public http(s) addresses"),
+        (
+            "ask_document",
+            {"question": "q", "document": {"url": "http://169.254.169.254/latest/meta-data/"}},
+            "link-local",
+        ),
+        ("ask_document", {"question": "q"}, "is missing document"),
+        ("health", {"verbose": True}, "unknown argument 'verbose'"),
+        ("load_model", {"model": "demo"}, "needs the admin token"),
+        ("rm_rf", {}, "unknown tool 'rm_rf'"),
+    ],
+)
 def test_bad_arguments_are_tool_errors_naming_the_fix(server, name, args, phrase):
     r = call(server, name, args)
     assert r.is_error, (name, r)

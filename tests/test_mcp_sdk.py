@@ -21,13 +21,27 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
-TOOLS = ["will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores", "company_filings", "company_facts"]
+TOOLS = [
+    "will_it_fit",
+    "extract_matrix",
+    "ask_document",
+    "models",
+    "health",
+    "scores",
+    "company_filings",
+    "company_facts",
+]
 
 
 def served_by(sdk_dir: str | None) -> dict:
     path = os.pathsep.join(filter(None, [sdk_dir, str(SRC)]))
-    out = subprocess.run([sys.executable, str(HERE / "support" / "mcp_sdk_check.py")], capture_output=True,
-                         text=True, timeout=180, env={**os.environ, "PYTHONPATH": path})
+    out = subprocess.run(
+        [sys.executable, str(HERE / "support" / "mcp_sdk_check.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": path},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -42,8 +56,11 @@ def test_the_endpoint_serves_on_either_sdk_major(major):
     got = served_by(sdk_dir)
     assert got["sdk"].split(".")[0] == major and got["problem"] is None, got
     assert got["tools"] == TOOLS and got["admin_tools"] == TOOLS + ["load_model"], got
-    assert got["health"] == {"isError": False, "text": '{"ready": true, "model": "demo"}',
-                             "structured": {"ready": True, "model": "demo"}}, got
+    assert got["health"] == {
+        "isError": False,
+        "text": '{"ready": true, "model": "demo"}',
+        "structured": {"ready": True, "model": "demo"},
+    }, got
     assert got["bad"]["isError"] and "arguments.gpus must be a whole number" in got["bad"]["text"], got
     assert got["unknown"]["isError"] and "unknown tool 'nope'" in got["unknown"]["text"], got
     assert got["switch"]["isError"] and "needs the admin token" in got["switch"]["text"], got

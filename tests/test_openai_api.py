@@ -36,12 +36,19 @@ def server(tmp_path_factory, model_dir):
     cfg = json.loads((long_ctx / "config.json").read_text())
     cfg["max_position_embeddings"] = 4096
     (long_ctx / "config.json").write_text(json.dumps(cfg))
-    models = {"a": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096, max_tokens=16),
-              "b": {**demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3"),
-                    "reasoning": "qwen3"}}  # the catalogue says which models think (vLLM's qwen3 parser)
-    srv = Server(root, write_catalog(root / "catalog", models, default="a"),
-                 env={"FINSPACE_API_KEYS": f"another-key-abcdefghijkl,{KEY}", "FINSPACE_MAX_IN_FLIGHT": "2",
-                      "FINSPACE_CPU_KV_CACHE_MIB": "24"})
+    models = {
+        "a": demo_entry(long_ctx, None, label="Tiny Llama 4k", max_model_len=4096, max_tokens=16),
+        "b": {**demo_entry(model_dir / "tiny-qwen3", "tiny-qwen3", label="Tiny Qwen3"), "reasoning": "qwen3"},
+    }  # the catalogue says which models think (vLLM's qwen3 parser)
+    srv = Server(
+        root,
+        write_catalog(root / "catalog", models, default="a"),
+        env={
+            "FINSPACE_API_KEYS": f"another-key-abcdefghijkl,{KEY}",
+            "FINSPACE_MAX_IN_FLIGHT": "2",
+            "FINSPACE_CPU_KV_CACHE_MIB": "24",
+        },
+    )
     try:
         srv.wait(ready=True)
         srv.tok = AutoTokenizer.from_pretrained(long_ctx)
@@ -78,10 +85,12 @@ class Stream:
     def __init__(self, server, max_tokens: int = LONG):
         self.http = httpx.Client(timeout=120)
         self.chunks, self.done, self.error = 0, threading.Event(), None
-        self.req = self.http.build_request("POST", server.url + "/v1/chat/completions",
-                                           headers={"Authorization": f"Bearer {KEY}"},
-                                           json={"model": "a", "messages": QUESTION, "max_tokens": max_tokens,
-                                                 "stream": True})
+        self.req = self.http.build_request(
+            "POST",
+            server.url + "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {KEY}"},
+            json={"model": "a", "messages": QUESTION, "max_tokens": max_tokens, "stream": True},
+        )
         self.resp = self.http.send(self.req, stream=True)
         assert self.resp.status_code == 200, self.resp.read()
         threading.Thread(target=self._read, daemon=True).start()
@@ -122,8 +131,16 @@ def test_non_streaming_reply_and_usage_match_the_engine(server):
 def test_streaming_matches_non_streaming_and_ends_with_usage(server):
     c = client(server)
     whole = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=12, temperature=0)
-    chunks = list(c.chat.completions.create(model="a", messages=QUESTION, max_tokens=12, temperature=0,
-                                            stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        c.chat.completions.create(
+            model="a",
+            messages=QUESTION,
+            max_tokens=12,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     assert text == whole.choices[0].message.content
@@ -143,9 +160,18 @@ def test_stop_sequence_ends_the_reply_with_stop(server):
     assert text.startswith(r.choices[0].message.content)
 
 
-SCHEMA = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": {
-    "type": "object", "additionalProperties": False, "required": ["fits", "size"],
-    "properties": {"fits": {"type": "boolean"}, "size": {"enum": ["small", "large"]}}}}}
+SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "verdict",
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["fits", "size"],
+            "properties": {"fits": {"type": "boolean"}, "size": {"enum": ["small", "large"]}},
+        },
+    },
+}
 
 
 def follows_schema(text: str) -> bool:
@@ -153,8 +179,12 @@ def follows_schema(text: str) -> bool:
         data = json.loads(text)
     except ValueError:
         return False
-    return isinstance(data, dict) and set(data) == {"fits", "size"} and isinstance(data["fits"], bool) \
+    return (
+        isinstance(data, dict)
+        and set(data) == {"fits", "size"}
+        and isinstance(data["fits"], bool)
         and data["size"] in ("small", "large")
+    )
 
 
 def test_response_format_json_schema_constrains_the_reply(server):
@@ -162,19 +192,21 @@ def test_response_format_json_schema_constrains_the_reply(server):
     c = client(server)
     r = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=32, response_format=SCHEMA)
     assert r.choices[0].finish_reason == "stop" and follows_schema(r.choices[0].message.content), r
-    chunks = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=32, response_format=SCHEMA,
-                                       stream=True)
+    chunks = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=32, response_format=SCHEMA, stream=True)
     assert follows_schema("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices))
     # json_object: an object, whatever its keys (a random model may not close it within max_tokens)
-    obj = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=8,
-                                    response_format={"type": "json_object"})
+    obj = c.chat.completions.create(model="a", messages=QUESTION, max_tokens=8, response_format={"type": "json_object"})
     assert obj.choices[0].message.content.startswith("{")
 
 
 def test_raw_sse_format_ends_with_done(server):
-    with httpx.stream("POST", server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
-                      json={"model": "a", "messages": QUESTION, "max_tokens": 3, "stream": True},
-                      timeout=60) as r:
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY}"},
+        json={"model": "a", "messages": QUESTION, "max_tokens": 3, "stream": True},
+        timeout=60,
+    ) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         events = [line for line in r.iter_lines() if line]
     assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
@@ -186,24 +218,46 @@ DEEP: dict = {"type": "string"}
 for _ in range(40):
     DEEP = {"type": "array", "items": DEEP}
 
-@pytest.mark.parametrize("extra, param", [
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ({"n": 2}, "n"),
-    ({"logprobs": True}, "logprobs"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}}},
-     "response_format"),
-    # hostile schemas: deep nesting, a huge enum, a pathological pattern, an unknown type
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": DEEP}}}, "response_format"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
-        "enum": list(range(5000))}}}}, "response_format"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
-        "type": "string", "pattern": "((a{60}){60}){60}"}}}}, "response_format"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "money"}}}},
-     "response_format"),
-    ({"frobnicate": 1}, "frobnicate"),
-    ({"temperature": 9}, "temperature"),
-    ({"max_tokens": 0}, "max_tokens"),
-])
+
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"n": 2}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}}},
+            "response_format",
+        ),
+        # hostile schemas: deep nesting, a huge enum, a pathological pattern, an unknown type
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": DEEP}}}, "response_format"),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"enum": list(range(5000))}},
+                }
+            },
+            "response_format",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "((a{60}){60}){60}"}},
+                }
+            },
+            "response_format",
+        ),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "money"}}}},
+            "response_format",
+        ),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"temperature": 9}, "temperature"),
+        ({"max_tokens": 0}, "max_tokens"),
+    ],
+)
 def test_unsupported_or_bad_fields_are_400_naming_the_field(server, extra, param):
     with pytest.raises(openai.BadRequestError) as e:
         client(server).chat.completions.create(model="a", messages=QUESTION, extra_body=extra)
@@ -238,12 +292,20 @@ def test_missing_or_wrong_key_is_401(server, key):
 
 def test_body_over_the_event_limit_is_413_in_openai_shape(server):
     big = "x" * (7 << 20)
-    r = httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
-                   content=json.dumps({"model": "a", "messages": [{"role": "user", "content": big}]}), timeout=60)
+    r = httpx.post(
+        server.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY}"},
+        content=json.dumps({"model": "a", "messages": [{"role": "user", "content": big}]}),
+        timeout=60,
+    )
     assert r.status_code == 413 and set(r.json()["error"]) == {"message", "type", "param", "code"}
     # a conversation larger than REST's 16 KiB reaches the engine's own bound (64,000 characters a message)
-    r = httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
-                   json={"model": "a", "messages": [{"role": "user", "content": "y" * 70_000}]}, timeout=60)
+    r = httpx.post(
+        server.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY}"},
+        json={"model": "a", "messages": [{"role": "user", "content": "y" * 70_000}]},
+        timeout=60,
+    )
     assert r.status_code == 400 and "64,000" in r.json()["error"]["message"]
 
 
@@ -274,8 +336,12 @@ def test_a_non_streaming_client_that_gives_up_frees_its_request(server):
 
     def ask():
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
-                       json={"model": "a", "messages": QUESTION, "max_tokens": LONG}, timeout=3)
+            httpx.post(
+                server.url + "/v1/chat/completions",
+                headers={"Authorization": f"Bearer {KEY}"},
+                json={"model": "a", "messages": QUESTION, "max_tokens": LONG},
+                timeout=3,
+            )
         done.set()
 
     threading.Thread(target=ask, daemon=True).start()
@@ -298,8 +364,9 @@ def test_model_switch_ends_a_stream_with_an_error_chunk_then_thinking(server):
     assert [m.id for m in c.models.list().data] == ["b"]
     # Qwen 3: enable_thinking reaches the chat template (the prompt grows by the empty think block) ...
     on = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=6)
-    off = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=6,
-                                    extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    off = c.chat.completions.create(
+        model="b", messages=QUESTION, max_tokens=6, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+    )
     assert off.usage.prompt_tokens > on.usage.prompt_tokens
     # ... and vLLM's qwen3 parser splits the reply: no think tags from the random model, so with thinking on
     # it is all reasoning (as vLLM's own server answers), with thinking off all answer.
@@ -310,8 +377,13 @@ def test_model_switch_ends_a_stream_with_an_error_chunk_then_thinking(server):
     thinking = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=24, response_format=SCHEMA)
     assert thinking.choices[0].finish_reason == "length" and not thinking.choices[0].message.content
     assert not follows_schema(thinking.choices[0].message.model_extra.get("reasoning_content") or "")
-    answer = c.chat.completions.create(model="b", messages=QUESTION, max_tokens=64, response_format=SCHEMA,
-                                       extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    answer = c.chat.completions.create(
+        model="b",
+        messages=QUESTION,
+        max_tokens=64,
+        response_format=SCHEMA,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
     assert follows_schema(answer.choices[0].message.content), answer.choices[0].message.content
     assert not answer.choices[0].message.model_extra.get("reasoning_content")
     r = httpx.post(server.url + "/load-model", json={"model": "a"}, headers=server.auth(ADMIN_TOKEN), timeout=30)

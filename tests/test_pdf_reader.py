@@ -25,8 +25,14 @@ from finspace.documents.limits import DocumentLimits
 from finspace.documents.upload import convert_upload
 from finspace.errors import BadInput
 
-PDFS = ["APPLE_2015_10K.pdf", "AMAZON_2015_10K.pdf", "MICROSOFT_2015_10K.pdf", "COSTCO_2015_10K.pdf",
-        "JPMORGAN_2022Q1_10Q.pdf", "INTEL_2022Q4_EARNINGS.pdf"]
+PDFS = [
+    "APPLE_2015_10K.pdf",
+    "AMAZON_2015_10K.pdf",
+    "MICROSOFT_2015_10K.pdf",
+    "COSTCO_2015_10K.pdf",
+    "JPMORGAN_2022Q1_10Q.pdf",
+    "INTEL_2022Q4_EARNINGS.pdf",
+]
 _CACHE: dict[str, object] = {}
 
 
@@ -45,17 +51,26 @@ def test_apple_2015_income_statement_rows_each_on_one_line_with_their_three_year
     doc = _doc("APPLE_2015_10K.pdf")
     assert doc.pages[40].label == "page 41 (printed 39)"
     lines = _page("APPLE_2015_10K.pdf", 41).split("\n")
-    for row in ("Net sales\t$233,715\t$182,795\t$170,910", "Cost of sales\t140,089\t112,258\t106,606",
-                "Gross margin\t93,626\t70,537\t64,304", "Research and development\t8,067\t6,041\t4,475",
-                "Selling, general and administrative\t14,329\t11,993\t10,830",
-                "Operating income\t71,230\t52,503\t48,999", "Other income/(expense), net\t1,285\t980\t1,156",
-                "Provision for income taxes\t19,121\t13,973\t13,118", "Net income\t$53,394\t$39,510\t$37,037",
-                "Diluted\t5,793,069\t6,122,663\t6,521,634"):
+    for row in (
+        "Net sales\t$233,715\t$182,795\t$170,910",
+        "Cost of sales\t140,089\t112,258\t106,606",
+        "Gross margin\t93,626\t70,537\t64,304",
+        "Research and development\t8,067\t6,041\t4,475",
+        "Selling, general and administrative\t14,329\t11,993\t10,830",
+        "Operating income\t71,230\t52,503\t48,999",
+        "Other income/(expense), net\t1,285\t980\t1,156",
+        "Provision for income taxes\t19,121\t13,973\t13,118",
+        "Net income\t$53,394\t$39,510\t$37,037",
+        "Diluted\t5,793,069\t6,122,663\t6,521,634",
+    ):
         assert row in lines, row
     # the scale line sits above its table, the years under their header
     text = "\n".join(lines)
-    assert text.index("(In millions, except number of shares") < text.index("2015\t2014\t2013") < \
-        text.index("Net sales\t$233,715")
+    assert (
+        text.index("(In millions, except number of shares")
+        < text.index("2015\t2014\t2013")
+        < text.index("Net sales\t$233,715")
+    )
 
 
 def test_apple_2015_cash_flow_outflows_read_as_negatives():
@@ -67,24 +82,39 @@ def test_apple_2015_cash_flow_outflows_read_as_negatives():
 
 def test_microsoft_2015_balance_sheet_rows_each_on_one_line_with_both_years():
     lines = _page("MICROSOFT_2015_10K.pdf", 55).split("\n")
-    for row in ("June 30,\t2015\t2014", "Cash and cash equivalents\t$5,595\t$8,669",
-                "Short-term investments (including securities loaned of $75 and $541)\t90,931\t77,040",
-                "Total current assets\t124,712\t114,246", "Goodwill\t16,939\t20,127",
-                "Total assets\t$176,223\t$172,384", "Short-term unearned revenue\t23,223\t23,150",
-                "Total liabilities\t96,140\t82,600", "Retained earnings\t9,096\t17,710",
-                "Total liabilities and stockholders’ equity\t$176,223\t$172,384"):
+    for row in (
+        "June 30,\t2015\t2014",
+        "Cash and cash equivalents\t$5,595\t$8,669",
+        "Short-term investments (including securities loaned of $75 and $541)\t90,931\t77,040",
+        "Total current assets\t124,712\t114,246",
+        "Goodwill\t16,939\t20,127",
+        "Total assets\t$176,223\t$172,384",
+        "Short-term unearned revenue\t23,223\t23,150",
+        "Total liabilities\t96,140\t82,600",
+        "Retained earnings\t9,096\t17,710",
+        "Total liabilities and stockholders’ equity\t$176,223\t$172,384",
+    ):
         assert row in lines, row
 
 
 def test_jpmorgan_2022_q1_income_statement_and_balance_sheet_rows_on_one_line():
     income = _page("JPMORGAN_2022Q1_10Q.pdf", 80).split("\n")
-    for row in ("Investment banking fees\t$2,008\t$2,970", "Investment securities gains/(losses)\t(394)\t14",
-                "Total net revenue\t30,717\t32,266", "Provision for credit losses\t1,463\t(4,156)",
-                "Net income\t$8,282\t$14,300", "Diluted earnings per share\t2.63\t4.50"):
+    for row in (
+        "Investment banking fees\t$2,008\t$2,970",
+        "Investment securities gains/(losses)\t(394)\t14",
+        "Total net revenue\t30,717\t32,266",
+        "Provision for credit losses\t1,463\t(4,156)",
+        "Net income\t$8,282\t$14,300",
+        "Diluted earnings per share\t2.63\t4.50",
+    ):
         assert row in income, row
     balance = _page("JPMORGAN_2022Q1_10Q.pdf", 82).split("\n")
-    for row in ("Cash and due from banks\t$26,165\t$26,438", "Deposits with banks\t728,367\t714,396",
-                "Allowance for loan losses\t(17,192)\t(16,386)", "Premises and equipment\t26,916\t27,070"):
+    for row in (
+        "Cash and due from banks\t$26,165\t$26,438",
+        "Deposits with banks\t728,367\t714,396",
+        "Allowance for loan losses\t(17,192)\t(16,386)",
+        "Premises and equipment\t26,916\t27,070",
+    ):
         assert row in balance, row
 
 
@@ -128,10 +158,14 @@ def test_a_two_column_page_reads_its_left_column_then_its_right(tmp_path):
 
 def test_jpmorgans_two_column_md_and_a_page_reads_in_order():
     text = _page("JPMORGAN_2022Q1_10Q.pdf", 4)
-    assert ("The following is Management’s discussion and analysis of the\n"
-            "financial condition and results of operations (“MD&A”) of\n") in text
+    assert (
+        "The following is Management’s discussion and analysis of the\n"
+        "financial condition and results of operations (“MD&A”) of\n"
+    ) in text
     # the left column's last sentence comes before the right column's first
-    assert text.index("forward-looking statements.") < text.index("JPMorgan Chase & Co. (NYSE: JPM), a financial holding")
+    assert text.index("forward-looking statements.") < text.index(
+        "JPMorgan Chase & Co. (NYSE: JPM), a financial holding"
+    )
 
 
 # ------------------------------------------------------------------ time: whole, under load
@@ -193,12 +227,16 @@ def test_a_100_mb_content_stream_is_stopped_by_its_pages_bound_and_the_child_pay
     assert not path.exists()
 
 
-@pytest.mark.parametrize("make, outcome", [
-    (hostile.loop, r"1 page left out: damaged, or deeper in the page tree than PDFium reads: page 2"),
-    (hostile.deep, r"no page could be read: 1 page left out: damaged, or deeper in the page tree"),
-    (hostile.dense, r"no page could be read: 1 page left out: each holds more than 100,000 characters"),
-    (hostile.no_unicode, r"its fonts have no Unicode map \(the text comes out as garbage, 1 page\)"),
-], ids=["object-loop", "tree-10000-deep", "page-of-1000000-chars", "font-without-unicode-map"])
+@pytest.mark.parametrize(
+    "make, outcome",
+    [
+        (hostile.loop, r"1 page left out: damaged, or deeper in the page tree than PDFium reads: page 2"),
+        (hostile.deep, r"no page could be read: 1 page left out: damaged, or deeper in the page tree"),
+        (hostile.dense, r"no page could be read: 1 page left out: each holds more than 100,000 characters"),
+        (hostile.no_unicode, r"its fonts have no Unicode map \(the text comes out as garbage, 1 page\)"),
+    ],
+    ids=["object-loop", "tree-10000-deep", "page-of-1000000-chars", "font-without-unicode-map"],
+)
 def test_hostile_structure_is_refused_or_read_with_a_note_in_bounded_time(tmp_path, make, outcome):
     path = make(tmp_path / "bad.pdf")
     t0 = time.monotonic()

@@ -19,8 +19,26 @@ def configs(draw):
     heads = draw(st.sampled_from([4, 8, 16, 32]))
     kv = draw(st.sampled_from([h for h in (1, 2, 4, 8, 16, 32) if h <= heads and heads % h == 0]))
     head_dim = draw(st.sampled_from([64, 128, 256]))
-    kind = draw(st.sampled_from(["llama", "qwen3", "gemma3_text", "gpt_neox", "mistral", "phi3", "qwen3_moe",
-                                 "qwen2_moe", "mixtral", "gpt_oss", "deepseek_v2", "mistral3", "llava", "qwen2_5_vl"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "llama",
+                "qwen3",
+                "gemma3_text",
+                "gpt_neox",
+                "mistral",
+                "phi3",
+                "qwen3_moe",
+                "qwen2_moe",
+                "mixtral",
+                "gpt_oss",
+                "deepseek_v2",
+                "mistral3",
+                "llava",
+                "qwen2_5_vl",
+            ]
+        )
+    )
     c = {
         "model_type": kind,
         "hidden_size": heads * head_dim,
@@ -44,24 +62,52 @@ def configs(draw):
         c["rotary_pct"] = 0.25
     if kind in ("qwen3_moe", "qwen2_moe", "mixtral", "gpt_oss", "deepseek_v2"):
         experts = draw(st.integers(2, 64))
-        c.update(num_experts=experts, num_local_experts=experts, n_routed_experts=experts,
-                 num_experts_per_tok=draw(st.integers(1, 2)),
-                 moe_intermediate_size=draw(st.integers(1, 8)) * 64, shared_expert_intermediate_size=512,
-                 n_shared_experts=draw(st.integers(0, 2)), first_k_dense_replace=draw(st.integers(0, 2)))
+        c.update(
+            num_experts=experts,
+            num_local_experts=experts,
+            n_routed_experts=experts,
+            num_experts_per_tok=draw(st.integers(1, 2)),
+            moe_intermediate_size=draw(st.integers(1, 8)) * 64,
+            shared_expert_intermediate_size=512,
+            n_shared_experts=draw(st.integers(0, 2)),
+            first_k_dense_replace=draw(st.integers(0, 2)),
+        )
     if kind == "gpt_oss":
         c["sliding_window"] = 128
     if kind == "deepseek_v2":  # MLA
-        c.update(kv_lora_rank=draw(st.sampled_from([64, 256, 512])), qk_rope_head_dim=draw(st.sampled_from([32, 64])),
-                 qk_nope_head_dim=64, v_head_dim=64, q_lora_rank=draw(st.sampled_from([None, 128])))
+        c.update(
+            kv_lora_rank=draw(st.sampled_from([64, 256, 512])),
+            qk_rope_head_dim=draw(st.sampled_from([32, 64])),
+            qk_nope_head_dim=64,
+            v_head_dim=64,
+            q_lora_rank=draw(st.sampled_from([None, 128])),
+        )
     if kind in ("mistral3", "llava"):  # a vision tower in front of a text model (heads kept at the top for _clip)
         text = {**c, "model_type": "mistral" if kind == "mistral3" else "llama"}
-        vision = {"hidden_size": 64 * 4, "intermediate_size": 512, "num_hidden_layers": draw(st.integers(1, 4)),
-                  "num_attention_heads": 4, "patch_size": 14, "image_size": draw(st.sampled_from([224, 336, 896]))}
-        c = {"model_type": kind, "text_config": text, "vision_config": vision, "torch_dtype": c["torch_dtype"],
-             "num_attention_heads": heads, "max_position_embeddings": c["max_position_embeddings"]}
+        vision = {
+            "hidden_size": 64 * 4,
+            "intermediate_size": 512,
+            "num_hidden_layers": draw(st.integers(1, 4)),
+            "num_attention_heads": 4,
+            "patch_size": 14,
+            "image_size": draw(st.sampled_from([224, 336, 896])),
+        }
+        c = {
+            "model_type": kind,
+            "text_config": text,
+            "vision_config": vision,
+            "torch_dtype": c["torch_dtype"],
+            "num_attention_heads": heads,
+            "max_position_embeddings": c["max_position_embeddings"],
+        }
     if kind == "qwen2_5_vl":
-        c["vision_config"] = {"depth": draw(st.integers(1, 4)), "hidden_size": 256, "intermediate_size": 512,
-                              "num_heads": 4, "out_hidden_size": c["hidden_size"]}
+        c["vision_config"] = {
+            "depth": draw(st.integers(1, 4)),
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_heads": 4,
+            "out_hidden_size": c["hidden_size"],
+        }
     return c
 
 

@@ -17,20 +17,30 @@ from finspace.host.priority import Launcher, parse_nice
 from helpers import REPO
 
 
-@pytest.mark.parametrize("value, expected", [
-    (None, 10), ("", 10), (" ", 10),  # unset: the default
-    ("0", 0), ("7", 7), ("19", 19),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, 10),
+        ("", 10),
+        (" ", 10),  # unset: the default
+        ("0", 0),
+        ("7", 7),
+        ("19", 19),
+    ],
+)
 def test_parse_nice(value, expected):
     assert parse_nice(value, default=10) == expected
 
 
-@pytest.mark.parametrize("value, match", [
-    ("abc", r"FINSPACE_FRONT_NICE='abc' is not a whole number; use 0 \(off\) to 19"),
-    ("2.5", "is not a whole number"),
-    ("20", r"FINSPACE_FRONT_NICE=20 is out of range; use 0 \(off\) to 19"),
-    ("-1", "out of range"),  # raising a priority needs privileges this app does not have
-])
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("abc", r"FINSPACE_FRONT_NICE='abc' is not a whole number; use 0 \(off\) to 19"),
+        ("2.5", "is not a whole number"),
+        ("20", r"FINSPACE_FRONT_NICE=20 is out of range; use 0 \(off\) to 19"),
+        ("-1", "out of range"),  # raising a priority needs privileges this app does not have
+    ],
+)
 def test_parse_nice_refuses_with_the_fix(value, match):
     with pytest.raises(BadInput, match=match):
         parse_nice(value, default=10)
@@ -67,8 +77,14 @@ stop.set(); launcher.close()
 
 
 def test_lowers_every_thread_but_the_launcher_whose_processes_keep_the_base():
-    res = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60, cwd=REPO,
-                         env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
+    )
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     base = got["base"]
@@ -83,7 +99,13 @@ def test_lowers_every_thread_but_the_launcher_whose_processes_keep_the_base():
 
 @pytest.mark.parametrize("value, match", [("ten", "is not a whole number"), ("25", "is out of range")])
 def test_the_app_refuses_a_bad_setting_before_it_starts(value, match):
-    res = subprocess.run([sys.executable, str(REPO / "app.py")], capture_output=True, text=True, timeout=120,
-                         cwd=REPO, env={**os.environ, "FINSPACE_FRONT_NICE": value, "PORT": "1"})
+    res = subprocess.run(
+        [sys.executable, str(REPO / "app.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "FINSPACE_FRONT_NICE": value, "PORT": "1"},
+    )
     assert res.returncode == 2, (res.stdout, res.stderr[-2000:])
     assert "error: FINSPACE_FRONT_NICE" in res.stderr and match in res.stderr and "use 0 (off) to 19" in res.stderr

@@ -13,8 +13,14 @@ import pytest
 from finspace.models.catalog import load_catalog
 from finspace.models.demo import CHAT_TEMPLATE, CORPUS, SPECIAL_TOKENS
 from finspace.engine import MAX_MESSAGES, ChatSettings, normalize_messages
-from finspace.engine.prompt import (build_prompt, check_template_kwargs, encode, rendered_limit, sampling_for,
-                                   with_system)
+from finspace.engine.prompt import (
+    build_prompt,
+    check_template_kwargs,
+    encode,
+    rendered_limit,
+    sampling_for,
+    with_system,
+)
 from finspace.errors import BadInput
 from helpers import demo_entry, write_catalog
 
@@ -34,8 +40,12 @@ def make_tokenizer(template: str = CHAT_TEMPLATE):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|end|>", pad_token="<|pad|>")
     fast.chat_template = template
@@ -60,28 +70,35 @@ def text(tok, ids) -> str:
 
 def conversation(turns: int, filler: str = "Revenue grew twelve percent year over year. ") -> list[dict]:
     """``turns`` messages alternating user/assistant, ending with a user turn."""
-    out = [{"role": "user" if (turns - 1 - i) % 2 == 0 else "assistant", "content": f"m{i} {filler}"}
-           for i in range(turns)]
+    out = [
+        {"role": "user" if (turns - 1 - i) % 2 == 0 else "assistant", "content": f"m{i} {filler}"} for i in range(turns)
+    ]
     out[-1]["content"] = "last question"
     return out
 
 
 # ----------------------------------------------------------------- bounds
-@pytest.mark.parametrize("messages, match", [
-    ([], "conversation is empty"),
-    ("hello", "must be a list"),
-    (["hi"], "message 0 must be an object"),
-    ([{"role": "user", "content": "   "}], "message is empty"),
-    ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], "images and audio are not read"),
-    ([{"role": "user", "content": {"path": "/etc/passwd"}}], "it must be text"),
-    ([{"role": "user", "content": None}], "content is null; it must be text"),  # issue 41: no Python type named
-    ([{"role": "user", "content": [7]}], "holds a number where a text part was expected"),
-    ([{"role": "robot", "content": "hi"}], "role 'robot'"),
-    ([{"role": "user", "content": "x" * 70_000}], "limit is 64,000"),
-    ([{"role": "user", "content": "x" * 60_000}] * 5, "the limit is 256,000"),
-    ([{"role": "user", "content": "hi"}] * (MAX_MESSAGES + 1), "the limit is 512"),
-    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}], "last message must be from the user"),
-])
+@pytest.mark.parametrize(
+    "messages, match",
+    [
+        ([], "conversation is empty"),
+        ("hello", "must be a list"),
+        (["hi"], "message 0 must be an object"),
+        ([{"role": "user", "content": "   "}], "message is empty"),
+        ([{"role": "user", "content": [{"type": "image", "url": "x.png"}]}], "images and audio are not read"),
+        ([{"role": "user", "content": {"path": "/etc/passwd"}}], "it must be text"),
+        ([{"role": "user", "content": None}], "content is null; it must be text"),  # issue 41: no Python type named
+        ([{"role": "user", "content": [7]}], "holds a number where a text part was expected"),
+        ([{"role": "robot", "content": "hi"}], "role 'robot'"),
+        ([{"role": "user", "content": "x" * 70_000}], "limit is 64,000"),
+        ([{"role": "user", "content": "x" * 60_000}] * 5, "the limit is 256,000"),
+        ([{"role": "user", "content": "hi"}] * (MAX_MESSAGES + 1), "the limit is 512"),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}],
+            "last message must be from the user",
+        ),
+    ],
+)
 def test_bad_messages_are_refused(messages, match):
     with pytest.raises(BadInput, match=match):
         normalize_messages(messages)
@@ -92,23 +109,31 @@ def test_gradio_parts_are_joined():
     assert normalize_messages(msgs) == [{"role": "user", "content": "Net debt\nto\nEBITDA?"}]
 
 
-@pytest.mark.parametrize("settings, match", [
-    (ChatSettings(temperature=float("nan")), "temperature must be a finite number"),
-    (ChatSettings(temperature=-0.1), r"temperature -0.1 is out of range"),
-    (ChatSettings(top_p=0), r"top_p 0 is out of range; use a value in \(0, 1\]"),
-    (ChatSettings(max_tokens=0), "max_tokens 0 is out of range"),
-    (ChatSettings(max_tokens=512), r"max_tokens 512 is out of range; use a value in \[1, 511\]"),
-    (ChatSettings(max_tokens=2.5), "whole number"),
-    (ChatSettings(temperature="hot"), "must be a number"),
-    (ChatSettings(seed=-1), "seed -1 is out of range"),
-])
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        (ChatSettings(temperature=float("nan")), "temperature must be a finite number"),
+        (ChatSettings(temperature=-0.1), r"temperature -0.1 is out of range"),
+        (ChatSettings(top_p=0), r"top_p 0 is out of range; use a value in \(0, 1\]"),
+        (ChatSettings(max_tokens=0), "max_tokens 0 is out of range"),
+        (ChatSettings(max_tokens=512), r"max_tokens 512 is out of range; use a value in \[1, 511\]"),
+        (ChatSettings(max_tokens=2.5), "whole number"),
+        (ChatSettings(temperature="hot"), "must be a number"),
+        (ChatSettings(seed=-1), "seed -1 is out of range"),
+    ],
+)
 def test_bad_settings_are_refused(entry, settings, match):
     with pytest.raises(BadInput, match=match):
         sampling_for(entry, settings, 512)
 
 
 def test_sampling_defaults_come_from_the_catalogue(entry):
-    assert sampling_for(entry, ChatSettings(), 512) == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 32, "seed": None}
+    assert sampling_for(entry, ChatSettings(), 512) == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 32,
+        "seed": None,
+    }
     assert sampling_for(entry, ChatSettings(), 20)["max_tokens"] == 19  # capped by the context
     assert sampling_for(entry, ChatSettings(temperature=1, seed=7), 512)["temperature"] == 1.0
 
@@ -124,7 +149,9 @@ def test_the_catalogue_system_prompt_is_added_and_can_be_removed(tok, entry):
 
 
 def test_a_template_without_a_system_role_gets_it_in_the_first_user_turn():
-    ids = encode(make_tokenizer(NO_SYSTEM_TEMPLATE), [{"role": "system", "content": "S"}, {"role": "user", "content": "q"}])
+    ids = encode(
+        make_tokenizer(NO_SYSTEM_TEMPLATE), [{"role": "system", "content": "S"}, {"role": "user", "content": "q"}]
+    )
     assert text(make_tokenizer(), ids) == "<|bos|><|user|>S\n\nq<|end|><|assistant|>"
 
 
@@ -146,7 +173,9 @@ def test_long_history_is_trimmed_keeping_system_and_last_turn(tok, entry):
 
 def test_a_last_turn_longer_than_the_context_is_refused(tok, entry):
     huge = [{"role": "user", "content": "Free cash flow covers the dividend twice. " * 100}]
-    with pytest.raises(BadInput, match=r"your last message is [\d,]+ tokens .* leaves room for 480. Shorten the message"):
+    with pytest.raises(
+        BadInput, match=r"your last message is [\d,]+ tokens .* leaves room for 480. Shorten the message"
+    ):
         build_prompt(huge, entry, ChatSettings(), 32, tok, 512)
 
 
@@ -160,7 +189,7 @@ def _reference_build_prompt(msgs, entry, settings, max_tokens, tok, max_model_le
     if len(ids) <= budget:
         return ids, 0
     head = msgs[:1] if msgs[0]["role"] == "system" else []
-    body = msgs[len(head):]
+    body = msgs[len(head) :]
     lo, hi, best = 1, len(body) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -198,7 +227,9 @@ class CountingTokenizer:
 
 
 def _shapes() -> dict[str, list[dict]]:
-    ragged = [{"role": "user" if i % 3 else "assistant", "content": "Free cash flow. " * (1 + i % 7)} for i in range(40)]
+    ragged = [
+        {"role": "user" if i % 3 else "assistant", "content": "Free cash flow. " * (1 + i % 7)} for i in range(40)
+    ]
     ragged[-1] = {"role": "user", "content": "and now?"}
     return {
         "alternating": conversation(31),
@@ -248,18 +279,22 @@ def test_trimming_a_510_turn_conversation_templates_each_turn_a_bounded_number_o
     assert counting.template_calls <= 3 and counting.texts <= len(msgs) + 1 + counting.template_calls
 
 
-@pytest.mark.parametrize("reasoning, kwargs, match", [
-    (None, {"enable_thinking": False}, "it takes none"),
-    ("qwen3", {"chat_template": "{{ 1 }}"}, "set by the server"),
-    ("qwen3", {"foo": 1}, "allowed: enable_thinking"),
-    ("qwen3", {"enable_thinking": "no"}, "true or false"),
-])
+@pytest.mark.parametrize(
+    "reasoning, kwargs, match",
+    [
+        (None, {"enable_thinking": False}, "it takes none"),
+        ("qwen3", {"chat_template": "{{ 1 }}"}, "set by the server"),
+        ("qwen3", {"foo": 1}, "allowed: enable_thinking"),
+        ("qwen3", {"enable_thinking": "no"}, "true or false"),
+    ],
+)
 def test_template_variables_are_only_the_catalogues_allow_list(reasoning, kwargs, match):
     entry = type("Entry", (), {"reasoning": reasoning, "key": "m"})()
     with pytest.raises(BadInput, match=match):
         check_template_kwargs(entry, kwargs)
     assert check_template_kwargs(type("Q", (), {"reasoning": "qwen3"})(), {"enable_thinking": False}) == {
-        "enable_thinking": False}
+        "enable_thinking": False
+    }
 
 
 def test_a_template_that_amplifies_the_text_is_refused_before_tokenizing():

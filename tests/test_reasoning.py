@@ -52,8 +52,10 @@ def test_streamed_deltas_split_into_reasoning_and_answer(tok, deltas):
 
 def test_the_whole_reply_splits_the_same(tok):
     reasoning, content = joined(make_split("qwen3", tok), [REPLY])
-    assert (reasoning.strip(), content.strip()) == ("The margin is EBITDA over revenue.",
-                                                    "EBITDA margin = EBITDA / revenue.")
+    assert (reasoning.strip(), content.strip()) == (
+        "The margin is EBITDA over revenue.",
+        "EBITDA margin = EBITDA / revenue.",
+    )
 
 
 def test_thinking_off_is_all_answer(tok):
@@ -63,6 +65,7 @@ def test_thinking_off_is_all_answer(tok):
 
 def test_enable_thinking_reaches_the_chat_template(tok):
     msgs = [{"role": "user", "content": "What is EBITDA?"}]
+
     def kw(value):
         return ChatSettings(chat_template_kwargs=value)
 

@@ -43,13 +43,38 @@ class VllmServer:
 
     def start(self) -> float:
         self.starts += 1
-        argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
-                "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
-                "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager",
-                "--kv-cache-memory-bytes", str(16 << 20), "--api-key", KEY]
+        argv = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model),
+            "--served-model-name",
+            MODEL,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "1024",
+            "--enforce-eager",
+            "--kv-cache-memory-bytes",
+            str(16 << 20),
+            "--api-key",
+            KEY,
+        ]
         env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-        self.proc = ServerProcess("vllm-openai", argv, env=env, cwd=self.workdir, port=self.port,
-                                  log_path=self.workdir / f"vllm-{self.starts}.log", ready_path="/health")
+        self.proc = ServerProcess(
+            "vllm-openai",
+            argv,
+            env=env,
+            cwd=self.workdir,
+            port=self.port,
+            log_path=self.workdir / f"vllm-{self.starts}.log",
+            ready_path="/health",
+        )
         return self.proc.wait_ready(timeout=300)
 
     def kill(self) -> None:
@@ -82,10 +107,18 @@ def finspace(root: Path, model_dir: Path, vllm: VllmServer, key: str) -> Server:
 
     place_in(root / "data")  # TAT-QA items for the Scoreboard, as the app's cache of the set (no network here)
     models = {MODEL: demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_tokens=16)}
-    return Server(root, write_catalog(root / "catalog", models, default=MODEL),
-                  env={"FINSPACE_ENGINE_URL": vllm.url, "FINSPACE_ENGINE_API_KEY": key,
-                       "FINSPACE_ENGINE_PROBE_S": "1", "FINSPACE_ENGINE_TIMEOUT_S": "20",
-                       "GRADIO_TEMP_DIR": str(root / "gradio"), "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"})
+    return Server(
+        root,
+        write_catalog(root / "catalog", models, default=MODEL),
+        env={
+            "FINSPACE_ENGINE_URL": vllm.url,
+            "FINSPACE_ENGINE_API_KEY": key,
+            "FINSPACE_ENGINE_PROBE_S": "1",
+            "FINSPACE_ENGINE_TIMEOUT_S": "20",
+            "GRADIO_TEMP_DIR": str(root / "gradio"),
+            "FINSPACE_MATRIX_MAX_DOCUMENTS": "2",
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +173,12 @@ def test_health_names_the_remote_and_its_metrics_never_the_key(app, vllm):
 
 def test_chat_on_v1_streams_with_usage(app):
     stream = oclient(app).chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "What is EBITDA?"}], max_tokens=12, stream=True,
-        stream_options={"include_usage": True})
+        model=MODEL,
+        messages=[{"role": "user", "content": "What is EBITDA?"}],
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     usage = [c.usage for c in chunks if c.usage is not None]
@@ -150,8 +187,7 @@ def test_chat_on_v1_streams_with_usage(app):
     import openai
 
     with pytest.raises(openai.BadRequestError, match="temperature 7 is out of range"):
-        oclient(app).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}],
-                                             temperature=7)
+        oclient(app).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], temperature=7)
 
 
 def test_chat_on_gradio_api(app):
@@ -169,8 +205,9 @@ def test_a_question_about_a_document(app, tmp_path):
     report = gen.pdf(tmp_path / "annual-report.pdf", pages=30, facts={7: FACT})
     metrics = f"http://127.0.0.1:{app_vllm_port(app)}/metrics"
     before = _metric(httpx.get(metrics, timeout=10).text, "vllm:prompt_tokens_total")
-    reply = gclient(app).predict("What was the net interest margin?", [], None, 0.0, 8, handle_file(str(report)),
-                                 api_name="/chat")
+    reply = gclient(app).predict(
+        "What was the net interest margin?", [], None, 0.0, 8, handle_file(str(report)), api_name="/chat"
+    )
     assert isinstance(reply, str), reply
     # the 30 pages (~7,500 tokens) do not fit 1,024: finspace chose the passages that fit by the endpoint's
     # /tokenize counts and its /v1/models context, so the prompt vLLM saw is large but within the context
@@ -194,8 +231,10 @@ def test_a_matrix_two_fields_one_document(app, tmp_path):
     from gradio_client import handle_file
 
     doc = gen.pdf(tmp_path / "alpha-10k.pdf", pages=2, facts={2: "Revenue was 1,234.5 million in fiscal 2024."})
-    fields = [{"name": "Revenue", "type": "number", "instruction": "Total revenue, in millions"},
-              {"name": "Profitable", "type": "yesno", "instruction": "Was the company profitable?"}]
+    fields = [
+        {"name": "Revenue", "type": "number", "instruction": "Total revenue, in millions"},
+        {"name": "Profitable", "type": "yesno", "instruction": "Was the company profitable?"},
+    ]
     job = gclient(app).submit([handle_file(str(doc))], json.dumps(fields), api_name="/matrix")
     final = list(job)[-1]
     assert final["state"] == "done" and final["done"] == final["total"] == 2, final
@@ -245,8 +284,10 @@ def test_the_page_chats_and_its_memory_panel_reads_the_remote(app):
         assert "--enable-auto-tool-choice" in health(app)[1]["engine"]["tools_refused"]
         # Continue: vLLM's continue_final_message on the same reply
         page.click("#continue")
-        page.wait_for_function("[...document.querySelectorAll('#chatbot sub')]"
-                               ".some(e => e.innerText.includes('continued 1'))", timeout=90_000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('#chatbot sub')].some(e => e.innerText.includes('continued 1'))",
+            timeout=90_000,
+        )
         usage = page.eval_on_selector_all("#chatbot sub", "els => els.map(e => e.innerText)")[-1]
         assert "reply 32 tokens" in usage, usage
         assert not page.page_errors
@@ -260,8 +301,11 @@ def test_a_wrong_key_is_a_clear_state(tmp_path_factory, model_dir, vllm):
         body = wait_health(srv, "remote-unreachable", 30)
         assert "refused the API key (401)" in body["last_error"] and "FINSPACE_ENGINE_API_KEY" in body["last_error"]
         assert "not-the-key" not in json.dumps(body)
-        r = httpx.post(srv.url + "/v1/chat/completions", json={"model": MODEL, "messages": [
-            {"role": "user", "content": "hi"}]}, timeout=30)
+        r = httpx.post(
+            srv.url + "/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
         assert r.status_code == 503 and "not-the-key" not in r.text, r.text
     finally:
         srv.stop()
@@ -278,8 +322,11 @@ def test_the_endpoint_killed_mid_stream_then_back(app, vllm):
     def reader():
         try:
             stream = oclient(app, timeout=60).chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": "Tell me a long story."}], max_tokens=900,
-                stream=True)
+                model=MODEL,
+                messages=[{"role": "user", "content": "Tell me a long story."}],
+                max_tokens=900,
+                stream=True,
+            )
             for c in stream:
                 if c.choices and c.choices[0].delta.content:
                     got.append(c.choices[0].delta.content)
@@ -314,6 +361,10 @@ def test_the_endpoint_killed_mid_stream_then_back(app, vllm):
 
     vllm.start()  # the endpoint comes back on the same port: finspace finds it by itself
     wait_health(app, "ready", 30)
-    text = oclient(app).chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "And now?"}], max_tokens=6).choices[0].message.content
+    text = (
+        oclient(app)
+        .chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "And now?"}], max_tokens=6)
+        .choices[0]
+        .message.content
+    )
     assert text

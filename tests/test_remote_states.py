@@ -39,15 +39,21 @@ class StandIn:
         return JSONResponse({"object": "list", "data": [{"id": "a", "root": "a", "max_model_len": 1024}]})
 
     async def metrics(self, request):
-        return PlainTextResponse('vllm:kv_cache_usage_perc{engine="0"} 0.5\nvllm:num_requests_running 1\n'
-                                 'vllm:num_requests_waiting 2\n')
+        return PlainTextResponse(
+            'vllm:kv_cache_usage_perc{engine="0"} 0.5\nvllm:num_requests_running 1\nvllm:num_requests_waiting 2\n'
+        )
 
     async def chat(self, request):
         return JSONResponse({"error": {"message": "rate limited"}}, status_code=429 if self.mode == "busy" else 503)
 
     def serve(self):
-        app = Starlette(routes=[Route("/v1/models", self.models), Route("/metrics", self.metrics),
-                                Route("/v1/chat/completions", self.chat, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/models", self.models),
+                Route("/metrics", self.metrics),
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            ]
+        )
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         threading.Thread(target=self.server.run, daemon=True).start()
         while not self.server.started:
@@ -66,9 +72,16 @@ def stand_in():
 def app(tmp_path_factory, model_dir, stand_in):
     root = tmp_path_factory.mktemp("remote-states")
     catalog = write_catalog(root / "catalog", {"a": demo_entry(model_dir / "tiny-llama", "tiny-llama")}, default="a")
-    srv = Server(root, catalog, env={"FINSPACE_ENGINE_URL": f"http://127.0.0.1:{stand_in.port}/v1",
-                                     "FINSPACE_ENGINE_API_KEY": KEY, "FINSPACE_ENGINE_PROBE_S": "1",
-                                     "FINSPACE_ENGINE_TIMEOUT_S": "2"})
+    srv = Server(
+        root,
+        catalog,
+        env={
+            "FINSPACE_ENGINE_URL": f"http://127.0.0.1:{stand_in.port}/v1",
+            "FINSPACE_ENGINE_API_KEY": KEY,
+            "FINSPACE_ENGINE_PROBE_S": "1",
+            "FINSPACE_ENGINE_TIMEOUT_S": "2",
+        },
+    )
     try:
         srv.wait(ready=True, timeout=120)
         yield srv
@@ -87,12 +100,14 @@ def until(app, state: str, timeout: float = 20.0, metrics: bool = False) -> dict
 
 
 def chat(app) -> httpx.Response:
-    return httpx.post(app.url + "/v1/chat/completions", timeout=30,
-                      json={"model": "a", "messages": [{"role": "user", "content": "hi"}]})
+    return httpx.post(
+        app.url + "/v1/chat/completions",
+        timeout=30,
+        json={"model": "a", "messages": [{"role": "user", "content": "hi"}]},
+    )
 
 
-@pytest.mark.parametrize("mode, reason", [("503", "answered 503 (a server error)"),
-                                          ("slow", "did not answer in time")])
+@pytest.mark.parametrize("mode, reason", [("503", "answered 503 (a server error)"), ("slow", "did not answer in time")])
 def test_a_failing_endpoint_is_a_clear_state_and_it_recovers(app, stand_in, mode, reason):
     stand_in.mode = mode
     body = until(app, "remote-unreachable")

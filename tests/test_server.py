@@ -129,15 +129,23 @@ def test_will_it_fit_over_the_gradio_api(server, client):
 
 def test_load_model_refuses_without_a_valid_token(server):
     before = server.health()
-    for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": ADMIN_TOKEN},
-                    {"Authorization": "Basic " + ADMIN_TOKEN}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Authorization": ADMIN_TOKEN},
+        {"Authorization": "Basic " + ADMIN_TOKEN},
+    ):
         r = httpx.post(server.url + "/load-model", json={"model": "b"}, headers=headers, timeout=10)
         assert r.status_code == 401, (headers, r.text)
         assert "error" in r.json() and ADMIN_TOKEN not in r.text
         assert r.headers.get("www-authenticate") == "Bearer"
     time.sleep(0.5)
     after = server.health()
-    assert (after["model"], after["status"], after["loaded_since"]) == (before["model"], "ready", before["loaded_since"])
+    assert (after["model"], after["status"], after["loaded_since"]) == (
+        before["model"],
+        "ready",
+        before["loaded_since"],
+    )
 
 
 def test_load_model_rejects_keys_outside_the_catalogue(server):
@@ -242,6 +250,7 @@ def test_load_history_records_the_loads(server):
 # ------------------------------------------------------------------ concurrency
 def test_sixteen_parallel_chats_all_complete(server):
     """16 users at once, each with its own gradio_client (as 16 browsers would be)."""
+
     def one_user(i: int) -> str:
         return gclient(server).predict(f"{QUESTION} ({i})", [], None, 0.7, 24, api_name="/chat")
 

@@ -11,21 +11,24 @@ from finspace.settings import Settings
 TOKEN = "a-good-admin-token-0123"
 
 
-@pytest.mark.parametrize("env, match", [
-    ({"PORT": "http"}, r"PORT='http' is not a whole number; use 1 to 65535"),
-    ({"PORT": "70000"}, r"PORT=70000 is out of range"),
-    ({"FINSPACE_ADMIN_TOKEN": "short"}, r"has 5 characters; it needs 16 to 256"),
-    ({"FINSPACE_ADMIN_TOKEN": "x" * 257}, r"has 257 characters"),
-    ({"FINSPACE_ADMIN_TOKEN": " " + TOKEN}, r"spaces at its ends"),
-    ({"FINSPACE_ADMIN_TOKEN": TOKEN + "\n"}, r"spaces at its ends"),
-    ({"FINSPACE_OPEN_SWITCHING": "maybe"}, r"FINSPACE_OPEN_SWITCHING='maybe' is not a yes/no value"),
-    ({"FINSPACE_FRONT_NICE": "ten"}, r"FINSPACE_FRONT_NICE='ten' is not a whole number; use 0 \(off\) to 19"),
-    ({"FINSPACE_MAX_EVENTS_PER_CLIENT": "0"}, r"out of range; use 1 to"),
-    ({"FINSPACE_STREAM_OPEN_S": "0.1"}, r"out of range; use 0.5 to 600"),
-    ({"FINSPACE_HEADER_TIMEOUT_S": "soon"}, r"is not a number"),
-    ({"FINSPACE_LEDGER_MAX_MIB": "-1"}, r"out of range"),
-    ({"FINSPACE_STREAM_INTERVAL_MS": "0"}, r"out of range"),
-])
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"PORT": "http"}, r"PORT='http' is not a whole number; use 1 to 65535"),
+        ({"PORT": "70000"}, r"PORT=70000 is out of range"),
+        ({"FINSPACE_ADMIN_TOKEN": "short"}, r"has 5 characters; it needs 16 to 256"),
+        ({"FINSPACE_ADMIN_TOKEN": "x" * 257}, r"has 257 characters"),
+        ({"FINSPACE_ADMIN_TOKEN": " " + TOKEN}, r"spaces at its ends"),
+        ({"FINSPACE_ADMIN_TOKEN": TOKEN + "\n"}, r"spaces at its ends"),
+        ({"FINSPACE_OPEN_SWITCHING": "maybe"}, r"FINSPACE_OPEN_SWITCHING='maybe' is not a yes/no value"),
+        ({"FINSPACE_FRONT_NICE": "ten"}, r"FINSPACE_FRONT_NICE='ten' is not a whole number; use 0 \(off\) to 19"),
+        ({"FINSPACE_MAX_EVENTS_PER_CLIENT": "0"}, r"out of range; use 1 to"),
+        ({"FINSPACE_STREAM_OPEN_S": "0.1"}, r"out of range; use 0.5 to 600"),
+        ({"FINSPACE_HEADER_TIMEOUT_S": "soon"}, r"is not a number"),
+        ({"FINSPACE_LEDGER_MAX_MIB": "-1"}, r"out of range"),
+        ({"FINSPACE_STREAM_INTERVAL_MS": "0"}, r"out of range"),
+    ],
+)
 def test_bad_values_are_refused_naming_the_variable_and_the_fix(env, match):
     with pytest.raises(BadInput, match=match):
         Settings.from_env(env)
@@ -37,13 +40,16 @@ def test_a_refused_token_is_never_repeated():
     assert "hunter2" not in str(info.value)
 
 
-@pytest.mark.parametrize("env, switching", [
-    ({}, "open"),  # your own machine: as before
-    ({"SPACE_ID": "me/finspace"}, "off"),  # a public Space with no token: off
-    ({"SPACE_ID": "me/finspace", "FINSPACE_OPEN_SWITCHING": "1"}, "open"),  # opened deliberately
-    ({"SPACE_ID": "me/finspace", "FINSPACE_ADMIN_TOKEN": TOKEN}, "token"),
-    ({"FINSPACE_ADMIN_TOKEN": TOKEN, "FINSPACE_OPEN_SWITCHING": "1"}, "token"),  # a token always wins
-])
+@pytest.mark.parametrize(
+    "env, switching",
+    [
+        ({}, "open"),  # your own machine: as before
+        ({"SPACE_ID": "me/finspace"}, "off"),  # a public Space with no token: off
+        ({"SPACE_ID": "me/finspace", "FINSPACE_OPEN_SWITCHING": "1"}, "open"),  # opened deliberately
+        ({"SPACE_ID": "me/finspace", "FINSPACE_ADMIN_TOKEN": TOKEN}, "token"),
+        ({"FINSPACE_ADMIN_TOKEN": TOKEN, "FINSPACE_OPEN_SWITCHING": "1"}, "token"),  # a token always wins
+    ],
+)
 def test_who_may_switch(env, switching):
     assert Settings.from_env(env).switching == switching
 
@@ -65,14 +71,21 @@ def test_defaults_and_derived_values():
     assert s.secrets == (TOKEN, "hf_abcdefgh") and TOKEN not in repr(s) and "hf_abc" not in repr(s)
 
 
-@pytest.mark.parametrize("text, secrets, shown", [
-    ("token abc123 and hf_xyz", ("abc123", "hf_xyz"), "token *** and ***"),
-    ("ab", ("ab",), "***"),  # any length is redacted (no 4-character floor)
-    ("outer-secret-inner", ("secret", "outer-secret-inner"), "***"),  # longest first
-    ("failed: /home/user/app/data/loads.jsonl is locked", (), "failed: …/loads.jsonl is locked"),
-    ("see https://huggingface.co/org/repo or GET /health", (), "see https://huggingface.co/org/repo or GET /health"),
-    (None, ("x",), None),
-])
+@pytest.mark.parametrize(
+    "text, secrets, shown",
+    [
+        ("token abc123 and hf_xyz", ("abc123", "hf_xyz"), "token *** and ***"),
+        ("ab", ("ab",), "***"),  # any length is redacted (no 4-character floor)
+        ("outer-secret-inner", ("secret", "outer-secret-inner"), "***"),  # longest first
+        ("failed: /home/user/app/data/loads.jsonl is locked", (), "failed: …/loads.jsonl is locked"),
+        (
+            "see https://huggingface.co/org/repo or GET /health",
+            (),
+            "see https://huggingface.co/org/repo or GET /health",
+        ),
+        (None, ("x",), None),
+    ],
+)
 def test_redact(text, secrets, shown):
     assert redact(text, secrets) == shown
 
@@ -81,12 +94,15 @@ def test_hide_paths_keeps_relative_paths_and_routes():
     assert hide_paths("org/repo and ./data/x and /load-model") == "org/repo and ./data/x and /load-model"
 
 
-@pytest.mark.parametrize("raw, match", [
-    ("short-key", r"FINSPACE_API_KEYS: key 1 has 9 characters; each key needs 16 to 256"),
-    (f"{TOKEN},tiny", r"key 2 has 4 characters"),
-    (f"{TOKEN},has space in it-0123456", r"key 2 has spaces"),
-    (" , ", r"holds no key"),
-])
+@pytest.mark.parametrize(
+    "raw, match",
+    [
+        ("short-key", r"FINSPACE_API_KEYS: key 1 has 9 characters; each key needs 16 to 256"),
+        (f"{TOKEN},tiny", r"key 2 has 4 characters"),
+        (f"{TOKEN},has space in it-0123456", r"key 2 has spaces"),
+        (" , ", r"holds no key"),
+    ],
+)
 def test_api_keys_are_refused_naming_the_rule_never_the_key(raw, match):
     with pytest.raises(BadInput, match=match) as info:
         Settings.from_env({"FINSPACE_API_KEYS": raw})

@@ -18,8 +18,7 @@ from finspace.engine import ChatInfo, ChatSettings, Engine
 from finspace.host.gpu import MemoryMonitor
 from support.catalog import demo_entry, write_catalog
 from support.filings import filing
-from support.smollm import (KEY, catalog_entry, chatml_problem, english_problem, eos_problem,
-                            figure_problem)
+from support.smollm import KEY, catalog_entry, chatml_problem, english_problem, eos_problem, figure_problem
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -27,16 +26,21 @@ QUESTIONS = ["What is EBITDA? Answer in one sentence.", "What does free cash flo
 SYSTEM = "You are a careful analyst who answers about company accounts in one sentence."
 MAX_TOKENS = 200
 SENTENCE = "Revenue was $12.4 billion in Q3 2024, up 8% year over year."
-SCHEMA = {"type": "object", "properties": {"revenue_usd_billion": {"type": "number"}},
-          "required": ["revenue_usd_billion"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"revenue_usd_billion": {"type": "number"}},
+    "required": ["revenue_usd_billion"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory, smollm_models):
     root = tmp_path_factory.mktemp("smollm-catalog")
-    models = {KEY: catalog_entry(max_tokens=MAX_TOKENS),
-              "demo": demo_entry(root / "demo", "bench-llama", label="Demo", max_model_len=1024,
-                                 max_tokens=MAX_TOKENS)}
+    models = {
+        KEY: catalog_entry(max_tokens=MAX_TOKENS),
+        "demo": demo_entry(root / "demo", "bench-llama", label="Demo", max_model_len=1024, max_tokens=MAX_TOKENS),
+    }
     return load_catalog(write_catalog(root, models, default=KEY))
 
 
@@ -70,8 +74,9 @@ async def extract(engine) -> str:
     messages = [{"role": "user", "content": f"{SENTENCE} Extract the revenue in billions of dollars as JSON."}]
     ids = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     ids = engine.tokenizer.encode(ids, add_special_tokens=False)
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS,
-                            structured_outputs=StructuredOutputsParams(json=SCHEMA))
+    params = SamplingParams(
+        temperature=0.0, max_tokens=MAX_TOKENS, structured_outputs=StructuredOutputsParams(json=SCHEMA)
+    )
     last = None
     async for out in engine._llm.generate({"prompt_token_ids": ids}, params, f"extract-{uuid.uuid4().hex}"):
         last = out
@@ -179,8 +184,9 @@ async def test_two_filings_in_one_chat_give_passages_from_both_named_by_id_and_p
     assert answer and info.prompt_tokens + DEFAULT_MAX_TOKENS <= engine.max_model_len, (answer, info.prompt_tokens)
 
 
-async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into_the_next_round(engine, catalog,
-                                                                                                 tmp_path):
+async def test_a_forced_first_round_searches_the_filing_and_the_result_goes_into_the_next_round(
+    engine, catalog, tmp_path
+):
     """The filing tools on the real engine (issue 39): SmolLM2 with "always" (the first round is a call, through
     structured outputs) and Apple's 10-K attached calls ``search``; its result (bounded) is in the next round's
     prompt, and the model answers."""
@@ -226,9 +232,17 @@ def test_the_app_serves_a_real_english_answer_over_http(shared_smollm_server):
     in English and stops."""
     srv = shared_smollm_server
     srv.ensure_model(KEY)
-    r = httpx.post(srv.url + "/v1/chat/completions", timeout=120, headers=srv.auth(), json={
-        "model": KEY, "messages": [{"role": "user", "content": QUESTIONS[0]}], "temperature": 0,
-        "max_tokens": MAX_TOKENS})
+    r = httpx.post(
+        srv.url + "/v1/chat/completions",
+        timeout=120,
+        headers=srv.auth(),
+        json={
+            "model": KEY,
+            "messages": [{"role": "user", "content": QUESTIONS[0]}],
+            "temperature": 0,
+            "max_tokens": MAX_TOKENS,
+        },
+    )
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]
     text = choice["message"]["content"]

@@ -22,10 +22,12 @@ from support.smollm import KEY
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
-FIELDS = [{"name": "Revenue", "type": "money", "instruction": "Total revenue for fiscal 2024"},
-          {"name": "Net income", "type": "money", "instruction": "Net income for fiscal 2024"},
-          {"name": "Operating margin", "type": "percent", "instruction": "The operating margin for fiscal 2024"},
-          {"name": "Auditor", "type": "text", "instruction": "The name of the auditor"}]
+FIELDS = [
+    {"name": "Revenue", "type": "money", "instruction": "Total revenue for fiscal 2024"},
+    {"name": "Net income", "type": "money", "instruction": "Net income for fiscal 2024"},
+    {"name": "Operating margin", "type": "percent", "instruction": "The operating margin for fiscal 2024"},
+    {"name": "Auditor", "type": "text", "instruction": "The name of the auditor"},
+]
 # (document, field) -> (page, what the value must show): each stated once, in one sentence, on that page
 TRUTH = {
     ("alpha-annual-report.pdf", "Revenue"): (2, "12.4 billion"),
@@ -41,21 +43,35 @@ TRUTH = {
     ("gamma-10k.html", "Operating margin"): (1, "22.0%"),
     ("gamma-10k.html", "Auditor"): (1, "Deloitte & Touche LLP"),
 }
-GAMMA = ("<html><body><h1>Gamma Corp Form 10-K</h1><p>Gamma Corp makes industrial pumps.</p>"
-         "<p>Total revenue was $4.2 billion in fiscal 2024.</p><p>Net income was $610 million in fiscal 2024.</p>"
-         "<p>The operating margin was 22.0% in fiscal 2024.</p>"
-         "<p>Our auditor is Deloitte &amp; Touche LLP.</p></body></html>")
+GAMMA = (
+    "<html><body><h1>Gamma Corp Form 10-K</h1><p>Gamma Corp makes industrial pumps.</p>"
+    "<p>Total revenue was $4.2 billion in fiscal 2024.</p><p>Net income was $610 million in fiscal 2024.</p>"
+    "<p>The operating margin was 22.0% in fiscal 2024.</p>"
+    "<p>Our auditor is Deloitte &amp; Touche LLP.</p></body></html>"
+)
 
 
 def filings(folder: Path) -> list[Path]:
-    alpha = gen.pdf(folder / "alpha-annual-report.pdf", pages=3, filler=1, facts={
-        1: "Alpha Inc. designs payment software for banks.",
-        2: "Revenue was $12.4 billion in fiscal 2024. Net income was $1.9 billion in fiscal 2024.",
-        3: "The operating margin was 18.5% in fiscal 2024. The auditor is Ernst & Young LLP."})
-    beta = gen.pdf(folder / "beta-annual-report.pdf", pages=3, filler=1, facts={
-        1: "Revenue was $830 million in fiscal 2024.",
-        2: "Net income was $95 million in fiscal 2024. The operating margin was 14.2% in fiscal 2024.",
-        3: "The auditor is KPMG LLP."})
+    alpha = gen.pdf(
+        folder / "alpha-annual-report.pdf",
+        pages=3,
+        filler=1,
+        facts={
+            1: "Alpha Inc. designs payment software for banks.",
+            2: "Revenue was $12.4 billion in fiscal 2024. Net income was $1.9 billion in fiscal 2024.",
+            3: "The operating margin was 18.5% in fiscal 2024. The auditor is Ernst & Young LLP.",
+        },
+    )
+    beta = gen.pdf(
+        folder / "beta-annual-report.pdf",
+        pages=3,
+        filler=1,
+        facts={
+            1: "Revenue was $830 million in fiscal 2024.",
+            2: "Net income was $95 million in fiscal 2024. The operating margin was 14.2% in fiscal 2024.",
+            3: "The auditor is KPMG LLP.",
+        },
+    )
     gamma = folder / "gamma-10k.html"
     gamma.write_text(GAMMA)
     return [alpha, beta, gamma]
@@ -79,25 +95,33 @@ def accuracy(rows: list[dict]) -> tuple[int, int, list[str]]:
         for f, cell in zip(FIELDS, row["cells"], strict=True):
             page, shown = TRUTH[(row["document"], f["name"])]
             ok = cell["check"] == "verified"
-            good = ok and cell["page"] == page and shown.replace("%", "").split()[0].replace(",", "") in \
-                json.dumps(cell["value"]).replace(",", "")
+            good = (
+                ok
+                and cell["page"] == page
+                and shown.replace("%", "").split()[0].replace(",", "") in json.dumps(cell["value"]).replace(",", "")
+            )
             verified, right = verified + ok, right + good
-            lines.append(f"{row['document']:26} {f['name']:17} {cell['check']:18} p.{cell['page']} "
-                         f"{json.dumps(cell['value'])[:40]:40} {cell['quote'][:60]!r}")
+            lines.append(
+                f"{row['document']:26} {f['name']:17} {cell['check']:18} p.{cell['page']} "
+                f"{json.dumps(cell['value'])[:40]:40} {cell['quote'][:60]!r}"
+            )
     return verified, right, lines
 
 
 def test_every_cell_completes_and_a_verified_cell_quotes_its_page(server):
     from gradio_client import Client, handle_file
 
-    job = Client(server.url, verbose=False).submit([handle_file(str(f)) for f in server.files], json.dumps(FIELDS),
-                                                   api_name="/matrix")
+    job = Client(server.url, verbose=False).submit(
+        [handle_file(str(f)) for f in server.files], json.dumps(FIELDS), api_name="/matrix"
+    )
     final = list(job)[-1]
     rows = final["matrix"]["rows"]
     verified, right, lines = accuracy(rows)
     report = "\n".join(lines)
-    print(f"\nSmolLM2-135M on the test matrix: {verified} of 12 cells verified, {right} with the expected page "
-          f"and value\n{report}")
+    print(
+        f"\nSmolLM2-135M on the test matrix: {verified} of 12 cells verified, {right} with the expected page "
+        f"and value\n{report}"
+    )
     assert final["state"] == "done" and final["done"] == 12, report
     cells = [c for r in rows for c in r["cells"]]
     assert all(c["check"] not in ("cut", "invalid") for c in cells), report  # every cell completes
@@ -117,15 +141,20 @@ def test_a_matrix_filled_in_the_browser_exports_what_the_page_shows(server, tmp_
         page = open_page(context, server.url, "SmolLM2 135M")
         page.click("button[role=tab]:has-text('Matrix')")
         page.set_input_files("#matrix-files input[type=file]", [str(f) for f in server.files])
-        page.wait_for_function("document.querySelectorAll('#matrix-files .file-preview tr, "
-                               "#matrix-files table tr').length >= 3", timeout=60_000)
+        page.wait_for_function(
+            "document.querySelectorAll('#matrix-files .file-preview tr, #matrix-files table tr').length >= 3",
+            timeout=60_000,
+        )
         page.fill("#matrix-fields .cm-content", "")
         page.locator("#matrix-fields .cm-content").fill(json.dumps(FIELDS))
         page.click("#matrix-fill")
-        page.wait_for_function("(document.querySelector('#matrix-count') || {innerText: ''}).innerText"
-                               ".includes('12 of 12 cells · done')", timeout=600_000)
-        grid = page.eval_on_selector_all("#matrix-grid tr", "rows => rows.map(r => Array.from(r.children)"
-                                                             ".map(c => c.innerText))")
+        page.wait_for_function(
+            "(document.querySelector('#matrix-count') || {innerText: ''}).innerText.includes('12 of 12 cells · done')",
+            timeout=600_000,
+        )
+        grid = page.eval_on_selector_all(
+            "#matrix-grid tr", "rows => rows.map(r => Array.from(r.children).map(c => c.innerText))"
+        )
         assert grid[0] == ["Document", *(f["name"] for f in FIELDS)]
         assert [r[0] for r in grid[1:]] == [f.name for f in server.files]
         checks = page.eval_on_selector_all("#matrix-grid td[data-check]", "cs => cs.map(c => c.dataset.check)")
@@ -134,8 +163,9 @@ def test_a_matrix_filled_in_the_browser_exports_what_the_page_shows(server, tmp_
         shot(page, "matrix-filled", docs_name="matrix.png")
         # the exports arrive with the last update, but the File component may render a tick after the count
         page.wait_for_function("document.querySelectorAll('#matrix-downloads a').length >= 3", timeout=60_000)
-        links = {Path(a).suffix: a for a in page.eval_on_selector_all(
-            "#matrix-downloads a", "as => as.map(a => a.href)")}
+        links = {
+            Path(a).suffix: a for a in page.eval_on_selector_all("#matrix-downloads a", "as => as.map(a => a.href)")
+        }
         csv_text = page.request.get(links[".csv"]).text()
         # the CSV is the page's grid, each money field as numbers with its unit and scale in the header and its
         # page, mark and quote in columns of their own (issue 40)

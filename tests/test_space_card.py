@@ -35,15 +35,20 @@ def preload_problems(entry: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("entry, problems", [
-    ("DragonLLM/Llama-Open-Finance-8B", []),
-    ("hexgrad/Kokoro-82M kokoro-v1_0.pth", []),
-    ("org/m config.json,model.safetensors " + "a" * 40, []),
-    ("DragonLLM/Llama-Open-Finance-8B *.json,*.safetensors,tokenizer.model",
-     ["'*.json' is a pattern, not an exact file name", "'*.safetensors' is a pattern, not an exact file name"]),
-    ("org/m config.json main", ["'main' is not a commit sha"]),
-    ("just-a-name", ["'just-a-name' does not start with a repo id (owner/name)"]),
-])
+@pytest.mark.parametrize(
+    "entry, problems",
+    [
+        ("DragonLLM/Llama-Open-Finance-8B", []),
+        ("hexgrad/Kokoro-82M kokoro-v1_0.pth", []),
+        ("org/m config.json,model.safetensors " + "a" * 40, []),
+        (
+            "DragonLLM/Llama-Open-Finance-8B *.json,*.safetensors,tokenizer.model",
+            ["'*.json' is a pattern, not an exact file name", "'*.safetensors' is a pattern, not an exact file name"],
+        ),
+        ("org/m config.json main", ["'main' is not a commit sha"]),
+        ("just-a-name", ["'just-a-name' does not start with a repo id (owner/name)"]),
+    ],
+)
 def test_preload_entry_form(entry, problems):
     assert preload_problems(entry) == problems
 

@@ -17,36 +17,72 @@ sc = importlib.util.module_from_spec(_spec)
 sys.modules["space_check"] = sc  # dataclasses look their module up
 _spec.loader.exec_module(sc)
 
-MARKERS = {"python_version": "3.12", "python_full_version": "3.12.1", "sys_platform": "linux",
-           "platform_machine": "x86_64", "platform_system": "Linux", "os_name": "posix",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython",
-           "platform_release": "", "platform_version": "", "implementation_version": "3.12.1"}
+MARKERS = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.1",
+    "sys_platform": "linux",
+    "platform_machine": "x86_64",
+    "platform_system": "Linux",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "platform_release": "",
+    "platform_version": "",
+    "implementation_version": "3.12.1",
+}
 
 
 def item(name, version, *requires, extras=None, provides=()):
-    out = {"metadata": {"name": name, "version": version, "requires_dist": list(requires),
-                        "provides_extra": list(provides)}}
+    out = {
+        "metadata": {
+            "name": name,
+            "version": version,
+            "requires_dist": list(requires),
+            "provides_extra": list(provides),
+        }
+    }
     if extras:
         out["requested_extras"] = extras
     return out
 
 
 # Step 1 as pip reported it with `vllm` unpinned, cut down; step 2 is gradio[oauth] on top.
-STEP1 = {"environment": MARKERS, "install": [
-    item("vllm", "0.33.0", "pillow>=13.0.0", "torch==2.14.0", "pydantic>=2.12.0",
-         'zentorch==2.14.0.1; extra == "zen"', 'uvloop; sys_platform == "win32"'),
-    item("torch", "2.14.0", "setuptools"),
-    item("Pillow", "13.0.0"),
-    item("pydantic", "2.14.4"),
-    item("setuptools", "80.0.0"),
-    item("mcp", "2.3.0", "pydantic>=2.11"),
-]}
-STEP2 = {"environment": MARKERS, "install": [
-    item("gradio", "6.31.0", "pillow<13.0,>=8.0", "pydantic<=3.0,>=2.0", "authlib; extra == 'oauth'",
-         "mcp<2.0.0,>=1.21.0; extra == 'mcp'", extras=["oauth"], provides=["oauth", "mcp"]),
-    item("pillow", "12.3.0"),
-    item("Authlib", "1.9.10"),
-]}
+STEP1 = {
+    "environment": MARKERS,
+    "install": [
+        item(
+            "vllm",
+            "0.33.0",
+            "pillow>=13.0.0",
+            "torch==2.14.0",
+            "pydantic>=2.12.0",
+            'zentorch==2.14.0.1; extra == "zen"',
+            'uvloop; sys_platform == "win32"',
+        ),
+        item("torch", "2.14.0", "setuptools"),
+        item("Pillow", "13.0.0"),
+        item("pydantic", "2.14.4"),
+        item("setuptools", "80.0.0"),
+        item("mcp", "2.3.0", "pydantic>=2.11"),
+    ],
+}
+STEP2 = {
+    "environment": MARKERS,
+    "install": [
+        item(
+            "gradio",
+            "6.31.0",
+            "pillow<13.0,>=8.0",
+            "pydantic<=3.0,>=2.0",
+            "authlib; extra == 'oauth'",
+            "mcp<2.0.0,>=1.21.0; extra == 'mcp'",
+            extras=["oauth"],
+            provides=["oauth", "mcp"],
+        ),
+        item("pillow", "12.3.0"),
+        item("Authlib", "1.9.10"),
+    ],
+}
 
 
 def test_step2_replacements_are_listed():
@@ -62,19 +98,25 @@ def test_the_downgrade_leaves_vllms_conflict_in_pips_words():
 
 
 def test_markers_and_unrequested_extras_are_skipped_requested_ones_checked():
-    env = sc.dists_from_report({"install": [
-        item("gradio", "6.31.0", "authlib; extra == 'oauth'", "mcp<2; extra == 'mcp'", extras=["oauth"]),
-        item("vllm", "0.32.0", 'uvloop; sys_platform == "win32"', 'zentorch; extra == "zen"'),
-    ]})
-    assert [c.line for c in sc.conflicts(env, MARKERS)] == [
-        "gradio 6.31.0 requires authlib, which is not installed."]
+    env = sc.dists_from_report(
+        {
+            "install": [
+                item("gradio", "6.31.0", "authlib; extra == 'oauth'", "mcp<2; extra == 'mcp'", extras=["oauth"]),
+                item("vllm", "0.32.0", 'uvloop; sys_platform == "win32"', 'zentorch; extra == "zen"'),
+            ]
+        }
+    )
+    assert [c.line for c in sc.conflicts(env, MARKERS)] == ["gradio 6.31.0 requires authlib, which is not installed."]
 
 
-@pytest.mark.parametrize("requirer, dep, touches", [
-    ("vllm", "pillow", True),       # finspace imports vllm
-    ("somepkg", "pydantic", True),  # ... and pydantic
-    ("somepkg", "pillow", False),
-])
+@pytest.mark.parametrize(
+    "requirer, dep, touches",
+    [
+        ("vllm", "pillow", True),  # finspace imports vllm
+        ("somepkg", "pydantic", True),  # ... and pydantic
+        ("somepkg", "pillow", False),
+    ],
+)
 def test_a_conflict_touches_finspace_through_either_side(requirer, dep, touches):
     assert sc.Conflict(requirer, "1", f"{dep}>=2", dep, "1").touches(sc.IMPORTED_DISTS) is touches
 
@@ -95,8 +137,14 @@ def test_pins_and_card_are_read(tmp_path):
         sc.card_field(ROOT / "README_HF_SPACE.md", "nothing_here")
 
 
-MODULE_DIST = {"yaml": "pyyaml", "pynvml": "nvidia-ml-py", "gradio_client": "gradio-client",
-               "huggingface_hub": "huggingface-hub", "bs4": "beautifulsoup4", "docx": "python-docx"}
+MODULE_DIST = {
+    "yaml": "pyyaml",
+    "pynvml": "nvidia-ml-py",
+    "gradio_client": "gradio-client",
+    "huggingface_hub": "huggingface-hub",
+    "bs4": "beautifulsoup4",
+    "docx": "python-docx",
+}
 
 
 def _third_party_imports() -> set[str]:
@@ -121,8 +169,9 @@ def test_every_imported_dist_is_pinned_for_the_space():
 
 
 def test_verdict_lets_off_path_conflicts_pass_and_fails_on_a_replaced_pin():
-    d1 = sc.dists_from_report({"install": [item("vllm", "0.32.0", "mcp>=2.0.0,<3.0.0"), item("mcp", "2.3.0"),
-                                           item("pydantic", "2.14.4")]})
+    d1 = sc.dists_from_report(
+        {"install": [item("vllm", "0.32.0", "mcp>=2.0.0,<3.0.0"), item("mcp", "2.3.0"), item("pydantic", "2.14.4")]}
+    )
     mcp_only = sc.dists_from_report({"install": [item("mcp", "1.30.0")]})
     lines, failed = sc.verdict(d1, mcp_only, MARKERS, {"vllm": "0.32.0", "pydantic": "2.14.4"})
     assert not failed
@@ -142,8 +191,10 @@ def test_mcp_replaced_by_gradio_mcp_passes_because_finspace_runs_on_either_major
     d2 = sc.dists_from_report({"install": [item("mcp", "1.30.0")]})
     lines, failed = sc.verdict(d1, d2, MARKERS, {"vllm": "0.32.0", "mcp": "2.3.0"})
     assert not failed, lines
-    assert any(x.startswith("  replaced: mcp 2.3.0 -> 1.30.0   (pinned in requirements.txt); finspace takes either")
-               for x in lines), lines
+    assert any(
+        x.startswith("  replaced: mcp 2.3.0 -> 1.30.0   (pinned in requirements.txt); finspace takes either")
+        for x in lines
+    ), lines
     other = sc.dists_from_report({"install": [item("jsonschema", "4.0.0")]})
     d1 = sc.dists_from_report({"install": [item("jsonschema", "4.26.0")]})
     assert sc.verdict(d1, other, MARKERS, {"jsonschema": "4.26.0"})[1]  # any other pin replaced still fails

@@ -41,7 +41,7 @@ def group_members(pgid: int) -> dict[int, str]:
             continue
         try:
             stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if int(fields[2]) == pgid and fields[0] != "Z":
                 out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         except (OSError, ValueError):
@@ -56,7 +56,7 @@ def family(root: int) -> set[int]:
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
-                children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
+                children.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry.name))
             except (OSError, ValueError):
                 continue
     out, todo = set(), [root]
@@ -85,9 +85,18 @@ def alive(pid: int) -> bool:
 def stream_reply(server: Server, model: str) -> list[str]:
     """A streamed chat over /v1: the content pieces as they arrived."""
     pieces = []
-    with httpx.stream("POST", server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"},
-                      json={"model": model, "messages": [{"role": "user", "content": "What is free cash flow?"}],
-                            "max_tokens": 24, "stream": True}, timeout=120) as r:
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY}"},
+        json={
+            "model": model,
+            "messages": [{"role": "user", "content": "What is free cash flow?"}],
+            "max_tokens": 24,
+            "stream": True,
+        },
+        timeout=120,
+    ) as r:
         assert r.status_code == 200, r.read()
         for line in sse_lines(r.iter_bytes()):
             if line.startswith("data: ") and line != "data: [DONE]":
@@ -131,12 +140,16 @@ def check_tp2(server: Server) -> tuple[set[int], set[str]]:
 
 def test_tensor_parallel_2_chats_switches_and_leaves_nothing_behind(tmp_path, model_dir):
     models = {
-        "tp2": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama TP 2", max_model_len=256,
-                          tensor_parallel_size=2),
+        "tp2": demo_entry(
+            model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama TP 2", max_model_len=256, tensor_parallel_size=2
+        ),
         "one": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama", max_model_len=256),
     }
-    server = Server(tmp_path, write_catalog(tmp_path / "catalog", models, default="tp2"),
-                    env={"FINSPACE_API_KEYS": KEY, "FINSPACE_DISTRIBUTED_BACKEND": "ray"})
+    server = Server(
+        tmp_path,
+        write_catalog(tmp_path / "catalog", models, default="tp2"),
+        env={"FINSPACE_API_KEYS": KEY, "FINSPACE_DISTRIBUTED_BACKEND": "ray"},
+    )
     try:
         t0 = time.monotonic()
         server.wait(ready=True)

@@ -15,8 +15,11 @@ def test_the_bound_holds_per_address_for_the_window_then_lifts():
     for _ in range(3):
         t.check("1.2.3.4")
         t.failed("1.2.3.4")
-    with pytest.raises(Busy, match=r"too many wrong admin tokens or API keys from this address \(3 in 60 s\); "
-                                   r"wait 61 s") as info:
+    with pytest.raises(
+        Busy,
+        match=r"too many wrong admin tokens or API keys from this address \(3 in 60 s\); "
+        r"wait 61 s",
+    ) as info:
         t.check("1.2.3.4")
     assert info.value.retry_after_s == 61  # 60 s window from the first failure, rounded up
     t.check("5.6.7.8")  # another address is not affected

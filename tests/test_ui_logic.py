@@ -111,15 +111,24 @@ def test_switch_markers_are_shown_but_never_sent_to_the_model():
 
 
 def test_unanswered_turns_merge_so_roles_alternate():
-    conv = [convo.turn("user", "one"), convo.note("error"), convo.turn("user", "two"),
-            convo.turn("assistant", "", model="a")]
+    conv = [
+        convo.turn("user", "one"),
+        convo.note("error"),
+        convo.turn("user", "two"),
+        convo.turn("assistant", "", model="a"),
+    ]
     assert convo.engine_messages(conv) == [{"role": "user", "content": "one\n\ntwo"}]
     assert [m["content"] for m in convo.display(conv)] == ["one", "*error*", "two"]
 
 
 def test_regenerate_keeps_up_to_the_last_user_turn():
-    conv = [convo.turn("user", "q1"), convo.turn("assistant", "r1", model="a"), convo.turn("user", "q2"),
-            convo.turn("assistant", "r2", model="a"), convo.note("stopped")]
+    conv = [
+        convo.turn("user", "q1"),
+        convo.turn("assistant", "r1", model="a"),
+        convo.turn("user", "q2"),
+        convo.turn("assistant", "r2", model="a"),
+        convo.note("stopped"),
+    ]
     kept, last = convo.strip_last_reply(conv)
     assert last == "q2" and kept == conv[:3]
     assert convo.strip_last_reply([]) == ([], None)
@@ -176,8 +185,10 @@ def test_cpu_says_so_plainly_and_offers_the_small_models(cpu_service):
     keys = [k for _, k in views.picker_choices(svc)]
     assert "demo" in keys and "demo-qwen3" in keys and "smollm2-135m" in keys
     assert "llama-3.1-70b-fin-fp8" not in keys  # tensor parallel needs GPUs
-    assert dict((k, label) for label, k in views.picker_choices(svc))["smollm2-135m"] == \
-        "SmolLM2 135M Instruct (CPU) — 2,048 tokens"
+    assert (
+        dict((k, label) for label, k in views.picker_choices(svc))["smollm2-135m"]
+        == "SmolLM2 135M Instruct (CPU) — 2,048 tokens"
+    )
     body, status = svc.health()
     assert status == 503 and body["device"] == "cpu" and body["gpus"] == [] and body["host_ram"]["total_mib"] > 0
 
@@ -232,9 +243,23 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     demo = build_ui(svc)
     assert isinstance(demo, gr.Blocks)
     named = demo.get_api_info()["named_endpoints"]
-    assert set(named) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit",
-                          "/matrix", "/scores", "/run_eval", "/cancel_eval", "/company_filings", "/company_facts",
-                          "/ask_filing", "/filing_matrix"}
+    assert set(named) == {
+        "/chat",
+        "/chat_with_thinking",
+        "/load_model",
+        "/models",
+        "/health",
+        "/loads",
+        "/fit",
+        "/matrix",
+        "/scores",
+        "/run_eval",
+        "/cancel_eval",
+        "/company_filings",
+        "/company_facts",
+        "/ask_filing",
+        "/filing_matrix",
+    }
     assert [p["parameter_name"] for p in named["/run_eval"]["parameters"]] == ["set_name", "limit", "admin_token"]
     assert [p["parameter_name"] for p in named["/matrix"]["parameters"]] == ["documents", "fields"]
     chat_params = [p["parameter_name"] for p in named["/chat"]["parameters"]]
@@ -242,9 +267,23 @@ def test_named_api_endpoints_and_private_ui_events(cpu_service):
     assert chat_params == ["message", "history", "system_prompt", "temperature", "max_tokens", "document"]
     assert [p["parameter_has_default"] for p in named["/chat"]["parameters"]][1:] == [True] * 5
     public = {fn.api_name for fn in demo.fns.values() if fn.api_visibility == "public"}
-    assert public == {"chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix",
-                      "scores", "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing",
-                      "filing_matrix"}
+    assert public == {
+        "chat",
+        "chat_with_thinking",
+        "load_model",
+        "models",
+        "health",
+        "loads",
+        "fit",
+        "matrix",
+        "scores",
+        "run_eval",
+        "cancel_eval",
+        "company_filings",
+        "company_facts",
+        "ask_filing",
+        "filing_matrix",
+    }
     chat_fns = [fn for fn in demo.fns.values() if fn.concurrency_id == "chat"]
     assert len(chat_fns) >= 3 and all((fn.concurrency_limit or 0) >= 16 for fn in chat_fns)
 
@@ -270,12 +309,26 @@ def test_the_queue_does_not_rebuild_gradios_analytics_after_every_event(cpu_serv
 
 def test_history_rows_show_planned_vs_actual():
     records = [
-        {"at": 1_700_000_000, "model_key": "a", "outcome": "ok", "reason": "load",
-         "planned_kv_cache_tokens": 1600, "kv_cache_tokens": 1536, "kv_tokens_error_pct": 4.17,
-         "max_model_len": 512, "load_seconds": 21.5},
-        {"at": 1_700_000_100, "model_key": "bad", "outcome": "failed", "reason": "load",
-         "plan": {"kv_cache_tokens": 800, "max_model_len": 512}, "error_stage": "start",
-         "error_message": "SafetensorError: incomplete metadata"},
+        {
+            "at": 1_700_000_000,
+            "model_key": "a",
+            "outcome": "ok",
+            "reason": "load",
+            "planned_kv_cache_tokens": 1600,
+            "kv_cache_tokens": 1536,
+            "kv_tokens_error_pct": 4.17,
+            "max_model_len": 512,
+            "load_seconds": 21.5,
+        },
+        {
+            "at": 1_700_000_100,
+            "model_key": "bad",
+            "outcome": "failed",
+            "reason": "load",
+            "plan": {"kv_cache_tokens": 800, "max_model_len": 512},
+            "error_stage": "start",
+            "error_message": "SafetensorError: incomplete metadata",
+        },
     ]
     rows = views.history_rows(records)
     assert len(rows[0]) == len(views.HISTORY_COLUMNS)
@@ -296,7 +349,9 @@ def test_rest_codes_that_need_no_engine_load(catalog):
         r = c.get("/health")
         assert r.status_code == 503 and r.json()["status"] == "none"
         assert c.post("/load-model", json={"model": "demo"}).status_code == 401
-        assert c.post("/load-model", json={"model": "demo"}, headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert (
+            c.post("/load-model", json={"model": "demo"}, headers={"Authorization": "Bearer nope"}).status_code == 401
+        )
         r = c.post("/load-model", json={"model": "org/repo"}, headers=auth)
         assert r.status_code == 422 and "catalogue" in r.json()["error"]
         r = c.post("/load-model", json={"model": "llama-3.1-70b-fin"}, headers=auth)

@@ -42,8 +42,9 @@ def test_version_from_pyproject_when_not_installed():
 
 
 def test_unknown_without_pyproject_or_distribution(tmp_path):
-    shutil.copytree(ROOT / "src" / "finspace", tmp_path / "src" / "finspace",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src" / "finspace", tmp_path / "src" / "finspace", ignore=shutil.ignore_patterns("__pycache__")
+    )
     assert _run(tmp_path / "src") == "unknown"
 
 
@@ -51,13 +52,16 @@ def _missing(name):
     raise metadata.PackageNotFoundError(name)
 
 
-@pytest.mark.parametrize("pyproject, dist_version, expected", [
-    ('[project]\nname = "finspace"\nversion = "9.8.7"\n', _missing, "9.8.7"),
-    ('[project]\nname = "finspace"\nversion = "9.8.7"\n', lambda n: "1.0.0", "9.8.7"),  # the source's own first
-    ('[project]\nname = "other"\nversion = "9.8.7"\n', lambda n: "1.0.0", "1.0.0"),
-    ("not toml [", lambda n: "1.0.0", "1.0.0"),
-    (None, _missing, "unknown"),
-])
+@pytest.mark.parametrize(
+    "pyproject, dist_version, expected",
+    [
+        ('[project]\nname = "finspace"\nversion = "9.8.7"\n', _missing, "9.8.7"),
+        ('[project]\nname = "finspace"\nversion = "9.8.7"\n', lambda n: "1.0.0", "9.8.7"),  # the source's own first
+        ('[project]\nname = "other"\nversion = "9.8.7"\n', lambda n: "1.0.0", "1.0.0"),
+        ("not toml [", lambda n: "1.0.0", "1.0.0"),
+        (None, _missing, "unknown"),
+    ],
+)
 def test_version_sources(tmp_path, pyproject, dist_version, expected):
     path = tmp_path / "pyproject.toml"
     if pyproject is not None:

@@ -33,8 +33,11 @@ def raw_page(name: str, page: int) -> str:
 
 
 def one(f: Facts, concept: str, start: str | None, end: str, dims: bool = False):
-    got = [x for x in f.named(concept) if (c := f.contexts[x.context]).end == end and c.start == start
-           and bool(c.dims) == dims]
+    got = [
+        x
+        for x in f.named(concept)
+        if (c := f.contexts[x.context]).end == end and c.start == start and bool(c.dims) == dims
+    ]
     assert got, f"{concept} {start}..{end} not found"
     return min(got, key=lambda x: x.page)
 
@@ -44,11 +47,17 @@ def test_apple_income_statement_and_balance_sheet(facts):
     assert len(f) > 1000 and sum(x.numeric for x in f.facts) >= 957 and len(f.contexts) == 193
     # Consolidated Statements of Operations, page 31 (printed "Apple Inc. | 2024 Form 10-K | 29" is its footer)
     sales = one(f, "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", "2023-10-01", "2024-09-28")
-    assert (sales.value, sales.unit, sales.decimals, sales.scale, sales.page) == \
-        (Decimal("391035000000"), "iso4217:USD", "-6", 6, 31)
+    assert (sales.value, sales.unit, sales.decimals, sales.scale, sales.page) == (
+        Decimal("391035000000"),
+        "iso4217:USD",
+        "-6",
+        6,
+        31,
+    )
     assert "391,035" in raw_page(APPLE, 31) and "Form 10-K | 29" in raw_page(APPLE, 31)
-    assert one(f, "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", "2021-09-26",
-               "2022-09-24").value == Decimal("394328000000")
+    assert one(
+        f, "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", "2021-09-26", "2022-09-24"
+    ).value == Decimal("394328000000")
     assert one(f, "us-gaap:NetIncomeLoss", "2023-10-01", "2024-09-28").value == Decimal("93736000000")
     eps = one(f, "us-gaap:EarningsPerShareDiluted", "2023-10-01", "2024-09-28")
     assert (eps.value, eps.unit, eps.scale) == (Decimal("6.08"), "iso4217:USD/xbrli:shares", 0)
@@ -89,17 +98,23 @@ def test_wells_fargo_a_bank_whose_statements_are_in_an_exhibit(facts):
     # ixt:fixed-zero "nil": zero; with dimensions (a series of preferred stock)
     zero = f.named("wfc:PreferredStockParOrStatedValue")[0]
     assert zero.value == 0 and f.contexts[zero.context].dims
-    assert ("us-gaap:StatementClassOfStockAxis" in dict(f.contexts[zero.context].dims))
+    assert "us-gaap:StatementClassOfStockAxis" in dict(f.contexts[zero.context].dims)
 
 
 def test_dei_facts(facts):
     apple, nvidia, wells = facts[APPLE], facts[NVIDIA], facts[WELLS]
-    assert (apple.dei("EntityRegistrantName"), apple.dei("AuditorName"), apple.dei("DocumentType"),
-            apple.dei("DocumentFiscalYearFocus"), apple.dei("DocumentPeriodEndDate")) == \
-        ("Apple Inc.", "Ernst & Young LLP", "10-K", "2024", "September 28, 2024")
+    assert (
+        apple.dei("EntityRegistrantName"),
+        apple.dei("AuditorName"),
+        apple.dei("DocumentType"),
+        apple.dei("DocumentFiscalYearFocus"),
+        apple.dei("DocumentPeriodEndDate"),
+    ) == ("Apple Inc.", "Ernst & Young LLP", "10-K", "2024", "September 28, 2024")
     assert period_end(apple) == "2024-09-28" and period_end(nvidia) == "2025-01-26"
-    assert (nvidia.dei("EntityRegistrantName"), nvidia.dei("AuditorName")) == \
-        ("NVIDIA CORP", "PricewaterhouseCoopers LLP")
+    assert (nvidia.dei("EntityRegistrantName"), nvidia.dei("AuditorName")) == (
+        "NVIDIA CORP",
+        "PricewaterhouseCoopers LLP",
+    )
     assert wells.dei("EntityRegistrantName") == "WELLS FARGO & COMPANY/MN" and period_end(wells) == "2024-12-31"
     auditor = filer_value(apple, ["dei:AuditorName"])
     assert auditor.page == 51 and "Ernst &amp; Young LLP" in raw_page(APPLE, 51)
@@ -110,8 +125,12 @@ def test_the_filers_value_is_the_documents_own_period(facts):
     apple = facts[APPLE]
     rev = filer_value(apple, ["us-gaap:Revenues", "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"])
     assert (rev.concept, rev.value, rev.start, rev.end, rev.page) == (
-        "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax", Decimal("391035000000"), "2023-10-01",
-        "2024-09-28", 31)
+        "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax",
+        Decimal("391035000000"),
+        "2023-10-01",
+        "2024-09-28",
+        31,
+    )
     assert filer_value(apple, ["us-gaap:Liabilities"]).value == Decimal("308030000000")
     assert filer_value(apple, ["dei:DocumentPeriodEndDate"]).text == "2024-09-28"
     q = read_file(filing("aapl-10-q-2025-08-01.html"))  # a 10-Q: the quarter, not the nine months
@@ -135,16 +154,18 @@ def test_reading_a_10k_is_fast_beside_its_conversion():
 
 
 # ------------------------------------------------------------------ malformed files
-HEAD = ('<html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL" '
-        'xmlns:xbrli="http://www.xbrl.org/2003/instance" xmlns:xbrldi="http://xbrl.org/2006/xbrldi" '
-        'xmlns:ixt="http://www.xbrl.org/inlineXBRL/transformation/2020-02-12" '
-        'xmlns:us-gaap="http://fasb.org/us-gaap/2024" xmlns:dei="http://xbrl.sec.gov/dei/2024" '
-        'xmlns:iso4217="http://www.xbrl.org/2003/iso4217"><body><div style="display:none"><ix:header><ix:resources>'
-        '<xbrli:context id="fy"><xbrli:entity><xbrli:identifier scheme="x">1</xbrli:identifier></xbrli:entity>'
-        '<xbrli:period><xbrli:startDate>2024-01-01</xbrli:startDate><xbrli:endDate>2024-12-31</xbrli:endDate>'
-        '</xbrli:period></xbrli:context>'
-        '<xbrli:unit id="usd"><xbrli:measure>iso4217:USD</xbrli:measure></xbrli:unit>'
-        '</ix:resources></ix:header></div>')
+HEAD = (
+    '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL" '
+    'xmlns:xbrli="http://www.xbrl.org/2003/instance" xmlns:xbrldi="http://xbrl.org/2006/xbrldi" '
+    'xmlns:ixt="http://www.xbrl.org/inlineXBRL/transformation/2020-02-12" '
+    'xmlns:us-gaap="http://fasb.org/us-gaap/2024" xmlns:dei="http://xbrl.sec.gov/dei/2024" '
+    'xmlns:iso4217="http://www.xbrl.org/2003/iso4217"><body><div style="display:none"><ix:header><ix:resources>'
+    '<xbrli:context id="fy"><xbrli:entity><xbrli:identifier scheme="x">1</xbrli:identifier></xbrli:entity>'
+    '<xbrli:period><xbrli:startDate>2024-01-01</xbrli:startDate><xbrli:endDate>2024-12-31</xbrli:endDate>'
+    '</xbrli:period></xbrli:context>'
+    '<xbrli:unit id="usd"><xbrli:measure>iso4217:USD</xbrli:measure></xbrli:unit>'
+    '</ix:resources></ix:header></div>'
+)
 TAIL = "</body></html>"
 
 
@@ -158,27 +179,39 @@ def num(value: str, name: str = "us-gaap:Revenues", ctx: str = "fy", unit: str =
 
 
 def test_values_scale_sign_formats_and_pages():
-    f = read(doc("<p>" + num("1,234.5", scale="6", decimals="-5", format="ixt:num-dot-decimal") + "</p>"
-                 '<hr style="page-break-after:always"/>'
-                 "<p>" + num("12", name="us-gaap:NetIncomeLoss", scale="3", sign="-") + "</p>"
-                 '<div style="break-before: page">' + num("1.234,5", name="us-gaap:Assets", scale="3",
-                                                          format="ixt:num-comma-decimal") + "</div>"
-                 + num("—", name="us-gaap:Liabilities", format="ixt:fixed-zero")
-                 + num("-", name="us-gaap:Goodwill", format="ixt:zerodash")
-                 + num("", name="us-gaap:Cash", **{"xsi:nil": "true",
-                                                   "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance"})))
+    f = read(
+        doc(
+            "<p>" + num("1,234.5", scale="6", decimals="-5", format="ixt:num-dot-decimal") + "</p>"
+            '<hr style="page-break-after:always"/>'
+            "<p>" + num("12", name="us-gaap:NetIncomeLoss", scale="3", sign="-") + "</p>"
+            '<div style="break-before: page">'
+            + num("1.234,5", name="us-gaap:Assets", scale="3", format="ixt:num-comma-decimal")
+            + "</div>"
+            + num("—", name="us-gaap:Liabilities", format="ixt:fixed-zero")
+            + num("-", name="us-gaap:Goodwill", format="ixt:zerodash")
+            + num(
+                "", name="us-gaap:Cash", **{"xsi:nil": "true", "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance"}
+            )
+        )
+    )
     got = {x.concept: (x.value, x.page) for x in f.facts}
-    assert got == {"us-gaap:Revenues": (Decimal("1234500000"), 1), "us-gaap:NetIncomeLoss": (Decimal("-12000"), 2),
-                   "us-gaap:Assets": (Decimal("1234500"), 3), "us-gaap:Liabilities": (0, 3),
-                   "us-gaap:Goodwill": (0, 3)}
+    assert got == {
+        "us-gaap:Revenues": (Decimal("1234500000"), 1),
+        "us-gaap:NetIncomeLoss": (Decimal("-12000"), 2),
+        "us-gaap:Assets": (Decimal("1234500"), 3),
+        "us-gaap:Liabilities": (0, 3),
+        "us-gaap:Goodwill": (0, 3),
+    }
     assert f.notes == ()
 
 
 def test_a_missing_context_or_unit_skips_the_fact_with_a_note():
     f = read(doc(num("1", ctx="nowhere") + num("2", unit="eur") + num("3")))
     assert [x.value for x in f.facts] == [Decimal(3)]
-    assert sorted(f.notes) == ["1 fact skipped: its contextRef names no context in ix:header",
-                               "1 fact skipped: its unitRef names no unit in ix:header"]
+    assert sorted(f.notes) == [
+        "1 fact skipped: its contextRef names no context in ix:header",
+        "1 fact skipped: its unitRef names no unit in ix:header",
+    ]
 
 
 @pytest.mark.parametrize("scale", ["1000000000", "-1000000000", "16", "9e9", "x"])
@@ -191,13 +224,15 @@ def test_an_absurd_scale_is_bounded(scale):
 
 
 def test_continuations_are_followed_and_loops_refused():
-    text = ('<ix:nonNumeric name="dei:EntityRegistrantName" contextRef="fy" continuedAt="c1">Acme'
-            '<ix:exclude> (not this)</ix:exclude></ix:nonNumeric>'
-            '<ix:continuation id="c1" continuedAt="c2"> Widgets</ix:continuation>'
-            '<ix:continuation id="c2"> Inc.</ix:continuation>'
-            '<ix:nonNumeric name="dei:AuditorName" contextRef="fy" continuedAt="l1">Loop</ix:nonNumeric>'
-            '<ix:continuation id="l1" continuedAt="l2"> A</ix:continuation>'
-            '<ix:continuation id="l2" continuedAt="l1"> B</ix:continuation>')
+    text = (
+        '<ix:nonNumeric name="dei:EntityRegistrantName" contextRef="fy" continuedAt="c1">Acme'
+        '<ix:exclude> (not this)</ix:exclude></ix:nonNumeric>'
+        '<ix:continuation id="c1" continuedAt="c2"> Widgets</ix:continuation>'
+        '<ix:continuation id="c2"> Inc.</ix:continuation>'
+        '<ix:nonNumeric name="dei:AuditorName" contextRef="fy" continuedAt="l1">Loop</ix:nonNumeric>'
+        '<ix:continuation id="l1" continuedAt="l2"> A</ix:continuation>'
+        '<ix:continuation id="l2" continuedAt="l1"> B</ix:continuation>'
+    )
     t0 = time.perf_counter()
     f = read(doc(text))
     assert time.perf_counter() - t0 < 5

@@ -44,10 +44,25 @@ SPACE_DATA_DIR = Path("/data")  # a Space's persistent storage, when attached
 
 # The planner's prediction kept in a record (planner.plan_json names).
 PLAN_FIELDS = (
-    "gpu", "gpu_name", "gpus", "dtype", "quantization",
-    "weights_gib", "weights_bytes", "kv_bytes_per_token", "requested_gib",
-    "kv_cache_gib", "kv_cache_bytes", "kv_cache_tokens", "kv_cache_blocks",
-    "max_model_len", "max_model_len_that_fits", "model_max_len", "max_concurrency", "fits", "reason",
+    "gpu",
+    "gpu_name",
+    "gpus",
+    "dtype",
+    "quantization",
+    "weights_gib",
+    "weights_bytes",
+    "kv_bytes_per_token",
+    "requested_gib",
+    "kv_cache_gib",
+    "kv_cache_bytes",
+    "kv_cache_tokens",
+    "kv_cache_blocks",
+    "max_model_len",
+    "max_model_len_that_fits",
+    "model_max_len",
+    "max_concurrency",
+    "fits",
+    "reason",
     "block_size",
 )
 # Engine kwargs that are paths on this machine, not settings.
@@ -176,9 +191,15 @@ def normalize(record: Any) -> dict:
     at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) else time.time()
     plan = _plan(raw.get("plan"))
     stages = raw.get("stage_seconds")
-    stages = {str(k): float(v) for k, v in stages.items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} \
-        if isinstance(stages, dict) else {}
+    stages = (
+        {
+            str(k): float(v)
+            for k, v in stages.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        }
+        if isinstance(stages, dict)
+        else {}
+    )
     settings = _settings(raw.get("settings"))
     num_blocks, block_size = _int(raw.get("num_gpu_blocks")), _int(raw.get("block_size"))
     kv_tokens = _int(raw.get("kv_cache_tokens"))
@@ -214,7 +235,9 @@ def normalize(record: Any) -> dict:
         "memory_used_bytes": _int(raw.get("memory_used_bytes")),
         "memory_source": jsonable(raw.get("memory_source")),
         # tensor parallel: how many ranks, and each rank's memory (engine.records.rank_figures)
-        "tensor_parallel_size": _int(raw.get("tensor_parallel_size")) or _int(settings.get("tensor_parallel_size")) or 1,
+        "tensor_parallel_size": _int(raw.get("tensor_parallel_size"))
+        or _int(settings.get("tensor_parallel_size"))
+        or 1,
         "ranks": [jsonable(k) for k in (ranks if isinstance(ranks, list) else ()) if isinstance(k, dict)],
         "stage_seconds": stages,
         "load_seconds": round(sum(stages.values()), 3) if stages else None,
@@ -302,8 +325,12 @@ class Ledger:
                 finally:
                     os.close(fd)
                 if written != len(line):
-                    log.error("load ledger %s: only %d of %d bytes written (disk full?); the line is cut short",
-                              self.path, written, len(line))
+                    log.error(
+                        "load ledger %s: only %d of %d bytes written (disk full?); the line is cut short",
+                        self.path,
+                        written,
+                        len(line),
+                    )
             except OSError as exc:
                 log.error("cannot append to the load ledger %s: %s; the load itself is unaffected", self.path, exc)
         return data
@@ -315,8 +342,9 @@ class Ledger:
             return []
         out = self._parse(self.path, self._read(self.path, limit))
         if limit is None or len(out) < limit:
-            older = self._parse(self.rotated_path, self._read(self.rotated_path, None if limit is None
-                                                              else limit - len(out)))
+            older = self._parse(
+                self.rotated_path, self._read(self.rotated_path, None if limit is None else limit - len(out))
+            )
             out = older + out
         return out[-limit:] if limit else out
 
@@ -336,13 +364,15 @@ class Ledger:
                     f.seek(pos)
                     data = f.read(step) + data
                 if pos > 0:  # the first line may be cut: start after the first newline
-                    data = data[data.index(b"\n") + 1:]
+                    data = data[data.index(b"\n") + 1 :]
                 return data
         except FileNotFoundError:
             return b""
         except OSError as exc:
-            raise LedgerError(f"cannot read the load ledger {path}: {exc.strerror or exc}; "
-                              f"check FINSPACE_DATA_DIR and the folder's permissions") from None
+            raise LedgerError(
+                f"cannot read the load ledger {path}: {exc.strerror or exc}; "
+                f"check FINSPACE_DATA_DIR and the folder's permissions"
+            ) from None
 
     def _parse(self, path: Path, raw: bytes) -> list[dict]:
         lines = raw.split(b"\n")
@@ -402,6 +432,5 @@ class Ledger:
                 continue
             if wanted is not None and _settings(rec.get("settings")) != wanted:
                 continue
-            return LedgerStatus(False, None, _int(rec["settings"].get("max_model_len")), failure_reason(rec),
-                                float(at))
+            return LedgerStatus(False, None, _int(rec["settings"].get("max_model_len")), failure_reason(rec), float(at))
         return None

@@ -31,8 +31,16 @@ from finspace.matrix.desk import MatrixDesk
 from finspace.edgar.desk import EdgarDesk
 from finspace.scoreboard.desk import ScoreDesk
 from finspace.models.presets import Presets, load_presets, presets_path
-from finspace.errors import (BadInput, DoesNotFit, EngineFailed, FinspaceError, Forbidden, SwitchInProgress,
-                             Unauthorized, redact)
+from finspace.errors import (
+    BadInput,
+    DoesNotFit,
+    EngineFailed,
+    FinspaceError,
+    Forbidden,
+    SwitchInProgress,
+    Unauthorized,
+    redact,
+)
 from finspace.wall.clients import request_client
 from finspace.fit.marks import LedgerMarks, model_rows
 from finspace.fit.runner import FitRunner
@@ -54,8 +62,16 @@ MAX_LOADS_LIMIT = 1000
 class Service:
     """Shared by the REST routes and the UI of one app. Create it anywhere; use it in the serving loop."""
 
-    def __init__(self, engine: EngineAPI, catalog: Catalog, monitor, *, ledger=None, admin_token: str | None = None,
-                 settings: Settings | None = None):
+    def __init__(
+        self,
+        engine: EngineAPI,
+        catalog: Catalog,
+        monitor,
+        *,
+        ledger=None,
+        admin_token: str | None = None,
+        settings: Settings | None = None,
+    ):
         self.engine = engine
         self.serving = ServingView(engine)  # what the doors read of it (finspace.engine.view)
         self.provenance = Provenance(engine, ledger)  # svc.provenance(): a reply's or a matrix's record
@@ -65,10 +81,22 @@ class Service:
         self.settings = settings or Settings(admin_token=admin_token or None)
         self.presets: Presets = load_presets(presets_path(getattr(catalog, "path", None)))
         self.conversions = ConversionGate.of(self.settings.documents)  # conversions at once: app, per client
-        self.documents = DocumentDesk(engine, self.conversions, self.settings.documents, upload_folder(self.settings),
-                                      self.models, self.settings.matrix.max_documents)  # a conversation's documents
-        self.matrix = MatrixDesk(engine, self.conversions, self.settings.documents, upload_folder(self.settings),
-                                 self.settings.matrix, getattr(catalog, "path", None))  # the Filing Matrix
+        self.documents = DocumentDesk(
+            engine,
+            self.conversions,
+            self.settings.documents,
+            upload_folder(self.settings),
+            self.models,
+            self.settings.matrix.max_documents,
+        )  # a conversation's documents
+        self.matrix = MatrixDesk(
+            engine,
+            self.conversions,
+            self.settings.documents,
+            upload_folder(self.settings),
+            self.settings.matrix,
+            getattr(catalog, "path", None),
+        )  # the Filing Matrix
         self.scoreboard = ScoreDesk(self, engine, self.settings.evals)  # the Scoreboard (finspace.scoreboard)
         self.edgar = EdgarDesk(self, self.settings.edgar, self.settings.data_dir)  # companies on EDGAR (finspace.edgar)
         self.admin_token = self.settings.admin_token
@@ -99,7 +127,7 @@ class Service:
 
     @property
     def switching(self) -> str:
-        """"token", "open" or "off" (a public Space with no admin token; see Settings.switching)."""
+        """ "token", "open" or "off" (a public Space with no admin token; see Settings.switching)."""
         return self.settings.switching
 
     def authorize(self, token: Any, client: str | None = None, action: str = "switching models") -> None:
@@ -111,13 +139,17 @@ class Service:
         if mode == "open":
             return
         if mode == "off":
-            raise Forbidden("switching models is off on this public Space: its owner can set FINSPACE_ADMIN_TOKEN "
-                            "(a secret of 16+ characters) in the Space's settings to allow it with that token, or "
-                            "FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
+            raise Forbidden(
+                "switching models is off on this public Space: its owner can set FINSPACE_ADMIN_TOKEN "
+                "(a secret of 16+ characters) in the Space's settings to allow it with that token, or "
+                "FINSPACE_OPEN_SWITCHING=1 to let anyone switch"
+            )
         self.check_throttle(client)
         if not isinstance(token, str) or not token:
-            raise Unauthorized(f"{action} on this Space needs the admin token "
-                               "(Authorization: Bearer <token>, or the token field in the UI)")
+            raise Unauthorized(
+                f"{action} on this Space needs the admin token "
+                "(Authorization: Bearer <token>, or the token field in the UI)"
+            )
         if not self._is_admin_token(token):
             self.note_failure(client)
             raise Unauthorized("the admin token is wrong; nothing was changed")
@@ -132,8 +164,9 @@ class Service:
     def note_failure(self, client: str | None) -> None:
         self.throttle.failed(client)
 
-    async def answer(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
-                     documents: Any = None) -> AsyncGenerator[tuple[str, str], None]:
+    async def answer(
+        self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off", documents: Any = None
+    ) -> AsyncGenerator[tuple[str, str], None]:
         """The one way a question is answered, at every door that answers (the page, the Gradio API, MCP, the
         Companies tab, the Scoreboard's filings): ``documents`` (Attached) placed within the model's context after
         all else the prompt holds (``info.documents`` gets their usage phrase), then the reply's (thinking,
@@ -141,18 +174,27 @@ class Service:
         (``generate``): its client runs its own tools."""
         if documents:
             settings, info.documents = await self.with_document(documents, messages, settings, calculator=calculator)
-        async with contextlib.aclosing(self.chat_parts(messages, settings, info, calculator=calculator,
-                                                       documents=documents or None)) as parts:
+        async with contextlib.aclosing(
+            self.chat_parts(messages, settings, info, calculator=calculator, documents=documents or None)
+        ) as parts:
             async for pair in parts:
                 yield pair
 
-    def chat_parts(self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
-                   documents: Any = None):
+    def chat_parts(
+        self, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off", documents: Any = None
+    ):
         """The reply's (thinking, answer) deltas; ``calculator`` "auto"/"always" (a forced first call) offers
         models with a tool parser the calculator, and with ``documents`` (Attached) the filing tools
         (finspace.grounding.chat; steps in ``info.tool_steps``)."""
-        return grounded.chat_parts(self.engine, messages, settings, info, calculator=calculator, documents=documents,
-                                   max_rounds=self.settings.tool_rounds)
+        return grounded.chat_parts(
+            self.engine,
+            messages,
+            settings,
+            info,
+            calculator=calculator,
+            documents=documents,
+            max_rounds=self.settings.tool_rounds,
+        )
 
     async def check_answer(self, answer: str, documents: Any) -> dict:  # figures against cited pages, and those pages
         return await asyncio.to_thread(grounded.checked, answer, list(documents or ()))
@@ -160,8 +202,9 @@ class Service:
     def chat_tools(self, calculator: str = "off", documents: Any = None) -> tuple[dict, ...] | None:
         return grounded.chat_tools(self.engine, calculator, documents)  # what chat_parts offers (None: none)
 
-    async def with_document(self, attached: Any, messages: Any, settings: ChatSettings, *,
-                            calculator: str = "off") -> tuple[ChatSettings, str]:  # finspace.grounding.chat
+    async def with_document(
+        self, attached: Any, messages: Any, settings: ChatSettings, *, calculator: str = "off"
+    ) -> tuple[ChatSettings, str]:  # finspace.grounding.chat
         return await grounded.with_documents(self.documents, self.engine, attached, messages, settings, calculator)
 
     def generate(self, messages: Any, settings: ChatSettings, info: ChatInfo) -> Any:
@@ -192,8 +235,10 @@ class Service:
     def check_loadable(self, key: Any) -> ModelEntry:
         """UnknownModel (422) for anything not a catalogue key, DoesNotFit (400) when the planner says no."""
         if not isinstance(key, str):
-            raise BadInput(f"model must be a catalogue key (text), got {type(key).__name__}; "
-                           f"choose one of {', '.join(self.catalog.keys())}")
+            raise BadInput(
+                f"model must be a catalogue key (text), got {type(key).__name__}; "
+                f"choose one of {', '.join(self.catalog.keys())}"
+            )
         entry = self.catalog.get(key)
         v = self.verdict(entry)
         if not v.fits:
@@ -243,7 +288,9 @@ class Service:
         self.scoreboard.check_switch()  # EvalRunning (409) while a scoreboard run goes
         if self.load_running or self.engine.health().state in ("loading", "switching"):
             busy = self._load_key or self.engine.health().loading_key
-            raise SwitchInProgress(f"a model switch is in progress (loading {busy}); wait for it to finish, then try again")
+            raise SwitchInProgress(
+                f"a model switch is in progress (loading {busy}); wait for it to finish, then try again"
+            )
         self._load_key = entry.key
         self._progress = ("plan", 0.0, f"checking {entry.label}")
         task = asyncio.get_running_loop().create_task(self._run_load(entry.key), name=f"finspace-load-{entry.key}")
@@ -324,8 +371,11 @@ class Service:
         readings = self.read_memory()
         gpus = [r.as_mib() for r in readings if r.kind == "gpu"]
         vm = psutil.virtual_memory()
-        host = {"total_mib": vm.total // MIB, "used_mib": (vm.total - vm.available) // MIB,
-                "free_mib": vm.available // MIB}
+        host = {
+            "total_mib": vm.total // MIB,
+            "used_mib": (vm.total - vm.available) // MIB,
+            "free_mib": vm.available // MIB,
+        }
         host_reading = next((r for r in readings if r.kind == "host"), None)
         if host_reading is not None and host_reading.engine_bytes is not None:
             host["engine_mib"] = host_reading.engine_bytes // MIB
@@ -337,9 +387,15 @@ class Service:
             "model": h.model_key,
             "model_label": h.model_label,
             "engine": {
-                "state": h.state, "stage": h.stage, "progress": h.progress, "loading": h.loading_key,
-                "alive": h.engine_alive, "restarts": h.restarts, "last_restart": h.last_restart,
-                "running_requests": h.running_requests, "kind": self.engine.kind,
+                "state": h.state,
+                "stage": h.stage,
+                "progress": h.progress,
+                "loading": h.loading_key,
+                "alive": h.engine_alive,
+                "restarts": h.restarts,
+                "last_restart": h.last_restart,
+                "running_requests": h.running_requests,
+                "kind": self.engine.kind,
                 "endpoint": self.engine.hardware_info().get("remote"),  # a remote endpoint's host[:port]
                 "tools_refused": self.redact(getattr(self.engine, "tools_refused", None)),  # the chat's calculator
             },
@@ -354,8 +410,11 @@ class Service:
             "admin_token_required": self.locked,
             "switching": self.switching,
             "blocking": self.blocking,
-            "ledger": {"enabled": self.ledger is not None, "persistent": self.storage_note is None,
-                       "note": self.storage_note},
+            "ledger": {
+                "enabled": self.ledger is not None,
+                "persistent": self.storage_note is None,
+                "note": self.storage_note,
+            },
         }
         return body, 200 if h.state == "ready" and self.blocking is None else 503
 
@@ -385,8 +444,9 @@ class Service:
             raise FinspaceError(f"cannot read the load ledger ({type(exc).__name__}); see the server log") from None
         return [jsonable(self.redact_record(r)) for r in list(records)[-limit:]]
 
-    def check_fit(self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, caller_token: Any = None,
-                  **settings: Any) -> dict:
+    def check_fit(
+        self, config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, caller_token: Any = None, **settings: Any
+    ) -> dict:
         """Will it fit? for any model (finspace.fit.service); reads the Hub for a repo id: call from a thread. The
         Hub is read with the Space's HF_TOKEN only for a caller who gave the admin token; anyone else reads it
         without a token (``False``: not even the environment's), so public repos only, as that caller could."""
@@ -394,13 +454,15 @@ class Service:
 
         default = self.engine.gpu.key if self.engine.gpu is not None else "l40s"
         token = self.settings.hf_token if self._is_admin_token(caller_token) else False
-        return check_fit(config_text, repo, gpu, gpus, default_gpu=default, hf_token=token,
-                         catalog=self.catalog, **settings)
+        return check_fit(
+            config_text, repo, gpu, gpus, default_gpu=default, hf_token=token, catalog=self.catalog, **settings
+        )
 
     def is_api_key(self, token: Any) -> bool:
         """True when ``token`` is one of FINSPACE_API_KEYS (/v1's), every key compared in constant time."""
-        given = token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1] if isinstance(token, str) \
-            else b""
+        given = (
+            token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1] if isinstance(token, str) else b""
+        )
         matched = False
         for key in self.settings.api_keys:  # every key compared, whichever matches
             matched |= hmac.compare_digest(given, key.encode("utf-8"))

@@ -25,8 +25,13 @@ from finspace.host.priority import parse_nice
 
 ADMIN_TOKEN_MIN_CHARS = 16
 ADMIN_TOKEN_MAX_CHARS = 256
-SECRET_NAMES = ("FINSPACE_ADMIN_TOKEN", "FINSPACE_API_KEYS", "FINSPACE_ENGINE_API_KEY", "HF_TOKEN",
-                "HUGGING_FACE_HUB_TOKEN")
+SECRET_NAMES = (
+    "FINSPACE_ADMIN_TOKEN",
+    "FINSPACE_API_KEYS",
+    "FINSPACE_ENGINE_API_KEY",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
@@ -71,12 +76,16 @@ def _admin_token(env: Mapping[str, str]) -> str | None:
     if token is None:
         return None
     if len(token.strip()) < len(token) or not token.isprintable():
-        raise BadInput("FINSPACE_ADMIN_TOKEN has spaces at its ends or unprintable characters; "
-                       "use a random printable string, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(24))\"`")
+        raise BadInput(
+            "FINSPACE_ADMIN_TOKEN has spaces at its ends or unprintable characters; "
+            "use a random printable string, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(24))\"`"
+        )
     if not ADMIN_TOKEN_MIN_CHARS <= len(token) <= ADMIN_TOKEN_MAX_CHARS:
-        raise BadInput(f"FINSPACE_ADMIN_TOKEN has {len(token)} characters; it needs {ADMIN_TOKEN_MIN_CHARS} to "
-                       f"{ADMIN_TOKEN_MAX_CHARS}: make one with `python -c \"import secrets; "
-                       f"print(secrets.token_urlsafe(24))\"`")
+        raise BadInput(
+            f"FINSPACE_ADMIN_TOKEN has {len(token)} characters; it needs {ADMIN_TOKEN_MIN_CHARS} to "
+            f"{ADMIN_TOKEN_MAX_CHARS}: make one with `python -c \"import secrets; "
+            f"print(secrets.token_urlsafe(24))\"`"
+        )
     return token
 
 
@@ -86,15 +95,20 @@ def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
     keys = tuple(k.strip() for k in raw.split(",") if k.strip())
     for i, key in enumerate(keys, 1):
         if not key.isprintable() or " " in key:
-            raise BadInput(f"FINSPACE_API_KEYS: key {i} has spaces or unprintable characters; use random printable "
-                           "strings, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(24))\"`")
+            raise BadInput(
+                f"FINSPACE_API_KEYS: key {i} has spaces or unprintable characters; use random printable "
+                "strings, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(24))\"`"
+            )
         if not ADMIN_TOKEN_MIN_CHARS <= len(key) <= ADMIN_TOKEN_MAX_CHARS:
-            raise BadInput(f"FINSPACE_API_KEYS: key {i} has {len(key)} characters; each key needs "
-                           f"{ADMIN_TOKEN_MIN_CHARS} to {ADMIN_TOKEN_MAX_CHARS}: make one with `python -c \"import "
-                           f"secrets; print(secrets.token_urlsafe(24))\"`")
+            raise BadInput(
+                f"FINSPACE_API_KEYS: key {i} has {len(key)} characters; each key needs "
+                f"{ADMIN_TOKEN_MIN_CHARS} to {ADMIN_TOKEN_MAX_CHARS}: make one with `python -c \"import "
+                f"secrets; print(secrets.token_urlsafe(24))\"`"
+            )
     if raw.strip() and not keys:
-        raise BadInput("FINSPACE_API_KEYS is set but holds no key; give comma-separated keys, or unset it to leave "
-                       "/v1 open")
+        raise BadInput(
+            "FINSPACE_API_KEYS is set but holds no key; give comma-separated keys, or unset it to leave /v1 open"
+        )
     return keys
 
 
@@ -137,8 +151,10 @@ def parse_trusted(raw: str) -> tuple[str, ...]:
             try:
                 ipaddress.ip_network(item, strict=False)
             except ValueError:
-                raise ValueError(f"{item[:60]!r} is not an address or CIDR block (e.g. 10.0.0.0/8, 127.0.0.1, "
-                                 "or * for any peer, as behind a Space's proxy)") from None
+                raise ValueError(
+                    f"{item[:60]!r} is not an address or CIDR block (e.g. 10.0.0.0/8, 127.0.0.1, "
+                    "or * for any peer, as behind a Space's proxy)"
+                ) from None
     return items
 
 
@@ -169,20 +185,26 @@ class RemoteSettings:
 def _remote(env: Mapping[str, str]) -> RemoteSettings:
     url = (env.get("FINSPACE_ENGINE_URL") or "").strip().rstrip("/") or None
     if url is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
-        raise BadInput("FINSPACE_ENGINE_URL must be an http:// or https:// URL of an OpenAI-compatible endpoint, "
-                       "e.g. http://vllm-router:8000/v1")
+        raise BadInput(
+            "FINSPACE_ENGINE_URL must be an http:// or https:// URL of an OpenAI-compatible endpoint, "
+            "e.g. http://vllm-router:8000/v1"
+        )
     key = (env.get("FINSPACE_ENGINE_API_KEY") or "").strip() or None
-    return RemoteSettings(url=url, api_key=key,
-                          timeout_s=_float(env, "FINSPACE_ENGINE_TIMEOUT_S", 60.0, 0.5, 3600.0),
-                          connect_timeout_s=_float(env, "FINSPACE_ENGINE_CONNECT_TIMEOUT_S", 5.0, 0.1, 600.0),
-                          probe_s=_float(env, "FINSPACE_ENGINE_PROBE_S", 5.0, 0.2, 600.0))
+    return RemoteSettings(
+        url=url,
+        api_key=key,
+        timeout_s=_float(env, "FINSPACE_ENGINE_TIMEOUT_S", 60.0, 0.5, 3600.0),
+        connect_timeout_s=_float(env, "FINSPACE_ENGINE_CONNECT_TIMEOUT_S", 5.0, 0.1, 600.0),
+        probe_s=_float(env, "FINSPACE_ENGINE_PROBE_S", 5.0, 0.2, 600.0),
+    )
 
 
 def _edgar(env: Mapping[str, str], space_id: str | None) -> EdgarSettings:
     """FINSPACE_EDGAR_*: SEC's rules (docs/edgar.md); the base URLs point at a test's server, SEC's hosts otherwise."""
     d = EdgarSettings
     return EdgarSettings(
-        contact=check_contact(env.get("FINSPACE_EDGAR_CONTACT")), space=space_id or "local",
+        contact=check_contact(env.get("FINSPACE_EDGAR_CONTACT")),
+        space=space_id or "local",
         www_url=check_base("FINSPACE_EDGAR_WWW_URL", env.get("FINSPACE_EDGAR_WWW_URL"), WWW),
         data_url=check_base("FINSPACE_EDGAR_DATA_URL", env.get("FINSPACE_EDGAR_DATA_URL"), DATA),
         cache_dir=(env.get("FINSPACE_EDGAR_CACHE_DIR") or "").strip() or None,
@@ -194,7 +216,8 @@ def _edgar(env: Mapping[str, str], space_id: str | None) -> EdgarSettings:
         submissions_bytes=_int(env, "FINSPACE_EDGAR_SUBMISSIONS_MIB", d.submissions_bytes >> 20, 1, 1024) << 20,
         facts_bytes=_int(env, "FINSPACE_EDGAR_FACTS_MIB", d.facts_bytes >> 20, 1, 4096) << 20,
         fresh_s=_float(env, "FINSPACE_EDGAR_FRESH_S", d.fresh_s, 0.0, 30 * 86400.0),
-        allow_loopback=_bool(env, "FINSPACE_TEST_EDGAR_LOOPBACK"))
+        allow_loopback=_bool(env, "FINSPACE_TEST_EDGAR_LOOPBACK"),
+    )
 
 
 DISCLAIMER = "Replies are generated by a language model: not investment advice; check figures against the sources."
@@ -207,8 +230,10 @@ def _disclaimer(env: Mapping[str, str]) -> str:
         return DISCLAIMER
     value = " ".join(value.split())
     if len(value) > MAX_DISCLAIMER_CHARS:
-        raise BadInput(f"FINSPACE_DISCLAIMER is {len(value)} characters; keep it to one line of at most "
-                       f"{MAX_DISCLAIMER_CHARS} (empty turns it off)")
+        raise BadInput(
+            f"FINSPACE_DISCLAIMER is {len(value)} characters; keep it to one line of at most "
+            f"{MAX_DISCLAIMER_CHARS} (empty turns it off)"
+        )
     return value
 
 
@@ -216,8 +241,10 @@ def _base_url(env: Mapping[str, str], name: str) -> str | None:
     """An http(s) URL, its trailing slash dropped (None when unset)."""
     url = (env.get(name) or "").strip().rstrip("/") or None
     if url is not None and not url.lower().startswith(("http://", "https://")):
-        raise BadInput(f"{name} must be an http:// or https:// URL: the base its files are read from (e.g. "
-                       "https://raw.githubusercontent.com/patronus-ai/financebench/<commit>), or unset")
+        raise BadInput(
+            f"{name} must be an http:// or https:// URL: the base its files are read from (e.g. "
+            "https://raw.githubusercontent.com/patronus-ai/financebench/<commit>), or unset"
+        )
     return url
 
 
@@ -277,8 +304,8 @@ class Settings:
             token_failures=_int(env, "FINSPACE_TOKEN_FAILURES", Limits.token_failures, 1, 1_000_000),
             trusted_proxies=_trusted_proxies(env, space_id),
             upload_client_files=_int(env, "FINSPACE_UPLOAD_CLIENT_FILES", Limits.upload_client_files, 1, 100_000),
-            upload_client_bytes=_int(env, "FINSPACE_UPLOAD_CLIENT_MIB", Limits.upload_client_bytes >> 20, 1,
-                                     1 << 20) << 20,
+            upload_client_bytes=_int(env, "FINSPACE_UPLOAD_CLIENT_MIB", Limits.upload_client_bytes >> 20, 1, 1 << 20)
+            << 20,
         )
         return cls(
             host=(env.get("FINSPACE_HOST") or "0.0.0.0").strip(),
@@ -316,24 +343,27 @@ class Settings:
             documents=DocumentLimits(
                 max_bytes=_int(env, "FINSPACE_DOCUMENT_MAX_MIB", DocumentLimits.max_bytes >> 20, 1, 1024) << 20,
                 max_pages=_int(env, "FINSPACE_DOCUMENT_MAX_PAGES", DocumentLimits.max_pages, 1, 100_000),
-                convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s,
-                                         1, 3600),
+                convert_timeout_s=_float(env, "FINSPACE_DOCUMENT_TIMEOUT_S", DocumentLimits.convert_timeout_s, 1, 3600),
                 convert_page_s=_float(env, "FINSPACE_DOCUMENT_PAGE_S", DocumentLimits.convert_page_s, 0.01, 600),
                 quick_s=_float(env, "FINSPACE_DOCUMENT_QUICK_S", DocumentLimits.quick_s, 0, 3600),
                 max_conversions=_int(env, "FINSPACE_MAX_CONVERSIONS", DocumentLimits.max_conversions, 1, 64),
-                max_conversions_per_client=_int(env, "FINSPACE_MAX_CONVERSIONS_PER_CLIENT",
-                                                DocumentLimits.max_conversions_per_client, 1, 64)),
+                max_conversions_per_client=_int(
+                    env, "FINSPACE_MAX_CONVERSIONS_PER_CLIENT", DocumentLimits.max_conversions_per_client, 1, 64
+                ),
+            ),
             matrix=MatrixLimits(
                 max_documents=_int(env, "FINSPACE_MATRIX_MAX_DOCUMENTS", MatrixLimits.max_documents, 1, 200),
                 max_cells=_int(env, "FINSPACE_MATRIX_MAX_CELLS", MatrixLimits.max_cells, 1, 2000),
                 max_running=_int(env, "FINSPACE_MATRIX_MAX_RUNNING", MatrixLimits.max_running, 1, 64),
                 reply_tokens=_int(env, "FINSPACE_MATRIX_REPLY_TOKENS", MatrixLimits.reply_tokens, 16, 4096),
-                upload_bytes=_int(env, "FINSPACE_MATRIX_UPLOAD_MIB", MatrixLimits.upload_bytes >> 20, 1, 4096) << 20),
+                upload_bytes=_int(env, "FINSPACE_MATRIX_UPLOAD_MIB", MatrixLimits.upload_bytes >> 20, 1, 4096) << 20,
+            ),
             evals=EvalLimits(
                 max_items=_int(env, "FINSPACE_EVAL_MAX_ITEMS", EvalLimits.max_items, 1, 100_000),
                 reply_tokens=_int(env, "FINSPACE_EVAL_REPLY_TOKENS", EvalLimits.reply_tokens, 8, 8192),
                 context_chars=_int(env, "FINSPACE_EVAL_CONTEXT_CHARS", EvalLimits.context_chars, 500, 1_000_000),
-                max_results=_int(env, "FINSPACE_EVAL_MAX_RESULTS", EvalLimits.max_results, 1, 100_000)),
+                max_results=_int(env, "FINSPACE_EVAL_MAX_RESULTS", EvalLimits.max_results, 1, 100_000),
+            ),
             limits=limits,
             remote=_remote(env),
             edgar=_edgar(env, space_id),
@@ -341,10 +371,16 @@ class Settings:
 
     def engine_options(self) -> dict:
         """The Engine's keyword arguments (the engine reads no environment)."""
-        return {"cpu_kv_cache_bytes": self.cpu_kv_cache_bytes, "max_in_flight": self.max_in_flight,
-                "stop_grace_s": self.stop_grace_s, "distributed_backend": self.distributed_backend,
-                "hf_token": self.hf_token, "secrets": self.secrets, "test_replay": self.test_replay,
-                "test_prompt_log": self.test_prompt_log}
+        return {
+            "cpu_kv_cache_bytes": self.cpu_kv_cache_bytes,
+            "max_in_flight": self.max_in_flight,
+            "stop_grace_s": self.stop_grace_s,
+            "distributed_backend": self.distributed_backend,
+            "hf_token": self.hf_token,
+            "secrets": self.secrets,
+            "test_replay": self.test_replay,
+            "test_prompt_log": self.test_prompt_log,
+        }
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -21,9 +21,20 @@ from pathlib import Path
 import pytest
 
 from helpers import corrupt_copy, demo_entry
-from rel_utils import (SURFACE_ADMIN, SURFACE_BODY_S, SURFACE_CONTEXT, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S,
-                       SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, SURFACE_STREAM_OPEN_S, TALLY, listing, start_server,
-                       tiny)
+from rel_utils import (
+    SURFACE_ADMIN,
+    SURFACE_BODY_S,
+    SURFACE_CONTEXT,
+    SURFACE_EVENTS_PER_CLIENT,
+    SURFACE_HEADER_S,
+    SURFACE_HF_TOKEN,
+    SURFACE_MAX_IN_FLIGHT,
+    SURFACE_STREAM_OPEN_S,
+    TALLY,
+    listing,
+    start_server,
+    tiny,
+)
 
 
 def pytest_configure(config):
@@ -62,14 +73,20 @@ def surface_server(tmp_path_factory, model_dir):
         "big": demo_entry(long_ctx, None, label="Tiny Llama long context", max_model_len=65536),
         "broken": demo_entry(corrupt_copy(model_dir / "tiny-llama", root / "broken"), None, label="Broken"),
     }
-    env = {"HF_TOKEN": SURFACE_HF_TOKEN, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1",
-           "GRADIO_TEMP_DIR": str(gradio_cache),
-           "FINSPACE_MAX_IN_FLIGHT": str(SURFACE_MAX_IN_FLIGHT), "FINSPACE_CPU_KV_CACHE_MIB": "72",
-           # the public-Space guards at their defaults but three, shortened so their tests wait less
-           "FINSPACE_MAX_EVENTS_PER_CLIENT": str(SURFACE_EVENTS_PER_CLIENT),
-           "FINSPACE_STREAM_OPEN_S": str(SURFACE_STREAM_OPEN_S), "FINSPACE_HEADER_TIMEOUT_S": str(SURFACE_HEADER_S),
-           "FINSPACE_BODY_TIMEOUT_S": str(SURFACE_BODY_S),
-           "FINSPACE_MATRIX_MAX_DOCUMENTS": "2"}  # an upload takes at most 2 documents (the Matrix tab's bound)
+    env = {
+        "HF_TOKEN": SURFACE_HF_TOKEN,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_TEMP_DIR": str(gradio_cache),
+        "FINSPACE_MAX_IN_FLIGHT": str(SURFACE_MAX_IN_FLIGHT),
+        "FINSPACE_CPU_KV_CACHE_MIB": "72",
+        # the public-Space guards at their defaults but three, shortened so their tests wait less
+        "FINSPACE_MAX_EVENTS_PER_CLIENT": str(SURFACE_EVENTS_PER_CLIENT),
+        "FINSPACE_STREAM_OPEN_S": str(SURFACE_STREAM_OPEN_S),
+        "FINSPACE_HEADER_TIMEOUT_S": str(SURFACE_HEADER_S),
+        "FINSPACE_BODY_TIMEOUT_S": str(SURFACE_BODY_S),
+        "FINSPACE_MATRIX_MAX_DOCUMENTS": "2",
+    }  # an upload takes at most 2 documents (the Matrix tab's bound)
     srv = start_server(root, models, admin_token=SURFACE_ADMIN, env=env)
     try:
         srv.hf_home = hf_home

@@ -192,8 +192,15 @@ def wait_until(pred, timeout: float, interval: float = 0.2, what: str = "conditi
 
 
 # ------------------------------------------------------------------ servers
-def start_server(root: Path, models: dict, *, default: str = "a", admin_token: str | None = None,
-                 env: dict | None = None, timeout: float = 300.0) -> Server:
+def start_server(
+    root: Path,
+    models: dict,
+    *,
+    default: str = "a",
+    admin_token: str | None = None,
+    env: dict | None = None,
+    timeout: float = 300.0,
+) -> Server:
     """One real app (`python app.py`) on 127.0.0.1 with the given catalogue; waits until ready."""
     catalog = write_catalog(root / "catalog", models, default=default)
     srv = Server(root, catalog, admin_token=admin_token, env=env)
@@ -296,13 +303,13 @@ class GradioRaw:
     def join(self, fn_index: int, data: list, session_hash: str | None = None) -> tuple[int, str, str]:
         sh = session_hash or self.session()
         body = {"data": data, "fn_index": fn_index, "session_hash": sh, "trigger_id": None, "event_data": None}
-        r = self.http.post(self.url + "/gradio_api/queue/join", content=_dumps(body),
-                           headers={"Content-Type": "application/json"})
+        r = self.http.post(
+            self.url + "/gradio_api/queue/join", content=_dumps(body), headers={"Content-Type": "application/json"}
+        )
         TALLY.response(r.status_code, r.text)
         return r.status_code, r.text, sh
 
-    def call(self, fn_index: int, data: list, session_hash: str | None = None,
-             timeout: float | None = None) -> Outcome:
+    def call(self, fn_index: int, data: list, session_hash: str | None = None, timeout: float | None = None) -> Outcome:
         """Join the queue and read the event's messages until it completes (or the timeout)."""
         out = Outcome()
         t0 = time.monotonic()
@@ -315,8 +322,12 @@ class GradioRaw:
         event_id = json.loads(text)["event_id"]
         deadline = t0 + (timeout or self.timeout)
         try:
-            with self.http.stream("GET", self.url + "/gradio_api/queue/data", params={"session_hash": sh},
-                                  timeout=httpx.Timeout(max(1.0, deadline - time.monotonic()), connect=15)) as s:
+            with self.http.stream(
+                "GET",
+                self.url + "/gradio_api/queue/data",
+                params={"session_hash": sh},
+                timeout=httpx.Timeout(max(1.0, deadline - time.monotonic()), connect=15),
+            ) as s:
                 for line in sse_lines(s.iter_bytes()):
                     if time.monotonic() > deadline:
                         break
@@ -351,8 +362,9 @@ class GradioRaw:
     def run_direct(self, fn_index: int, data: list, session_hash: str | None = None) -> httpx.Response:
         """An event without the queue (queue=False events use this route)."""
         body = {"data": data, "fn_index": fn_index, "session_hash": session_hash or self.session()}
-        return self.http.post(self.url + "/gradio_api/run/predict", content=_dumps(body),
-                              headers={"Content-Type": "application/json"})
+        return self.http.post(
+            self.url + "/gradio_api/run/predict", content=_dumps(body), headers={"Content-Type": "application/json"}
+        )
 
 
 def final_text(output: Any) -> str | None:
@@ -375,8 +387,10 @@ class RawSocketStream:
             status, text, self.session_hash = g.join(fn_index, data)
         assert status == 200, text
         self.sock = socket.create_connection(self.addr, timeout=30)
-        req = (f"GET /gradio_api/queue/data?session_hash={self.session_hash} HTTP/1.1\r\n"
-               f"Host: {host}:{port}\r\nAccept: text/event-stream\r\nConnection: keep-alive\r\n\r\n")
+        req = (
+            f"GET /gradio_api/queue/data?session_hash={self.session_hash} HTTP/1.1\r\n"
+            f"Host: {host}:{port}\r\nAccept: text/event-stream\r\nConnection: keep-alive\r\n\r\n"
+        )
         self.sock.sendall(req.encode())
         self.buf = b""
 
@@ -415,8 +429,9 @@ class HttpxStream:
 
     def _read(self, url: str) -> None:
         try:
-            with self.http.stream("GET", url + "/gradio_api/queue/data",
-                                  params={"session_hash": self.session_hash}) as resp:
+            with self.http.stream(
+                "GET", url + "/gradio_api/queue/data", params={"session_hash": self.session_hash}
+            ) as resp:
                 self._resp = resp
                 self._ready.set()
                 for line in sse_lines(resp.iter_bytes()):
@@ -501,29 +516,42 @@ def converting(server) -> int:
 
 def v1_file_body(name: str, data: bytes, max_tokens: int = 2) -> dict:
     """A /v1 chat whose one question comes with ``data`` as a file part named ``name``."""
-    part = {"type": "file", "file": {"file_data": "data:application/octet-stream;base64,"
-                                     + base64.b64encode(data).decode(), "filename": name}}
-    return {"model": "a", "max_tokens": max_tokens, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What rose?"}, part]}]}
+    part = {
+        "type": "file",
+        "file": {
+            "file_data": "data:application/octet-stream;base64," + base64.b64encode(data).decode(),
+            "filename": name,
+        },
+    }
+    return {
+        "model": "a",
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "What rose?"}, part]}],
+    }
 
 
 def v1_chat_with(server, ip: str, name: str, data: bytes, max_tokens: int = 2) -> tuple[float, httpx.Response]:
     """(seconds, response) of a /v1 chat from ``ip`` with a file part."""
     t0 = time.monotonic()
-    r = httpx.post(server.url + "/v1/chat/completions", json=v1_file_body(name, data, max_tokens),
-                   headers=from_ip(ip), timeout=300)
+    r = httpx.post(
+        server.url + "/v1/chat/completions", json=v1_file_body(name, data, max_tokens), headers=from_ip(ip), timeout=300
+    )
     TALLY.response(r.status_code, r.text)
     return time.monotonic() - t0, r
 
 
-def raw_post(url: str, path: str, body: bytes, content_type: str = "application/json",
-             headers: dict[str, str] | None = None) -> socket.socket:
+def raw_post(
+    url: str, path: str, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+) -> socket.socket:
     """A POST whose answer is never read: the caller goes away when ``drop`` closes the socket."""
     host, port = httpx.URL(url).host, httpx.URL(url).port
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     sock = socket.create_connection((host, port), timeout=30)
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n{extra}"
-                 f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n{extra}"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
     return sock
 
 
@@ -532,4 +560,3 @@ def drop(sock: socket.socket) -> float:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     return time.monotonic()
-

@@ -32,8 +32,18 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from helpers import corrupt_copy, demo_entry, mismatched_copy
-from rel_utils import (TALLY, HttpxStream, RawSocketStream, assert_clean, engine_pids, gclient, health,
-                       running_requests, start_server, wait_until)
+from rel_utils import (
+    TALLY,
+    HttpxStream,
+    RawSocketStream,
+    assert_clean,
+    engine_pids,
+    gclient,
+    health,
+    running_requests,
+    start_server,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -47,8 +57,9 @@ STREAM_BOUND_S = 60.0  # a killed stream must end within this
 def tiny_disk(tmp_path_factory):
     """A 256 KiB tmpfs: the folder a `generate:` entry writes its model into (about 2.5 MB)."""
     folder = tmp_path_factory.mktemp("rel-tiny-disk")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     reason = None if r.returncode == 0 else f"cannot mount a tmpfs here ({(r.stderr or r.stdout).strip()})"
     try:
         yield folder, reason
@@ -71,11 +82,13 @@ def server(tmp_path_factory, model_dir, tiny_disk):
     (long_ctx / "config.json").write_text(json.dumps(cfg))
     models = {
         "a": demo_entry(long_ctx, None, label="Tiny Llama 8k", max_model_len=8192, max_tokens=16),
-        "corrupt": demo_entry(corrupt_copy(model_dir / "tiny-llama", root / "corrupt"), None,
-                              label="Truncated weights"),
+        "corrupt": demo_entry(
+            corrupt_copy(model_dir / "tiny-llama", root / "corrupt"), None, label="Truncated weights"
+        ),
         "notok": demo_entry(no_tok, None, label="No tokenizer"),
-        "mismatch": demo_entry(mismatched_copy(model_dir / "tiny-llama", root / "mismatch"), None,
-                               label="Config does not match weights"),
+        "mismatch": demo_entry(
+            mismatched_copy(model_dir / "tiny-llama", root / "mismatch"), None, label="Config does not match weights"
+        ),
         "full": demo_entry(tiny_disk[0] / "generated", "tiny-llama", label="Generated on a full disk"),
     }
     srv = start_server(root, models, admin_token=ADMIN, env={"FINSPACE_CPU_KV_CACHE_MIB": "160"})
@@ -87,6 +100,7 @@ def server(tmp_path_factory, model_dir, tiny_disk):
 
 def chat_ok(server, n: int = 1, max_tokens: int = 8) -> int:
     """n chats in parallel (a fresh gradio_client each); returns how many failed."""
+
     def one(i):
         try:
             reply = gclient(server).predict(f"{PROMPT} ({i})", [], None, 0.0, max_tokens, api_name="/chat")
@@ -108,8 +122,9 @@ def serving_a(server) -> dict:
 
 def load_rest(server, key: str, timeout: float = 540.0) -> dict:
     """POST /load-model (202), then wait until no load runs; returns the final /health body."""
-    r = httpx.post(server.url + "/load-model", json={"model": key}, headers={"Authorization": f"Bearer {ADMIN}"},
-                   timeout=30)
+    r = httpx.post(
+        server.url + "/load-model", json={"model": key}, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+    )
     assert r.status_code == 202, r.text
     assert r.json()["loading"] == key
 
@@ -274,8 +289,7 @@ def test_engine_killed_during_8_streams(server):
     TALLY.add(faults=1)
     clients = [gclient(server) for _ in range(8)]  # before any stream runs: a busy server answers /config slowly
     jobs = [c.submit(f"{PROMPT} ({i})", [], None, 0.0, LONG, api_name="/chat") for i, c in enumerate(clients)]
-    wait_until(lambda: all(j.outputs() for j in jobs) or any(j.done() for j in jobs), 120, 0.1,
-               "text on all 8 streams")
+    wait_until(lambda: all(j.outputs() for j in jobs) or any(j.done() for j in jobs), 120, 0.1, "text on all 8 streams")
     assert not any(j.done() for j in jobs), [j.status() for j in jobs]
     assert running_requests(server) == 8
 
@@ -309,8 +323,12 @@ def test_engine_killed_during_8_streams(server):
         assert_clean(m, ADMIN)
         assert "engine" in m and ("restarting" in m or "stopped" in m), m
 
-    status, h = wait_until(lambda: (lambda s, b: (s, b) if s == 200 else None)(*health(server)), 300, 0.5,
-                           "/health 200 after the automatic restart")
+    status, h = wait_until(
+        lambda: (lambda s, b: (s, b) if s == 200 else None)(*health(server)),
+        300,
+        0.5,
+        "/health 200 after the automatic restart",
+    )
     back_s = time.monotonic() - t_kill
     assert h["model"] == "a" and h["engine"]["restarts"] == h0["engine"]["restarts"] + 1, h
     assert h["engine"]["last_restart"] and "restarted" in (h["last_error"] or ""), h
@@ -321,5 +339,7 @@ def test_engine_killed_during_8_streams(server):
     assert failed == 0, f"{failed} of 8 requests after the restart failed"
     assert running_requests(server) == 0
     TALLY.add(survived=1)
-    print(f"engine killed: /health 503 after {to_503:.2f} s, all 8 streams ended with an error within "
-          f"{streams_s:.1f} s, 200 again after {back_s:.1f} s")
+    print(
+        f"engine killed: /health 503 after {to_503:.2f} s, all 8 streams ended with an error within "
+        f"{streams_s:.1f} s, 200 again after {back_s:.1f} s"
+    )

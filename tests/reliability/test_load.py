@@ -51,6 +51,7 @@ ENGINE_CORE_HALF_BOUND_MIB = 40  # vLLM's EngineCore, over the run's second half
 APP_HALF_BOUND_MIB = 40  # the app process, over the run's second half
 APP_BOUND_MIB = 60  # the app process, over the whole run
 
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("rel-load")
@@ -78,8 +79,13 @@ class Stats:
 
 
 async def one_chat(http: httpx.AsyncClient, url: str, fn: int, session_hash: str, i: int, stats: Stats) -> None:
-    body = {"data": [f"Summarise the quarter, please ({i}).", [], None, 0.7, MAX_TOKENS], "fn_index": fn,
-            "session_hash": session_hash, "trigger_id": None, "event_data": None}
+    body = {
+        "data": [f"Summarise the quarter, please ({i}).", [], None, 0.7, MAX_TOKENS],
+        "fn_index": fn,
+        "session_hash": session_hash,
+        "trigger_id": None,
+        "event_data": None,
+    }
     t0 = time.monotonic()
     try:
         r = await http.post(url + "/gradio_api/queue/join", json=body)
@@ -132,6 +138,7 @@ async def run_sessions(url: str, fn: int, seconds: float, stats: Stats | None = 
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=SESSIONS * 3, max_keepalive_connections=SESSIONS * 2)
     async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=15), limits=limits) as http:
+
         async def session(k: int) -> None:
             sh = uuid.uuid4().hex[:11]  # one browser session: the same hash for all its chats
             i = 0
@@ -186,12 +193,15 @@ def test_64_sessions_for_60_seconds(server):
     def grew(name: str, since: dict) -> int:
         return by_end.get(name, 0) - since.get(name, 0)
 
-    print(f"\nload: {SESSIONS} sessions x {RUN_S:.0f} s ({elapsed:.1f} s with the last replies): "
-          f"requests served={stats.served} ({stats.served / elapsed:.1f}/s) errors={stats.errors} lost={stats.lost} "
-          f"p50 TTFT={pct(stats.ttfts, 50) * 1000:.0f} ms p99 TTFT={pct(stats.ttfts, 99) * 1000:.0f} ms; "
-          f"RSS server+engine {rss_warm / MIB:.0f} MiB after warm-up ({warm.served} requests) -> "
-          f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB; MiB by process after warm-up -> half-way -> end: "
-          + ", ".join(f"{k} {by_warm.get(k, 0)}->{by_mid.get(k, 0)}->{v}" for k, v in by_end.items()) + ")")
+    print(
+        f"\nload: {SESSIONS} sessions x {RUN_S:.0f} s ({elapsed:.1f} s with the last replies): "
+        f"requests served={stats.served} ({stats.served / elapsed:.1f}/s) errors={stats.errors} lost={stats.lost} "
+        f"p50 TTFT={pct(stats.ttfts, 50) * 1000:.0f} ms p99 TTFT={pct(stats.ttfts, 99) * 1000:.0f} ms; "
+        f"RSS server+engine {rss_warm / MIB:.0f} MiB after warm-up ({warm.served} requests) -> "
+        f"{rss_end / MIB:.0f} MiB ({growth:+.0f} MiB; MiB by process after warm-up -> half-way -> end: "
+        + ", ".join(f"{k} {by_warm.get(k, 0)}->{by_mid.get(k, 0)}->{v}" for k, v in by_end.items())
+        + ")"
+    )
     assert stats.errors == 0, stats.samples
     assert stats.lost == 0
     assert stats.served >= SESSIONS, "fewer requests than sessions: the run did not really run"
@@ -199,16 +209,20 @@ def test_64_sessions_for_60_seconds(server):
     half = f"over the second {RUN_S / 2:.0f} s of load"
     assert grew("app", by_mid) <= APP_HALF_BOUND_MIB, (
         f"the app process grew by {grew('app', by_mid)} MiB {half} (bound {APP_HALF_BOUND_MIB} MiB): still growing, "
-        "a leak")
+        "a leak"
+    )
     assert grew("VLLM::EngineCore", by_mid) <= ENGINE_CORE_HALF_BOUND_MIB, (
         f"vLLM's EngineCore grew by {grew('VLLM::EngineCore', by_mid)} MiB {half} (bound "
-        f"{ENGINE_CORE_HALF_BOUND_MIB} MiB): still growing, requests' state kept")
+        f"{ENGINE_CORE_HALF_BOUND_MIB} MiB): still growing, requests' state kept"
+    )
     assert grew("VLLM::Worker", by_warm) <= WORKER_BOUND_MIB, (
         f"vLLM's Worker grew by {grew('VLLM::Worker', by_warm)} MiB under load (bound {WORKER_BOUND_MIB} MiB, past "
-        "its high-water mark)")
+        "its high-water mark)"
+    )
     assert growth <= RSS_BOUND_MIB, f"server + engine RSS grew by {growth:.0f} MiB under load (bound {RSS_BOUND_MIB})"
     assert grew("app", by_warm) <= APP_BOUND_MIB, (
-        f"the app process grew by {grew('app', by_warm)} MiB under load (bound {APP_BOUND_MIB})")
+        f"the app process grew by {grew('app', by_warm)} MiB under load (bound {APP_BOUND_MIB})"
+    )
 
 
 def test_event_stream_lines_split_at_line_feeds_only():
@@ -217,7 +231,7 @@ def test_event_stream_lines_split_at_line_feeds_only():
     msg = '{"msg":"process_generating","output":{"data":[[["append",[],"a\u2028b\x85c"]]]}}'
     stream = f"data: {msg}\r\n\ndata: {{}}\n\n".encode()
     for size in (1, 3, 7, len(stream)):  # however the bytes arrive
-        chunks = [stream[i:i + size] for i in range(0, len(stream), size)]
+        chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
         lines = list(sse_lines(chunks))
         assert lines == [f"data: {msg}", "", "data: {}", ""], (size, lines)
         assert json.loads(lines[0][5:])["output"]["data"][0][0][2] == "a\u2028b\x85c"
@@ -226,6 +240,7 @@ def test_event_stream_lines_split_at_line_feeds_only():
             async def gen():
                 for c in chunks:
                     yield c
+
             return [line async for line in asse_lines(gen())]
 
         assert asyncio.run(collect()) == lines

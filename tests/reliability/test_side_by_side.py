@@ -32,8 +32,15 @@ import pytest
 from helpers import write_catalog
 from rel_utils import TALLY, GradioRaw, gradio_config, tiny, wait_until
 from server_utils import Server
-from test_surface_state import (PeakConverters, conversation, event_index, export_files_on_disk, slow_document,
-                                store_of, v1_with_file)
+from test_surface_state import (
+    PeakConverters,
+    conversation,
+    event_index,
+    export_files_on_disk,
+    slow_document,
+    store_of,
+    v1_with_file,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1500)]
 
@@ -70,8 +77,11 @@ def engine_children(server: Server) -> set[int]:
 
 
 def chat(server: Server) -> str:
-    body = {"model": httpx.get(server.url + "/health", timeout=60).json()["model"], "max_tokens": 4,
-            "messages": [{"role": "user", "content": "What is a bond?"}]}
+    body = {
+        "model": httpx.get(server.url + "/health", timeout=60).json()["model"],
+        "max_tokens": 4,
+        "messages": [{"role": "user", "content": "What is a bond?"}],
+    }
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=180)
     assert r.status_code == 200, r.text[:300]
     return r.json()["choices"][0]["message"]["content"]
@@ -82,8 +92,9 @@ def switch(server: Server, key: str, out: dict) -> None:
     ended: ``out[name]`` is the POST's status, ``out[name + " model"]`` the model then served (None: none)."""
     r = httpx.post(server.url + "/load-model", json={"model": key}, headers=server.auth(), timeout=120)
     out[server.name_] = r.status_code
-    out[server.name_ + " model"] = wait_until(lambda: settled(server), 900, 0.5,
-                                              f"the end of {server.name_}'s load")["model"]
+    out[server.name_ + " model"] = wait_until(lambda: settled(server), 900, 0.5, f"the end of {server.name_}'s load")[
+        "model"
+    ]
 
 
 def settled(server: Server) -> dict | None:
@@ -133,12 +144,16 @@ def serving(srv: Server, key: str, tries: int = 3) -> None:
 def pair(tmp_path_factory, model_dir):
     servers = []
     try:
-        for name, extra in (("A", {"FINSPACE_MAX_CONVERSIONS": "1", "FINSPACE_MAX_CONVERSIONS_PER_CLIENT": "3"}),
-                            ("B", {})):
+        for name, extra in (
+            ("A", {"FINSPACE_MAX_CONVERSIONS": "1", "FINSPACE_MAX_CONVERSIONS_PER_CLIENT": "3"}),
+            ("B", {}),
+        ):
             root = tmp_path_factory.mktemp(f"side-{name}")
-            catalog = write_catalog(root / "catalog", {"a": tiny(model_dir, "tiny-llama", max_tokens=8),
-                                                       "b": tiny(model_dir, "tiny-qwen3", max_tokens=8)},
-                                    default="a")
+            catalog = write_catalog(
+                root / "catalog",
+                {"a": tiny(model_dir, "tiny-llama", max_tokens=8), "b": tiny(model_dir, "tiny-qwen3", max_tokens=8)},
+                default="a",
+            )
             srv = Server(root, catalog, env={"GRADIO_TEMP_DIR": str(root / "gradio"), **extra})
             srv.name_, srv.gradio = name, root / "gradio"
             servers.append(srv)  # both start their engines at the same time
@@ -161,8 +176,10 @@ def test_documents_past_the_global_bound_wait_for_a_slot(pair, tmp_path):
         for t in threads:
             t.join(400)
     TALLY.add(inputs=len(docs))
-    print(f"3 documents at once, FINSPACE_MAX_CONVERSIONS=1: statuses {[s for s, _ in results]}, at most "
-          f"{peak.peak} converter(s) at once ({len(peak.seen)} in all)")
+    print(
+        f"3 documents at once, FINSPACE_MAX_CONVERSIONS=1: statuses {[s for s, _ in results]}, at most "
+        f"{peak.peak} converter(s) at once ({len(peak.seen)} in all)"
+    )
     assert len(peak.seen) == 3 and peak.peak == 1, (peak.peak, peak.seen)
     assert [s for s, _ in results] == [200, 200, 200], results
 
@@ -174,8 +191,10 @@ def test_two_apps_switch_and_stop_side_by_side_without_breaking_each_other(pair)
     marker = f"SideBySide-{uuid.uuid4().hex[:8]}"
     with GradioRaw(a.url) as raw:
         config = gradio_config(a.url)
-        restore, export = (event_index(config, trigger="load", input_type="browserstate"),
-                           event_index(config, elem_id="export"))
+        restore, export = (
+            event_index(config, trigger="load", input_type="browserstate"),
+            event_index(config, elem_id="export"),
+        )
         session = raw.session()
         assert raw.call(restore, [store_of(conversation(5000, title=marker))], session_hash=session).success
         assert raw.call(export, [None, marker], session_hash=session).success

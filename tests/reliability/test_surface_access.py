@@ -32,9 +32,22 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from helpers import REPO
-from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, SURFACE_MAX_IN_FLIGHT, TALLY,
-                       GradioRaw, assert_clean, baseline, gclient, gradio_config, has_traceback,
-                       listing, running_requests, wait_until)
+from rel_utils import (
+    SURFACE_ADMIN,
+    SURFACE_CONTEXT,
+    SURFACE_HF_TOKEN,
+    SURFACE_MAX_IN_FLIGHT,
+    TALLY,
+    GradioRaw,
+    assert_clean,
+    baseline,
+    gclient,
+    gradio_config,
+    has_traceback,
+    listing,
+    running_requests,
+    wait_until,
+)
 from rel_utils import unchanged as rel_unchanged
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -93,7 +106,8 @@ def test_tokens_are_compared_in_constant_time(monkeypatch):
             if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):
                 operands = [node.left, *node.comparators]
                 if any(_secret_operand(o) for o in operands) and not any(
-                        isinstance(o, ast.Constant) and o.value in (None, "") for o in operands):
+                    isinstance(o, ast.Constant) and o.value in (None, "") for o in operands
+                ):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
     assert not offenders, "tokens compared with ==/!=:\n" + "\n".join(offenders)
     assert "self._is_admin_token(token)" in inspect.getsource(service_mod.Service.authorize)
@@ -147,10 +161,22 @@ def test_rest_no_path_switches_without_the_token(server):
         assert r.status_code == 401, (headers, body, r.status_code, r.text[:200])
         assert r.headers.get("www-authenticate") == "Bearer"
     # Other methods and routes: nothing else switches or unloads.
-    others = [("GET", "/load-model?model=b"), ("PUT", "/load-model"), ("PATCH", "/load-model"),
-              ("DELETE", "/load-model"), ("POST", "/unload"), ("POST", "/unload-model"), ("DELETE", "/models/a"),
-              ("POST", "/models"), ("POST", "/health"), ("POST", "/load_model"), ("POST", "/api/load-model"),
-              ("POST", "/load-model/"), ("POST", "//load-model"), ("POST", "/LOAD-MODEL")]
+    others = [
+        ("GET", "/load-model?model=b"),
+        ("PUT", "/load-model"),
+        ("PATCH", "/load-model"),
+        ("DELETE", "/load-model"),
+        ("POST", "/unload"),
+        ("POST", "/unload-model"),
+        ("DELETE", "/models/a"),
+        ("POST", "/models"),
+        ("POST", "/health"),
+        ("POST", "/load_model"),
+        ("POST", "/api/load-model"),
+        ("POST", "/load-model/"),
+        ("POST", "//load-model"),
+        ("POST", "/LOAD-MODEL"),
+    ]
     for method, path in others:
         r = httpx.request(method, server.url + path, json={"model": "b"}, timeout=15, follow_redirects=False)
         seen(r.text)
@@ -167,8 +193,20 @@ def test_rest_no_path_switches_without_the_token(server):
 # ------------------------------------------------------------------ Gradio API
 def test_gradio_api_load_model_needs_the_token(server):
     n = ledger_len(server)
-    tokens = [None, "", "wrong", ADMIN[:-1], ADMIN + "x", ADMIN.upper(), " " + ADMIN, ADMIN + " ", 12345,
-              [ADMIN], {"token": ADMIN}, "Bearer " + ADMIN]
+    tokens = [
+        None,
+        "",
+        "wrong",
+        ADMIN[:-1],
+        ADMIN + "x",
+        ADMIN.upper(),
+        " " + ADMIN,
+        ADMIN + " ",
+        12345,
+        [ADMIN],
+        {"token": ADMIN},
+        "Bearer " + ADMIN,
+    ]
     for token in tokens:
         with pytest.raises(AppError) as info:
             gclient(server).predict("b", token, api_name="/load_model")
@@ -199,14 +237,49 @@ def test_ui_events_called_directly_cannot_switch(server):
     config = gradio_config(server.url)
     comps = {c["id"]: c for c in config["components"]}
     deps = [d for d in config["dependencies"] if d.get("backend_fn")]
-    assert all(d["api_visibility"] == "private" for d in deps if d.get("api_name") not in
-               ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
-                "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix"))
-    public = {name for name, info in gclient(server).view_api(print_info=False, return_format="dict")
-              ["named_endpoints"].items()}
-    assert public == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads", "/fit",
-                      "/matrix", "/scores", "/run_eval", "/cancel_eval", "/company_filings", "/company_facts",
-                      "/ask_filing", "/filing_matrix"}, public
+    assert all(
+        d["api_visibility"] == "private"
+        for d in deps
+        if d.get("api_name")
+        not in (
+            "chat",
+            "chat_with_thinking",
+            "load_model",
+            "models",
+            "health",
+            "loads",
+            "fit",
+            "matrix",
+            "scores",
+            "run_eval",
+            "cancel_eval",
+            "company_filings",
+            "company_facts",
+            "ask_filing",
+            "filing_matrix",
+        )
+    )
+    public = {
+        name
+        for name, info in gclient(server).view_api(print_info=False, return_format="dict")["named_endpoints"].items()
+    }
+    assert public == {
+        "/chat",
+        "/chat_with_thinking",
+        "/load_model",
+        "/models",
+        "/health",
+        "/loads",
+        "/fit",
+        "/matrix",
+        "/scores",
+        "/run_eval",
+        "/cancel_eval",
+        "/company_filings",
+        "/company_facts",
+        "/ask_filing",
+        "/filing_matrix",
+    }, public
     # gradio_client refuses private events by fn_index; that is a client nicety, not a protection:
     begin = next(d for d in deps if any(comps[i].get("props", {}).get("elem_id") == "admin-token" for i in d["inputs"]))
     with pytest.raises(ValueError):
@@ -258,18 +331,34 @@ def test_ui_events_called_directly_cannot_switch(server):
 # ------------------------------------------------------------------ only catalogue keys
 def test_only_catalogue_keys_load_and_the_hub_is_never_reached(server):
     n = ledger_len(server)
-    keys = ["org/repo", "DragonLLM/Llama-Open-Finance-8B", "meta-llama/Llama-3.1-8B-Instruct", "../x", "/etc/passwd",
-            str(REPO), "hf://org/repo", "https://huggingface.co/org/repo", "a/../b", "~/models/x", "gpt2"]
+    keys = [
+        "org/repo",
+        "DragonLLM/Llama-Open-Finance-8B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "../x",
+        "/etc/passwd",
+        str(REPO),
+        "hf://org/repo",
+        "https://huggingface.co/org/repo",
+        "a/../b",
+        "~/models/x",
+        "gpt2",
+    ]
     for key in keys:
-        r = httpx.post(server.url + "/load-model", json={"model": key}, headers={"Authorization": f"Bearer {ADMIN}"},
-                       timeout=15)
+        r = httpx.post(
+            server.url + "/load-model", json={"model": key}, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=15
+        )
         seen(r.text)
         assert r.status_code == 422 and "catalogue" in r.json()["error"], (key, r.status_code, r.text[:200])
         with pytest.raises(AppError) as info:
             gclient(server).predict(key, ADMIN, api_name="/load_model")
         assert "catalogue" in seen(str(info.value))
-    for body in ({"model": "a", "trust_remote_code": True}, {"model": "a", "revision": "main"},
-                 {"model": "a", "path": "/tmp"}, {"repo": "org/repo"}):
+    for body in (
+        {"model": "a", "trust_remote_code": True},
+        {"model": "a", "revision": "main"},
+        {"model": "a", "path": "/tmp"},
+        {"repo": "org/repo"},
+    ):
         r = httpx.post(server.url + "/load-model", json=body, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=15)
         seen(r.text)
         assert r.status_code == 422, (body, r.status_code, r.text[:200])
@@ -284,7 +373,7 @@ def test_only_catalogue_keys_load_and_the_hub_is_never_reached(server):
 
 # ------------------------------------------------------------------ request-size bounds
 def test_request_size_bounds_give_clear_errors(server):
-    emoji = "\U0001F4B8" * 60_000  # 60,000 chars: under the char limit; ~240,000 byte-level tokens: over the context
+    emoji = "\U0001f4b8" * 60_000  # 60,000 chars: under the char limit; ~240,000 byte-level tokens: over the context
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": "hi"} for i in range(512)]
     big_turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": "y" * 60_000} for i in range(5)]
     cases = [
@@ -318,8 +407,8 @@ def test_conversations_at_the_size_limits_do_not_stall_other_requests(server):
     while /health is probed: it must keep answering within 1.5 s. Each is refused (too long for the context, or busy:
     the queue bound is 2). Each costs 0.5-1.5 s of templating and tokenizing; the engine does that in a worker
     thread, so the serving loop (pages, /health, other streams) does not wait for it."""
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "\U0001F4B8" * 63_000} for i in range(3)]
-    data = ["\U0001F4B8" * 63_000, history, None, 0.0, 8]
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "\U0001f4b8" * 63_000} for i in range(3)]
+    data = ["\U0001f4b8" * 63_000, history, None, 0.0, 8]
     stop, latencies, outcomes = threading.Event(), [], []
 
     def probe():
@@ -362,19 +451,26 @@ def test_past_the_queue_bound_a_chat_gets_busy_retry_at_once(server):
     clients = [gclient(server) for _ in range(MAX_IN_FLIGHT + 1)]  # before the streams: a busy app answers slowly
     jobs = [c.submit("Explain duration and convexity.", [], None, 0.0, long, api_name="/chat") for c in clients[:-1]]
     try:
-        wait_until(lambda: running_requests(server) == MAX_IN_FLIGHT or any(j.done() for j in jobs), 90, 0.05,
-                   f"{MAX_IN_FLIGHT} chats in the engine")
+        wait_until(
+            lambda: running_requests(server) == MAX_IN_FLIGHT or any(j.done() for j in jobs),
+            90,
+            0.05,
+            f"{MAX_IN_FLIGHT} chats in the engine",
+        )
         assert running_requests(server) == MAX_IN_FLIGHT, [j.status() for j in jobs]
         refusals = []
         for via in ("gradio_client", "queue protocol"):
-            assert running_requests(server) == MAX_IN_FLIGHT and not any(j.done() for j in jobs), \
+            assert running_requests(server) == MAX_IN_FLIGHT and not any(j.done() for j in jobs), (
                 "a long chat ended early: the test cannot hold the queue bound"
+            )
             t0 = time.monotonic()
             if via == "gradio_client":
                 try:
                     reply = clients[-1].predict("One more?", [], None, 0.0, 8, api_name="/chat")
-                    pytest.fail(f"FINSPACE_MAX_IN_FLIGHT={MAX_IN_FLIGHT} is not honoured: a third chat was "
-                                f"served ({reply!r}) while {MAX_IN_FLIGHT} were running")
+                    pytest.fail(
+                        f"FINSPACE_MAX_IN_FLIGHT={MAX_IN_FLIGHT} is not honoured: a third chat was "
+                        f"served ({reply!r}) while {MAX_IN_FLIGHT} were running"
+                    )
                 except AppError as exc:
                     msg = str(exc)
             else:

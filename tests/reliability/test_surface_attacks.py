@@ -43,9 +43,22 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from helpers import REPO
-from rel_utils import (SURFACE_ADMIN, SURFACE_EVENTS_PER_CLIENT, SURFACE_HEADER_S, SURFACE_HF_TOKEN,
-                       SURFACE_STREAM_OPEN_S, TALLY, GradioRaw, assert_clean, baseline, gclient,
-                       gradio_config, listing, running_requests, unchanged)
+from rel_utils import (
+    SURFACE_ADMIN,
+    SURFACE_EVENTS_PER_CLIENT,
+    SURFACE_HEADER_S,
+    SURFACE_HF_TOKEN,
+    SURFACE_STREAM_OPEN_S,
+    TALLY,
+    GradioRaw,
+    assert_clean,
+    baseline,
+    gclient,
+    gradio_config,
+    listing,
+    running_requests,
+    unchanged,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
@@ -85,9 +98,13 @@ TARGETS = ["/proc/self/environ", "/etc/passwd", str(REPO / "models.yaml"), str(R
 
 def file_refs(path: str) -> list:
     fd = {"path": path, "meta": {"_type": "gradio.FileData"}}
-    return [fd, {"path": path, "url": None, "orig_name": "x.txt", "meta": {"_type": "gradio.FileData"}},
-            [{"role": "user", "content": fd}], {"text": "hi", "files": [fd]}, {"url": "file://" + path, "_type":
-                                                                              "gradio.FileData"}]
+    return [
+        fd,
+        {"path": path, "url": None, "orig_name": "x.txt", "meta": {"_type": "gradio.FileData"}},
+        [{"role": "user", "content": fd}],
+        {"text": "hi", "files": [fd]},
+        {"url": "file://" + path, "_type": "gradio.FileData"},
+    ]
 
 
 def test_file_data_names_no_server_file_on_any_route(server):
@@ -107,8 +124,22 @@ def test_file_data_names_no_server_file_on_any_route(server):
                         data[slot] = ref
                         refused(join(http, server, d["id"], data), (400,), "file references are not accepted")
                         n += 1
-        for name in ("chat", "load_model", "models", "health", "loads", "fit", "matrix", "scores", "run_eval",
-                     "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix"):
+        for name in (
+            "chat",
+            "load_model",
+            "models",
+            "health",
+            "loads",
+            "fit",
+            "matrix",
+            "scores",
+            "run_eval",
+            "cancel_eval",
+            "company_filings",
+            "company_facts",
+            "ask_filing",
+            "filing_matrix",
+        ):
             for path in TARGETS:
                 r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [file_refs(path)[0], []]})
                 refused(r, (400,), "file references are not accepted")
@@ -121,8 +152,11 @@ def test_file_data_names_no_server_file_on_any_route(server):
         for path in TARGETS + [str(cache / "x" / "environ")]:
             r = http.get(server.url + "/gradio_api/file=" + path)
             TALLY.response(r.status_code, r.text)
-            assert r.status_code in (403, 404) and not any(s in r.text for s in (ADMIN, HF_TOKEN, "root:x:0:0")), \
-                (path, r.status_code, r.text[:200])
+            assert r.status_code in (403, 404) and not any(s in r.text for s in (ADMIN, HF_TOKEN, "root:x:0:0")), (
+                path,
+                r.status_code,
+                r.text[:200],
+            )
             n += 1
     print(f"FileData refused on {len(deps)} events and 5 named endpoints: {n} requests")
     unchanged(server)
@@ -132,8 +166,10 @@ def test_dev_zero_as_file_data_answers_at_once(server):
     """Finding 2: /dev/zero was hashed on the event loop: /health timed out until a kill."""
     chat = server.fns["chat"]
     with httpx.Client(timeout=10) as http:
-        for data in ([{"path": "/dev/zero", "meta": {"_type": "gradio.FileData"}}, []],
-                     ["hi", [{"role": "user", "content": {"path": "/dev/urandom", "meta": {"_type": "gradio.FileData"}}}]]):
+        for data in (
+            [{"path": "/dev/zero", "meta": {"_type": "gradio.FileData"}}, []],
+            ["hi", [{"role": "user", "content": {"path": "/dev/urandom", "meta": {"_type": "gradio.FileData"}}}]],
+        ):
             t0 = time.monotonic()
             refused(join(http, server, chat, data), (400,), "file references")
             assert time.monotonic() - t0 < 2
@@ -152,8 +188,11 @@ def held_for_certain(joins: list[tuple[float, float, int]], i: int) -> int:
     before ``i`` was sent, and joined less than SURFACE_STREAM_OPEN_S before ``i`` was answered (the sweep
     cancels an event no sooner than that after its join). Times are the client's own: ``(sent, answered, status)``."""
     sent_i, answered_i, _ = joins[i]
-    return sum(1 for sent, answered, status in joins
-               if status == 200 and answered <= sent_i and sent + SURFACE_STREAM_OPEN_S > answered_i)
+    return sum(
+        1
+        for sent, answered, status in joins
+        if status == 200 and answered <= sent_i and sent + SURFACE_STREAM_OPEN_S > answered_i
+    )
 
 
 def admitted_before(joins: list[tuple[float, float, int]], i: int) -> int:
@@ -174,8 +213,11 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
         quiet = g.call(server.fns["chat"], ["What is a bond?", [], None, 0.0, 8])
     assert quiet.success, quiet.text
     TALLY.add(faults=1)
-    flood = httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address="127.0.0.2"),
-                         limits=httpx.Limits(max_connections=FLOOD_THREADS))
+    flood = httpx.Client(
+        timeout=30,
+        transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+        limits=httpx.Limits(max_connections=FLOOD_THREADS),
+    )
     data = ["Explain duration and convexity at length.", [], None, 1.0, 8000]
     joins: list[tuple[float, float, int]] = []
     lock = threading.Lock()
@@ -191,8 +233,9 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
             r = join(flood, server, server.fns["chat"], data)
             answered = time.monotonic()
             TALLY.response(r.status_code, r.text)
-            if r.status_code == 429 and not (r.headers.get("retry-after")
-                                             and "FINSPACE_MAX_EVENTS_PER_CLIENT" in r.json()["error"]):
+            if r.status_code == 429 and not (
+                r.headers.get("retry-after") and "FINSPACE_MAX_EVENTS_PER_CLIENT" in r.json()["error"]
+            ):
                 problems.append(r.text[:300])
             with lock:
                 joins.append((sent, answered, r.status_code))
@@ -213,15 +256,19 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
     # the bound holds: nothing refused before the bound's number were admitted, and every join decided while the
     # bound's number were certainly held refused (on a quiet machine the 17th and the joins after it until the
     # sweep frees places)
-    early = [i for i in range(len(joins))
-             if statuses[i] == 429 and admitted_before(joins, i) < SURFACE_EVENTS_PER_CLIENT]
+    early = [
+        i for i in range(len(joins)) if statuses[i] == 429 and admitted_before(joins, i) < SURFACE_EVENTS_PER_CLIENT
+    ]
     assert not early, f"refused before {SURFACE_EVENTS_PER_CLIENT} were admitted: {early[:10]}"
     full = [i for i in range(len(joins)) if held_for_certain(joins, i) >= SURFACE_EVENTS_PER_CLIENT]
     wrong = [(i, statuses[i]) for i in full if statuses[i] != 429]
     assert not wrong, f"joins admitted with {SURFACE_EVENTS_PER_CLIENT} events certainly held: {wrong[:10]}"
     if not full:  # every join slower than the sweep: the bound could not be filled here (no failure of the app)
-        warnings.warn(f"the flood's joins were too slow to fill the bound before the sweep ({flood_s:.1f} s for "
-                      f"330); the bound itself is held by test_surface_wall's simultaneous joins", stacklevel=1)
+        warnings.warn(
+            f"the flood's joins were too slow to fill the bound before the sweep ({flood_s:.1f} s for "
+            f"330); the bound itself is held by test_surface_wall's simultaneous joins",
+            stacklevel=1,
+        )
     # ... and over the whole flood: each held event frees its place only when cancelled, STREAM_OPEN_S later
     most = SURFACE_EVENTS_PER_CLIENT * (1 + int(flood_s / SURFACE_STREAM_OPEN_S) + 1)
     assert admitted <= most, f"{admitted} of 330 admitted in {flood_s:.1f} s (at most {most})"
@@ -232,8 +279,10 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
         other = g.call(server.fns["chat"], ["What is a bond?", [], None, 0.0, 8])
     join_s = statistics.median(answered - sent for sent, answered, _ in joins)
     at_once = max(5.0, 3 * quiet.seconds, 10 * join_s)
-    assert other.join_status == 200 and other.success is not None and other.seconds < at_once, (other.seconds,
-                                                                                              other.text)
+    assert other.join_status == 200 and other.success is not None and other.seconds < at_once, (
+        other.seconds,
+        other.text,
+    )
     # the admitted events are cancelled once their stream is overdue, and their engine requests aborted
     # (given up only when the number still running has not fallen for that long: a busy machine aborts slowly)
     patience = SURFACE_STREAM_OPEN_S + 10 + flood_s
@@ -257,9 +306,11 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
     assert out.success, out.text
     flood.close()
     TALLY.add(survived=1)
-    print(f"flood: {admitted} admitted, {330 - admitted} refused (429) in {flood_s:.1f} s (a join: {join_s:.2f} s), "
-          f"{len(full)} joins decided with the bound certainly full, another user answered in {other.seconds:.1f} s "
-          f"(a chat before the flood: {quiet.seconds:.1f} s), engine free after {took:.1f} s")
+    print(
+        f"flood: {admitted} admitted, {330 - admitted} refused (429) in {flood_s:.1f} s (a join: {join_s:.2f} s), "
+        f"{len(full)} joins decided with the bound certainly full, another user answered in {other.seconds:.1f} s "
+        f"(a chat before the flood: {quiet.seconds:.1f} s), engine free after {took:.1f} s"
+    )
     unchanged(server)
 
 
@@ -267,8 +318,15 @@ def test_an_unread_flood_is_bounded_per_client_and_cancelled(server):
 def test_direct_routes_and_private_events_by_name_are_closed(server):
     """Finding 4 (direct routes skip the queue) and 10 (private events by name, docs, monitoring)."""
     with httpx.Client(timeout=30) as http:
-        for path in ("/gradio_api/run/chat", "/gradio_api/run/predict", "/gradio_api/api/chat", "/run/predict",
-                     "/api/predict", "/gradio_api/run/load_model", "/api/load_model"):
+        for path in (
+            "/gradio_api/run/chat",
+            "/gradio_api/run/predict",
+            "/gradio_api/api/chat",
+            "/run/predict",
+            "/api/predict",
+            "/gradio_api/run/load_model",
+            "/api/load_model",
+        ):
             r = http.post(server.url + path, json={"data": ["b", "wrong"], "fn_index": 0})
             refused(r, (404,), "direct calls are off")
         for name in ("respond", "tick", "begin_load", "page_load", "clear_chat", "nope", "..%2Fchat"):
@@ -276,16 +334,36 @@ def test_direct_routes_and_private_events_by_name_are_closed(server):
             refused(r, (404,), "the public ones are /chat")
             r = http.get(server.url + f"/gradio_api/call/{name}/{uuid.uuid4().hex}")
             refused(r, (404,), "no public endpoint")
-        for path in ("/docs", "/openapi.json", "/redoc", "/monitoring", "/monitoring/summary",
-                     "/gradio_api/monitoring/summary"):
+        for path in (
+            "/docs",
+            "/openapi.json",
+            "/redoc",
+            "/monitoring",
+            "/monitoring/summary",
+            "/gradio_api/monitoring/summary",
+        ):
             r = http.get(server.url + path)
             TALLY.response(r.status_code, r.text)
             assert r.status_code == 404, (path, r.status_code, r.text[:200])
         # the public API is still what gradio_client sees
         info = http.get(server.url + "/gradio_api/info").json()
-        assert set(info["named_endpoints"]) == {"/chat", "/chat_with_thinking", "/load_model", "/models", "/health", "/loads",
-                                                "/fit", "/matrix", "/scores", "/run_eval", "/cancel_eval",
-                                                "/company_filings", "/company_facts", "/ask_filing", "/filing_matrix"}
+        assert set(info["named_endpoints"]) == {
+            "/chat",
+            "/chat_with_thinking",
+            "/load_model",
+            "/models",
+            "/health",
+            "/loads",
+            "/fit",
+            "/matrix",
+            "/scores",
+            "/run_eval",
+            "/cancel_eval",
+            "/company_filings",
+            "/company_facts",
+            "/ask_filing",
+            "/filing_matrix",
+        }
     unchanged(server)
 
 
@@ -315,8 +393,11 @@ def test_uploads_are_bounded_in_size_number_and_type(server):
         assert time.monotonic() - t0 < 10
         many = [("files", (f"f{i}.txt", b"hello")) for i in range(1000)]
         refused(http.post(server.url + "/gradio_api/upload", files=many), (400,), "send at most 2 documents")
-        refused(http.post(server.url + "/gradio_api/upload", files={"files": ("big.bin", b"x")}), (400,),
-                "not a document this app takes")
+        refused(
+            http.post(server.url + "/gradio_api/upload", files={"files": ("big.bin", b"x")}),
+            (400,),
+            "not a document this app takes",
+        )
         r = http.post(server.url + "/gradio_api/upload?upload_id=x", content=b"--x--")
         assert r.status_code in (400, 422) and r.json().get("error"), (r.status_code, r.text[:200])
     assert listing(server.gradio_cache) == before
@@ -333,7 +414,9 @@ def test_an_uploaded_document_passes_on_the_chat_only_and_other_paths_never(serv
             r = http.post(server.url + f"/gradio_api/call/{name}", json={"data": [ref]})
             refused(r, (400,), "file references are not accepted")
         for path in TARGETS + ["/dev/zero", str(server.gradio_cache / ".." / "hf-home")]:
-            r = http.post(server.url + "/gradio_api/call/chat", json={"data": ["q", [], None, 0.0, 4, {**ref, "path": path}]})
+            r = http.post(
+                server.url + "/gradio_api/call/chat", json={"data": ["q", [], None, 0.0, 4, {**ref, "path": path}]}
+            )
             refused(r, (400,), "file references are not accepted")
         r = http.post(server.url + "/gradio_api/call/chat", json={"data": ["What rose?", [], None, 0.0, 4, ref]})
         assert r.status_code == 200, r.text
@@ -359,14 +442,16 @@ def test_big_bodies_are_refused_before_they_are_read(server):
     def post(path: str, chunked: bool) -> None:
         body = _chunks(100 * MIB) if chunked else b"x" * (100 * MIB)
         try:
-            r = httpx.post(server.url + path, content=body, timeout=60,
-                           headers={"Content-Type": "application/json"})
+            r = httpx.post(server.url + path, content=body, timeout=60, headers={"Content-Type": "application/json"})
             results.append((r.status_code, r.json().get("error", "")))
         except httpx.HTTPError as exc:  # the server may close the socket while the client is still sending
             results.append((0, type(exc).__name__))
 
-    threads = [threading.Thread(target=post, args=(p, c)) for p in ("/load-model", "/gradio_api/queue/join")
-               for c in (False, True)]
+    threads = [
+        threading.Thread(target=post, args=(p, c))
+        for p in ("/load-model", "/gradio_api/queue/join")
+        for c in (False, True)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -416,18 +501,24 @@ def test_malformed_gradio_requests_get_a_4xx_and_keep_the_connection(server):
     with httpx.Client(timeout=30) as http:
         for kind, body in MALFORMED:
             content = body if kind == "raw" else json.dumps(body).encode()
-            r = http.post(server.url + "/gradio_api/queue/join", content=content,
-                          headers={"Content-Type": "application/json"})
+            r = http.post(
+                server.url + "/gradio_api/queue/join", content=content, headers={"Content-Type": "application/json"}
+            )
             TALLY.response(r.status_code, r.text)
-            assert 400 <= r.status_code < 500 and r.json().get("error"), (body if kind == "json" else body[:40],
-                                                                            r.status_code, r.text[:200])
+            assert 400 <= r.status_code < 500 and r.json().get("error"), (
+                body if kind == "json" else body[:40],
+                r.status_code,
+                r.text[:200],
+            )
             assert r.headers.get("connection", "").lower() != "close", "the connection was dropped"
-        calls = [("/gradio_api/call/chat", {"data": ["hi"], "bogus": 1}),  # wrong keyword arguments
-                 ("/gradio_api/call/chat", {"data": {"message": "hi"}}),
-                 ("/gradio_api/call/chat", {"message": "hi"}),
-                 ("/gradio_api/call/health", {"data": [1, 2, 3, 4]}),
-                 ("/gradio_api/cancel", {"event_id": 5, "session_hash": None, "fn_index": "x"}),
-                 ("/gradio_api/queue/join", {"data": ["hi", [], None, 0.0, 4], "fn_index": chat})]  # no session
+        calls = [
+            ("/gradio_api/call/chat", {"data": ["hi"], "bogus": 1}),  # wrong keyword arguments
+            ("/gradio_api/call/chat", {"data": {"message": "hi"}}),
+            ("/gradio_api/call/chat", {"message": "hi"}),
+            ("/gradio_api/call/health", {"data": [1, 2, 3, 4]}),
+            ("/gradio_api/cancel", {"event_id": 5, "session_hash": None, "fn_index": "x"}),
+            ("/gradio_api/queue/join", {"data": ["hi", [], None, 0.0, 4], "fn_index": chat}),
+        ]  # no session
         for path, body in calls:
             r = http.post(server.url + path, json=body)
             TALLY.response(r.status_code, r.text)

@@ -34,8 +34,11 @@ def server(surface_server):
 
 
 def uploads_left(server) -> list[str]:
-    return [str(p) for p in server.gradio_cache.rglob("*") if p.is_file() and p.suffix in {".pdf", ".html", ".txt"}
-            and "finspace-exports" not in str(p)]
+    return [
+        str(p)
+        for p in server.gradio_cache.rglob("*")
+        if p.is_file() and p.suffix in {".pdf", ".html", ".txt"} and "finspace-exports" not in str(p)
+    ]
 
 
 @pytest.mark.parametrize("name", FORMULAS)
@@ -44,8 +47,9 @@ def test_a_field_name_a_spreadsheet_would_run_is_refused_naming_the_rule(server,
 
     fields = [{"name": name, "type": "number", "instruction": "Total revenue"}]
     with pytest.raises(Exception) as err:
-        gclient(server).predict([handle_file(str(filing("INTEL_2022Q4_EARNINGS.pdf")))], json.dumps(fields),
-                                api_name="/matrix")
+        gclient(server).predict(
+            [handle_file(str(filing("INTEL_2022Q4_EARNINGS.pdf")))], json.dumps(fields), api_name="/matrix"
+        )
     TALLY.add(inputs=1)
     assert RULE in str(err.value), str(err.value)[:400]
     assert_clean(str(err.value))
@@ -54,8 +58,11 @@ def test_a_field_name_a_spreadsheet_would_run_is_refused_naming_the_rule(server,
 
 def _tab_fill(server, raw: GradioRaw, upload_path: str, name: str, fields: list[dict]):
     ref = {"path": upload_path, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
-    fn = next(i for i, d in enumerate(server.config["dependencies"])
-              if d.get("targets") and any(t[0] == server.fill_button for t in d["targets"]))
+    fn = next(
+        i
+        for i, d in enumerate(server.config["dependencies"])
+        if d.get("targets") and any(t[0] == server.fill_button for t in d["targets"])
+    )
     return raw.call(fn, [[ref], json.dumps(fields)], timeout=300)
 
 
@@ -65,8 +72,9 @@ def tab(server):
     import httpx
 
     server.config = httpx.get(server.url + "/config", timeout=30).json()
-    server.fill_button = next(c["id"] for c in server.config["components"]
-                              if c.get("props", {}).get("elem_id") == "matrix-fill")
+    server.fill_button = next(
+        c["id"] for c in server.config["components"] if c.get("props", {}).get("elem_id") == "matrix-fill"
+    )
     return server
 
 
@@ -84,16 +92,29 @@ def test_the_matrix_tabs_exports_neutralise_formulas_in_headers_and_cells(tab, t
     shutil.copy(filing("0000950153-99-001234.html"), src)
     name = "=HYPERLINK(evil).html"
     with GradioRaw(tab.url) as raw:
-        bad = _tab_fill(tab, raw, _upload(tab, src, name), name,
-                        [{"name": "@SUM(1,1)", "type": "text", "instruction": "The auditor"}])
+        bad = _tab_fill(
+            tab,
+            raw,
+            _upload(tab, src, name),
+            name,
+            [{"name": "@SUM(1,1)", "type": "text", "instruction": "The auditor"}],
+        )
         assert bad.success is False and RULE in (bad.error or ""), bad.text[:400]
-        out = _tab_fill(tab, raw, _upload(tab, src, name), name,
-                        [{"name": "Auditor", "type": "text", "instruction": "The auditor's name"}])
+        out = _tab_fill(
+            tab,
+            raw,
+            _upload(tab, src, name),
+            name,
+            [{"name": "Auditor", "type": "text", "instruction": "The auditor's name"}],
+        )
     TALLY.add(inputs=2)
     assert out.success, out.text[:600]
     assert_clean(out.text)
-    written = [f["path"] for f in out.output["data"][3]["value"]] if isinstance(out.output["data"][3], dict) \
+    written = (
+        [f["path"] for f in out.output["data"][3]["value"]]
+        if isinstance(out.output["data"][3], dict)
         else [f["path"] for f in out.output["data"][3]]
+    )
     by_kind = {p.rsplit(".", 1)[1]: p for p in written}
     rows = list(csv.reader(io.StringIO(open(by_kind["csv"], encoding="utf-8").read())))
     assert rows[0] == ["Document", "Auditor"] and rows[1][0].startswith("'="), rows
@@ -113,17 +134,22 @@ def test_a_scoreboard_limit_that_is_not_a_number_is_named(server, limit):
 
     config = httpx.get(server.url + "/config", timeout=30).json()
     run_button = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "scores-run")
-    fn = next(i for i, d in enumerate(config["dependencies"])
-              if d.get("targets") and any(t[0] == run_button for t in d["targets"]))
-    sets = next(c["props"]["choices"] for c in config["components"]
-                if c.get("props", {}).get("elem_id") == "scores-set")
+    fn = next(
+        i
+        for i, d in enumerate(config["dependencies"])
+        if d.get("targets") and any(t[0] == run_button for t in d["targets"])
+    )
+    sets = next(
+        c["props"]["choices"] for c in config["components"] if c.get("props", {}).get("elem_id") == "scores-set"
+    )
     set_name = sets[0][0] if sets and isinstance(sets[0], list) else (sets[0] if sets else "tatqa")
     with GradioRaw(server.url) as raw:
         out = raw.call(fn, [set_name, limit, SURFACE_ADMIN], timeout=120)
     TALLY.add(inputs=1)
     assert out.success is False, out.text[:400]
-    assert "not supported between" not in (out.error or "") and "limit must be a whole number" in (out.error or ""), \
+    assert "not supported between" not in (out.error or "") and "limit must be a whole number" in (out.error or ""), (
         out.error
+    )
     assert_clean(out.text)
     with pytest.raises(Exception) as err:  # the named endpoint says the same
         gclient(server).predict(set_name, limit, SURFACE_ADMIN, api_name="/run_eval")

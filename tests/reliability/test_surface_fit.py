@@ -61,7 +61,12 @@ CASES = [  # (field, JSON text, nested in, what the refusal must say)
     ("rope_theta", "NaN", None, "'rope_theta' is nan"),
     ("rope_theta", "Infinity", None, "'rope_theta' is inf"),
     ("max_position_embeddings", "-Infinity", None, "'max_position_embeddings' is -inf"),
-    ("max_position_embeddings", "1e12", None, "'max_position_embeddings' is 1e+12; the planner takes at most 33,554,432"),
+    (
+        "max_position_embeddings",
+        "1e12",
+        None,
+        "'max_position_embeddings' is 1e+12; the planner takes at most 33,554,432",
+    ),
     ("num_local_experts", "100000", None, "'num_local_experts' is 100,000; the planner takes at most 4,096"),
 ]
 
@@ -71,8 +76,10 @@ def test_a_pasted_config_out_of_bounds_is_refused_naming_the_field(surface_serve
     url = surface_server.url
     config = with_field(field, value, nested)
     with GradioRaw(url) as raw:
-        for name, call in (("/fit", lambda: fit_api(raw, surface_server.fns, config)),
-                           ("tab", lambda: fit_tab(raw, tab_fn_index(url), config))):
+        for name, call in (
+            ("/fit", lambda: fit_api(raw, surface_server.fns, config)),
+            ("tab", lambda: fit_tab(raw, tab_fn_index(url), config)),
+        ):
             t0 = time.monotonic()
             out = call()
             took = time.monotonic() - t0

@@ -26,8 +26,20 @@ from hypothesis import strategies as st
 from finspace.settings import Limits
 
 from helpers import REPO
-from rel_utils import (SURFACE_ADMIN, SURFACE_CONTEXT, SURFACE_HF_TOKEN, TALLY, GradioRaw, assert_clean,
-                       baseline, env_flag, gclient, gradio_config, has_traceback, still_serving)
+from rel_utils import (
+    SURFACE_ADMIN,
+    SURFACE_CONTEXT,
+    SURFACE_HF_TOKEN,
+    TALLY,
+    GradioRaw,
+    assert_clean,
+    baseline,
+    env_flag,
+    gclient,
+    gradio_config,
+    has_traceback,
+    still_serving,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -42,8 +54,14 @@ def examples(n: int) -> int:
 def fuzz_settings(n: int):
     # No shrinking phase: it can rerun hundreds of examples against the server; bounded time wins in CI,
     # and the failing example is printed as generated (print_blob reproduces it).
-    return settings(max_examples=examples(n), deadline=None, database=None, print_blob=True,
-                    phases=(Phase.explicit, Phase.reuse, Phase.generate), suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=examples(n),
+        deadline=None,
+        database=None,
+        print_blob=True,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +70,9 @@ def server(surface_server):
     assert surface_server.baseline[2], "no engine process found"
     config = gradio_config(surface_server.url)  # the Will-it-fit tab's button and events, for the /fit fuzzing
     surface_server.config_deps = config["dependencies"]
-    surface_server.fit_button = next(c["id"] for c in config["components"]
-                                     if c.get("props", {}).get("elem_id") == "fit-check")
+    surface_server.fit_button = next(
+        c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "fit-check"
+    )
     return surface_server
 
 
@@ -62,17 +81,45 @@ def count(n: int = 1) -> None:
 
 
 # ------------------------------------------------------------------ strategies
-PATH_LIKE = ["../x", "/etc/passwd", "org/repo", "..", "a/../b", "~/.ssh/id_rsa", "file:///etc/passwd",
-             "https://huggingface.co/org/repo", "C:\\Windows\\win.ini", "a\x00b", "%2e%2e%2fx", "\\\\server\\share",
-             "DragonLLM/Llama-Open-Finance-8B", "big", "b", "a", "A", " a", "a ", "a\n", "models.yaml",
-             "../../../../proc/self/environ", "$(id)", "; rm -rf /", "{{7*7}}", "<script>alert(1)</script>"]
+PATH_LIKE = [
+    "../x",
+    "/etc/passwd",
+    "org/repo",
+    "..",
+    "a/../b",
+    "~/.ssh/id_rsa",
+    "file:///etc/passwd",
+    "https://huggingface.co/org/repo",
+    "C:\\Windows\\win.ini",
+    "a\x00b",
+    "%2e%2e%2fx",
+    "\\\\server\\share",
+    "DragonLLM/Llama-Open-Finance-8B",
+    "big",
+    "b",
+    "a",
+    "A",
+    " a",
+    "a ",
+    "a\n",
+    "models.yaml",
+    "../../../../proc/self/environ",
+    "$(id)",
+    "; rm -rf /",
+    "{{7*7}}",
+    "<script>alert(1)</script>",
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=40),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
 )
 json_values = st.recursive(
-    scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=12), c, max_size=4), max_leaves=16)
+    scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=12), c, max_size=4), max_leaves=16
+)
 FILL = st.sampled_from(["x", "é", "💸", "\x00", "\u202e", " ", "a/"])
 huge = st.builds(lambda ch, n: ch * n, FILL, st.sampled_from([10_000, 70_000, 300_000, 1_100_000]))
 large = st.builds(lambda ch, n: ch * n, FILL, st.sampled_from([10_000, 70_000]))  # inside lists: bounded total
@@ -91,19 +138,46 @@ AUTH = ["none", "valid", "wrong", "basic", "bare", "lower", "empty-bearer", "hug
 
 def auth_header(kind: str) -> dict:
     return {
-        "none": {}, "valid": {"Authorization": f"Bearer {ADMIN}"}, "wrong": {"Authorization": "Bearer nope"},
-        "basic": {"Authorization": f"Basic {ADMIN}"}, "bare": {"Authorization": ADMIN},
-        "lower": {"Authorization": f"bearer {ADMIN[:-1]}"}, "empty-bearer": {"Authorization": "Bearer"},
+        "none": {},
+        "valid": {"Authorization": f"Bearer {ADMIN}"},
+        "wrong": {"Authorization": "Bearer nope"},
+        "basic": {"Authorization": f"Basic {ADMIN}"},
+        "bare": {"Authorization": ADMIN},
+        "lower": {"Authorization": f"bearer {ADMIN[:-1]}"},
+        "empty-bearer": {"Authorization": "Bearer"},
         "huge": {"Authorization": "Bearer " + "x" * 70_000},
     }[kind]
 
 
 load_bodies = st.one_of(
     st.fixed_dictionaries({"model": model_values}),
-    st.fixed_dictionaries({"model": keys}, optional={"extra": json_values, "trust_remote_code": st.just(True),
-                                                     "revision": st.text(max_size=20), "path": keys}),
-    st.dictionaries(st.sampled_from(["model", "repo", "path", "trust_remote_code", "revision", "../x",
-                                     "/etc/passwd", "org/repo", "token", "__proto__"]), model_values, max_size=3),
+    st.fixed_dictionaries(
+        {"model": keys},
+        optional={
+            "extra": json_values,
+            "trust_remote_code": st.just(True),
+            "revision": st.text(max_size=20),
+            "path": keys,
+        },
+    ),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "model",
+                "repo",
+                "path",
+                "trust_remote_code",
+                "revision",
+                "../x",
+                "/etc/passwd",
+                "org/repo",
+                "token",
+                "__proto__",
+            ]
+        ),
+        model_values,
+        max_size=3,
+    ),
     json_values,
 )
 
@@ -127,8 +201,12 @@ def test_rest_load_model_with_hostile_json(server, body, auth):
     if would_switch(body) and auth == "valid":
         auth = "wrong"
     content = json.dumps(body).encode()
-    r = httpx.post(server.url + "/load-model", content=content, timeout=60,
-                   headers={"Content-Type": "application/json", **auth_header(auth)})
+    r = httpx.post(
+        server.url + "/load-model",
+        content=content,
+        timeout=60,
+        headers={"Content-Type": "application/json", **auth_header(auth)},
+    )
     count()
     check_rest(r, {400, 401, 413, 422, 431})
     if len(content) > Limits.rest_body_bytes:  # issue 16: refused before it is read, token or not
@@ -138,27 +216,48 @@ def test_rest_load_model_with_hostile_json(server, body, auth):
     still_serving(server)
 
 
-@given(raw=st.one_of(st.binary(max_size=300), st.sampled_from([b"", b"{", b"[" * 5000, b"\xff\xfe", b"null",
-                                                               b'{"model": NaN}', b'{"model": Infinity}',
-                                                               b'{"model": "a", "model": "../x"}'])),
-       ctype=st.sampled_from(["application/json", "text/plain", "application/x-www-form-urlencoded",
-                              "multipart/form-data; boundary=x", ""]))
+@given(
+    raw=st.one_of(
+        st.binary(max_size=300),
+        st.sampled_from(
+            [
+                b"",
+                b"{",
+                b"[" * 5000,
+                b"\xff\xfe",
+                b"null",
+                b'{"model": NaN}',
+                b'{"model": Infinity}',
+                b'{"model": "a", "model": "../x"}',
+            ]
+        ),
+    ),
+    ctype=st.sampled_from(
+        ["application/json", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]
+    ),
+)
 @fuzz_settings(40)
 def test_rest_load_model_with_raw_bytes(server, raw, ctype):
-    r = httpx.post(server.url + "/load-model", content=raw, timeout=60,
-                   headers={"Content-Type": ctype, **auth_header("valid")})
+    r = httpx.post(
+        server.url + "/load-model", content=raw, timeout=60, headers={"Content-Type": ctype, **auth_header("valid")}
+    )
     count()
     check_rest(r, {400, 422})
     still_serving(server)
 
 
-query = st.dictionaries(st.sampled_from(["limit", "model", "path", "x", "../x", "token"]),
-                        st.one_of(st.text(max_size=30), st.integers().map(str), st.sampled_from(["1e9", "-1", "NaN"])),
-                        max_size=3)
+query = st.dictionaries(
+    st.sampled_from(["limit", "model", "path", "x", "../x", "token"]),
+    st.one_of(st.text(max_size=30), st.integers().map(str), st.sampled_from(["1e9", "-1", "NaN"])),
+    max_size=3,
+)
 
 
-@given(path=st.sampled_from(["/health", "/models", "/loads"]), params=query,
-       method=st.sampled_from(["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"]))
+@given(
+    path=st.sampled_from(["/health", "/models", "/loads"]),
+    params=query,
+    method=st.sampled_from(["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"]),
+)
 @fuzz_settings(50)
 def test_rest_read_routes_with_hostile_queries(server, path, params, method):
     try:
@@ -176,26 +275,55 @@ def test_rest_read_routes_with_hostile_queries(server, path, params, method):
 
 # ------------------------------------------------------------------ Gradio API (gradio_client)
 roles = st.sampled_from(["user", "assistant", "system", "tool", "", "USER", None, 5])
-parts = st.one_of(st.text(max_size=50), st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "file", 5]),
-                                                               "text": st.one_of(st.text(max_size=30), json_values)}),
-                  json_values)
-small_contents = st.one_of(st.text(max_size=80), st.lists(parts, max_size=4), json_values,
-                           st.fixed_dictionaries({"text": st.text(max_size=20)}), st.fixed_dictionaries({"path": keys}))
+parts = st.one_of(
+    st.text(max_size=50),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["text", "image", "file", 5]), "text": st.one_of(st.text(max_size=30), json_values)}
+    ),
+    json_values,
+)
+small_contents = st.one_of(
+    st.text(max_size=80),
+    st.lists(parts, max_size=4),
+    json_values,
+    st.fixed_dictionaries({"text": st.text(max_size=20)}),
+    st.fixed_dictionaries({"path": keys}),
+)
 contents = st.one_of(small_contents, large)
 messages = st.fixed_dictionaries({"role": roles, "content": contents}, optional={"metadata": json_values})
 small_messages = st.fixed_dictionaries({"role": roles, "content": small_contents})
-histories = st.one_of(st.none(), st.lists(messages, max_size=6), json_values,
-                      st.lists(st.lists(messages, max_size=2), max_size=2),  # nested lists
-                      st.builds(lambda m, n: [m] * n, small_messages, st.sampled_from([300, 600])))  # many turns
-numbers = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**40), 2**40),
-                    st.sampled_from([-1, -0.0, 0, 1e308, -1e308, 2**63, True]), st.text(max_size=8))
+histories = st.one_of(
+    st.none(),
+    st.lists(messages, max_size=6),
+    json_values,
+    st.lists(st.lists(messages, max_size=2), max_size=2),  # nested lists
+    st.builds(lambda m, n: [m] * n, small_messages, st.sampled_from([300, 600])),
+)  # many turns
+numbers = st.one_of(
+    st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-(2**40), 2**40),
+    st.sampled_from([-1, -0.0, 0, 1e308, -1e308, 2**63, True]),
+    st.text(max_size=8),
+)
 # Valid values stay small (1-8 tokens; the cap is the context - 1): the module's time stays bounded.
-max_tokens = st.one_of(st.none(), st.integers(1, 8), st.integers(-(2**62), 0), st.integers(SURFACE_CONTEXT, 2**62),
-                       st.floats(allow_nan=False, allow_infinity=False).filter(
-                           lambda x: not (x.is_integer() and 9 <= x < SURFACE_CONTEXT)),
-                       st.sampled_from([True, "8", 2.5]))
-chat_messages = st.one_of(st.text(max_size=120), st.text(alphabet=st.characters(codec="utf-8"), max_size=40),
-                          huge, json_values, st.sampled_from(PATH_LIKE))
+max_tokens = st.one_of(
+    st.none(),
+    st.integers(1, 8),
+    st.integers(-(2**62), 0),
+    st.integers(SURFACE_CONTEXT, 2**62),
+    st.floats(allow_nan=False, allow_infinity=False).filter(
+        lambda x: not (x.is_integer() and 9 <= x < SURFACE_CONTEXT)
+    ),
+    st.sampled_from([True, "8", 2.5]),
+)
+chat_messages = st.one_of(
+    st.text(max_size=120),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40),
+    huge,
+    json_values,
+    st.sampled_from(PATH_LIKE),
+)
 
 
 def gradio_call(server, *args, api_name: str):
@@ -218,9 +346,13 @@ def gradio_call(server, *args, api_name: str):
         return None, msg
 
 
-@given(message=chat_messages, history=histories, system_prompt=st.one_of(st.none(), st.text(max_size=40), huge,
-                                                                         json_values),
-       temperature=numbers, max_tokens=max_tokens)
+@given(
+    message=chat_messages,
+    history=histories,
+    system_prompt=st.one_of(st.none(), st.text(max_size=40), huge, json_values),
+    temperature=numbers,
+    max_tokens=max_tokens,
+)
 @fuzz_settings(30)
 def test_gradio_chat_with_hostile_arguments(server, message, history, system_prompt, temperature, max_tokens):
     try:
@@ -235,8 +367,18 @@ def test_gradio_chat_with_hostile_arguments(server, message, history, system_pro
     still_serving(server)
 
 
-@given(model=model_values, token=st.one_of(st.none(), st.just(ADMIN), st.just(""), st.text(max_size=30),
-                                           st.just(ADMIN + "x"), st.just(ADMIN.upper()), json_values))
+@given(
+    model=model_values,
+    token=st.one_of(
+        st.none(),
+        st.just(ADMIN),
+        st.just(""),
+        st.text(max_size=30),
+        st.just(ADMIN + "x"),
+        st.just(ADMIN.upper()),
+        json_values,
+    ),
+)
 @example(model="\x00" * 1_100_000, token=None)  # 6.6 MB as JSON: the guard's body bound answers first
 @fuzz_settings(20)
 def test_gradio_load_model_with_hostile_keys(server, model, token):
@@ -273,8 +415,12 @@ def test_gradio_loads_with_hostile_limits(server, limit):
 special = st.sampled_from([math.nan, math.inf, -math.inf, -0.0, -1.0, -1e308, 1e308, 5e-324])
 
 
-@given(temperature=st.one_of(special, numbers), max_tokens=st.one_of(special, max_tokens),
-       extra=st.lists(json_values, max_size=3), nan_history=st.booleans())
+@given(
+    temperature=st.one_of(special, numbers),
+    max_tokens=st.one_of(special, max_tokens),
+    extra=st.lists(json_values, max_size=3),
+    nan_history=st.booleans(),
+)
 @fuzz_settings(20)
 def test_gradio_chat_with_nan_inf_and_wrong_arity(server, temperature, max_tokens, extra, nan_history):
     history = [{"role": "user", "content": math.nan}] if nan_history else []
@@ -288,8 +434,9 @@ def test_gradio_chat_with_nan_inf_and_wrong_arity(server, temperature, max_token
         assert out.success is not None, f"no answer within 60 s: {out.raw}"
         if not out.success:
             assert out.error and "unexpected server error" not in out.error, out.error
-            finite = all(v is None or (isinstance(v, (int, float)) and math.isfinite(v))
-                         for v in (temperature, max_tokens))
+            finite = all(
+                v is None or (isinstance(v, (int, float)) and math.isfinite(v)) for v in (temperature, max_tokens)
+            )
             if not finite and not extra and not nan_history:  # (a NaN message is reported first)
                 assert "finite" in out.error or "must be" in out.error or "range" in out.error, out.error
     else:
@@ -298,28 +445,67 @@ def test_gradio_chat_with_nan_inf_and_wrong_arity(server, temperature, max_token
 
 
 # ------------------------------------------------------------------ the OpenAI-compatible API (/v1; no API keys here)
-V1_FIELDS = ["model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
-             "stream", "stream_options", "chat_template_kwargs", "n", "tools", "logprobs", "response_format", "user",
-             "frequency_penalty", "__proto__", "../x"]
-v1_content = st.one_of(st.text(max_size=40), large, json_values,
-                       st.lists(st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "input_audio"]),
-                                                       "text": st.text(max_size=20)}), max_size=3))
+V1_FIELDS = [
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "chat_template_kwargs",
+    "n",
+    "tools",
+    "logprobs",
+    "response_format",
+    "user",
+    "frequency_penalty",
+    "__proto__",
+    "../x",
+]
+v1_content = st.one_of(
+    st.text(max_size=40),
+    large,
+    json_values,
+    st.lists(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["text", "image_url", "input_audio"]), "text": st.text(max_size=20)}
+        ),
+        max_size=3,
+    ),
+)
 v1_messages = st.one_of(
-    st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "developer", "tool", 5]),
-                                    "content": v1_content}, optional={"tool_calls": json_values}),
-             min_size=1, max_size=4),
-    json_values)
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "system", "developer", "tool", 5]), "content": v1_content},
+            optional={"tool_calls": json_values},
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    json_values,
+)
 v1_bodies = st.one_of(
-    st.fixed_dictionaries({"model": st.one_of(st.just("a"), keys), "messages": v1_messages},
-                          optional={"max_tokens": st.one_of(st.integers(-5, 8), special, json_values),
-                                    "temperature": st.one_of(special, numbers, json_values),
-                                    "stream": st.one_of(st.booleans(), json_values),
-                                    "stream_options": st.one_of(st.just({"include_usage": True}), json_values),
-                                    "stop": st.one_of(st.text(max_size=5), st.lists(st.text(max_size=5), max_size=6)),
-                                    "chat_template_kwargs": json_values, "n": st.integers(-1, 3),
-                                    "tools": json_values, "seed": json_values}),
+    st.fixed_dictionaries(
+        {"model": st.one_of(st.just("a"), keys), "messages": v1_messages},
+        optional={
+            "max_tokens": st.one_of(st.integers(-5, 8), special, json_values),
+            "temperature": st.one_of(special, numbers, json_values),
+            "stream": st.one_of(st.booleans(), json_values),
+            "stream_options": st.one_of(st.just({"include_usage": True}), json_values),
+            "stop": st.one_of(st.text(max_size=5), st.lists(st.text(max_size=5), max_size=6)),
+            "chat_template_kwargs": json_values,
+            "n": st.integers(-1, 3),
+            "tools": json_values,
+            "seed": json_values,
+        },
+    ),
     st.dictionaries(st.sampled_from(V1_FIELDS), json_values, max_size=5),
-    json_values)
+    json_values,
+)
 
 
 def check_v1(r: httpx.Response, text: str) -> None:
@@ -337,13 +523,19 @@ def check_v1(r: httpx.Response, text: str) -> None:
         assert json.loads(text)["object"] == "chat.completion", text[:300]
 
 
-@given(body=st.one_of(v1_bodies.map(lambda b: json.dumps(b).encode()),
-                      st.binary(max_size=200), st.sampled_from([b"", b"{", b"[" * 5000, b'{"model": NaN}'])),
-       path=st.sampled_from(["/v1/chat/completions", "/v1/chat/completions", "/v1/models", "/v1/completions"]))
+@given(
+    body=st.one_of(
+        v1_bodies.map(lambda b: json.dumps(b).encode()),
+        st.binary(max_size=200),
+        st.sampled_from([b"", b"{", b"[" * 5000, b'{"model": NaN}']),
+    ),
+    path=st.sampled_from(["/v1/chat/completions", "/v1/chat/completions", "/v1/models", "/v1/completions"]),
+)
 @fuzz_settings(60)
 def test_openai_api_with_hostile_bodies(server, body, path):
-    with httpx.stream("POST", server.url + path, content=body, timeout=120,
-                      headers={"Content-Type": "application/json"}) as r:
+    with httpx.stream(
+        "POST", server.url + path, content=body, timeout=120, headers={"Content-Type": "application/json"}
+    ) as r:
         text = r.read().decode("utf-8", "replace")
     count()
     check_v1(r, text)
@@ -351,17 +543,35 @@ def test_openai_api_with_hostile_bodies(server, body, path):
 
 
 # ------------------------------------------------------------------ Gradio's queue, raw (FileData, bytes, fn_index)
-FILE_TARGETS = ["/proc/self/environ", "/etc/passwd", "/dev/zero", "models.yaml", "../../../../proc/self/environ",
-                "file:///etc/passwd", "/proc/self/cmdline", "~/.cache/huggingface/token"]
+FILE_TARGETS = [
+    "/proc/self/environ",
+    "/etc/passwd",
+    "/dev/zero",
+    "models.yaml",
+    "../../../../proc/self/environ",
+    "file:///etc/passwd",
+    "/proc/self/cmdline",
+    "~/.cache/huggingface/token",
+]
 file_refs = st.builds(
-    lambda path, shape: {"path": {"path": path, "meta": {"_type": "gradio.FileData"}},
-                         "url": {"url": path, "path": path, "meta": {"_type": "gradio.FileData"}},
-                         "bare": {"path": path, "_type": "gradio.FileData"},
-                         "message": {"role": "user", "content": {"path": path, "meta": {"_type": "gradio.FileData"}}},
-                         }[shape],
-    st.sampled_from(FILE_TARGETS), st.sampled_from(["path", "url", "bare", "message"]))
-fn_indexes = st.one_of(st.integers(-5, 40), st.integers(-(2**70), 2**70), st.none(), st.text(max_size=6),
-                       st.floats(allow_nan=False), st.booleans(), st.lists(st.integers(0, 3), max_size=2))
+    lambda path, shape: {
+        "path": {"path": path, "meta": {"_type": "gradio.FileData"}},
+        "url": {"url": path, "path": path, "meta": {"_type": "gradio.FileData"}},
+        "bare": {"path": path, "_type": "gradio.FileData"},
+        "message": {"role": "user", "content": {"path": path, "meta": {"_type": "gradio.FileData"}}},
+    }[shape],
+    st.sampled_from(FILE_TARGETS),
+    st.sampled_from(["path", "url", "bare", "message"]),
+)
+fn_indexes = st.one_of(
+    st.integers(-5, 40),
+    st.integers(-(2**70), 2**70),
+    st.none(),
+    st.text(max_size=6),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.lists(st.integers(0, 3), max_size=2),
+)
 
 
 def _with_file(data: list, ref: dict, where: int) -> list:
@@ -374,21 +584,41 @@ def _with_file(data: list, ref: dict, where: int) -> list:
 
 
 join_bodies = st.one_of(
-    st.builds(lambda fi, data, ref, where: {"data": _with_file(data, ref, where), "fn_index": fi,
-                                            "session_hash": "fuzz"},
-              fn_indexes, st.lists(json_values, max_size=6), file_refs, st.integers(0, 12)),
-    st.fixed_dictionaries({"data": st.lists(json_values, max_size=6), "fn_index": fn_indexes},
-                          optional={"session_hash": st.one_of(st.text(max_size=20), json_values),
-                                    "trigger_id": json_values, "event_data": json_values}),
+    st.builds(
+        lambda fi, data, ref, where: {"data": _with_file(data, ref, where), "fn_index": fi, "session_hash": "fuzz"},
+        fn_indexes,
+        st.lists(json_values, max_size=6),
+        file_refs,
+        st.integers(0, 12),
+    ),
+    st.fixed_dictionaries(
+        {"data": st.lists(json_values, max_size=6), "fn_index": fn_indexes},
+        optional={
+            "session_hash": st.one_of(st.text(max_size=20), json_values),
+            "trigger_id": json_values,
+            "event_data": json_values,
+        },
+    ),
     json_values,
 )
 
 
-@given(body=st.one_of(join_bodies.map(lambda b: json.dumps(b).encode()),
-                      st.binary(max_size=200), st.sampled_from([b"", b"{", b"[" * 20_000, b"\xff\xfe\x00",
-                                                                b'{"data": [NaN], "fn_index": 15}'])),
-       route=st.sampled_from(["/gradio_api/queue/join", "/gradio_api/call/chat", "/gradio_api/call/health",
-                              "/gradio_api/call/respond", "/gradio_api/run/predict"]))
+@given(
+    body=st.one_of(
+        join_bodies.map(lambda b: json.dumps(b).encode()),
+        st.binary(max_size=200),
+        st.sampled_from([b"", b"{", b"[" * 20_000, b"\xff\xfe\x00", b'{"data": [NaN], "fn_index": 15}']),
+    ),
+    route=st.sampled_from(
+        [
+            "/gradio_api/queue/join",
+            "/gradio_api/call/chat",
+            "/gradio_api/call/health",
+            "/gradio_api/call/respond",
+            "/gradio_api/run/predict",
+        ]
+    ),
+)
 @fuzz_settings(400)
 def test_gradio_routes_with_file_references_bytes_and_stray_fn_indexes(server, body, route):
     r = httpx.post(server.url + route, content=body, timeout=60, headers={"Content-Type": "application/json"})
@@ -405,14 +635,36 @@ def test_gradio_routes_with_file_references_bytes_and_stray_fn_indexes(server, b
 # Each payload, if a template ever rendered it, would print MARK (or loop for ever): the answer must never hold MARK
 # and must come quickly. Model "a" takes no template variables, so chat_template_kwargs is always a 400 here.
 MARK = "QZJ" + "WKV"
-JINJA = ["{{ 'QZJ' ~ 'WKV' }}", "{% for i in range(10**9) %}{% for j in range(10**9) %}x{% endfor %}{% endfor %}",
-         "{{ 'lorem ipsum ' * 200000 }}", "{% set x = cycler.__init__.__globals__ %}{{ x }}",
-         f"{{% raw %}}{{{{ 1 }}}}{{% endraw %}}{{{{ '{MARK[:3]}' + '{MARK[3:]}' }}}}", "{{ messages }}",
-         "{{ raise_exception('x') }}", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{#", "{{", "{% if %}"]
-jinja = st.one_of(st.sampled_from(JINJA),
-                  st.builds(lambda a, j, b: a + j + b, st.text(max_size=8), st.sampled_from(JINJA), st.text(max_size=8)))
-JINJA_FIELDS = ["content", "name", "system", "stop", "user", "model", "kwarg_key", "kwarg_value", "chat_template",
-                "part_text", "assistant"]
+JINJA = [
+    "{{ 'QZJ' ~ 'WKV' }}",
+    "{% for i in range(10**9) %}{% for j in range(10**9) %}x{% endfor %}{% endfor %}",
+    "{{ 'lorem ipsum ' * 200000 }}",
+    "{% set x = cycler.__init__.__globals__ %}{{ x }}",
+    f"{{% raw %}}{{{{ 1 }}}}{{% endraw %}}{{{{ '{MARK[:3]}' + '{MARK[3:]}' }}}}",
+    "{{ messages }}",
+    "{{ raise_exception('x') }}",
+    "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}",
+    "{#",
+    "{{",
+    "{% if %}",
+]
+jinja = st.one_of(
+    st.sampled_from(JINJA),
+    st.builds(lambda a, j, b: a + j + b, st.text(max_size=8), st.sampled_from(JINJA), st.text(max_size=8)),
+)
+JINJA_FIELDS = [
+    "content",
+    "name",
+    "system",
+    "stop",
+    "user",
+    "model",
+    "kwarg_key",
+    "kwarg_value",
+    "chat_template",
+    "part_text",
+    "assistant",
+]
 
 
 def jinja_body(where: str, payload: str, stream: bool) -> dict:
@@ -443,8 +695,9 @@ def jinja_body(where: str, payload: str, stream: bool) -> dict:
 @fuzz_settings(40)
 def test_openai_api_with_jinja_in_every_string_field(server, where, payload, stream):
     t0 = __import__("time").monotonic()
-    with httpx.stream("POST", server.url + "/v1/chat/completions", json=jinja_body(where, payload, stream),
-                      timeout=120) as r:
+    with httpx.stream(
+        "POST", server.url + "/v1/chat/completions", json=jinja_body(where, payload, stream), timeout=120
+    ) as r:
         text = r.read().decode("utf-8", "replace")
     took = __import__("time").monotonic() - t0
     count()
@@ -458,15 +711,52 @@ def test_openai_api_with_jinja_in_every_string_field(server, where, payload, str
 
 # ------------------------------------------------------------------ huge and non-finite numbers in /fit (issue 25)
 LLAMA_CONFIG = json.loads((REPO / "configs" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text())
-FIT_FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-              "intermediate_size", "vocab_size", "max_position_embeddings", "rope_theta", "num_local_experts",
-              "sliding_window", "tie_word_embeddings", "rms_norm_eps", "bos_token_id", "rope_scaling", "x"]
+FIT_FIELDS = [
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "rope_theta",
+    "num_local_experts",
+    "sliding_window",
+    "tie_word_embeddings",
+    "rms_norm_eps",
+    "bos_token_id",
+    "rope_scaling",
+    "x",
+]
 fit_numbers = st.one_of(
-    st.sampled_from(["1e309", "-1e309", "1e308", "-1e308", str(10**40), "-" + str(10**40), "NaN", "Infinity",
-                     "-Infinity", str(2**63), str(2**64 + 1), "1e-400", "0", "-1", "0.5", "1e15", "1e16",
-                     "[1e309]", '{"factor": 1e308, "rope_type": "linear"}', '{"factor": NaN}']),
+    st.sampled_from(
+        [
+            "1e309",
+            "-1e309",
+            "1e308",
+            "-1e308",
+            str(10**40),
+            "-" + str(10**40),
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            str(2**63),
+            str(2**64 + 1),
+            "1e-400",
+            "0",
+            "-1",
+            "0.5",
+            "1e15",
+            "1e16",
+            "[1e309]",
+            '{"factor": 1e308, "rope_type": "linear"}',
+            '{"factor": NaN}',
+        ]
+    ),
     st.integers(-(2**80), 2**80).map(str),
-    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: json.dumps(f, allow_nan=True)))
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: json.dumps(f, allow_nan=True)),
+)
 
 
 @given(field=st.sampled_from(FIT_FIELDS), value=fit_numbers, nested=st.booleans(), tab=st.booleans())
@@ -474,14 +764,19 @@ fit_numbers = st.one_of(
 def test_fit_with_huge_and_non_finite_numbers(server, field, value, nested, tab):
     cfg = dict(LLAMA_CONFIG)
     if nested:
-        cfg = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
-               "text_config": {**cfg, "model_type": "gemma3_text", field: "__V__"}}
+        cfg = {
+            "model_type": "gemma3",
+            "architectures": ["Gemma3ForConditionalGeneration"],
+            "text_config": {**cfg, "model_type": "gemma3_text", field: "__V__"},
+        }
     else:
         cfg[field] = "__V__"
     text = json.dumps(cfg).replace('"__V__"', value)
     with GradioRaw(server.url) as raw:
         if tab:
-            fn = next(d["id"] for d in server.config_deps if d["targets"] and list(d["targets"][0])[0] == server.fit_button)
+            fn = next(
+                d["id"] for d in server.config_deps if d["targets"] and list(d["targets"][0])[0] == server.fit_button
+            )
             out = raw.call(fn, ["", text, "l40s", 1, None, "auto", "none", 0.9], timeout=60)
         else:
             out = raw.call(server.fns["fit"], [None, text, "l40s", 1, None, None, None, None, None, None], timeout=60)
@@ -491,7 +786,11 @@ def test_fit_with_huge_and_non_finite_numbers(server, field, value, nested, tab)
     if not out.success:
         if "unexpected server error" in (out.error or "") or has_traceback(out.error or ""):
             TALLY.add(errors=1)
-        assert "unexpected server error" not in out.error and "OverflowError" not in out.error, (field, value, out.error)
+        assert "unexpected server error" not in out.error and "OverflowError" not in out.error, (
+            field,
+            value,
+            out.error,
+        )
         assert out.error.strip(), (field, value)
     assert out.seconds < 30, (field, value, out.seconds)
     assert_clean(out.text, ADMIN)

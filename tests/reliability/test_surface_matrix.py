@@ -50,13 +50,23 @@ def server(tmp_path_factory, model_dir):
     model = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
     uploads = root / "gradio"
     uploads.mkdir()
-    env = {"GRADIO_TEMP_DIR": str(uploads), "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
-           "FINSPACE_CPU_KV_CACHE_MIB": "64", "FINSPACE_MATRIX_REPLY_TOKENS": "64",
-           "FINSPACE_UPLOAD_CLIENT_FILES": "6", "FINSPACE_UPLOAD_CLIENT_MIB": "8",
-           # slow PDFs are the point here: on a busy machine one may take minutes, and must not be refused for it
-           "FINSPACE_DOCUMENT_TIMEOUT_S": "600", "FINSPACE_DOCUMENT_PAGE_S": "5"}
-    srv = start_server(root, {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=8)},
-                       env=env, timeout=900)  # this machine is shared: the engine's start may be slow
+    env = {
+        "GRADIO_TEMP_DIR": str(uploads),
+        "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
+        "FINSPACE_CPU_KV_CACHE_MIB": "64",
+        "FINSPACE_MATRIX_REPLY_TOKENS": "64",
+        "FINSPACE_UPLOAD_CLIENT_FILES": "6",
+        "FINSPACE_UPLOAD_CLIENT_MIB": "8",
+        # slow PDFs are the point here: on a busy machine one may take minutes, and must not be refused for it
+        "FINSPACE_DOCUMENT_TIMEOUT_S": "600",
+        "FINSPACE_DOCUMENT_PAGE_S": "5",
+    }
+    srv = start_server(
+        root,
+        {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=8)},
+        env=env,
+        timeout=900,
+    )  # this machine is shared: the engine's start may be slow
     srv.uploads = uploads
     srv.slow = [slow_pdf(root / f"slow-{i}.pdf", operators=1600) for i in range(4)]  # `timings` makes them slower
     srv.note = root / "note.txt"
@@ -68,8 +78,9 @@ def server(tmp_path_factory, model_dir):
 
 
 def upload(server, ip: str, files: list[tuple[str, bytes]]) -> httpx.Response:
-    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", f) for f in files], headers=from_ip(ip),
-                   timeout=120)
+    r = httpx.post(
+        server.url + "/gradio_api/upload", files=[("files", f) for f in files], headers=from_ip(ip), timeout=120
+    )
     TALLY.response(r.status_code, r.text)
     return r
 
@@ -77,8 +88,10 @@ def upload(server, ip: str, files: list[tuple[str, bytes]]) -> httpx.Response:
 def refs(server, ip: str, paths: list[Path]) -> list[dict]:
     r = upload(server, ip, [(p.name, p.read_bytes()) for p in paths])
     assert r.status_code == 200, r.text
-    return [{"path": s, "url": None, "orig_name": p.name, "meta": {"_type": "gradio.FileData"}}
-            for s, p in zip(r.json(), paths, strict=True)]
+    return [
+        {"path": s, "url": None, "orig_name": p.name, "meta": {"_type": "gradio.FileData"}}
+        for s, p in zip(r.json(), paths, strict=True)
+    ]
 
 
 class Matrix:
@@ -91,8 +104,13 @@ class Matrix:
         self.error: str | None = None
         self.done = threading.Event()
         self.first = threading.Event()  # the first update: every filing converted (the filer's XBRL values shown)
-        body = {"data": [documents, json.dumps(fields)], "fn_index": self.fn, "session_hash": self.session,
-                "trigger_id": None, "event_data": None}
+        body = {
+            "data": [documents, json.dumps(fields)],
+            "fn_index": self.fn,
+            "session_hash": self.session,
+            "trigger_id": None,
+            "event_data": None,
+        }
         r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60)
         assert r.status_code == 200, r.text
         self.event_id = r.json()["event_id"]
@@ -101,8 +119,13 @@ class Matrix:
 
     def _read(self) -> None:
         try:
-            with httpx.stream("GET", self.server.url + "/gradio_api/queue/data", params={
-                    "session_hash": self.session}, headers=from_ip(self.ip), timeout=600) as s:
+            with httpx.stream(
+                "GET",
+                self.server.url + "/gradio_api/queue/data",
+                params={"session_hash": self.session},
+                headers=from_ip(self.ip),
+                timeout=600,
+            ) as s:
                 for line in s.iter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -120,9 +143,12 @@ class Matrix:
             self.done.set()
 
     def cancel(self) -> None:
-        httpx.post(self.server.url + "/gradio_api/cancel", json={
-            "session_hash": self.session, "fn_index": self.fn, "event_id": self.event_id}, headers=from_ip(self.ip),
-            timeout=30)
+        httpx.post(
+            self.server.url + "/gradio_api/cancel",
+            json={"session_hash": self.session, "fn_index": self.fn, "event_id": self.event_id},
+            headers=from_ip(self.ip),
+            timeout=30,
+        )
         self.done.wait(60)
 
 
@@ -133,8 +159,11 @@ def stored(server) -> list[Path]:
 # ------------------------------------------------------------------ 5: deep JSON
 @pytest.mark.parametrize("depth", [3_000, 100_000])
 def test_deeply_nested_fields_are_refused_naming_the_fix_and_the_upload_goes(server, depth):
-    body = {"data": [refs(server, "10.0.5.1", [server.note]), "[" * depth + "]" * depth],
-            "fn_index": server.fns["matrix"], "session_hash": uuid.uuid4().hex[:11]}
+    body = {
+        "data": [refs(server, "10.0.5.1", [server.note]), "[" * depth + "]" * depth],
+        "fn_index": server.fns["matrix"],
+        "session_hash": uuid.uuid4().hex[:11],
+    }
     ref = body["data"][0][0]["path"]
     out = _run(server, "10.0.5.1", body)
     assert out["success"] is False, out
@@ -146,8 +175,13 @@ def _run(server, ip: str, body: dict) -> dict:
     """One event over the queue: {"success", "error"} as the client sees it."""
     r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60)
     assert r.status_code == 200, r.text
-    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": body["session_hash"]},
-                      headers=from_ip(ip), timeout=300) as s:
+    with httpx.stream(
+        "GET",
+        server.url + "/gradio_api/queue/data",
+        params={"session_hash": body["session_hash"]},
+        headers=from_ip(ip),
+        timeout=300,
+    ) as s:
         for line in s.iter_lines():
             if line.startswith("data:"):
                 msg = json.loads(line[5:])
@@ -181,8 +215,17 @@ def test_the_matrix_tab_leaves_no_temporary_file(server):
     fn = next(i for i, d in enumerate(config["dependencies"]) if [fill_id, "click"] in d["targets"])
     before = {p.name for p in stored(server)}
     docs = refs(server, "10.0.7.1", [server.note, server.note])
-    out = _run(server, "10.0.7.1", {"data": [docs, json.dumps(FIELD)], "fn_index": fn,
-                                    "session_hash": uuid.uuid4().hex[:11], "trigger_id": None, "event_data": None})
+    out = _run(
+        server,
+        "10.0.7.1",
+        {
+            "data": [docs, json.dumps(FIELD)],
+            "fn_index": fn,
+            "session_hash": uuid.uuid4().hex[:11],
+            "trigger_id": None,
+            "event_data": None,
+        },
+    )
     assert out["success"], out
     left = [p for p in stored(server) if p.name not in before and p.name.startswith("tmp")]
     assert left == [], f"the Matrix tab left {len(left)} temporary file(s): {[str(p) for p in left]}"
@@ -225,13 +268,24 @@ def test_matrices_of_slow_pdfs_leave_a_chat_its_slot_and_busy_refusals_keep_no_u
             wait_for(lambda: converting(server) >= 2, min(5.0, t_slow / 4), "")
         t_chat, r = v1_chat_with(server, "10.0.4.3", "note.txt", NOTE, max_tokens=4)
         assert r.status_code == 200, r.text
-        assert t_chat < t_slow / 2, (f"a chat's text file took {t_chat:.1f} s while two matrices converted "
-                                     f"(alone {t_note:.1f} s; one slow PDF converts in {t_slow:.1f} s)")
+        assert t_chat < t_slow / 2, (
+            f"a chat's text file took {t_chat:.1f} s while two matrices converted "
+            f"(alone {t_note:.1f} s; one slow PDF converts in {t_slow:.1f} s)"
+        )
         # a matrix refused as busy keeps none of its uploads
         for ip, why in (("10.0.4.1", "a matrix of yours is already filling"), ("10.0.4.3", "matrices are filling")):
             docs = refs(server, ip, [server.note])
-            out = _run(server, ip, {"data": [docs, json.dumps(FIELD)], "fn_index": server.fns["matrix"],
-                                    "session_hash": uuid.uuid4().hex[:11], "trigger_id": None, "event_data": None})
+            out = _run(
+                server,
+                ip,
+                {
+                    "data": [docs, json.dumps(FIELD)],
+                    "fn_index": server.fns["matrix"],
+                    "session_hash": uuid.uuid4().hex[:11],
+                    "trigger_id": None,
+                    "event_data": None,
+                },
+            )
             assert out["success"] is False and why in out["error"], out
             assert not Path(docs[0]["path"]).exists(), f"a matrix refused ({why}) left its upload on the server"
         assert not a.done.is_set() and not b.done.is_set(), (a.error, b.error)
@@ -248,12 +302,19 @@ def test_a_client_killed_mid_matrix_gives_its_slot_back_promptly(server, timings
     ip = "10.0.8.1"
     docs = refs(server, ip, server.slow[:2])
     session = uuid.uuid4().hex[:11]
-    body = {"data": [docs, json.dumps(FIELD)], "fn_index": server.fns["matrix"], "session_hash": session,
-            "trigger_id": None, "event_data": None}
-    assert httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip),
-                      timeout=60).status_code == 200
-    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      headers=from_ip(ip), timeout=60) as s:
+    body = {
+        "data": [docs, json.dumps(FIELD)],
+        "fn_index": server.fns["matrix"],
+        "session_hash": session,
+        "trigger_id": None,
+        "event_data": None,
+    }
+    assert (
+        httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60).status_code == 200
+    )
+    with httpx.stream(
+        "GET", server.url + "/gradio_api/queue/data", params={"session_hash": session}, headers=from_ip(ip), timeout=60
+    ) as s:
         for line in s.iter_lines():
             if "process_starts" in line:
                 break
@@ -261,15 +322,25 @@ def test_a_client_killed_mid_matrix_gives_its_slot_back_promptly(server, timings
     killed = time.monotonic()
     t0, last = time.monotonic(), None
     while True:
-        out = _run(server, ip, {"data": [refs(server, ip, [server.note]), json.dumps(FIELD)],
-                                "fn_index": server.fns["matrix"], "session_hash": uuid.uuid4().hex[:11],
-                                "trigger_id": None, "event_data": None})
+        out = _run(
+            server,
+            ip,
+            {
+                "data": [refs(server, ip, [server.note]), json.dumps(FIELD)],
+                "fn_index": server.fns["matrix"],
+                "session_hash": uuid.uuid4().hex[:11],
+                "trigger_id": None,
+                "event_data": None,
+            },
+        )
         last = out
         if out["success"]:
             break
         assert "already filling" in out["error"], out
-        assert time.monotonic() - t0 < timings[1] / 2, (f"the killed client's matrix still held its slot {time.monotonic() - killed:.0f} s "
-                                            f"after its stream was dropped; one slow PDF converts in {timings[1]:.0f} s")
+        assert time.monotonic() - t0 < timings[1] / 2, (
+            f"the killed client's matrix still held its slot {time.monotonic() - killed:.0f} s "
+            f"after its stream was dropped; one slow PDF converts in {timings[1]:.0f} s"
+        )
         time.sleep(0.5)
     assert last["success"]
     assert not any(Path(d["path"]).exists() for d in docs), "the killed matrix's uploads stayed on the server"
@@ -285,12 +356,14 @@ def test_a_cancelled_matrix_of_big_documents_stops_its_preparation(server, timin
     """2 documents of 3.9 M characters x 12 fields: the cells' preparation (token counts, BM25 passages for each
     field) runs in the server's tokenizer threads. After the Cancel it must stop, not run on for a minute."""
     ip = "10.0.9.1"
-    words = ("Revenue rose in fiscal 2024 while operating costs fell and the auditor signed the report. " * 43_000)
+    words = "Revenue rose in fiscal 2024 while operating costs fell and the auditor signed the report. " * 43_000
     texts = [words[:3_900_000], words[7:3_900_007]]
     r = upload(server, ip, [(f"big-{i}.txt", t.encode()) for i, t in enumerate(texts)])
     assert r.status_code == 200, r.text
-    docs = [{"path": p, "url": None, "orig_name": f"big-{i}.txt", "meta": {"_type": "gradio.FileData"}}
-            for i, p in enumerate(r.json())]
+    docs = [
+        {"path": p, "url": None, "orig_name": f"big-{i}.txt", "meta": {"_type": "gradio.FileData"}}
+        for i, p in enumerate(r.json())
+    ]
     fields = [{"name": f"Field {i}", "type": "text", "instruction": f"The {i}th fact about revenue"} for i in range(12)]
     pid = server.proc.pid
     window = max(10.0, 2 * timings[0])
@@ -299,8 +372,11 @@ def test_a_cancelled_matrix_of_big_documents_stops_its_preparation(server, timin
     idle = _cpu(pid) - c0  # the server's own CPU with nothing to do, on this machine now
     m = Matrix(server, ip, docs, fields=fields)
     try:
-        wait_for(lambda: not any(Path(d["path"]).exists() for d in docs) and converting(server) == 0,
-                 8 * timings[1], "the big documents converted (each upload is deleted once converted)")
+        wait_for(
+            lambda: not any(Path(d["path"]).exists() for d in docs) and converting(server) == 0,
+            8 * timings[1],
+            "the big documents converted (each upload is deleted once converted)",
+        )
         time.sleep(1.0)  # the preparation (counting, passages) is under way, in the server's tokenizer threads
         c0 = _cpu(pid)
         time.sleep(window)
@@ -320,6 +396,8 @@ def test_a_cancelled_matrix_of_big_documents_stops_its_preparation(server, timin
         seen.append(_cpu(pid) - c0)
         if seen[-1] <= bound:
             break
-    assert seen[-1] <= bound, (f"after the Cancel the server still used {', '.join(f'{c:.1f}' for c in seen)} CPU s "
-                               f"in successive {window:.0f}-s windows ({during:.1f} s while the matrix prepared, "
-                               f"{idle:.1f} s idle)")
+    assert seen[-1] <= bound, (
+        f"after the Cancel the server still used {', '.join(f'{c:.1f}' for c in seen)} CPU s "
+        f"in successive {window:.0f}-s windows ({during:.1f} s while the matrix prepared, "
+        f"{idle:.1f} s idle)"
+    )

@@ -22,8 +22,16 @@ from rel_utils import SURFACE_ADMIN, SURFACE_HF_TOKEN, TALLY, assert_clean, base
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 MCP = "/gradio_api/mcp/"
-TOOLS = ["will_it_fit", "extract_matrix", "ask_document", "models", "health", "scores", "company_filings",
-         "company_facts"]
+TOOLS = [
+    "will_it_fit",
+    "extract_matrix",
+    "ask_document",
+    "models",
+    "health",
+    "scores",
+    "company_filings",
+    "company_facts",
+]
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 SCALE = env_flag("FINSPACE_FUZZ_SCALE", 1.0)
 ALLOWED = {200, 202, 400, 401, 404, 405, 406, 413, 415, 422, 429, 431}
@@ -48,8 +56,13 @@ def post(server, body: bytes, headers: dict | None = None, timeout: float = 120)
 
 def call(server, name, arguments, headers=None, raw: bytes | None = None) -> dict:
     """One tools/call as JSON-RPC (the stateless transport needs no session): the response object."""
-    body = raw if raw is not None else json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                                   "params": {"name": name, "arguments": arguments}}).encode()
+    body = (
+        raw
+        if raw is not None
+        else json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        ).encode()
+    )
     r = post(server, body, headers)
     assert r.status_code == 200, (r.status_code, r.text[:300])
     return r.json()
@@ -65,29 +78,39 @@ def tool_error(server, name, arguments, headers=None) -> str:
 
 
 # ------------------------------------------------------------------ the bad inputs the issue names
-@pytest.mark.parametrize("name, arguments, phrase", [
-    ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
-    ("", {}, "unknown tool ''"),
-    ("will_it_fit", {"repo": 5}, "arguments.repo must be text"),
-    ("will_it_fit", {"gpus": [1]}, "arguments.gpus must be a whole number"),
-    ("will_it_fit", {"gpu_memory_utilization": "all"}, "must be a number"),
-    ("extract_matrix", {"documents": {"url": "https://x"}}, "arguments.documents must be a list"),
-    ("extract_matrix", {"documents": [{"url": "https://x/a.pdf"}], "fields": 7}, "preset name (text) or a list"),
-    ("ask_document", {"question": ["q"], "document": {"url": "https://x/a.pdf"}}, "arguments.question must be text"),
-    # a URL to this machine, the metadata address, file: (refused before any connection)
-    ("ask_document", {"question": "q", "document": {"url": "http://127.0.0.1:7860/health"}}, "this machine"),
-    ("ask_document", {"question": "q", "document": {"url": "http://localhost/x.pdf"}}, "this machine"),
-    ("ask_document", {"question": "q", "document": {"url": "http://[::1]/x.pdf"}}, "this machine"),
-    ("ask_document", {"question": "q", "document": {"url": "http://0.0.0.0/x.pdf"}}, "this machine"),
-    ("ask_document", {"question": "q", "document": {"url": "http://169.254.169.254/latest/meta-data/"}},
-     "link-local"),
-    ("extract_matrix", {"documents": [{"url": "http://10.0.0.8/10-k.pdf"}]}, "private network"),
-    ("extract_matrix", {"documents": [{"url": "file:///proc/self/environ"}]}, "only public http(s)"),
-    ("extract_matrix", {"documents": [{"upload": "/proc/self/environ", "filename": "e.txt"}]}, "upload route"),
-    ("extract_matrix", {"documents": [{"upload": "../../models.yaml"}]}, "upload route"),
-    # switching is not a tool without the admin token
-    ("load_model", {"model": "b"}, "needs the admin token"),
-])
+@pytest.mark.parametrize(
+    "name, arguments, phrase",
+    [
+        ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
+        ("", {}, "unknown tool ''"),
+        ("will_it_fit", {"repo": 5}, "arguments.repo must be text"),
+        ("will_it_fit", {"gpus": [1]}, "arguments.gpus must be a whole number"),
+        ("will_it_fit", {"gpu_memory_utilization": "all"}, "must be a number"),
+        ("extract_matrix", {"documents": {"url": "https://x"}}, "arguments.documents must be a list"),
+        ("extract_matrix", {"documents": [{"url": "https://x/a.pdf"}], "fields": 7}, "preset name (text) or a list"),
+        (
+            "ask_document",
+            {"question": ["q"], "document": {"url": "https://x/a.pdf"}},
+            "arguments.question must be text",
+        ),
+        # a URL to this machine, the metadata address, file: (refused before any connection)
+        ("ask_document", {"question": "q", "document": {"url": "http://127.0.0.1:7860/health"}}, "this machine"),
+        ("ask_document", {"question": "q", "document": {"url": "http://localhost/x.pdf"}}, "this machine"),
+        ("ask_document", {"question": "q", "document": {"url": "http://[::1]/x.pdf"}}, "this machine"),
+        ("ask_document", {"question": "q", "document": {"url": "http://0.0.0.0/x.pdf"}}, "this machine"),
+        (
+            "ask_document",
+            {"question": "q", "document": {"url": "http://169.254.169.254/latest/meta-data/"}},
+            "link-local",
+        ),
+        ("extract_matrix", {"documents": [{"url": "http://10.0.0.8/10-k.pdf"}]}, "private network"),
+        ("extract_matrix", {"documents": [{"url": "file:///proc/self/environ"}]}, "only public http(s)"),
+        ("extract_matrix", {"documents": [{"upload": "/proc/self/environ", "filename": "e.txt"}]}, "upload route"),
+        ("extract_matrix", {"documents": [{"upload": "../../models.yaml"}]}, "upload route"),
+        # switching is not a tool without the admin token
+        ("load_model", {"model": "b"}, "needs the admin token"),
+    ],
+)
 def test_bad_tool_calls_are_tool_errors_naming_the_fix(server, name, arguments, phrase):
     text = tool_error(server, name, arguments)
     assert phrase in text, text
@@ -96,10 +119,12 @@ def test_bad_tool_calls_are_tool_errors_naming_the_fix(server, name, arguments, 
 
 def test_ten_megabyte_arguments_are_tool_errors_and_a_huge_body_is_413(server):
     ten = "x" * (10 << 20)
-    assert "arguments.question is too long" in tool_error(server, "ask_document",
-                                                          {"question": ten, "document": {"url": "https://x/a.pdf"}})
+    assert "arguments.question is too long" in tool_error(
+        server, "ask_document", {"question": ten, "document": {"url": "https://x/a.pdf"}}
+    )
     assert "arguments.documents[0].filename is too long" in tool_error(
-        server, "extract_matrix", {"documents": [{"data": "aGk=", "filename": ten}]})
+        server, "extract_matrix", {"documents": [{"data": "aGk=", "filename": ten}]}
+    )
     assert "arguments.repo is too long" in tool_error(server, "will_it_fit", {"repo": ten})
     r = post(server, b"{" + b" " * (100 << 20) + b"}")
     assert r.status_code == 413 and "send documents by url" in r.json()["error"], r.text[:300]
@@ -125,18 +150,27 @@ def test_arguments_that_are_not_an_object_are_a_json_rpc_error(server):
     still_serving(server)
 
 
-@pytest.mark.parametrize("body", [
-    b"", b"{", b"null", b"[]", b'"tools/call"', b'{"jsonrpc": "2.0"}', b'{"jsonrpc": "2.0", "id": 1}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call"}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 5}}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "health", "arguments": "x"}}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "file:///etc/passwd"}}',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "no/such/method"}',
-    b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}',
-    b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]',
-    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "id": 2}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"{",
+        b"null",
+        b"[]",
+        b'"tools/call"',
+        b'{"jsonrpc": "2.0"}',
+        b'{"jsonrpc": "2.0", "id": 1}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 5}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "health", "arguments": "x"}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "file:///etc/passwd"}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "no/such/method"}',
+        b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}',
+        b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "id": 2}',
+    ],
+)
 def test_malformed_json_rpc_is_a_4xx_or_a_json_rpc_error(server, body):
     r = post(server, body)
     if r.status_code == 200:
@@ -146,46 +180,112 @@ def test_malformed_json_rpc_is_a_4xx_or_a_json_rpc_error(server, body):
 
 
 # ------------------------------------------------------------------ fuzzing tool arguments
-HOSTILE_URLS = ["http://127.0.0.1:7860/health", "http://localhost:7860/", "http://[::1]/", "http://0.0.0.0/",
-                "http://169.254.169.254/latest/meta-data/iam/", "http://[fe80::1%25eth0]/", "file:///etc/passwd",
-                "file:/proc/self/environ", "gopher://127.0.0.1:6379/_INFO", "http://2130706433/", "http://0x7f.1/",
-                "http://10.0.0.1/a.pdf", "http://192.168.1.1/", "//127.0.0.1/a.pdf", "ftp://x/a.pdf", "", " ",
-                "http://user:pass@127.0.0.1/", "javascript:alert(1)", "data:text/plain,hi"]
-PATHS = ["/etc/passwd", "../x", "../../models.yaml", "/proc/self/environ", "~/.ssh/id_rsa", "a\x00b", "/dev/zero",
-         "C:\\Windows\\win.ini", "%2e%2e%2fx", "models.yaml", "a", "/tmp"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
-                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=40))
-json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=12), c,
-                                                                                         max_size=4), max_leaves=16)
-documents = st.fixed_dictionaries({}, optional={"url": st.one_of(st.sampled_from(HOSTILE_URLS), json_values),
-                                                "upload": st.one_of(st.sampled_from(PATHS), json_values),
-                                                "data": st.one_of(st.text(max_size=40), json_values),
-                                                "filename": st.one_of(st.sampled_from(PATHS), json_values),
-                                                "path": st.sampled_from(PATHS)})
+HOSTILE_URLS = [
+    "http://127.0.0.1:7860/health",
+    "http://localhost:7860/",
+    "http://[::1]/",
+    "http://0.0.0.0/",
+    "http://169.254.169.254/latest/meta-data/iam/",
+    "http://[fe80::1%25eth0]/",
+    "file:///etc/passwd",
+    "file:/proc/self/environ",
+    "gopher://127.0.0.1:6379/_INFO",
+    "http://2130706433/",
+    "http://0x7f.1/",
+    "http://10.0.0.1/a.pdf",
+    "http://192.168.1.1/",
+    "//127.0.0.1/a.pdf",
+    "ftp://x/a.pdf",
+    "",
+    " ",
+    "http://user:pass@127.0.0.1/",
+    "javascript:alert(1)",
+    "data:text/plain,hi",
+]
+PATHS = [
+    "/etc/passwd",
+    "../x",
+    "../../models.yaml",
+    "/proc/self/environ",
+    "~/.ssh/id_rsa",
+    "a\x00b",
+    "/dev/zero",
+    "C:\\Windows\\win.ini",
+    "%2e%2e%2fx",
+    "models.yaml",
+    "a",
+    "/tmp",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
+)
+json_values = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=12), c, max_size=4), max_leaves=16
+)
+documents = st.fixed_dictionaries(
+    {},
+    optional={
+        "url": st.one_of(st.sampled_from(HOSTILE_URLS), json_values),
+        "upload": st.one_of(st.sampled_from(PATHS), json_values),
+        "data": st.one_of(st.text(max_size=40), json_values),
+        "filename": st.one_of(st.sampled_from(PATHS), json_values),
+        "path": st.sampled_from(PATHS),
+    },
+)
 arguments = st.one_of(
     json_values,
-    st.fixed_dictionaries({"documents": st.one_of(st.lists(documents, max_size=4), json_values)},
-                          optional={"fields": json_values}),
-    st.fixed_dictionaries({"question": st.one_of(st.text(max_size=50), json_values), "document": documents},
-                          optional={"max_tokens": json_values}),
-    st.fixed_dictionaries({}, optional={"config_json": st.one_of(st.text(max_size=60), json_values),
-                                        "repo": st.sampled_from(PATHS + ["org/repo", "a/b"]),
-                                        "gpu": json_values, "gpus": json_values, "max_model_len": json_values}),
+    st.fixed_dictionaries(
+        {"documents": st.one_of(st.lists(documents, max_size=4), json_values)}, optional={"fields": json_values}
+    ),
+    st.fixed_dictionaries(
+        {"question": st.one_of(st.text(max_size=50), json_values), "document": documents},
+        optional={"max_tokens": json_values},
+    ),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "config_json": st.one_of(st.text(max_size=60), json_values),
+            "repo": st.sampled_from(PATHS + ["org/repo", "a/b"]),
+            "gpu": json_values,
+            "gpus": json_values,
+            "max_model_len": json_values,
+        },
+    ),
 )
-names = st.one_of(st.sampled_from(TOOLS + ["load_model", "load_model ", "LOAD_MODEL", "../health", "health\x00"]),
-                  st.text(max_size=30))
-auth = st.sampled_from([{}, {"Authorization": "Bearer nope-nope-nope-nope"}, {"Authorization": "Basic x"},
-                        {"Authorization": "Bearer " + "x" * 70_000}, {"Authorization": f"Bearer {SURFACE_ADMIN}"}])
+names = st.one_of(
+    st.sampled_from(TOOLS + ["load_model", "load_model ", "LOAD_MODEL", "../health", "health\x00"]),
+    st.text(max_size=30),
+)
+auth = st.sampled_from(
+    [
+        {},
+        {"Authorization": "Bearer nope-nope-nope-nope"},
+        {"Authorization": "Basic x"},
+        {"Authorization": "Bearer " + "x" * 70_000},
+        {"Authorization": f"Bearer {SURFACE_ADMIN}"},
+    ]
+)
 
 
 @given(name=names, args=arguments, headers=auth)
-@settings(max_examples=max(1, int(120 * SCALE)), deadline=None, database=None, print_blob=True,
-          phases=(Phase.explicit, Phase.reuse, Phase.generate), suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=max(1, int(120 * SCALE)),
+    deadline=None,
+    database=None,
+    print_blob=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=list(HealthCheck),
+)
 def test_fuzz_tool_arguments(server, name, args, headers):
     if name.strip().lower() == "load_model" and headers.get("Authorization", "").endswith(SURFACE_ADMIN):
         headers = {}  # a real switch is not what this module tests (the model must never change)
-    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                       "params": {"name": name, "arguments": args}}).encode()
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": args}}
+    ).encode()
     r = post(server, body, headers)
     if r.status_code == 200:
         out = r.json()

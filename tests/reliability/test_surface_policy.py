@@ -38,8 +38,12 @@ def policy_server(root, model_dir, *, admin_token=None, env=None) -> Server:
         "a": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Tiny Llama"),
     }
     catalog = write_catalog(root / "catalog", models, default="big")
-    srv = Server(root, catalog, admin_token=admin_token,
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "72", "FINSPACE_MODEL": "big", **(env or {})})
+    srv = Server(
+        root,
+        catalog,
+        admin_token=admin_token,
+        env={"FINSPACE_CPU_KV_CACHE_MIB": "72", "FINSPACE_MODEL": "big", **(env or {})},
+    )
     try:
         srv.wait(ready=False, timeout=120)
         body = srv.health()
@@ -69,15 +73,19 @@ def test_a_space_without_an_admin_token_does_not_switch_unless_opened(tmp_path, 
         assert "FINSPACE_ADMIN_TOKEN" in r.json()["error"] and "FINSPACE_OPEN_SWITCHING=1" in r.json()["error"]
         assert load(srv, "anything-at-all-here").status_code == 403
         with GradioRaw(srv.url, timeout=30) as g:
-            fns = {d["api_name"]: d["id"] for d in httpx.get(srv.url + "/config").json()["dependencies"]
-                   if d.get("api_name")}
+            fns = {
+                d["api_name"]: d["id"]
+                for d in httpx.get(srv.url + "/config").json()["dependencies"]
+                if d.get("api_name")
+            }
             out = g.call(fns["load_model"], ["a", None])
         assert out.success is False and "switching models is off" in out.error, out.text
         assert "switching models is off" in srv.log_path.read_text()
     finally:
         srv.stop()
-    srv = policy_server(tmp_path / "open", model_dir,
-                        env={"SPACE_ID": "someone/finspace", "FINSPACE_OPEN_SWITCHING": "1"})
+    srv = policy_server(
+        tmp_path / "open", model_dir, env={"SPACE_ID": "someone/finspace", "FINSPACE_OPEN_SWITCHING": "1"}
+    )
     try:
         assert srv.health()["switching"] == "open"
         r = load(srv, None)
@@ -109,8 +117,11 @@ def test_wrong_tokens_are_throttled_per_address(tmp_path, model_dir):
         # the Gradio API's /load_model counts towards the same throttle
         with GradioRaw(srv.url, timeout=30) as g:
             g.http = httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address="127.0.0.5"))
-            fns = {d["api_name"]: d["id"] for d in g.http.get(srv.url + "/config").json()["dependencies"]
-                   if d.get("api_name")}
+            fns = {
+                d["api_name"]: d["id"]
+                for d in g.http.get(srv.url + "/config").json()["dependencies"]
+                if d.get("api_name")
+            }
             errors = [g.call(fns["load_model"], ["a", f"nope-{i}"]).error for i in range(6)]
         assert all("admin token is wrong" in e for e in errors[:5]), errors
         assert "too many wrong admin tokens" in errors[5], errors
@@ -120,16 +131,20 @@ def test_wrong_tokens_are_throttled_per_address(tmp_path, model_dir):
         srv.stop()
 
 
-@pytest.mark.parametrize("token, phrase", [
-    ("abc", "needs 16 to 256"),
-    ("fifteen-chars-x", "needs 16 to 256"),
-    ("x" * 257, "needs 16 to 256"),
-    (" padded-token-with-spaces ", "spaces at its ends"),
-])
+@pytest.mark.parametrize(
+    "token, phrase",
+    [
+        ("abc", "needs 16 to 256"),
+        ("fifteen-chars-x", "needs 16 to 256"),
+        ("x" * 257, "needs 16 to 256"),
+        (" padded-token-with-spaces ", "spaces at its ends"),
+    ],
+)
 def test_a_weak_admin_token_stops_the_app_at_start(tmp_path, token, phrase):
     env = {**os.environ, "FINSPACE_ADMIN_TOKEN": token, "PORT": "1"}
-    p = subprocess.run([sys.executable, str(REPO / "app.py")], env=env, cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, str(REPO / "app.py")], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     TALLY.add(inputs=1)
     assert p.returncode == 2, (p.returncode, p.stderr[-500:])
     assert phrase in p.stderr and "secrets.token_urlsafe" in p.stderr, p.stderr[-500:]

@@ -47,16 +47,22 @@ def test_a_caller_cannot_send_a_chat_template(surface_server):
     url = surface_server.url
     assert len(NESTED) == 107
     base = min(plain_chat(url) for _ in range(3))
-    r, took = v1(url, {"model": "a", "messages": ASK, "max_tokens": 2,
-                       "chat_template_kwargs": {"chat_template": NESTED}}, timeout=60)
+    r, took = v1(
+        url,
+        {"model": "a", "messages": ASK, "max_tokens": 2, "chat_template_kwargs": {"chat_template": NESTED}},
+        timeout=60,
+    )
     assert r.status_code == 400, (r.status_code, r.text[:300], took)
     err = r.json()["error"]
     assert err["param"] == "chat_template_kwargs" and "chat_template" in err["message"], err
     assert took < 5, took
     assert plain_chat(url) < max(5.0, 10 * base)
     # a variable the catalogue does not give model "a" (any, here): 400 naming what it takes
-    for kwargs in ({"enable_thinking": False}, {"x": "{% for i in range(10**9) %}{% endfor %}"},
-                   {"date_string": "{{ 7 * 7 }}"}):
+    for kwargs in (
+        {"enable_thinking": False},
+        {"x": "{% for i in range(10**9) %}{% endfor %}"},
+        {"date_string": "{{ 7 * 7 }}"},
+    ):
         r, took = v1(url, {"model": "a", "messages": ASK, "max_tokens": 2, "chat_template_kwargs": kwargs})
         assert r.status_code == 400, (kwargs, r.status_code, r.text[:300])
         assert "it takes none" in r.json()["error"]["message"] and took < 5, (r.text[:300], took)
@@ -68,9 +74,20 @@ def _document_request(chars: int) -> dict:
     words = ("revenue", "margin", "EBITDA", "guidance", "cash", "flow", "segment", "dividend", "leverage", "capex")
     text = " ".join(f"{words[i % 10]}{i % 997}" for i in range(chars // 10))[:chars]
     data = base64.b64encode(text.encode()).decode()
-    return {"model": "a", "temperature": 5, "max_tokens": 2, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What was the dividend?"},
-        {"type": "file", "file": {"filename": "filing.txt", "file_data": f"data:text/plain;base64,{data}"}}]}]}
+    return {
+        "model": "a",
+        "temperature": 5,
+        "max_tokens": 2,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What was the dividend?"},
+                    {"type": "file", "file": {"filename": "filing.txt", "file_data": f"data:text/plain;base64,{data}"}},
+                ],
+            }
+        ],
+    }
 
 
 def test_a_slow_legal_tokenization_does_not_hold_up_other_clients(surface_server):
@@ -102,8 +119,10 @@ def test_a_slow_legal_tokenization_does_not_hold_up_other_clients(surface_server
     # Before, a chat sent while the document was counted waited for the whole count (most of the attacker's
     # time); now it waits for nothing but its own work: a bound of half the attacker's time, at most 4 s
     bound = max(6 * base, min(4.0, attack["took"] / 2))
-    print(f"attacker {attack['took']:.1f}s, bound {bound:.2f}s, v1 base {base:.2f}s max {max(v1_times):.2f}s, "
-          f"/chat max {max(gradio_times):.2f}s, page max {max(page):.2f}s, rounds {len(v1_times)}")
+    print(
+        f"attacker {attack['took']:.1f}s, bound {bound:.2f}s, v1 base {base:.2f}s max {max(v1_times):.2f}s, "
+        f"/chat max {max(gradio_times):.2f}s, page max {max(page):.2f}s, rounds {len(v1_times)}"
+    )
     assert attack["took"] > 2.0, "the document was measured too fast to show anything; make it larger"
     assert max(v1_times) < bound, (v1_times, attack["took"])
     assert max(gradio_times) < bound + 1, (gradio_times, attack["took"])

@@ -28,20 +28,31 @@ PATTERN = "(((a{8}){8}){8}){4}"  # 2,048 characters once written out: inside eve
 def issue_schema() -> dict:
     """The issue's request: six nested objects holding 379 strings, each with PATTERN (~25 KB)."""
     sizes = [64, 63, 63, 63, 63, 63]
-    groups = {f"g{g}": {"type": "object", "properties": {f"s{i}": {"type": "string", "pattern": PATTERN}
-                                                          for i in range(n)}} for g, n in enumerate(sizes)}
+    groups = {
+        f"g{g}": {"type": "object", "properties": {f"s{i}": {"type": "string", "pattern": PATTERN} for i in range(n)}}
+        for g, n in enumerate(sizes)
+    }
     return {"type": "object", "properties": groups}
 
 
 def many_alternatives() -> dict:
     """An anyOf of 64 objects (the issue's 18 s compile)."""
-    return {"anyOf": [{"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 40}},
-                       "required": [f"k{i}"]} for i in range(64)]}
+    return {
+        "anyOf": [
+            {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 40}}, "required": [f"k{i}"]}
+            for i in range(64)
+        ]
+    }
 
 
 def body(schema: dict | None, text: str = "Say hi.", max_tokens: int = 4, stream: bool = False) -> dict:
-    out = {"model": KEY, "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens,
-           "temperature": 0, "stream": stream}
+    out = {
+        "model": KEY,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": stream,
+    }
     if schema is not None:
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
     return out
@@ -86,15 +97,25 @@ def test_a_schema_costly_only_as_a_whole_is_refused_before_it_compiles(server):
         assert "to compile into a grammar" in msg and "the limit is 100,000" in msg and "most of it at" in msg, msg
         # refused before vLLM's validation (1.5 s) or xgrammar's compile (31 s / 18 s) began
         assert took < max(10 * base_s, base_s + 1.5), (took, base_s)
-    ok, _ = post(server, body({"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]{1,8}$"}},
-                               "required": ["a"]}, max_tokens=16))
+    ok, _ = post(
+        server,
+        body(
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]{1,8}$"}}, "required": ["a"]},
+            max_tokens=16,
+        ),
+    )
     assert ok.status_code == 200, ok.text
 
 
 BAD = [  # (schema, the keyword the 400 must name): each was HTTP 500 VLLMValidationError before
     ({"type": "object", "properties": {"a": {"const": json.loads("[" * 70 + "]" * 70)}}}, "const"),
-    ({"type": "object", "properties": {"a": {"type": "string", "default": json.loads('{"x":' * 70 + "1" + "}" * 70)}}},
-     "default"),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "default": json.loads('{"x":' * 70 + "1" + "}" * 70)}},
+        },
+        "default",
+    ),
     ({"type": "string", "pattern": r"^(a)\1$"}, "backreference"),
     ({"type": "string", "pattern": r"(?<=a)b"}, "lookbehind"),
     ({"type": "string", "pattern": r"\bword"}, "word boundary"),
@@ -122,8 +143,10 @@ def test_one_new_schema_compiles_at_a_time_per_client(server):
     known = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
     first, _ = post(server, body(known))
     assert first.status_code == 200, first.text
-    heavy = [{"type": "object", "properties": {f"note{i}": {"type": "string", "maxLength": 280}},
-              "required": [f"note{i}"]} for i in range(2)]  # accepted, each seconds of compile
+    heavy = [
+        {"type": "object", "properties": {f"note{i}": {"type": "string", "maxLength": 280}}, "required": [f"note{i}"]}
+        for i in range(2)
+    ]  # accepted, each seconds of compile
     results: dict = {}
 
     def slow() -> None:
@@ -170,8 +193,10 @@ def test_generated_schemas_compile_within_the_bound(smollm_models, capsys):
     for row in out["rows"]:
         if not row["accepted"] and row["cost"] > MAX_GRAMMAR_COST:
             refused_by_cost += 1
-    line = (f"schemas={n} accepted={out['accepted']} worst_accepted_compile_s={worst['compile_s']:.2f} "
-            f"(seed {worst['seed']}, figure {worst['cost']:,}; the Matrix's text cell: {base:.2f} s)")
+    line = (
+        f"schemas={n} accepted={out['accepted']} worst_accepted_compile_s={worst['compile_s']:.2f} "
+        f"(seed {worst['seed']}, figure {worst['cost']:,}; the Matrix's text cell: {base:.2f} s)"
+    )
     with capsys.disabled():
         print("\n" + line)
     assert out["accepted"] >= n // 3 and refused_by_cost >= n // 20, line  # both sides of the bound were tried

@@ -39,8 +39,19 @@ import httpx
 import psutil
 import pytest
 from helpers import REPO, demo_entry
-from rel_utils import (TALLY, assert_clean, converting, drop, from_ip, peak_rss_during, raw_post, start_server,
-                       v1_chat_with, v1_file_body, wait_for)
+from rel_utils import (
+    TALLY,
+    assert_clean,
+    converting,
+    drop,
+    from_ip,
+    peak_rss_during,
+    raw_post,
+    start_server,
+    v1_chat_with,
+    v1_file_body,
+    wait_for,
+)
 from support.catalog import long_context_copy
 from support.slow_pdf import slow_pdf
 
@@ -89,8 +100,7 @@ class FakeHub:
                     else:
                         status, headers = 404, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": COMMIT}
                 self.send_response(status)
-                for k, v in {**headers, "Content-Length": str(len(data)),
-                             "Content-Type": "application/json"}.items():
+                for k, v in {**headers, "Content-Length": str(len(data)), "Content-Type": "application/json"}.items():
                     self.send_header(k, v)
                 self.end_headers()
                 if body:
@@ -120,7 +130,8 @@ def cache_repo(hf_home: Path, repo: str) -> None:
     (folder / "snapshots" / COMMIT / "config.json").symlink_to(Path("..") / ".." / "blobs" / "cfg-etag")
     (folder / "blobs" / "index-etag").write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}}))
     (folder / "snapshots" / COMMIT / "model.safetensors.index.json").symlink_to(
-        Path("..") / ".." / "blobs" / "index-etag")
+        Path("..") / ".." / "blobs" / "index-etag"
+    )
     (folder / "refs").mkdir()
     (folder / "refs" / "main").write_text(COMMIT)
 
@@ -141,15 +152,29 @@ def server(tmp_path_factory, model_dir, hub):
     uploads, hf_home = root / "gradio", root / "hf-home"
     uploads.mkdir()
     cache_repo(hf_home, "owner/cached")
-    env = {"GRADIO_TEMP_DIR": str(uploads), "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
-           "FINSPACE_SESSION_IDLE_S": str(IDLE_S), "FINSPACE_UPLOAD_CLIENT_MIB": "4",
-           "FINSPACE_CPU_KV_CACHE_MIB": "64",
-           # slow PDFs are the point of test 1: on a busy machine one may take minutes, and must not be refused
-           "FINSPACE_DOCUMENT_TIMEOUT_S": "600", "FINSPACE_DOCUMENT_PAGE_S": "5",
-           "HF_HOME": str(hf_home), "HF_TOKEN": SPACE_TOKEN, "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0",
-           "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "5"}
-    srv = start_server(root, {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=4)},
-                       admin_token=ADMIN, env=env, timeout=900)
+    env = {
+        "GRADIO_TEMP_DIR": str(uploads),
+        "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
+        "FINSPACE_SESSION_IDLE_S": str(IDLE_S),
+        "FINSPACE_UPLOAD_CLIENT_MIB": "4",
+        "FINSPACE_CPU_KV_CACHE_MIB": "64",
+        # slow PDFs are the point of test 1: on a busy machine one may take minutes, and must not be refused
+        "FINSPACE_DOCUMENT_TIMEOUT_S": "600",
+        "FINSPACE_DOCUMENT_PAGE_S": "5",
+        "HF_HOME": str(hf_home),
+        "HF_TOKEN": SPACE_TOKEN,
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+    }
+    srv = start_server(
+        root,
+        {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=4)},
+        admin_token=ADMIN,
+        env=env,
+        timeout=900,
+    )
     srv.hf_home = hf_home
     # slow to read: PDFium takes about 5 s of CPU for each on CI (1,600 operators: 2.8 s), here 5-15 s
     srv.slow = [slow_pdf(root / f"slow-{i}.pdf", operators=3200) for i in range(2)]
@@ -171,8 +196,13 @@ def health_s(url: str) -> float:
 
 def mcp_post(server, name: str, arguments: dict | str, ip: str, token: str | None = None) -> httpx.Response:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "' + name + '", "arguments": '
-            + args + "}}").encode()
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "'
+        + name
+        + '", "arguments": '
+        + args
+        + "}}"
+    ).encode()
     headers = {**from_ip(ip), "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -219,9 +249,15 @@ def test_two_clients_converting_leave_a_third_clients_small_document_its_turn(se
     assert r.status_code == 200, r.text
     t_alone, _ = v1_chat_with(server, "10.1.0.9", "note.txt", NOTE)
     _slow_enough(server, 6 * t_alone)
-    socks = [raw_post(server.url, "/v1/chat/completions",
-                      json.dumps(v1_file_body("slow.pdf", pdf.read_bytes())).encode(), headers=from_ip(ip))
-             for ip, pdf in (("10.1.0.1", server.slow[0]), ("10.1.0.2", server.slow[1]))]
+    socks = [
+        raw_post(
+            server.url,
+            "/v1/chat/completions",
+            json.dumps(v1_file_body("slow.pdf", pdf.read_bytes())).encode(),
+            headers=from_ip(ip),
+        )
+        for ip, pdf in (("10.1.0.1", server.slow[0]), ("10.1.0.2", server.slow[1]))
+    ]
     try:
         wait_for(lambda: converting(server) >= 2, 120, "both clients' slow PDFs converting", 0.02)
         t0 = time.monotonic()
@@ -233,9 +269,11 @@ def test_two_clients_converting_leave_a_third_clients_small_document_its_turn(se
         for s in socks:
             drop(s)
     assert r.status_code == 200, r.text[:300]
-    print(f"fair slots: a third client's note answered in {t_third:.1f} s beside two slow conversions "
-          f"({held} still running then; the first of them ended {t_slow:.1f} s after both ran; the note alone "
-          f"{t_alone:.1f} s)")
+    print(
+        f"fair slots: a third client's note answered in {t_third:.1f} s beside two slow conversions "
+        f"({held} still running then; the first of them ended {t_slow:.1f} s after both ran; the note alone "
+        f"{t_alone:.1f} s)"
+    )
     assert held >= 2, f"a slow conversion had ended when the third client's note was answered ({t_third:.1f} s)"
     assert t_third < t_slow / 2, (t_third, t_slow, t_alone)
     wait_for(lambda: converting(server) == 0, 120, "the dropped clients' conversions ended")
@@ -254,18 +292,25 @@ def page_chat(server) -> tuple[int, list]:
 
 def attach_in_a_fresh_session(server, ip: str, data: bytes) -> None:
     """Upload ``data`` and send it from the chat box in a new session that never opens a heartbeat."""
-    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", ("report.txt", data))], headers=from_ip(ip),
-                   timeout=120)
+    r = httpx.post(
+        server.url + "/gradio_api/upload", files=[("files", ("report.txt", data))], headers=from_ip(ip), timeout=120
+    )
     assert r.status_code == 200, r.text
     fn, inputs = server.page_chat
     ref = {"path": r.json()[0], "url": None, "orig_name": "report.txt", "meta": {"_type": "gradio.FileData"}}
     session = uuid.uuid4().hex[:11]
-    body = {"data": [{"text": "What rose?", "files": [ref]}, *inputs[1:]], "fn_index": fn, "session_hash": session,
-            "trigger_id": None, "event_data": None}
+    body = {
+        "data": [{"text": "What rose?", "files": [ref]}, *inputs[1:]],
+        "fn_index": fn,
+        "session_hash": session,
+        "trigger_id": None,
+        "event_data": None,
+    }
     r = httpx.post(server.url + "/gradio_api/queue/join", json=body, headers=from_ip(ip), timeout=60)
     assert r.status_code == 200, r.text
-    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      headers=from_ip(ip), timeout=300) as s:
+    with httpx.stream(
+        "GET", server.url + "/gradio_api/queue/data", params={"session_hash": session}, headers=from_ip(ip), timeout=300
+    ) as s:
         for line in s.iter_lines():
             if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
                 msg = json.loads(line[5:])
@@ -288,17 +333,19 @@ def test_sessions_that_never_heartbeat_give_their_documents_back(server):
     words = b"Revenue rose in fiscal 2024 while operating costs fell and the auditor signed the report. "
     data = (words * (200_000 // len(words)))[:200_000]
     before = dropped_states(server)
-    attaches = [threading.Thread(target=attach_in_a_fresh_session, args=(server, f"10.2.0.{i + 1}", data))
-                for i in range(4)]
+    attaches = [
+        threading.Thread(target=attach_in_a_fresh_session, args=(server, f"10.2.0.{i + 1}", data)) for i in range(4)
+    ]
     for t in attaches:
         t.start()
     for t in attaches:
         t.join(300)
     held = 4 - (dropped_states(server) - before)
-    took = wait_for(lambda: dropped_states(server) - before >= 4, 20 * IDLE_S, "the idle sessions' state dropped",
-                    0.1)
-    print(f"sessions without a heartbeat: {held} of 4 states held after the attaches, 0 left {took:.1f} s later "
-          f"(the idle bound {IDLE_S} s)")
+    took = wait_for(lambda: dropped_states(server) - before >= 4, 20 * IDLE_S, "the idle sessions' state dropped", 0.1)
+    print(
+        f"sessions without a heartbeat: {held} of 4 states held after the attaches, 0 left {took:.1f} s later "
+        f"(the idle bound {IDLE_S} s)"
+    )
     assert took <= 2 * IDLE_S, took
 
 
@@ -307,15 +354,19 @@ def test_mcp_bodies_are_bounded_per_client(server):
     """FINSPACE_UPLOAD_CLIENT_MIB is 4 here: one ask_document of a 2 MiB text (2.7 MB of base64) runs, a second and
     third sent meanwhile by the same client are 429; the app's peak memory is about one call's."""
     words = b"Net sales grew in every segment and the board raised the dividend twice during the year. "
-    doc = (words * (2 * MIB // len(words)))[:2 * MIB]
-    args = {"question": "What grew?", "max_tokens": 1, "document": {"data": base64.b64encode(doc).decode(),
-                                                                     "filename": "report.txt"}}
+    doc = (words * (2 * MIB // len(words)))[: 2 * MIB]
+    args = {
+        "question": "What grew?",
+        "max_tokens": 1,
+        "document": {"data": base64.b64encode(doc).decode(), "filename": "report.txt"},
+    }
 
     def three_at_once() -> list[httpx.Response]:
         out: list = [None] * 3
-        threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, mcp_post(server, "ask_document", args,
-                                                                                    "10.3.0.1")))
-                   for i in range(3)]
+        threads = [
+            threading.Thread(target=lambda i=i: out.__setitem__(i, mcp_post(server, "ask_document", args, "10.3.0.1")))
+            for i in range(3)
+        ]
         threads[0].start()
         time.sleep(0.3)  # the first is running
         for t in threads[1:]:
@@ -328,8 +379,10 @@ def test_mcp_bodies_are_bounded_per_client(server):
     assert mcp_error(r) is None, r.text[:300]
     many, answers = peak_rss_during(server.proc.pid, three_at_once)
     statuses = sorted(a.status_code for a in answers)
-    print(f"MCP bodies per client: three 2.7 MB calls at once: {statuses}, peak +{many / MIB:.0f} MiB "
-          f"(one call alone +{one / MIB:.0f} MiB)")
+    print(
+        f"MCP bodies per client: three 2.7 MB calls at once: {statuses}, peak +{many / MIB:.0f} MiB "
+        f"(one call alone +{one / MIB:.0f} MiB)"
+    )
     assert statuses.count(429) >= 2, statuses
     assert all("FINSPACE_UPLOAD_CLIENT_MIB" in a.text for a in answers if a.status_code == 429)
     assert many <= 2 * one + 16 * MIB, (many, one)
@@ -342,8 +395,10 @@ def test_the_hub_is_read_without_the_spaces_token_for_an_anonymous_caller(server
     assert hub.seen and all(auth is None for _, auth in hub.seen), hub.seen
     gated = mcp_error(mcp_post(server, "will_it_fit", {"repo": "owner/gated", "gpu": "l40s"}, "10.3.1.1"))
     absent = mcp_error(mcp_post(server, "will_it_fit", {"repo": "owner/absent", "gpu": "l40s"}, "10.3.1.1"))
-    assert gated and absent and gated.replace("owner/gated", "X") == absent.replace("owner/absent", "X"), (gated,
-                                                                                                          absent)
+    assert gated and absent and gated.replace("owner/gated", "X") == absent.replace("owner/absent", "X"), (
+        gated,
+        absent,
+    )
     assert "gated" in gated and "no public Hub repo" in gated
     hub.seen.clear()
     admin = mcp_post(server, "will_it_fit", {"repo": "owner/gated", "gpu": "l40s"}, "10.3.1.2", token=ADMIN)
@@ -353,12 +408,17 @@ def test_the_hub_is_read_without_the_spaces_token_for_an_anonymous_caller(server
         assert_clean(r.text, SPACE_TOKEN, ADMIN)
 
 
-@pytest.mark.parametrize("host, why", [("[2002:7f00:1::1]", "this machine"), ("[2002:a00:1::1]", "private"),
-                                       ("[fec0::1]", "site-local")])
+@pytest.mark.parametrize(
+    "host, why", [("[2002:7f00:1::1]", "this machine"), ("[2002:a00:1::1]", "private"), ("[fec0::1]", "site-local")]
+)
 def test_6to4_and_site_local_literals_are_refused_before_any_connection(server, host, why):
     t0 = time.monotonic()
-    r = mcp_post(server, "ask_document", {"question": "What rose?", "document": {
-        "url": f"http://{host}:{server.port}/note.txt"}}, "10.3.2.1")
+    r = mcp_post(
+        server,
+        "ask_document",
+        {"question": "What rose?", "document": {"url": f"http://{host}:{server.port}/note.txt"}},
+        "10.3.2.1",
+    )
     took = time.monotonic() - t0
     err = mcp_error(r)
     print(f"{host}: refused in {took * 1e3:.0f} ms")
@@ -368,58 +428,79 @@ def test_6to4_and_site_local_literals_are_refused_before_any_connection(server, 
 # ------------------------------------------------------------------ 4: worst cases, Matrix fields and MCP arguments
 def matrix_event(server, ip: str, fields_text: str) -> tuple[float, dict]:
     """The /matrix event with one uploaded note and ``fields_text``: (seconds, {"success", "error"})."""
-    r = httpx.post(server.url + "/gradio_api/upload", files=[("files", ("note.txt", NOTE))], headers=from_ip(ip),
-                   timeout=120)
+    r = httpx.post(
+        server.url + "/gradio_api/upload", files=[("files", ("note.txt", NOTE))], headers=from_ip(ip), timeout=120
+    )
     assert r.status_code == 200, r.text
     ref = {"path": r.json()[0], "url": None, "orig_name": "note.txt", "meta": {"_type": "gradio.FileData"}}
     session = uuid.uuid4().hex[:11]
-    body = json.dumps({"data": [[ref], fields_text], "fn_index": server.fns["matrix"], "session_hash": session,
-                       "trigger_id": None, "event_data": None}).encode()
+    body = json.dumps(
+        {
+            "data": [[ref], fields_text],
+            "fn_index": server.fns["matrix"],
+            "session_hash": session,
+            "trigger_id": None,
+            "event_data": None,
+        }
+    ).encode()
     t0 = time.monotonic()
-    r = httpx.post(server.url + "/gradio_api/queue/join", content=body, headers={
-        **from_ip(ip), "Content-Type": "application/json"}, timeout=120)
+    r = httpx.post(
+        server.url + "/gradio_api/queue/join",
+        content=body,
+        headers={**from_ip(ip), "Content-Type": "application/json"},
+        timeout=120,
+    )
     TALLY.add(inputs=1)
     TALLY.response(r.status_code, r.text)
     if r.status_code != 200:
         return time.monotonic() - t0, {"success": False, "error": r.text, "status": r.status_code}
-    with httpx.stream("GET", server.url + "/gradio_api/queue/data", params={"session_hash": session},
-                      headers=from_ip(ip), timeout=300) as s:
+    with httpx.stream(
+        "GET", server.url + "/gradio_api/queue/data", params={"session_hash": session}, headers=from_ip(ip), timeout=300
+    ) as s:
         for line in s.iter_lines():
             if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
                 msg = json.loads(line[5:])
-                return time.monotonic() - t0, {"success": bool(msg.get("success")),
-                                               "error": str((msg.get("output") or {}).get("error"))}
+                return time.monotonic() - t0, {
+                    "success": bool(msg.get("success")),
+                    "error": str((msg.get("output") or {}).get("error")),
+                }
     return time.monotonic() - t0, {"success": None, "error": "no process_completed"}
 
 
 def worst_fields() -> dict[str, str]:
     """Matrix fields built to make the checks work: many, wide, deep, long (each under the event's body bound)."""
     bad = {"name": 1, "type": 2, "instruction": 3, "extra": 4}
-    return {"80,000 fields": json.dumps([bad] * 80_000),
-            "100,000 keys in one field": json.dumps([{f"k{i}": i for i in range(100_000)}]),
-            "nested 200,000 deep": "[" * 200_000 + "]" * 200_000,
-            "a 4 MB instruction": json.dumps([{"name": "a", "type": "text", "instruction": "x" * 4_000_000}])}
+    return {
+        "80,000 fields": json.dumps([bad] * 80_000),
+        "100,000 keys in one field": json.dumps([{f"k{i}": i for i in range(100_000)}]),
+        "nested 200,000 deep": "[" * 200_000 + "]" * 200_000,
+        "a 4 MB instruction": json.dumps([{"name": "a", "type": "text", "instruction": "x" * 4_000_000}]),
+    }
 
 
 def worst_arguments() -> dict[str, tuple[str, str]]:
     """MCP arguments built the same way: (tool, arguments as JSON text)."""
     doc = '{"url": "https://example.com/10-k.pdf"}'
-    return {"50,000 bad fields": ("extract_matrix", '{"documents": [' + doc + '], "fields": '
-                                  + json.dumps([{"a": 1, "b": 2}] * 50_000) + "}"),
-            "50,000 documents": ("extract_matrix", json.dumps({"documents": [{"a": 1}] * 50_000})),
-            "200,000 unknown arguments": ("will_it_fit", json.dumps({f"k{i}": i for i in range(200_000)})),
-            "100,000 keys in a document": ("ask_document", json.dumps({"question": "q", "document": {
-                "url": "u", **{f"k{i}": i for i in range(100_000)}}})),
-            "nested 200,000 deep": ("ask_document", '{"question": "q", "document": ' + "[" * 200_000
-                                    + "]" * 200_000 + "}"),
-            "a 4 MB question": ("ask_document", json.dumps({"question": "q" * 4_000_000, "document": {"url": "u"}}))}
+    return {
+        "50,000 bad fields": (
+            "extract_matrix",
+            '{"documents": [' + doc + '], "fields": ' + json.dumps([{"a": 1, "b": 2}] * 50_000) + "}",
+        ),
+        "50,000 documents": ("extract_matrix", json.dumps({"documents": [{"a": 1}] * 50_000})),
+        "200,000 unknown arguments": ("will_it_fit", json.dumps({f"k{i}": i for i in range(200_000)})),
+        "100,000 keys in a document": (
+            "ask_document",
+            json.dumps({"question": "q", "document": {"url": "u", **{f"k{i}": i for i in range(100_000)}}}),
+        ),
+        "nested 200,000 deep": ("ask_document", '{"question": "q", "document": ' + "[" * 200_000 + "]" * 200_000 + "}"),
+        "a 4 MB question": ("ask_document", json.dumps({"question": "q" * 4_000_000, "document": {"url": "u"}})),
+    }
 
 
 def test_worst_case_fields_and_arguments_are_refused_within_bounds(server):
     url = server.url
     small_m = statistics.median(matrix_event(server, "10.4.0.1", '[{"name": 1}]')[0] for _ in range(3))
-    small_a = statistics.median(_timed_mcp(server, "extract_matrix", '{"documents": [{"a": 1}]}')[0]
-                                for _ in range(3))
+    small_a = statistics.median(_timed_mcp(server, "extract_matrix", '{"documents": [{"a": 1}]}')[0] for _ in range(3))
     flat = {}  # a flat body of each size: one long string, refused at its first check
     health_base = statistics.median(health_s(url) for _ in range(5))
     results: dict[str, tuple[float, str]] = {}
@@ -433,8 +514,9 @@ def test_worst_case_fields_and_arguments_are_refused_within_bounds(server):
         for what, (tool, text) in worst_arguments().items():
             took, err = _timed_mcp(server, tool, text)
             results[f"{tool}: {what}"] = (took, err)
-            flat[f"{tool}: {what}"] = _timed_mcp(server, "ask_document", json.dumps(
-                {"question": "q" * len(text), "document": {"url": "u"}}))[0]
+            flat[f"{tool}: {what}"] = _timed_mcp(
+                server, "ask_document", json.dumps({"question": "q" * len(text), "document": {"url": "u"}})
+            )[0]
 
     runner = threading.Thread(target=run_all)
     runner.start()
@@ -445,13 +527,17 @@ def test_worst_case_fields_and_arguments_are_refused_within_bounds(server):
     runner.join()
     assert len(results) == len(worst_fields()) + len(worst_arguments()), results.keys()
     for what, (took, err) in results.items():
-        print(f"{what}: refused in {took * 1e3:.0f} ms (a flat body of that size {flat[what] * 1e3:.0f} ms); "
-              f"{err[:100]!r}")
+        print(
+            f"{what}: refused in {took * 1e3:.0f} ms (a flat body of that size {flat[what] * 1e3:.0f} ms); "
+            f"{err[:100]!r}"
+        )
         assert err and "Traceback" not in err and "RecursionError" not in err, (what, err[:300])
         small = small_m if what.startswith("fields") else small_a
         assert took <= 4 * flat[what] + 10 * small, (what, took, flat[what], small)
-    print(f"/health under them: median {statistics.median(during) * 1e3:.0f} ms, max {max(during) * 1e3:.0f} ms "
-          f"(baseline {health_base * 1e3:.0f} ms); small bad payloads {small_m * 1e3:.0f} / {small_a * 1e3:.0f} ms")
+    print(
+        f"/health under them: median {statistics.median(during) * 1e3:.0f} ms, max {max(during) * 1e3:.0f} ms "
+        f"(baseline {health_base * 1e3:.0f} ms); small bad payloads {small_m * 1e3:.0f} / {small_a * 1e3:.0f} ms"
+    )
     assert statistics.median(during) <= 10 * health_base + 4 * small_a, (during, health_base)
 
 
@@ -470,9 +556,14 @@ def test_an_anonymous_caller_is_not_answered_from_the_spaces_hub_cache(server, h
         if state == "down":
             hub.down()
         out: dict[str, str | None] = {}
-        calls = [threading.Thread(target=lambda repo=repo, ip=ip, out=out: out.__setitem__(repo, mcp_error(mcp_post(
-            server, "will_it_fit", {"repo": repo, "gpu": "l40s"}, ip))))
-            for repo, ip in (("owner/cached", "10.5.0.1"), ("owner/nothing", "10.5.0.3"))]
+        calls = [
+            threading.Thread(
+                target=lambda repo=repo, ip=ip, out=out: out.__setitem__(
+                    repo, mcp_error(mcp_post(server, "will_it_fit", {"repo": repo, "gpu": "l40s"}, ip))
+                )
+            )
+            for repo, ip in (("owner/cached", "10.5.0.1"), ("owner/nothing", "10.5.0.3"))
+        ]
         for t in calls:
             t.start()
         for t in calls:
@@ -480,8 +571,11 @@ def test_an_anonymous_caller_is_not_answered_from_the_spaces_hub_cache(server, h
         cached, absent = out["owner/cached"], out["owner/nothing"]
         print(f"the Hub {state}: an anonymous caller asking for a cached gated repo: {cached!r:.160}")
         assert cached is not None, f"the Hub {state}: an anonymous caller read the Space's cached gated repo"
-        assert absent and cached.replace("owner/cached", "X") == absent.replace("owner/nothing", "X"), (state, cached,
-                                                                                                         absent)
+        assert absent and cached.replace("owner/cached", "X") == absent.replace("owner/nothing", "X"), (
+            state,
+            cached,
+            absent,
+        )
         t0 = time.monotonic()
         admin = mcp_post(server, "will_it_fit", {"repo": "owner/cached", "gpu": "l40s"}, "10.5.0.2", token=ADMIN)
         assert mcp_error(admin) is None, (state, admin.text[:300])

@@ -39,8 +39,9 @@ EXPORTS_PER_CLIENT = 3
 
 
 # ------------------------------------------------------------------ the page's events, found in its config
-def event_index(config: dict, *, elem_id: str | None = None, trigger: str = "click",
-                input_type: str | None = None) -> int:
+def event_index(
+    config: dict, *, elem_id: str | None = None, trigger: str = "click", input_type: str | None = None
+) -> int:
     """fn_index of the event fired by ``trigger`` on the component ``elem_id`` (or, for trigger "load", the
     page-load event taking a component of ``input_type``)."""
     comps = {c["id"]: c for c in config["components"]}
@@ -58,8 +59,10 @@ def event_index(config: dict, *, elem_id: str | None = None, trigger: str = "cli
 @pytest.fixture(scope="module")
 def events(surface_server) -> dict[str, int]:
     config = gradio_config(surface_server.url)
-    return {"restore": event_index(config, trigger="load", input_type="browserstate"),
-            "export": event_index(config, elem_id="export")}
+    return {
+        "restore": event_index(config, trigger="load", input_type="browserstate"),
+        "export": event_index(config, elem_id="export"),
+    }
 
 
 def store_of(*convs: dict) -> dict:
@@ -69,14 +72,14 @@ def store_of(*convs: dict) -> dict:
     return {"current": next(iter(out)), "conversations": out}
 
 
-def conversation(text_chars: int, *, title: str = "Saved", updated=1_700_000_000.0, at=1_700_000_000.0,
-                 per_turn: int = 200_000) -> dict:
+def conversation(
+    text_chars: int, *, title: str = "Saved", updated=1_700_000_000.0, at=1_700_000_000.0, per_turn: int = 200_000
+) -> dict:
     turns, left, i = [], text_chars, 0
     while left > 0:
         n = min(per_turn, left)
         role = "user" if i % 2 == 0 else "assistant"
-        turns.append({"role": role, "kind": "turn", "content": "x" * n, "at": at, "model": None if i % 2 == 0
-                      else "a"})
+        turns.append({"role": role, "kind": "turn", "content": "x" * n, "at": at, "model": None if i % 2 == 0 else "a"})
         left, i = left - n, i + 1
     return {"title": title, "updated": updated, "turns": turns}
 
@@ -109,14 +112,27 @@ def test_a_stored_conversation_past_its_bound_is_not_restored(surface_server, ev
 
 
 # ------------------------------------------------------------------ 8d
-HUGE = st.one_of(st.just(1e308), st.just(-1e308), st.just(float("inf")), st.just(float("-inf")),
-                 st.just(float("nan")), st.integers(min_value=10**11, max_value=10**40),
-                 st.integers(max_value=-1, min_value=-(10**40)), st.floats(allow_nan=True, allow_infinity=True))
+HUGE = st.one_of(
+    st.just(1e308),
+    st.just(-1e308),
+    st.just(float("inf")),
+    st.just(float("-inf")),
+    st.just(float("nan")),
+    st.integers(min_value=10**11, max_value=10**40),
+    st.integers(max_value=-1, min_value=-(10**40)),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
 
 
 @given(updated=HUGE, at=HUGE, second=st.booleans())
-@settings(max_examples=25, deadline=None, database=None, print_blob=True,
-          phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=list(HealthCheck),
+)
 def test_huge_and_non_finite_times_in_stored_conversations(surface_server, events, updated, at, second):
     convs = [conversation(200, title="Odd times", updated=updated, at=at)]
     if second:
@@ -167,8 +183,10 @@ def test_many_exports_leave_at_most_the_bound_on_disk(surface_server, events):
     leaked_dirs = [p for p in tmp.glob("finspace-export-*") if p not in before]
     on_disk = export_files_on_disk([surface_server.gradio_cache, *leaked_dirs], marker)
     size = sum(p.stat().st_size for p in on_disk)
-    print(f"10 exports of a 900,000-character conversation in {seconds:.1f} s: {len(on_disk)} files, "
-          f"{size / 2**20:.1f} MiB left on disk")
+    print(
+        f"10 exports of a 900,000-character conversation in {seconds:.1f} s: {len(on_disk)} files, "
+        f"{size / 2**20:.1f} MiB left on disk"
+    )
     assert leaked_dirs == [], f"{len(leaked_dirs)} export folders outside Gradio's cache"
     assert len(on_disk) <= 2 * EXPORTS_PER_CLIENT, f"{len(on_disk)} export files on disk ({size / 2**20:.1f} MiB)"
     # a download still works: Gradio serves the newest export
@@ -226,9 +244,22 @@ MIME = {".pdf": "application/pdf", ".html": "text/html", ".txt": "text/plain"}
 
 def v1_with_file(url: str, path: Path, results: list, *, headers: dict | None = None) -> None:
     data = base64.b64encode(path.read_bytes()).decode()
-    body = {"model": "a", "max_tokens": 1, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What was the margin?"},
-        {"type": "file", "file": {"file_data": f"data:{MIME[path.suffix]};base64,{data}", "filename": path.name}}]}]}
+    body = {
+        "model": "a",
+        "max_tokens": 1,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What was the margin?"},
+                    {
+                        "type": "file",
+                        "file": {"file_data": f"data:{MIME[path.suffix]};base64,{data}", "filename": path.name},
+                    },
+                ],
+            }
+        ],
+    }
     try:
         r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300, headers=headers)
         results.append((r.status_code, r.text))
@@ -242,7 +273,8 @@ def chat_with_file(url: str, path: Path, results: list) -> None:
 
     try:
         Client(url + "/", verbose=False, httpx_kwargs={"timeout": 300}).predict(
-            "What was the margin?", [], None, 0.0, 1, handle_file(str(path)), api_name="/chat")
+            "What was the margin?", [], None, 0.0, 1, handle_file(str(path)), api_name="/chat"
+        )
         results.append((200, "chat ok"))
     except AppError as exc:
         results.append((429 if "FINSPACE_MAX_CONVERSIONS" in str(exc) else 422, str(exc)))
@@ -265,8 +297,10 @@ def test_conversions_at_once_are_bounded_per_client(surface_server, tmp_path):
         TALLY.response(status, text)
         assert_clean(text, SURFACE_ADMIN, SURFACE_HF_TOKEN)
     statuses = sorted(s for s, _ in results)
-    print(f"4 documents at once from one client: statuses {statuses}, at most {peak.peak} converter(s) at once "
-          f"({len(peak.seen)} in all)")
+    print(
+        f"4 documents at once from one client: statuses {statuses}, at most {peak.peak} converter(s) at once "
+        f"({len(peak.seen)} in all)"
+    )
     assert len(results) == 4 and all(s in (200, 429) for s in statuses), results
     assert peak.peak <= 1, f"{peak.peak} converter processes ran at once for one client"
     refused = [t for s, t in results if s == 429]

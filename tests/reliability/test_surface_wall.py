@@ -35,8 +35,20 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from helpers import REPO, demo_entry, write_catalog
-from rel_utils import (SURFACE_ADMIN, SURFACE_BODY_S, SURFACE_EVENTS_PER_CLIENT, SURFACE_HF_TOKEN,
-                       SURFACE_STREAM_OPEN_S, TALLY, GradioRaw, assert_clean, baseline, env_flag, listing, unchanged)
+from rel_utils import (
+    SURFACE_ADMIN,
+    SURFACE_BODY_S,
+    SURFACE_EVENTS_PER_CLIENT,
+    SURFACE_HF_TOKEN,
+    SURFACE_STREAM_OPEN_S,
+    TALLY,
+    GradioRaw,
+    assert_clean,
+    baseline,
+    env_flag,
+    listing,
+    unchanged,
+)
 from server_utils import Server
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -82,8 +94,10 @@ def refused(server, r: httpx.Response, statuses: tuple[int, ...], phrase: str) -
 def joined_event(http: httpx.Client, server) -> tuple[str, str]:
     """(event_id, session_hash) of a /health event joined and not read (it is swept STREAM_OPEN_S later)."""
     session = uuid.uuid4().hex
-    r = http.post(server.url + "/gradio_api/queue/join",
-                  json={"data": [], "fn_index": server.fns["health"], "session_hash": session, "trigger_id": None})
+    r = http.post(
+        server.url + "/gradio_api/queue/join",
+        json={"data": [], "fn_index": server.fns["health"], "session_hash": session, "trigger_id": None},
+    )
     assert r.status_code == 200, r.text
     return r.json()["event_id"], session
 
@@ -93,51 +107,82 @@ def log_lines(server) -> list[str]:
 
 
 # ------------------------------------------------------------------ 4: the allow-list
-UNUSED = [("POST", "/gradio_api/stream/{eid}/close", {}), ("GET", "/gradio_api/stream/{sid}/0/1/playlist.m3u8", None),
-          ("POST", "/gradio_api/component_server", {"session_hash": "{sid}", "component_id": 1, "fn_name": "x",
-                                                    "data": None}),
-          ("POST", "/gradio_api/process_recording", {}), ("POST", "/gradio_api/vibe-edit", {"prompt": "x"}),
-          ("GET", "/gradio_api/vibe-code", None), ("GET", "/gradio_api/queue/status", None),
-          ("GET", "/gradio_api/proxy=http://127.0.0.1:1/", None), ("POST", "/login", {"username": "a"}),
-          ("GET", "/gradio_api/run-history/buckets", None), ("GET", "/gradio_api/runs", None),
-          ("GET", "/gradio_api/deep_link", None), ("GET", "/gradio_api/dev/reload", None),
-          ("GET", "/gradio_api/custom_component/1/client/x/y.js", None),
-          ("PUT", "/gradio_api/queue/join", {}), ("DELETE", "/health", None), ("PATCH", "/load-model", {}),
-          # issue 34: MCP is POST /gradio_api/mcp/ only (stateless); Gradio's own MCP routes are not offered
-          ("GET", "/gradio_api/mcp/sse", None), ("POST", "/gradio_api/mcp/messages/", {}),
-          ("GET", "/gradio_api/mcp/schema", None), ("DELETE", "/gradio_api/mcp/", None),
-          ("PUT", "/gradio_api/mcp/", {})]
+UNUSED = [
+    ("POST", "/gradio_api/stream/{eid}/close", {}),
+    ("GET", "/gradio_api/stream/{sid}/0/1/playlist.m3u8", None),
+    (
+        "POST",
+        "/gradio_api/component_server",
+        {"session_hash": "{sid}", "component_id": 1, "fn_name": "x", "data": None},
+    ),
+    ("POST", "/gradio_api/process_recording", {}),
+    ("POST", "/gradio_api/vibe-edit", {"prompt": "x"}),
+    ("GET", "/gradio_api/vibe-code", None),
+    ("GET", "/gradio_api/queue/status", None),
+    ("GET", "/gradio_api/proxy=http://127.0.0.1:1/", None),
+    ("POST", "/login", {"username": "a"}),
+    ("GET", "/gradio_api/run-history/buckets", None),
+    ("GET", "/gradio_api/runs", None),
+    ("GET", "/gradio_api/deep_link", None),
+    ("GET", "/gradio_api/dev/reload", None),
+    ("GET", "/gradio_api/custom_component/1/client/x/y.js", None),
+    ("PUT", "/gradio_api/queue/join", {}),
+    ("DELETE", "/health", None),
+    ("PATCH", "/load-model", {}),
+    # issue 34: MCP is POST /gradio_api/mcp/ only (stateless); Gradio's own MCP routes are not offered
+    ("GET", "/gradio_api/mcp/sse", None),
+    ("POST", "/gradio_api/mcp/messages/", {}),
+    ("GET", "/gradio_api/mcp/schema", None),
+    ("DELETE", "/gradio_api/mcp/", None),
+    ("PUT", "/gradio_api/mcp/", {}),
+]
 
 
 def test_the_stream_route_and_every_unused_gradio_route_are_refused(server):
     """Finding 4: POST /gradio_api/stream/<event_id> swapped a queued event's data for a FileData the join had
     refused; only the routes the page and the API use are let through now, and no answer names a server path."""
-    swap = {"data": [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}], "fn_index": server.fns["fit"],
-            "session_hash": "x", "event_data": None}
+    swap = {
+        "data": [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}],
+        "fn_index": server.fns["fit"],
+        "session_hash": "x",
+        "event_data": None,
+    }
     with httpx.Client(timeout=30) as http:
         eid, sid = joined_event(http, server)
         for data in (swap, {**swap, "data": ["http://127.0.0.1:7860/gradio_api/info"]}, {"data": ["ok"]}):
             r = http.post(server.url + f"/gradio_api/stream/{eid}", json=data)
             refused(server, r, (404,), "is not a route this app offers")
         for method, path, body in UNUSED:
-            r = http.request(method, server.url + path.format(eid=eid, sid=sid),
-                             json=json.loads(json.dumps(body).replace("{sid}", sid)) if body is not None else None)
-            refused(server, r, (404, 405), "not a route this app offers" if method in ("GET", "POST")
-                    else f"{method} is not accepted on")
+            r = http.request(
+                method,
+                server.url + path.format(eid=eid, sid=sid),
+                json=json.loads(json.dumps(body).replace("{sid}", sid)) if body is not None else None,
+            )
+            refused(
+                server,
+                r,
+                (404, 405),
+                "not a route this app offers" if method in ("GET", "POST") else f"{method} is not accepted on",
+            )
         # what the page and gradio_client use still answers
         for path in ("/", "/config", "/gradio_api/info", "/theme.css"):
             r = http.get(server.url + path, timeout=30)
             assert r.status_code == 200, (path, r.status_code, r.text[:200])
-        r = http.post(server.url + "/gradio_api/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                      headers={"Accept": "application/json, text/event-stream"})
+        r = http.post(
+            server.url + "/gradio_api/mcp/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         assert r.status_code == 200 and r.json()["result"]["tools"], r.text[:200]
     unchanged(server)
 
 
 # ------------------------------------------------------------------ 5: uploads as the parser reads them
 def multipart(*dispositions: bytes, boundary: bytes = b"b0undary") -> tuple[bytes, dict]:
-    parts = b"".join(b"--" + boundary + b"\r\nContent-Disposition: " + d + b"\r\nContent-Type: text/plain\r\n\r\n"
-                     b"EBITDA rose 4%.\r\n" for d in dispositions)
+    parts = b"".join(
+        b"--" + boundary + b"\r\nContent-Disposition: " + d + b"\r\nContent-Type: text/plain\r\n\r\nEBITDA rose 4%.\r\n"
+        for d in dispositions
+    )
     return parts + b"--" + boundary + b"--\r\n", {"Content-Type": "multipart/form-data; boundary=" + boundary.decode()}
 
 
@@ -146,8 +191,14 @@ PARSER_TRICKS = [
     ([b'form-data; name="files"; filename= "evil.exe"'], "'evil.exe' is not a document"),
     ([b'form-data; name="files"; filename="a.pdf"; filename="evil.svg"'], "'evil.svg' is not a document"),
     ([b'form-data; name="files"; filename ="a.txt"'] * 3, "3 files in one upload; send at most 2 documents"),
-    ([b'form-data; name="files"; filename="a.txt"', b'form-data; name="files"; filename="b.txt"',
-      b'form-data; name="files"; filename="c.txt"'], "3 files in one upload"),
+    (
+        [
+            b'form-data; name="files"; filename="a.txt"',
+            b'form-data; name="files"; filename="b.txt"',
+            b'form-data; name="files"; filename="c.txt"',
+        ],
+        "3 files in one upload",
+    ),
     ([b"form-data; name=\"files\"; filename*=UTF-8''evil.exe"], "holds no file"),
     ([b'form-data; name="x"'] * 30 + [b'form-data; name="files"; filename="a.txt"'], "more than 9 parts"),
 ]
@@ -172,8 +223,10 @@ def test_a_slow_body_is_closed_at_its_deadline_and_others_are_served(server):
     naming FINSPACE_BODY_TIMEOUT_S and is closed at the deadline."""
     host, port = "127.0.0.1", int(server.url.rsplit(":", 1)[1])
     socks = []
-    head = (b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{")
+    head = (
+        b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{"
+    )
     stop = threading.Event()
 
     def drip():
@@ -222,8 +275,10 @@ def test_a_slow_body_is_closed_at_its_deadline_and_others_are_served(server):
         timed_out = [a for a in answers if a.startswith(b"HTTP/1.1 408") and b"FINSPACE_BODY_TIMEOUT_S" in a]
         assert len(timed_out) == len(socks), answers[:3]
         TALLY.add(survived=1)
-        print(f"150 dripping bodies: /health at most {slowest:.2f} s, a chat in {out.seconds:.1f} s; all closed "
-              f"with 408 by {SURFACE_BODY_S + 3} s")
+        print(
+            f"150 dripping bodies: /health at most {slowest:.2f} s, a chat in {out.seconds:.1f} s; all closed "
+            f"with 408 by {SURFACE_BODY_S + 3} s"
+        )
     finally:
         stop.set()
         for s in socks:
@@ -244,8 +299,10 @@ def test_simultaneous_joins_from_one_address_hold_the_bound(server):
     requests = []
     for _ in range(20):
         body = json.dumps({"data": [], "fn_index": server.fns["health"], "session_hash": uuid.uuid4().hex}).encode()
-        requests.append(b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        requests.append(
+            b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
     for s, req in zip(socks, requests):
         s.sendall(req)
     statuses = []
@@ -279,11 +336,21 @@ def small_server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("wall-small")
     models = {"big": demo_entry(model_dir / "tiny-llama", "tiny-llama", label="Too big", max_model_len=65536)}
     catalog = write_catalog(root / "catalog", models, default="big")
-    srv = Server(root, catalog, admin_token=WALL_ADMIN,
-                 env={"FINSPACE_CPU_KV_CACHE_MIB": "72", "FINSPACE_API_KEYS": KEY, "FINSPACE_STREAM_OPEN_S": "60",
-                      "FINSPACE_TOKEN_FAILURES": "5", "FINSPACE_MAX_CONNECTIONS": str(SMALL_MAX_CONNECTIONS),
-                      "FINSPACE_BODY_TIMEOUT_S": str(SMALL_BODY_S),
-                      "FINSPACE_TRUSTED_PROXIES": "127.0.0.9", "FORWARDED_ALLOW_IPS": "127.0.0.0/8"})
+    srv = Server(
+        root,
+        catalog,
+        admin_token=WALL_ADMIN,
+        env={
+            "FINSPACE_CPU_KV_CACHE_MIB": "72",
+            "FINSPACE_API_KEYS": KEY,
+            "FINSPACE_STREAM_OPEN_S": "60",
+            "FINSPACE_TOKEN_FAILURES": "5",
+            "FINSPACE_MAX_CONNECTIONS": str(SMALL_MAX_CONNECTIONS),
+            "FINSPACE_BODY_TIMEOUT_S": str(SMALL_BODY_S),
+            "FINSPACE_TRUSTED_PROXIES": "127.0.0.9",
+            "FORWARDED_ALLOW_IPS": "127.0.0.0/8",
+        },
+    )
     try:
         srv.wait(ready=False, timeout=120)
         yield srv
@@ -301,8 +368,10 @@ def test_a_full_house_of_slow_bodies_lasts_only_until_the_body_deadline(small_se
     try:
         for _ in range(SMALL_MAX_CONNECTIONS + 4):
             s = socket.create_connection((host, port), timeout=5)
-            s.sendall(b"POST /load-model HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 100\r\n\r\n{")
+            s.sendall(
+                b"POST /load-model HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{"
+            )
             socks.append(s)
         TALLY.add(inputs=len(socks), faults=1)
         t0 = time.monotonic()
@@ -322,8 +391,10 @@ def test_a_full_house_of_slow_bodies_lasts_only_until_the_body_deadline(small_se
         assert (full, status) == (503, 200), (full, status)
         assert freed_s < SMALL_BODY_S + 5, f"the house was full for {freed_s:.1f} s"
         TALLY.add(survived=1)
-        print(f"{len(socks)} dripping bodies at FINSPACE_MAX_CONNECTIONS={SMALL_MAX_CONNECTIONS}: others got 503 "
-              f"for {freed_s:.1f} s (FINSPACE_BODY_TIMEOUT_S={SMALL_BODY_S})")
+        print(
+            f"{len(socks)} dripping bodies at FINSPACE_MAX_CONNECTIONS={SMALL_MAX_CONNECTIONS}: others got 503 "
+            f"for {freed_s:.1f} s (FINSPACE_BODY_TIMEOUT_S={SMALL_BODY_S})"
+        )
     finally:
         for s in socks:
             s.close()
@@ -337,25 +408,36 @@ def test_a_new_forwarded_for_each_time_is_still_one_client(small_server):
 
     def post(local: str, path: str, xff: str, token: str, body: dict) -> httpx.Response:
         with httpx.Client(timeout=30, transport=httpx.HTTPTransport(local_address=local)) as http:
-            r = http.post(srv.url + path, json=body,
-                          headers={"Authorization": f"Bearer {token}", "X-Forwarded-For": xff})
+            r = http.post(
+                srv.url + path, json=body, headers={"Authorization": f"Bearer {token}", "X-Forwarded-For": xff}
+            )
         TALLY.response(r.status_code, r.text)
         TALLY.add(inputs=1)
         assert_clean(r.text, KEY, WALL_ADMIN)
         return r
 
-    joins = [post("127.0.0.1", "/gradio_api/call/health", f"203.0.113.{i + 1}", "x", {"data": []}).status_code
-             for i in range(20)]
+    joins = [
+        post("127.0.0.1", "/gradio_api/call/health", f"203.0.113.{i + 1}", "x", {"data": []}).status_code
+        for i in range(20)
+    ]
     assert joins == [200] * SURFACE_EVENTS_PER_CLIENT + [429] * (20 - SURFACE_EVENTS_PER_CLIENT), joins
     chat = {"model": "big", "messages": [{"role": "user", "content": "hi"}]}
-    for local, path, body in (("127.0.0.6", "/load-model", {"model": "big"}),
-                              ("127.0.0.7", "/v1/chat/completions", chat)):
-        codes = [post(local, path, f"198.51.100.{i + 1}", f"wrong-token-{i:04d}-abcdefgh", body).status_code
-                 for i in range(7)]
+    for local, path, body in (
+        ("127.0.0.6", "/load-model", {"model": "big"}),
+        ("127.0.0.7", "/v1/chat/completions", chat),
+    ):
+        codes = [
+            post(local, path, f"198.51.100.{i + 1}", f"wrong-token-{i:04d}-abcdefgh", body).status_code
+            for i in range(7)
+        ]
         assert codes == [401] * 5 + [429, 429], (path, codes)
     # behind the proxy it trusts, each forwarded client is its own: two wrong keys each, no 429
-    codes = [post("127.0.0.9", "/v1/chat/completions", f"6.6.6.6, 192.0.2.{i // 2 + 1}", "wrong-key-abcdefgh",
-                  chat).status_code for i in range(8)]
+    codes = [
+        post(
+            "127.0.0.9", "/v1/chat/completions", f"6.6.6.6, 192.0.2.{i // 2 + 1}", "wrong-key-abcdefgh", chat
+        ).status_code
+        for i in range(8)
+    ]
     assert codes == [401] * 8, codes
     r = post("127.0.0.9", "/v1/chat/completions", "192.0.2.1", KEY, chat)
     assert r.status_code not in (401, 429) and (r.status_code < 500 or r.status_code == 503), r.text
@@ -372,8 +454,10 @@ def test_a_result_stream_opened_after_the_sweep_is_a_complete_reply(server):
         assert r.status_code == 200, r.text
         call_eid = r.json()["event_id"]
         time.sleep(SURFACE_STREAM_OPEN_S + 3)  # swept: the sweep runs each second
-        for url, params in ((server.url + "/gradio_api/queue/data", {"session_hash": sid}),
-                            (server.url + f"/gradio_api/call/health/{call_eid}", None)):
+        for url, params in (
+            (server.url + "/gradio_api/queue/data", {"session_hash": sid}),
+            (server.url + f"/gradio_api/call/health/{call_eid}", None),
+        ):
             r = http.get(url, params=params)  # a truncated reply raises httpx.RemoteProtocolError here
             refused(server, r, (404,), "FINSPACE_STREAM_OPEN_S")
     new = "\n".join(log_lines(server)[lines_before:])
@@ -383,12 +467,35 @@ def test_a_result_stream_opened_after_the_sweep_is_a_complete_reply(server):
 
 # ------------------------------------------------------------------ fuzzing: multipart and the stream route
 def fuzz_settings(n: int):
-    return settings(max_examples=max(1, int(n * SCALE)), deadline=None, database=None, print_blob=True,
-                    phases=(Phase.explicit, Phase.reuse, Phase.generate), suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=max(1, int(n * SCALE)),
+        deadline=None,
+        database=None,
+        print_blob=True,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        suppress_health_check=list(HealthCheck),
+    )
 
 
-NAMES = st.sampled_from(["a.pdf", "a.txt", "evil.exe", "x.svg", "../../etc/passwd", "a.pdf.exe", "a.exe.pdf", "",
-                         "a\\b.pdf", "é.csv", "a.PDF", ".md", "a.pdf\x00.exe", "a;b.txt", 'a".txt'])
+NAMES = st.sampled_from(
+    [
+        "a.pdf",
+        "a.txt",
+        "evil.exe",
+        "x.svg",
+        "../../etc/passwd",
+        "a.pdf.exe",
+        "a.exe.pdf",
+        "",
+        "a\\b.pdf",
+        "é.csv",
+        "a.PDF",
+        ".md",
+        "a.pdf\x00.exe",
+        "a;b.txt",
+        'a".txt',
+    ]
+)
 SPACE = st.sampled_from(["", " ", "  ", "\t"])
 
 
@@ -412,7 +519,9 @@ def dispositions(draw) -> bytes:
     return b"; ".join(params)
 
 
-@given(parts=st.lists(dispositions(), min_size=0, max_size=12), boundary=st.sampled_from([b"b0undary", b"x", b"-" * 70]))
+@given(
+    parts=st.lists(dispositions(), min_size=0, max_size=12), boundary=st.sampled_from([b"b0undary", b"x", b"-" * 70])
+)
 @fuzz_settings(60)
 def test_fuzz_multipart_uploads(server, parts, boundary):
     """Whatever the parameters' spacing, repetition, RFC 2231/5987 names or number of parts: never a 5xx or a
@@ -426,16 +535,24 @@ def test_fuzz_multipart_uploads(server, parts, boundary):
     if r.status_code == 200:
         stored = r.json()
         assert 1 <= len(stored) <= len(parts), stored
-        assert all(s.lower().endswith((".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md"))
-                   for s in stored), stored
+        assert all(
+            s.lower().endswith((".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")) for s in stored
+        ), stored
     else:
         assert r.json().get("error"), r.text
 
 
-stream_bodies = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30),
-                                       st.just({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}})),
-                             lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4),
-                             max_leaves=12)
+stream_bodies = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.text(max_size=30),
+        st.just({"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}),
+    ),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4),
+    max_leaves=12,
+)
 
 
 _FUZZ_CLIENTS = itertools.count()

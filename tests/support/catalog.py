@@ -11,14 +11,27 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def demo_entry(path: Path | str, preset: str | None = "tiny-llama", *, label: str | None = None,
-               max_model_len: int = 512, max_tokens: int = 32, **serving) -> dict:
+def demo_entry(
+    path: Path | str,
+    preset: str | None = "tiny-llama",
+    *,
+    label: str | None = None,
+    max_model_len: int = 512,
+    max_tokens: int = 32,
+    **serving,
+) -> dict:
     entry = {
         "label": label or f"Tiny {preset or Path(path).name}",
         "description": "generated random-weight test model",
         "path": str(path),
-        "architecture": {"tiny-llama": "llama", "tiny-qwen3": "qwen3", "tiny-gemma3": "gemma3_text",
-                         "tiny-gpt-neox": "gpt_neox", "bench-llama": "llama", None: "llama"}[preset],
+        "architecture": {
+            "tiny-llama": "llama",
+            "tiny-qwen3": "qwen3",
+            "tiny-gemma3": "gemma3_text",
+            "tiny-gpt-neox": "gpt_neox",
+            "bench-llama": "llama",
+            None: "llama",
+        }[preset],
         "system_prompt": "You are a test model.",
         "serving": {"dtype": "float32", "max_model_len": max_model_len, **serving},
         "sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": max_tokens},

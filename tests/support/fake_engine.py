@@ -25,16 +25,18 @@ class FakeEngine:
     gpu: GPUSpec | None = None
     gpus = 0
 
-    def __init__(self, entry: Any, reply: str = "Total net sales were $391,035 million (page 31).",
-                 max_model_len: int = 2048):
+    def __init__(
+        self, entry: Any, reply: str = "Total net sales were $391,035 million (page 31).", max_model_len: int = 2048
+    ):
         self._entry, self.reply, self._max_model_len = entry, reply, max_model_len
         self.sent: list[tuple[list[dict[str, Any]], ChatSettings]] = []  # each request's messages and settings
         self._since = time.time()
 
     # ----------------------------------------------------------------- state
     def health(self) -> Health:
-        return Health("ready", self._entry.key, self._entry.label, self._since, None, None, None, None, True, 0,
-                      None, 0, "cpu")
+        return Health(
+            "ready", self._entry.key, self._entry.label, self._since, None, None, None, None, True, 0, None, 0, "cpu"
+        )
 
     @property
     def entry(self) -> Any:
@@ -70,8 +72,9 @@ class FakeEngine:
         return {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0, "total_bytes": None}
 
     # ------------------------------------------------------------------ work
-    async def chat_parts(self, messages: Any, settings: ChatSettings | None = None,
-                         info: ChatInfo | None = None) -> AsyncGenerator[tuple[str, str], None]:
+    async def chat_parts(
+        self, messages: Any, settings: ChatSettings | None = None, info: ChatInfo | None = None
+    ) -> AsyncGenerator[tuple[str, str], None]:
         self.sent.append((list(messages), settings or ChatSettings()))
         words = self.reply.split(" ")
         for i, word in enumerate(words):
@@ -80,8 +83,9 @@ class FakeEngine:
         if info is not None:
             info.output_tokens, info.finish_reason, info.text = len(words), "stop", self.reply
 
-    async def chat(self, messages: Any, settings: ChatSettings | None = None,
-                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
+    async def chat(
+        self, messages: Any, settings: ChatSettings | None = None, info: ChatInfo | None = None
+    ) -> AsyncGenerator[str, None]:
         async for _thinking, delta in self.chat_parts(messages, settings, info):
             yield delta
 

@@ -12,16 +12,28 @@ from __future__ import annotations
 from support.lanes import LONG
 
 SLOW_MARKS = ("engine", "browser")
-SLOW_FIXTURES = frozenset({
-    "server", "surface_server", "shared_tiny_server", "shared_documents_server", "shared_smollm_server",
-    "model_dir", "smollm_models", "page", "engine", "engine_catalog",
-})
+SLOW_FIXTURES = frozenset(
+    {
+        "server",
+        "surface_server",
+        "shared_tiny_server",
+        "shared_documents_server",
+        "shared_smollm_server",
+        "model_dir",
+        "smollm_models",
+        "page",
+        "engine",
+        "engine_catalog",
+    }
+)
 
 
 def is_slow(item) -> bool:
-    return (any(item.get_closest_marker(m) for m in SLOW_MARKS)
-            or not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
-            or item.nodeid.split("::", 1)[0] in LONG)  # the modules that take a minute or more (support.lanes)
+    return (
+        any(item.get_closest_marker(m) for m in SLOW_MARKS)
+        or not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        or item.nodeid.split("::", 1)[0] in LONG
+    )  # the modules that take a minute or more (support.lanes)
 
 
 def select(items: list, config) -> None:

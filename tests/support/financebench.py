@@ -25,22 +25,53 @@ JSONL = "data/financebench_open_source.jsonl"
 
 def record(fid: str, doc: str, question: str, answer: str, page: int, evidence: str) -> dict:
     """One line in FinanceBench's open-set schema."""
-    return {"financebench_id": fid, "company": doc.split("_")[0].title(), "doc_name": doc,
-            "question_type": "metrics-generated", "question_reasoning": "Information extraction",
-            "domain_question_num": None, "question": question, "answer": answer,
-            "justification": "The metric total revenue was directly extracted from the company 10K.",
-            "dataset_subset_label": "OPEN_SOURCE",
-            "evidence": [{"evidence_text": evidence, "doc_name": doc, "evidence_page_num": page - 1,
-                          "evidence_text_full_page": evidence}]}
+    return {
+        "financebench_id": fid,
+        "company": doc.split("_")[0].title(),
+        "doc_name": doc,
+        "question_type": "metrics-generated",
+        "question_reasoning": "Information extraction",
+        "domain_question_num": None,
+        "question": question,
+        "answer": answer,
+        "justification": "The metric total revenue was directly extracted from the company 10K.",
+        "dataset_subset_label": "OPEN_SOURCE",
+        "evidence": [
+            {
+                "evidence_text": evidence,
+                "doc_name": doc,
+                "evidence_page_num": page - 1,
+                "evidence_text_full_page": evidence,
+            }
+        ],
+    }
 
 
 RECORDS = [
-    record("financebench_id_90001", APPLE, "What were Apple's total net sales in FY2015? Answer in USD millions, "
-           "using the income statement.", "$233715.00", 26, "Total net sales 233,715 182,795 170,910"),
-    record("financebench_id_90002", MISSING, "What was the company's FY2020 revenue in USD millions?", "$100.00", 1,
-           "Revenue 100"),
-    record("financebench_id_90003", NOT_PDF, "What was the company's FY2024 revenue in USD millions?", "$200.00", 1,
-           "Revenue 200"),
+    record(
+        "financebench_id_90001",
+        APPLE,
+        "What were Apple's total net sales in FY2015? Answer in USD millions, using the income statement.",
+        "$233715.00",
+        26,
+        "Total net sales 233,715 182,795 170,910",
+    ),
+    record(
+        "financebench_id_90002",
+        MISSING,
+        "What was the company's FY2020 revenue in USD millions?",
+        "$100.00",
+        1,
+        "Revenue 100",
+    ),
+    record(
+        "financebench_id_90003",
+        NOT_PDF,
+        "What was the company's FY2024 revenue in USD millions?",
+        "$200.00",
+        1,
+        "Revenue 200",
+    ),
 ]
 
 

@@ -16,8 +16,11 @@ def shm_held(pids) -> set[str]:
     for pid in pids:
         paths = []
         try:
-            paths += [line.split(maxsplit=5)[5] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
-                      if len(line.split(maxsplit=5)) == 6]
+            paths += [
+                line.split(maxsplit=5)[5]
+                for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                if len(line.split(maxsplit=5)) == 6
+            ]
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 try:
                     paths.append(os.readlink(f"/proc/{pid}/fd/{fd}"))

@@ -61,23 +61,35 @@ def main() -> None:
         time.sleep(0.05)
 
     def rpc(method, params=None, token=None):
-        headers = {"Accept": "application/json, text/event-stream", **({"Authorization": f"Bearer {token}"}
-                                                                        if token else {})}
-        r = httpx.post(f"http://127.0.0.1:{port}{MCP_PATH}/", headers=headers, timeout=30,
-                       json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}})
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            **({"Authorization": f"Bearer {token}"} if token else {}),
+        }
+        r = httpx.post(
+            f"http://127.0.0.1:{port}{MCP_PATH}/",
+            headers=headers,
+            timeout=30,
+            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}},
+        )
         return r.json()["result"]
 
     def text(result):
-        return {"isError": bool(result.get("isError")), "text": result["content"][0]["text"],
-                "structured": result.get("structuredContent")}
+        return {
+            "isError": bool(result.get("isError")),
+            "text": result["content"][0]["text"],
+            "structured": result.get("structuredContent"),
+        }
 
-    out = {"sdk": md.version("mcp"), "problem": endpoint.problem,
-           "tools": [t["name"] for t in rpc("tools/list")["tools"]],
-           "admin_tools": [t["name"] for t in rpc("tools/list", token=TOKEN)["tools"]],
-           "health": text(rpc("tools/call", {"name": "health", "arguments": {}})),
-           "bad": text(rpc("tools/call", {"name": "will_it_fit", "arguments": {"gpus": "two"}})),
-           "unknown": text(rpc("tools/call", {"name": "nope", "arguments": {}})),
-           "switch": text(rpc("tools/call", {"name": "load_model", "arguments": {"model": "x"}}))}
+    out = {
+        "sdk": md.version("mcp"),
+        "problem": endpoint.problem,
+        "tools": [t["name"] for t in rpc("tools/list")["tools"]],
+        "admin_tools": [t["name"] for t in rpc("tools/list", token=TOKEN)["tools"]],
+        "health": text(rpc("tools/call", {"name": "health", "arguments": {}})),
+        "bad": text(rpc("tools/call", {"name": "will_it_fit", "arguments": {"gpus": "two"}})),
+        "unknown": text(rpc("tools/call", {"name": "nope", "arguments": {}})),
+        "switch": text(rpc("tools/call", {"name": "load_model", "arguments": {"model": "x"}})),
+    }
     print(json.dumps(out))
     server.should_exit = True
     thread.join(10)

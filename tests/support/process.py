@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -32,15 +33,32 @@ _LIVE_LOCK = threading.Lock()
 class ServerProcess:
     """A server in its own process group; ``stop()`` SIGTERMs, then SIGKILLs that group by id."""
 
-    def __init__(self, name: str, argv: list[str], *, env: dict | None = None, cwd: Path, log_path: Path,
-                 port: int, ready_path: str, inherit_env: bool = True):
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        env: dict | None = None,
+        cwd: Path,
+        log_path: Path,
+        port: int,
+        ready_path: str,
+        inherit_env: bool = True,
+    ):
         self.name, self.port, self.ready_path = name, port, ready_path
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
         self._log = open(log_path, "wb")
         full_env = {**os.environ, **(env or {})} if inherit_env else dict(env or {})
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            process_group=0,
+        )
         self.pgid = self.proc.pid
         self._stopped = False
         with _LIVE_LOCK:
@@ -72,8 +90,10 @@ class ServerProcess:
             if news:
                 progress = now
             if now - progress > timeout or now - t0 > 3 * timeout:
-                raise TimeoutError(f"{self.name} was not ready after {now - t0:.0f} s ({now - progress:.0f} s "
-                                   f"without a line in its log):\n{self.log_tail()}")
+                raise TimeoutError(
+                    f"{self.name} was not ready after {now - t0:.0f} s ({now - progress:.0f} s "
+                    f"without a line in its log):\n{self.log_tail()}"
+                )
             time.sleep(0.5)
 
     def log_news(self, offset: int) -> tuple[int, bool]:

@@ -48,8 +48,12 @@ def node(rng: random.Random, depth: int, refs: list[str]) -> dict:
     if r < 0.65:
         n = rng.choice([1, 2, 3, 4, 8, 16] if depth else [1, 4, 8, 16, 32, 48])
         props = {f"p{depth}_{i}": node(rng, depth + 1, refs) for i in range(n)}
-        return {"type": "object", "properties": props, "required": sorted(props)[: rng.randint(0, n)],
-                "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": props,
+            "required": sorted(props)[: rng.randint(0, n)],
+            "additionalProperties": False,
+        }
     if r < 0.8:
         return {"type": "array", "items": node(rng, depth + 1, refs), "maxItems": rng.choice([2, 5, 20])}
     return {"anyOf": [node(rng, depth + 1, refs) for _ in range(rng.choice([2, 3, 4, 8, 16]))]}
@@ -99,8 +103,9 @@ def fuzz(comp, seeds, check, cost) -> dict:
             accepted = True
         except Exception:  # noqa: BLE001 - a refusal: not compiled (a refused schema may take minutes)
             accepted = False
-        rows.append({"seed": seed, "cost": cost(s), "accepted": accepted,
-                     "compile_s": compile_s(comp, s) if accepted else None})
+        rows.append(
+            {"seed": seed, "cost": cost(s), "accepted": accepted, "compile_s": compile_s(comp, s) if accepted else None}
+        )
     ok = [r for r in rows if r["accepted"]]
     worst = max(ok, key=lambda r: r["compile_s"], default=None)
     return {"rows": rows, "accepted": len(ok), "worst": worst}

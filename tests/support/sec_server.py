@@ -111,8 +111,12 @@ class Handler(BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def serving(shared: Path):
     """This server in a child process (its own process group) on 127.0.0.1: its base URL; stopped after."""
-    proc = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, process_group=0,
-                            env={**os.environ, "FINSPACE_SHARED_DIR": str(shared)})
+    proc = subprocess.Popen(
+        [sys.executable, __file__],
+        stdout=subprocess.PIPE,
+        process_group=0,
+        env={**os.environ, "FINSPACE_SHARED_DIR": str(shared)},
+    )
     try:
         yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
     finally:

@@ -13,8 +13,12 @@ from support.catalog import REPO
 
 KEY = "smollm2-135m"
 MODELS = REPO / "data" / "models"
-COMMON = frozenset(w for line in (REPO / "tests" / "data" / "common_words.txt").read_text().splitlines()
-                   if not line.startswith("#") for w in line.split())
+COMMON = frozenset(
+    w
+    for line in (REPO / "tests" / "data" / "common_words.txt").read_text().splitlines()
+    if not line.startswith("#")
+    for w in line.split()
+)
 
 
 def catalog_entry(**sampling) -> dict:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 def positive_int(example: str) -> Callable[[str], int]:
     """An argparse type for a whole number > 0; ``example`` is shown in the error."""
+
     def parse(text: str) -> int:
         try:
             v = int(text)

@@ -12,8 +12,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("demo-model", help="write a tiny random-weight checkpoint (offline demo and tests)")
     p.add_argument("path", help="folder to write (replaced if it exists)")
-    p.add_argument("--preset", default="bench-llama", choices=sorted(PRESETS),
-                   help="architecture and size (default: bench-llama, the demo entry's)")
+    p.add_argument(
+        "--preset",
+        default="bench-llama",
+        choices=sorted(PRESETS),
+        help="architecture and size (default: bench-llama, the demo entry's)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
 

@@ -15,9 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "doctor",
         help="check the GPU, driver, torch, vLLM build, Hub access and data directory; exit 1 if the default "
-             "model cannot start",
+        "model cannot start",
         description="Check this machine for serving: one line per check, with the fix when something is wrong, "
-                    "then the catalogue's fit table. Exit 0 when the default model can start, 1 otherwise.",
+        "then the catalogue's fit table. Exit 0 when the default model can start, 1 otherwise.",
     )
     p.add_argument("--no-table", action="store_true", help="leave out the catalogue's fit table")
     p.set_defaults(func=run)
@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(report.fit_table)
     print()
-    print("ready: the default model can start" if report.ok
-          else "NOT READY: fix the FAIL lines above (the default model cannot start)")
+    print(
+        "ready: the default model can start"
+        if report.ok
+        else "NOT READY: fix the FAIL lines above (the default model cannot start)"
+    )
     return 0 if report.ok else 1

@@ -20,24 +20,47 @@ from finspace.commands.args import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="score the model on a finance QA set (the Scoreboard's run), and store it",
-                       description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    p = sub.add_parser(
+        "eval",
+        help="score the model on a finance QA set (the Scoreboard's run), and store it",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
     p.add_argument("set", metavar="SET", help="the set: finqa, tatqa or financebench")
-    p.add_argument("--limit", type=positive_int("20"), default=None, metavar="N",
-                   help="run the first N items (default: all, up to FINSPACE_EVAL_MAX_ITEMS)")
+    p.add_argument(
+        "--limit",
+        type=positive_int("20"),
+        default=None,
+        metavar="N",
+        help="run the first N items (default: all, up to FINSPACE_EVAL_MAX_ITEMS)",
+    )
     p.add_argument("--model", default=None, help="catalogue key (default $FINSPACE_MODEL or the catalogue's default)")
     p.add_argument("--catalog", default=None, help="models.yaml (default $FINSPACE_CATALOG or the repo's)")
-    p.add_argument("--data-dir", default=None, metavar="DIR",
-                   help="the data folder (default $FINSPACE_DATA_DIR, /data on a Space, else ./data)")
-    p.add_argument("--file", default=None, metavar="PATH",
-                   help="the set's data file in its published format (default: the vendored subset)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="the data folder (default $FINSPACE_DATA_DIR, /data on a Space, else ./data)",
+    )
+    p.add_argument(
+        "--file",
+        default=None,
+        metavar="PATH",
+        help="the set's data file in its published format (default: the vendored subset)",
+    )
     p.add_argument("--json", action="store_true", help="print the stored result as JSON")
-    p.add_argument("--calc", action="store_true",
-                   help="prompt format finspace-eval-v1+calc: the model may call the calculator (a tool parser needed)")
-    p.add_argument("--filing", choices=("passages", "tools"), default=None,
-                   help="financebench over each question's whole filing (its PDF, fetched once and cached): the "
-                        "passages that fit, one shot (finspace-eval-v1+filing), or the filing tools "
-                        "(finspace-eval-v1+filing-tools, a tool parser needed)")
+    p.add_argument(
+        "--calc",
+        action="store_true",
+        help="prompt format finspace-eval-v1+calc: the model may call the calculator (a tool parser needed)",
+    )
+    p.add_argument(
+        "--filing",
+        choices=("passages", "tools"),
+        default=None,
+        help="financebench over each question's whole filing (its PDF, fetched once and cached): the "
+        "passages that fit, one shot (finspace-eval-v1+filing), or the filing tools "
+        "(finspace-eval-v1+filing-tools, a tool parser needed)",
+    )
     p.set_defaults(func=run)
 
 
@@ -57,15 +80,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary(r: dict) -> str:
-    head = (f"{r['set']} (version {r.get('set_version')}) on {r['model_key']} ({r.get('repo')}, "
-            f"{r.get('dtype')}, quantization {r.get('quantization') or 'none'}, context {r.get('max_model_len')})")
-    return "\n".join([
-        head,
-        f"score {r['score'] * 100:.1f}% ({r['correct']} of n={r['n']} correct){' PARTIAL' if r['partial'] else ''}; "
-        f"refusals {r['refusals']}; errors {r['errors']}; {r.get('tokens_per_s') or 0:.1f} tokens/s; "
-        f"{r.get('wall_s')} s",
-        f"prompt format {r.get('prompt_format')}; stored as {r.get('file')}",
-    ])
+    head = (
+        f"{r['set']} (version {r.get('set_version')}) on {r['model_key']} ({r.get('repo')}, "
+        f"{r.get('dtype')}, quantization {r.get('quantization') or 'none'}, context {r.get('max_model_len')})"
+    )
+    return "\n".join(
+        [
+            head,
+            f"score {r['score'] * 100:.1f}% ({r['correct']} of n={r['n']} correct){' PARTIAL' if r['partial'] else ''}; "
+            f"refusals {r['refusals']}; errors {r['errors']}; {r.get('tokens_per_s') or 0:.1f} tokens/s; "
+            f"{r.get('wall_s')} s",
+            f"prompt format {r.get('prompt_format')}; stored as {r.get('file')}",
+        ]
+    )
 
 
 async def _run(settings, args: argparse.Namespace) -> dict:
@@ -81,8 +108,7 @@ async def _run(settings, args: argparse.Namespace) -> dict:
     key = settings.model or catalog.default_key(monitor.has_gpu)
     folder = Path(settings.data_dir) if settings.data_dir else default_data_dir()
     ledger = Ledger(folder / FILENAME, max_bytes=settings.ledger_max_bytes)
-    engine = Engine(catalog, monitor, on_load=ledger.append, models_dir=folder / "models",
-                    **settings.engine_options())
+    engine = Engine(catalog, monitor, on_load=ledger.append, models_dir=folder / "models", **settings.engine_options())
     svc = Service(engine, catalog, monitor, ledger=ledger, settings=settings)
     try:
         svc.scoreboard._check_args(args.set, args.limit)  # an unknown set is refused before the model loads

@@ -26,7 +26,6 @@ from finspace.planner.cluster import size_cluster
 from finspace.units import GIB, in_gib
 
 
-
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -94,37 +93,72 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("model", nargs="?", help="a catalogue key (default: all of them)")
-    p.add_argument("--config", type=_config_path, metavar="PATH", help="plan any config.json instead of a catalogue model")
-    p.add_argument("--model", dest="repo", metavar="OWNER/NAME",
-                   help="plan a Hugging Face Hub repo: its config.json and safetensors total_size "
-                        "(HF_TOKEN for gated repos; the hub cache when offline)")
+    p.add_argument(
+        "--config", type=_config_path, metavar="PATH", help="plan any config.json instead of a catalogue model"
+    )
+    p.add_argument(
+        "--model",
+        dest="repo",
+        metavar="OWNER/NAME",
+        help="plan a Hugging Face Hub repo: its config.json and safetensors total_size "
+        "(HF_TOKEN for gated repos; the hub cache when offline)",
+    )
     p.add_argument("--revision", metavar="REV", help="with --model: a branch, tag or commit")
-    p.add_argument("--total-size-bytes", type=positive_int("2"), metavar="N",
-                   help="with --config: the checkpoint's exact safetensors total_size")
-    p.add_argument("--gpu", type=_gpu_key, metavar="KEY",
-                   help=f"plan for this GPU instead of the detected one: {', '.join(KNOWN_GPUS)}")
-    p.add_argument("--gpu-memory-gib", type=_positive_float, metavar="X",
-                   help="GPU memory as CUDA reports it (e.g. 44.4); with --gpu, overrides its size")
-    p.add_argument("--gpus", type=positive_int("2"), metavar="N",
-                   help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size); "
-                        "for one model, N > 1 sizes a cluster: TP x PP x DP (--tensor/--pipeline-parallel-size: as given)")
-    p.add_argument("--gpus-per-node", type=positive_int("8"), metavar="N",
-                   help="with --gpus N > 1: GPUs per node; tensor parallel stays within a node (default: 8)")
+    p.add_argument(
+        "--total-size-bytes",
+        type=positive_int("2"),
+        metavar="N",
+        help="with --config: the checkpoint's exact safetensors total_size",
+    )
+    p.add_argument(
+        "--gpu",
+        type=_gpu_key,
+        metavar="KEY",
+        help=f"plan for this GPU instead of the detected one: {', '.join(KNOWN_GPUS)}",
+    )
+    p.add_argument(
+        "--gpu-memory-gib",
+        type=_positive_float,
+        metavar="X",
+        help="GPU memory as CUDA reports it (e.g. 44.4); with --gpu, overrides its size",
+    )
+    p.add_argument(
+        "--gpus",
+        type=positive_int("2"),
+        metavar="N",
+        help="GPUs on the machine (default: detected; with --gpu, as many as each model's tensor_parallel_size); "
+        "for one model, N > 1 sizes a cluster: TP x PP x DP (--tensor/--pipeline-parallel-size: as given)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=positive_int("8"),
+        metavar="N",
+        help="with --gpus N > 1: GPUs per node; tensor parallel stays within a node (default: 8)",
+    )
     p.add_argument("--gpu-memory-utilization", type=_utilization, metavar="F")
     p.add_argument("--max-model-len", type=_max_len, metavar="N", help="tokens, or 'auto' for the longest that fits")
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"))
-    p.add_argument("--quantization", type=_quantization, metavar="Q",
-                   help=f"{', '.join(planner.QUANTIZATIONS)} or none")
+    p.add_argument(
+        "--quantization", type=_quantization, metavar="Q", help=f"{', '.join(planner.QUANTIZATIONS)} or none"
+    )
     p.add_argument("--kv-cache-dtype", choices=planner.KV_CACHE_DTYPES)
     p.add_argument("--tensor-parallel-size", type=positive_int("2"), metavar="N")
-    p.add_argument("--pipeline-parallel-size", type=positive_int("2"), metavar="N",
-                   help="pipeline stages: each holds a slice of the layers; the tightest stage decides")
+    p.add_argument(
+        "--pipeline-parallel-size",
+        type=positive_int("2"),
+        metavar="N",
+        help="pipeline stages: each holds a slice of the layers; the tightest stage decides",
+    )
     p.add_argument("--max-num-batched-tokens", type=positive_int("2"), metavar="N")
     p.add_argument("--max-num-seqs", type=positive_int("2"), metavar="N")
-    p.add_argument("--usage-context", choices=planner.USAGE_CONTEXTS,
-                   help="whose batch defaults: engine (the app, default), serve (vllm serve), llm (LLM class)")
-    p.add_argument("--vllm-version", choices=planner.VLLM_VERSIONS,
-                   help="whose memory rules (default: %s)" % planner.CURRENT_VLLM)
+    p.add_argument(
+        "--usage-context",
+        choices=planner.USAGE_CONTEXTS,
+        help="whose batch defaults: engine (the app, default), serve (vllm serve), llm (LLM class)",
+    )
+    p.add_argument(
+        "--vllm-version", choices=planner.VLLM_VERSIONS, help="whose memory rules (default: %s)" % planner.CURRENT_VLLM
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object (names documented in the README)")
     p.set_defaults(func=run)
 
@@ -148,16 +182,23 @@ def _target(args) -> tuple[GPUSpec, int | None]:
     if args.gpu:
         gpu = KNOWN_GPUS[args.gpu]
         if args.gpu_memory_gib:
-            gpu = replace(gpu, key="custom", name=f"{gpu.name} ({args.gpu_memory_gib:g} GiB)",
-                          total_bytes=int(args.gpu_memory_gib * GIB))
+            gpu = replace(
+                gpu,
+                key="custom",
+                name=f"{gpu.name} ({args.gpu_memory_gib:g} GiB)",
+                total_bytes=int(args.gpu_memory_gib * GIB),
+            )
         return gpu, args.gpus
     if args.gpu_memory_gib:
         return custom_gpu(int(args.gpu_memory_gib * GIB), name=f"GPU with {args.gpu_memory_gib:g} GiB"), args.gpus
     gpu, count = _detect()
     if gpu is not None:
         return gpu, args.gpus or count
-    print(f"note: no NVIDIA GPU detected; planning for {KNOWN_GPUS[DEFAULT_GPU].name} "
-          "(give --gpu KEY or --gpu-memory-gib X to choose)", file=sys.stderr)
+    print(
+        f"note: no NVIDIA GPU detected; planning for {KNOWN_GPUS[DEFAULT_GPU].name} "
+        "(give --gpu KEY or --gpu-memory-gib X to choose)",
+        file=sys.stderr,
+    )
     return KNOWN_GPUS[DEFAULT_GPU], args.gpus
 
 
@@ -211,16 +252,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one(config: dict, gpu: GPUSpec, settings: planner.Settings, machine_gpus: int | None, args, total: int | None,
-         label: str, key: str | None = None) -> None:
+def _one(
+    config: dict,
+    gpu: GPUSpec,
+    settings: planner.Settings,
+    machine_gpus: int | None,
+    args,
+    total: int | None,
+    label: str,
+    key: str | None = None,
+) -> None:
     """One model: on one machine as today, or, with --gpus N > 1, sized as a cluster (TP x PP x DP; the TP/PP
     flags, when given, are the layout)."""
     if machine_gpus is None or machine_gpus <= 1:
         gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
         _show_one(planner.plan(config, gpu, settings, gpus=gpus, total_size_bytes=total), label, args.json, key=key)
         return
-    c = size_cluster(config, gpu, settings, machine_gpus, gpus_per_node=args.gpus_per_node,
-                     tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, total_size_bytes=total)
+    c = size_cluster(
+        config,
+        gpu,
+        settings,
+        machine_gpus,
+        gpus_per_node=args.gpus_per_node,
+        tp=args.tensor_parallel_size,
+        pp=args.pipeline_parallel_size,
+        total_size_bytes=total,
+    )
     _show_one(c.replica, label, args.json, key=key, cluster=c)
 
 

@@ -22,13 +22,24 @@ DEFAULT_LIMIT = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("loads", help="the load ledger: each load's plan beside what vLLM did",
-                       description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("--limit", type=positive_int("20"), default=DEFAULT_LIMIT, metavar="N",
-                   help=f"show the last N loads (default {DEFAULT_LIMIT})")
+    p = sub.add_parser(
+        "loads",
+        help="the load ledger: each load's plan beside what vLLM did",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    p.add_argument(
+        "--limit",
+        type=positive_int("20"),
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"show the last N loads (default {DEFAULT_LIMIT})",
+    )
     p.add_argument("--json", action="store_true", help="print the records as a JSON array")
-    p.add_argument("--data-dir", metavar="DIR",
-                   help="the app's data folder (default: $FINSPACE_DATA_DIR, /data on a Space, else ./data)")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the app's data folder (default: $FINSPACE_DATA_DIR, /data on a Space, else ./data)",
+    )
     p.set_defaults(func=run)
 
 
@@ -61,8 +72,7 @@ def _one_line(text: str, width: int) -> str:
 def table(records: list[dict], total: int, path: Path) -> str:
     from finspace.ledger import failure_reason
 
-    head = ("when (UTC)", "model", "hardware", "outcome", "planned KV", "actual KV", "planner error",
-            "load s", "error")
+    head = ("when (UTC)", "model", "hardware", "outcome", "planned KV", "actual KV", "planner error", "load s", "error")
     rows: list[tuple[str, ...]] = []
     notes: list[str] = []
     for r in records:
@@ -82,17 +92,29 @@ def table(records: list[dict], total: int, path: Path) -> str:
             reason = failure_reason(r)
             error = _one_line(reason.removeprefix("failed at stage "), 60)
             notes.append(f"{when} {r.get('model_key')}: {_one_line(reason, 400)}")
-        rows.append((when, str(r.get("model_key")), _hardware(r.get("hardware")), outcome,
-                     _tokens(_planned(r, plan)), _tokens(r.get("kv_cache_tokens")), err_text,
-                     secs_text, error))
+        rows.append(
+            (
+                when,
+                str(r.get("model_key")),
+                _hardware(r.get("hardware")),
+                outcome,
+                _tokens(_planned(r, plan)),
+                _tokens(r.get("kv_cache_tokens")),
+                err_text,
+                secs_text,
+                error,
+            )
+        )
     shown = f"the last {len(records)} of {total} loads" if total > len(records) else f"{total} load(s)"
     out = [f"load ledger {path}: {shown}", *render.columns(head, rows)]
     if notes:
         out.append("")
         out.extend(notes)
     out.append("")
-    out.append("planned KV: the planner's KV-cache blocks x block size; actual KV: vLLM's, after start; "
-               "planner error: (planned - actual) / actual.")
+    out.append(
+        "planned KV: the planner's KV-cache blocks x block size; actual KV: vLLM's, after start; "
+        "planner error: (planned - actual) / actual."
+    )
     return "\n".join(out)
 
 
@@ -105,14 +127,16 @@ def run(args: argparse.Namespace) -> int:
     ledger = Ledger(folder / FILENAME)
     records = ledger.records()
     total = len(records)
-    records = records[-args.limit:]
+    records = records[-args.limit :]
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
         return 0
     if not records:
         where = ledger.path if folder.is_dir() else f"{folder} (the folder does not exist)"
-        print(f"no loads recorded yet in {where}. The app records one line per model load "
-              f"(python -m finspace serve); point --data-dir or FINSPACE_DATA_DIR at its data folder.")
+        print(
+            f"no loads recorded yet in {where}. The app records one line per model load "
+            f"(python -m finspace serve); point --data-dir or FINSPACE_DATA_DIR at its data folder."
+        )
         return 0
     print(table(records, total, ledger.path))
     return 0

@@ -21,9 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the chat UI and the REST API (as the Space does)")
     p.add_argument("--host", default=None, help="address to listen on (default $FINSPACE_HOST or 0.0.0.0)")
     p.add_argument("--port", type=_port, default=None, help="port (default $PORT or 7860)")
-    p.add_argument("--model", default=None,
-                   help="catalogue key to load at start (default $FINSPACE_MODEL or the catalogue's default "
-                        "for this hardware)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="catalogue key to load at start (default $FINSPACE_MODEL or the catalogue's default for this hardware)",
+    )
     p.add_argument("--catalog", default=None, help="models.yaml (default $FINSPACE_CATALOG or the repo's)")
     p.set_defaults(func=run)
 

@@ -41,8 +41,17 @@ from finspace.xbrl.facts import Facts
 
 __all__ = ["KINDS", "Document", "Page", "check_type", "convert", "kind_of", "markdown_table", "short_name"]
 
-KINDS = {".pdf": "pdf", ".html": "html", ".htm": "html", ".docx": "docx", ".xlsx": "xlsx", ".csv": "csv",
-         ".txt": "txt", ".md": "md", ".markdown": "md"}
+KINDS = {
+    ".pdf": "pdf",
+    ".html": "html",
+    ".htm": "html",
+    ".docx": "docx",
+    ".xlsx": "xlsx",
+    ".csv": "csv",
+    ".txt": "txt",
+    ".md": "md",
+    ".markdown": "md",
+}
 
 
 @dataclass(frozen=True)
@@ -68,21 +77,32 @@ class Document:
         return sum(len(p.text) for p in self.pages)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "notes": list(self.notes),
-                "pages": [[p.label, p.text] for p in self.pages], "facts": self.facts.to_json()}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "notes": list(self.notes),
+            "pages": [[p.label, p.text] for p in self.pages],
+            "facts": self.facts.to_json(),
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> Document:
-        return cls(d["name"], d["kind"], tuple(Page(str(a), str(b)) for a, b in d["pages"]), tuple(d["notes"]),
-                   Facts.from_json(d.get("facts")))
+        return cls(
+            d["name"],
+            d["kind"],
+            tuple(Page(str(a), str(b)) for a, b in d["pages"]),
+            tuple(d["notes"]),
+            Facts.from_json(d.get("facts")),
+        )
 
 
 def kind_of(name: str) -> str:
     """The type a file name claims, or BadInput naming the types taken."""
     kind = KINDS.get(Path(name).suffix.lower())
     if kind is None:
-        raise BadInput(f"{short_name(name)}: this file type is not supported; upload PDF, HTML, DOCX, XLSX, CSV, "
-                       "TXT or MD")
+        raise BadInput(
+            f"{short_name(name)}: this file type is not supported; upload PDF, HTML, DOCX, XLSX, CSV, TXT or MD"
+        )
     return kind
 
 
@@ -105,8 +125,10 @@ def convert(path: str | Path, name: str, limits: DocumentLimits) -> Document:
     kind = kind_of(name)
     size = path.stat().st_size
     if size > limits.max_bytes:
-        raise BadInput(f"{short_name(name)} is {size / (1 << 20):.1f} MiB; the limit is "
-                       f"{limits.max_bytes / (1 << 20):g} MiB per document")
+        raise BadInput(
+            f"{short_name(name)} is {size / (1 << 20):.1f} MiB; the limit is "
+            f"{limits.max_bytes / (1 << 20):g} MiB per document"
+        )
     if size == 0:
         raise BadInput(f"{short_name(name)} is empty")
     with path.open("rb") as f:
@@ -114,12 +136,13 @@ def convert(path: str | Path, name: str, limits: DocumentLimits) -> Document:
     doc = _CONVERTERS[kind](path, name, limits)
     if not any(p.text.strip() for p in doc.pages):
         if kind == "pdf":
-            raise BadInput(f"{short_name(name)} has no text layer (a scanned document?); OCR is not supported: "
-                           "upload a PDF with selectable text, or the filing's HTML")
+            raise BadInput(
+                f"{short_name(name)} has no text layer (a scanned document?); OCR is not supported: "
+                "upload a PDF with selectable text, or the filing's HTML"
+            )
         raise BadInput(f"{short_name(name)} has no text to read")
     if doc.chars > limits.max_chars:
-        raise BadInput(f"{short_name(name)} holds {doc.chars:,} characters of text; the limit is "
-                       f"{limits.max_chars:,}")
+        raise BadInput(f"{short_name(name)} holds {doc.chars:,} characters of text; the limit is {limits.max_chars:,}")
     if kind == "html":  # the filer's inline-XBRL figures, with their pages (finspace.xbrl)
         doc = replace(doc, facts=_facts(path))
     return doc
@@ -153,8 +176,10 @@ def _check_zip(path: Path, name: str, kind: str, limits: DocumentLimits) -> None
     if member not in names:
         raise BadInput(f"{short_name(name)} is named .{kind} but is another kind of zip (no {member})")
     if unpacked > limits.max_unpacked_bytes:
-        raise BadInput(f"{short_name(name)} unpacks to {unpacked / (1 << 20):,.0f} MiB; the limit is "
-                       f"{limits.max_unpacked_bytes / (1 << 20):g} MiB")
+        raise BadInput(
+            f"{short_name(name)} unpacks to {unpacked / (1 << 20):,.0f} MiB; the limit is "
+            f"{limits.max_unpacked_bytes / (1 << 20):g} MiB"
+        )
 
 
 def _docx(path: Path, name: str, limits: DocumentLimits) -> Document:

@@ -69,12 +69,12 @@ def unique_id(name: str, taken: Iterable[str] = ()) -> str:
     ``MAX_ID_CHARS``; "-2", "-3" ... added when ``taken`` (case folded: the model may write either) holds it."""
     stem = Path(str(name).replace("\\", "/")).name
     stem = stem.rsplit(".", 1)[0] if "." in stem.strip(".") else stem
-    base = _ODD.sub("-", stem).strip("-.") [:MAX_ID_CHARS].strip("-.") or "document"
+    base = _ODD.sub("-", stem).strip("-.")[:MAX_ID_CHARS].strip("-.") or "document"
     used = {t.casefold() for t in taken}
     out, n = base, 1
     while out.casefold() in used:
         n += 1
-        out = f"{base[:MAX_ID_CHARS - len(str(n)) - 1]}-{n}"
+        out = f"{base[: MAX_ID_CHARS - len(str(n)) - 1]}-{n}"
     return out
 
 
@@ -107,8 +107,9 @@ class Answering(Protocol):
     documents: DocumentDesk
     settings: Any
 
-    def answer(self, messages: Any, settings: ChatSettings, info: Any, *, calculator: str = "off",
-               documents: Any = None) -> AsyncGenerator[tuple[str, str], None]: ...
+    def answer(
+        self, messages: Any, settings: ChatSettings, info: Any, *, calculator: str = "off", documents: Any = None
+    ) -> AsyncGenerator[tuple[str, str], None]: ...
 
 
 class DocumentDesk:
@@ -117,8 +118,15 @@ class DocumentDesk:
     the engine, the conversion gate, the documents' bounds and upload folder, the catalogue's rows (the fit table's
     other models) and a conversation's bound on documents."""
 
-    def __init__(self, engine: EngineAPI, conversions: ConversionGate, limits: DocumentLimits, uploads: str,
-                 models: Callable[[], list[dict[str, Any]]], max_documents: int):
+    def __init__(
+        self,
+        engine: EngineAPI,
+        conversions: ConversionGate,
+        limits: DocumentLimits,
+        uploads: str,
+        models: Callable[[], list[dict[str, Any]]],
+        max_documents: int,
+    ):
         self.engine, self.conversions, self.limits, self.uploads = engine, conversions, limits, uploads
         self.models, self.max_documents = models, max_documents
 
@@ -132,8 +140,10 @@ class DocumentDesk:
         """The upload at ``path`` (named ``name`` by the sender) converted and measured; the file is deleted.
         ``client``: the sender's address, for the bound on conversions at once (Service.conversions: 429 past it)."""
         if not self.engine.ready:
-            raise NotReady("no model is loaded yet; a document is measured in the loaded model's tokens: upload it "
-                           "again when the model is ready")
+            raise NotReady(
+                "no model is loaded yet; a document is measured in the loaded model's tokens: upload it "
+                "again when the model is ready"
+            )
         try:
             async with self.conversions.slot(client) as quick_s:
                 doc = await convert_upload(path, name, self.limits, self.uploads, quick_s)
@@ -146,13 +156,16 @@ class DocumentDesk:
     async def attach_bytes(self, name: Any, data: bytes, client: str | None) -> Attached:
         """A file sent inline (/v1's base64 file part): written into the upload folder, then ``attach``."""
         if not isinstance(name, str) or not Path(name).name.strip():
-            raise BadInput("a file part needs its filename (with the extension: .pdf, .html, .docx, .xlsx, .csv, .txt, "
-                           ".md)")
+            raise BadInput(
+                "a file part needs its filename (with the extension: .pdf, .html, .docx, .xlsx, .csv, .txt, .md)"
+            )
         kind_of(name)
         limit = self.limits.max_bytes
         if len(data) > limit:
-            raise BadInput(f"{short_name(name)} is {len(data) / (1 << 20):.1f} MiB; the limit is "
-                           f"{limit / (1 << 20):g} MiB per document")
+            raise BadInput(
+                f"{short_name(name)} is {len(data) / (1 << 20):.1f} MiB; the limit is "
+                f"{limit / (1 << 20):g} MiB per document"
+            )
         folder = Path(self.uploads) / V1_FOLDER / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / ("document" + Path(name).suffix.lower())
@@ -169,9 +182,14 @@ class DocumentDesk:
         """The fit of one document, or of several together (their tokens summed)."""
         entry = self.engine.entry
         atts = att if isinstance(att, (list, tuple)) else [att]
-        return fitting.check(sum(a.tokens for a in atts), model_key=entry.key if entry else None,
-                             model_label=entry.label if entry else None, max_model_len=self.engine.max_model_len or 0,
-                             reply_tokens=self.reply_tokens(settings), models=self.models())
+        return fitting.check(
+            sum(a.tokens for a in atts),
+            model_key=entry.key if entry else None,
+            model_label=entry.label if entry else None,
+            max_model_len=self.engine.max_model_len or 0,
+            reply_tokens=self.reply_tokens(settings),
+            models=self.models(),
+        )
 
     async def prompt_tokens(self, messages: list[dict], settings: ChatSettings, tools: Any = None) -> int:
         """Tokens of everything that goes into the prompt besides the document: the system prompt, the tools' specs
@@ -186,8 +204,15 @@ class DocumentDesk:
         [used] = await self.engine.count_tokens(["\n".join(texts)])
         return used
 
-    async def with_document(self, att: Attached | Any, messages: list[dict], settings: ChatSettings,
-                            tools: Any = None, reserve: int = 0, preamble: str = "") -> tuple[ChatSettings, str]:
+    async def with_document(
+        self,
+        att: Attached | Any,
+        messages: list[dict],
+        settings: ChatSettings,
+        tools: Any = None,
+        reserve: int = 0,
+        preamble: str = "",
+    ) -> tuple[ChatSettings, str]:
         """``settings`` carrying the document, or several (a list of Attached): whole, or the passages for the last
         question that fit, ranked per document and labelled with its id and page; and the usage phrase ("document:
         12 of 40 pages (5 passages): aapl-10-k-2024-11-01 p. 31, 33"). ``tools``: the specs the chat will offer (the

@@ -51,8 +51,12 @@ def refused_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_loo
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.is_site_local:  # fec0::/10, deprecated but still routed inside some networks
             return "it is a site-local address (a private network)"
-        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None) or \
-            (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
+        embedded = (
+            ip.ipv4_mapped
+            or ip.sixtofour
+            or (ip.teredo[1] if ip.teredo else None)
+            or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
+        )
         if embedded is not None:  # 6to4 (2002:7f00:1::1 is 127.0.0.1), Teredo, NAT64: judged by the IPv4 inside
             return refused_address(embedded, allow_loopback)
     if ip.is_loopback:
@@ -81,8 +85,10 @@ def check_url(url: object) -> tuple[str, str, int, str]:
     except ValueError:
         raise BadInput("url is not a valid URL; send a public https:// address of the filing") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise BadInput(f"url scheme {parts.scheme[:10]!r} is refused: only public http(s) addresses are fetched "
-                       "(no file:, no local paths); send the document's bytes as base64 \"data\" instead")
+        raise BadInput(
+            f"url scheme {parts.scheme[:10]!r} is refused: only public http(s) addresses are fetched "
+            "(no file:, no local paths); send the document's bytes as base64 \"data\" instead"
+        )
     if parts.username or parts.password:
         raise BadInput("url must not carry a user name or password; send a public address without them")
     host = (parts.hostname or "").rstrip(".").lower()
@@ -95,8 +101,10 @@ async def resolve(host: str, port: int, allow_loopback: bool = False) -> str:
     """The address to connect to for ``host``: every address it resolves to must be public (BadInput otherwise)."""
     if host in _LOCAL_NAMES or host.endswith(".localhost"):
         if not allow_loopback:
-            raise BadInput(f"url host {host!r} is refused: it is this machine; send a public address, or the "
-                           "document's bytes as base64 \"data\"")
+            raise BadInput(
+                f"url host {host!r} is refused: it is this machine; send a public address, or the "
+                "document's bytes as base64 \"data\""
+            )
     try:
         literal = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -113,8 +121,10 @@ async def resolve(host: str, port: int, allow_loopback: bool = False) -> str:
     for ip in addresses:
         why = refused_address(ip, allow_loopback)
         if why:
-            raise BadInput(f"url host {host[:80]!r} is refused: {why}. Only public internet addresses are fetched; "
-                           "send the document's bytes as base64 \"data\" instead")
+            raise BadInput(
+                f"url host {host[:80]!r} is refused: {why}. Only public internet addresses are fetched; "
+                "send the document's bytes as base64 \"data\" instead"
+            )
     if not addresses:
         raise Unresolved(f"url host {host[:80]!r} could not be resolved; check the address")
     return str(addresses[0])
@@ -128,8 +138,9 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         self.inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        return await self.inner.connect_tcp(self.address, port, timeout=timeout, local_address=local_address,
-                                            socket_options=socket_options)
+        return await self.inner.connect_tcp(
+            self.address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)
@@ -142,14 +153,22 @@ def file_name(url: str, content_type: str) -> str:
     if suffix in KINDS:
         return last
     ctype = content_type.split(";")[0].strip().lower()
-    by_type = {"application/pdf": ".pdf", "text/html": ".html", "application/xhtml+xml": ".html", "text/csv": ".csv",
-               "text/plain": ".txt", "text/markdown": ".md",
-               "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
-               "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx"}
+    by_type = {
+        "application/pdf": ".pdf",
+        "text/html": ".html",
+        "application/xhtml+xml": ".html",
+        "text/csv": ".csv",
+        "text/plain": ".txt",
+        "text/markdown": ".md",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+    }
     if ctype in by_type:
         return (last or "document").rsplit(".", 1)[0][:80] + by_type[ctype]
-    raise BadInput(f"the URL's document type is not one finspace reads (Content-Type {ctype[:40]!r}); send a PDF, "
-                   "HTML, DOCX, XLSX, CSV, TXT or MD file")
+    raise BadInput(
+        f"the URL's document type is not one finspace reads (Content-Type {ctype[:40]!r}); send a PDF, "
+        "HTML, DOCX, XLSX, CSV, TXT or MD file"
+    )
 
 
 async def fetch(url: object, max_bytes: int, timeout_s: float = 30.0, allow_loopback: bool = False) -> Fetched:
@@ -157,19 +176,23 @@ async def fetch(url: object, max_bytes: int, timeout_s: float = 30.0, allow_loop
     try:
         return await asyncio.wait_for(_fetch(url, max_bytes, allow_loopback), timeout_s)
     except asyncio.TimeoutError:
-        raise BadInput(f"fetching the URL took longer than {timeout_s:g} s, the limit; send the document's bytes "
-                       "as base64 \"data\" instead") from None
+        raise BadInput(
+            f"fetching the URL took longer than {timeout_s:g} s, the limit; send the document's bytes "
+            "as base64 \"data\" instead"
+        ) from None
 
 
 async def _fetch(url: object, max_bytes: int, allow_loopback: bool) -> Fetched:
     scheme, host, port, current = check_url(url)
     for _hop in range(MAX_REDIRECTS + 1):
         address = await resolve(host, port, allow_loopback)
-        async with httpcore.AsyncConnectionPool(network_backend=PinnedBackend(address), retries=0,
-                                                max_connections=1) as pool:
+        async with httpcore.AsyncConnectionPool(
+            network_backend=PinnedBackend(address), retries=0, max_connections=1
+        ) as pool:
             try:
-                async with pool.stream("GET", current, headers={"User-Agent": "finspace-mcp/1",
-                                                                "Accept-Encoding": "identity"}) as response:
+                async with pool.stream(
+                    "GET", current, headers={"User-Agent": "finspace-mcp/1", "Accept-Encoding": "identity"}
+                ) as response:
                     status = response.status
                     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
                     if status in (301, 302, 303, 307, 308):
@@ -198,5 +221,7 @@ async def _fetch(url: object, max_bytes: int, allow_loopback: bool) -> Fetched:
 
 
 def _too_big(max_bytes: int) -> BadInput:
-    return BadInput(f"the document at the URL is larger than {max_bytes / (1 << 20):g} MiB, the limit per document "
-                    "(FINSPACE_DOCUMENT_MAX_MIB); send a smaller file or the part you need")
+    return BadInput(
+        f"the document at the URL is larger than {max_bytes / (1 << 20):g} MiB, the limit per document "
+        "(FINSPACE_DOCUMENT_MAX_MIB); send a smaller file or the part you need"
+    )

@@ -40,17 +40,34 @@ class Fit:
         return self.doc_tokens + QUESTION_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS + self.reply_tokens
 
 
-def check(doc_tokens: int, *, model_key: str | None, model_label: str | None, max_model_len: int,
-          reply_tokens: int, models: Sequence[dict]) -> Fit:
+def check(
+    doc_tokens: int,
+    *,
+    model_key: str | None,
+    model_label: str | None,
+    max_model_len: int,
+    reply_tokens: int,
+    models: Sequence[dict],
+) -> Fit:
     """Whether ``doc_tokens`` fit the loaded model with room for a question and a ``reply_tokens`` reply, and
     the catalogue models (``Service.models()`` rows) whose planned context would hold it whole."""
     need = doc_tokens + QUESTION_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS + reply_tokens
-    holders = tuple(sorted((Holder(m["key"], m["label"], int(m["max_model_len"])) for m in models
-                            if m.get("fits") and m.get("max_model_len") and m["key"] != model_key
-                            and int(m["max_model_len"]) >= need * SAFETY),
-                           key=lambda h: (h.max_model_len, h.key)))
-    return Fit(doc_tokens, model_label, max_model_len, reply_tokens, bool(max_model_len) and need <= max_model_len,
-               holders)
+    holders = tuple(
+        sorted(
+            (
+                Holder(m["key"], m["label"], int(m["max_model_len"]))
+                for m in models
+                if m.get("fits")
+                and m.get("max_model_len")
+                and m["key"] != model_key
+                and int(m["max_model_len"]) >= need * SAFETY
+            ),
+            key=lambda h: (h.max_model_len, h.key),
+        )
+    )
+    return Fit(
+        doc_tokens, model_label, max_model_len, reply_tokens, bool(max_model_len) and need <= max_model_len, holders
+    )
 
 
 def table(fit: Fit, doc: Document | Sequence[tuple[str, Document, int]]) -> str:
@@ -68,22 +85,32 @@ def table(fit: Fit, doc: Document | Sequence[tuple[str, Document, int]]) -> str:
         if len(named) > 1:
             doc_rows.append(f"| **{len(named)} documents together** | {fit.doc_tokens:,} | |")
     verdict = "**fits**" if fit.fits else "**does not fit**"
-    rows = ["| | tokens | |", "| --- | ---: | --- |", *doc_rows,
-            f"| {model} | {fit.max_model_len:,} context | {verdict} with room for a question and a "
-            f"{fit.reply_tokens:,}-token reply ({fit.needed:,} needed) |"]
+    rows = [
+        "| | tokens | |",
+        "| --- | ---: | --- |",
+        *doc_rows,
+        f"| {model} | {fit.max_model_len:,} context | {verdict} with room for a question and a "
+        f"{fit.reply_tokens:,}-token reply ({fit.needed:,} needed) |",
+    ]
     for h in fit.holders:
-        rows.append(f"| {html.escape(h.label)} (`{h.key}`) | {h.max_model_len:,} context | would hold it whole "
-                    "(planned for this machine) |")
+        rows.append(
+            f"| {html.escape(h.label)} (`{h.key}`) | {h.max_model_len:,} context | would hold it whole "
+            "(planned for this machine) |"
+        )
     out = "\n".join(rows)
     for note in notes:
         out += f"\n\n*{html.escape(note)}.*"
     if fit.fits:
         return out + "\n\nAsk away: the whole document goes to the model, before your question."
-    ways = ("\n\n**Two ways on:** switch to a model that holds it whole (" +
-            ", ".join(f"`{h.key}`" for h in fit.holders) + ", in the model picker), or ask now and the answer "
-            "comes from the most relevant passages, with their pages." if fit.holders else
-            "\n\nNo catalogue model holds it whole on this machine: ask now and the answer comes from the most "
-            "relevant passages (BM25), with their pages.")
+    ways = (
+        "\n\n**Two ways on:** switch to a model that holds it whole ("
+        + ", ".join(f"`{h.key}`" for h in fit.holders)
+        + ", in the model picker), or ask now and the answer "
+        "comes from the most relevant passages, with their pages."
+        if fit.holders
+        else "\n\nNo catalogue model holds it whole on this machine: ask now and the answer comes from the most "
+        "relevant passages (BM25), with their pages."
+    )
     return out + ways
 
 

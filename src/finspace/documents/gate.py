@@ -54,8 +54,12 @@ class ConversionGate:
 
     @classmethod
     def of(cls, limits: DocumentLimits) -> ConversionGate:
-        return cls(limits.max_conversions, limits.max_conversions_per_client, limits.convert_timeout_s,
-                   min(limits.quick_s, limits.convert_timeout_s))
+        return cls(
+            limits.max_conversions,
+            limits.max_conversions_per_client,
+            limits.convert_timeout_s,
+            min(limits.quick_s, limits.convert_timeout_s),
+        )
 
     @contextlib.asynccontextmanager
     async def slot(self, client: str | None, bulk: bool = False) -> AsyncIterator[float | None]:
@@ -64,8 +68,10 @@ class ConversionGate:
         conversion runs in it (the converter is cut there: ``convert_upload(quick_s=...)``), else None."""
         key = client or "local"
         if self._held[key] >= self.per_client:
-            raise Busy(f"you already have {self._held[key]} document(s) converting; the limit is {self.per_client} "
-                       "per client at a time (FINSPACE_MAX_CONVERSIONS_PER_CLIENT): wait for them to finish")
+            raise Busy(
+                f"you already have {self._held[key]} document(s) converting; the limit is {self.per_client} "
+                "per client at a time (FINSPACE_MAX_CONVERSIONS_PER_CLIENT): wait for them to finish"
+            )
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.total)
             self._bulk = asyncio.Semaphore(max(1, self.total - 1))
@@ -96,16 +102,22 @@ class ConversionGate:
                 return sem
         tries = {asyncio.ensure_future(sem.acquire()): sem for sem in sems}
         try:
-            await asyncio.wait(tries, timeout=max(0.0, deadline - asyncio.get_running_loop().time()),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                tries,
+                timeout=max(0.0, deadline - asyncio.get_running_loop().time()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         except BaseException:  # the caller left while waiting: nothing stays taken
             await _settle(tries, keep=0)
             raise
         won = await _settle(tries, keep=1)
         if not won:
-            raise Busy(f"the server is converting {self.total} documents, its limit at once "
-                       f"(FINSPACE_MAX_CONVERSIONS), and none finished within {wait_s:g} s; "
-                       "send the document again shortly", retry_after_s=10)
+            raise Busy(
+                f"the server is converting {self.total} documents, its limit at once "
+                f"(FINSPACE_MAX_CONVERSIONS), and none finished within {wait_s:g} s; "
+                "send the document again shortly",
+                retry_after_s=10,
+            )
         return won[0]
 
 

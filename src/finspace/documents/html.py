@@ -33,8 +33,33 @@ from finspace.documents.text import check_cells, fix_figures, short_name, tidy
 from finspace.errors import BadInput
 
 _SKIP = {"script", "style", "noscript", "iframe", "object", "embed", "template", "head", "title"}
-_BLOCKS = {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section", "article", "hr",
-           "center", "blockquote", "pre", "dl", "dt", "dd", "header", "footer", "body", "html"}
+_BLOCKS = {
+    "p",
+    "div",
+    "li",
+    "ul",
+    "ol",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "tr",
+    "section",
+    "article",
+    "hr",
+    "center",
+    "blockquote",
+    "pre",
+    "dl",
+    "dt",
+    "dd",
+    "header",
+    "footer",
+    "body",
+    "html",
+}
 _HIDDEN = re.compile(r"display\s*:\s*none", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 _COMMENT_BREAK = re.compile(r"^\s*PAGE\s*BREAK\s*$", re.IGNORECASE)
@@ -53,8 +78,10 @@ def convert(path: Path, name: str, limits: DocumentLimits) -> tuple[list[tuple[s
     while len(texts) > 1 and not texts[-1]:
         texts.pop()
     if len(texts) > limits.max_pages:
-        raise BadInput(f"{short_name(name)} has {len(texts):,} pages (page breaks); the limit is "
-                       f"{limits.max_pages:,} pages per document")
+        raise BadInput(
+            f"{short_name(name)} has {len(texts):,} pages (page breaks); the limit is "
+            f"{limits.max_pages:,} pages per document"
+        )
     if len(texts) == 1:
         pages = [("", texts[0])]
     else:
@@ -78,8 +105,10 @@ def _parse(path: Path, name: str):
     except (etree.ParserError, ValueError):
         raise BadInput(f"{short_name(name)} has no text to read") from None
     if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):  # libxml2 stopped reading, silently
-        raise BadInput(f"{short_name(name)} nests its elements deeper than the HTML parser's limit (256 levels), "
-                       "so part of it would be lost; upload the filing as EDGAR serves it")
+        raise BadInput(
+            f"{short_name(name)} nests its elements deeper than the HTML parser's limit (256 levels), "
+            "so part of it would be lost; upload the filing as EDGAR serves it"
+        )
     return root
 
 
@@ -90,8 +119,10 @@ def _measure(root, name: str, limits: DocumentLimits) -> tuple[int, int]:
     for el in root.iter():
         tags += 1
         if tags > limits.max_tags:
-            raise BadInput(f"{short_name(name)} has more than {limits.max_tags:,} HTML elements, the limit per "
-                           "document; upload the filing itself or the part you need")
+            raise BadInput(
+                f"{short_name(name)} has more than {limits.max_tags:,} HTML elements, the limit per "
+                "document; upload the filing itself or the part you need"
+            )
         tag = el.tag.lower() if isinstance(el.tag, str) else ""
         scripts += tag == "script"
         if tag in ("td", "th"):
@@ -102,8 +133,10 @@ def _measure(root, name: str, limits: DocumentLimits) -> tuple[int, int]:
             before, after = breaks(style)
             pages += before + after
             if pages >= limits.max_pages:
-                raise BadInput(f"{short_name(name)} has {pages:,} or more page breaks; the limit is "
-                               f"{limits.max_pages:,} pages per document")
+                raise BadInput(
+                    f"{short_name(name)} has {pages:,} or more page breaks; the limit is "
+                    f"{limits.max_pages:,} pages per document"
+                )
     return pages, scripts
 
 
@@ -120,8 +153,12 @@ class _Walker:
         for event, el in walker:
             tag = el.tag.lower() if isinstance(el.tag, str) else None
             if tag is None:  # a comment or processing instruction: its text is not shown, its tail is
-                if self.comment_breaks and event == "comment" and _COMMENT_BREAK.match(el.text or "") \
-                        and any(p.strip() for p in self.pages[-1]):
+                if (
+                    self.comment_breaks
+                    and event == "comment"
+                    and _COMMENT_BREAK.match(el.text or "")
+                    and any(p.strip() for p in self.pages[-1])
+                ):
                     self.pages.append([])
                 self._text(el.tail)
                 continue
@@ -161,8 +198,16 @@ class _Walker:
         if tag in _BLOCKS:
             self._newline()
         if tag == "table":
-            self.pages.extend([] for _ in range(sum(breaks(d.get("style"))[0] + breaks(d.get("style"))[1]
-                                                    for d in el.iter() if isinstance(d.tag, str) and d is not el)))
+            self.pages.extend(
+                []
+                for _ in range(
+                    sum(
+                        breaks(d.get("style"))[0] + breaks(d.get("style"))[1]
+                        for d in el.iter()
+                        if isinstance(d.tag, str) and d is not el
+                    )
+                )
+            )
         style = el.get("style")
         if style and breaks(style)[1]:
             self.pages.append([])
@@ -185,8 +230,13 @@ class _Walker:
         for tr in table.iter("tr"):
             if _owner(tr) is not table:
                 continue  # a row of a table nested in a cell: its text is in that cell
-            rows.append([(_cell_text(td), tables.span(td.get("colspan")))
-                         for td in tr if isinstance(td.tag, str) and td.tag.lower() in ("td", "th")])
+            rows.append(
+                [
+                    (_cell_text(td), tables.span(td.get("colspan")))
+                    for td in tr
+                    if isinstance(td.tag, str) and td.tag.lower() in ("td", "th")
+                ]
+            )
         body = tables.markdown_table(tables.clean(rows))
         if not body:
             return
@@ -227,7 +277,7 @@ def _owner(tr):
 def _push(page: list[str], text: str) -> None:
     """``text`` added to the page in pieces of at most WINDOW characters (so a look back is bounded)."""
     for i in range(0, len(text), WINDOW):
-        page.append(text[i:i + WINDOW])
+        page.append(text[i : i + WINDOW])
 
 
 def _take_caption(page: list[str]) -> str:

@@ -80,7 +80,7 @@ def split(doc: Document, words: int = PASSAGE_WORDS) -> list[Passage]:
                 for part in block:
                     emit(page.label, part)
                 continue
-            pw = [w[i:i + MAX_WORD_CHARS] for w in block[0].split() for i in range(0, len(w), MAX_WORD_CHARS)]
+            pw = [w[i : i + MAX_WORD_CHARS] for w in block[0].split() for i in range(0, len(w), MAX_WORD_CHARS)]
             while len(pw) > words:  # a paragraph longer than a passage: cut it
                 flush(page.label)
                 emit(page.label, " ".join(pw[:words]))
@@ -167,7 +167,7 @@ class Index:
         if self._retriever is None:  # no passage, or no word in any: document order
             return list(range(n))
         own = self._scores(question)
-        extra = fw.expand(question, synonyms=use.synonyms, metrics=use.metrics)[len(question):]
+        extra = fw.expand(question, synonyms=use.synonyms, metrics=use.metrics)[len(question) :]
         more = self._scores(extra) if extra.strip() else None
         if own is None and more is None:  # nothing to match: document order
             return list(range(n))
@@ -180,12 +180,16 @@ class Index:
     def _scores(self, text: str) -> list[float] | None:
         import bm25s
 
-        words = [w for w in bm25s.tokenize([text], stopwords="en", show_progress=False, return_ids=False)[0]
-                 if w in self._retriever.vocab_dict]  # type: ignore[union-attr]
+        words = [
+            w
+            for w in bm25s.tokenize([text], stopwords="en", show_progress=False, return_ids=False)[0]
+            if w in self._retriever.vocab_dict
+        ]  # type: ignore[union-attr]
         return list(self._retriever.get_scores(words)) if words else None  # type: ignore[union-attr]
 
-    def select(self, question: str, budget_tokens: int, count: Callable[[str], int],
-               use: Use = Use(), label_tokens: int = 8) -> list[Passage]:
+    def select(
+        self, question: str, budget_tokens: int, count: Callable[[str], int], use: Use = Use(), label_tokens: int = 8
+    ) -> list[Passage]:
         """The most relevant passages whose tokens (``count``, plus ``label_tokens`` each: the caller's label line
         and separator, measured on its longest) fit ``budget_tokens``, in document order; for a figure question
         the statements it needs first, within ``STATEMENT_SHARE``."""
@@ -195,8 +199,10 @@ class Index:
         if use.statements:
             kinds = fw.statements_for(question)
             where = {i: r for r, i in enumerate(ranked)}
-            first = sorted((i for i, k in self.statements.items() if k in kinds),
-                           key=lambda i: (kinds.index(self.statements[i]), where.get(i, 0)))
+            first = sorted(
+                (i for i, k in self.statements.items() if k in kinds),
+                key=lambda i: (kinds.index(self.statements[i]), where.get(i, 0)),
+            )
             share = int(budget_tokens * STATEMENT_SHARE)
             for n, i in enumerate(first):
                 cost = count(self.passages[i].text) + label_tokens
@@ -231,7 +237,7 @@ def _statements(doc: Document, passages: Sequence[Passage]) -> dict[int, str]:
         if p.label in kinds:
             out[p.index] = kinds[p.label]
         elif "\n|" in p.text and len(_FIGURE.findall(p.text)) >= STATEMENT_MIN_FIGURES:
-            head = p.text[:p.text.find("\n|")]
+            head = p.text[: p.text.find("\n|")]
             kind = fw.statement_of(head[-STATEMENT_HEAD_CHARS:])
             if kind:
                 out[p.index] = kind
@@ -258,8 +264,7 @@ class _Indexes:
         if ref is None or ref() is not doc:
             found = Index.of(doc)
             with self._lock:
-                ref, found = self._by_id.setdefault(
-                    key, (weakref.ref(doc, lambda r, k=key: self._drop(k, r)), found))
+                ref, found = self._by_id.setdefault(key, (weakref.ref(doc, lambda r, k=key: self._drop(k, r)), found))
         return found
 
 
@@ -276,8 +281,9 @@ def rank(passages: Sequence[Passage], question: str) -> list[int]:
     return Index(passages).rank(question, Use(synonyms=False, metrics=False, statements=False))
 
 
-def select(passages: Sequence[Passage], question: str, budget_tokens: int, count: Callable[[str], int],
-           use: Use = Use()) -> list[Passage]:
+def select(
+    passages: Sequence[Passage], question: str, budget_tokens: int, count: Callable[[str], int], use: Use = Use()
+) -> list[Passage]:
     """The most relevant of ``passages`` that fit ``budget_tokens``, in document order (an index built for them
     alone: a caller with the document uses ``index_of(doc).select``, built once)."""
     return Index(passages).select(question, budget_tokens, count, use)

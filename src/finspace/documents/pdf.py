@@ -64,8 +64,9 @@ _WORD = re.compile(r"\S+")
 _BAD = re.compile("[\ufffd\ue000-\uf8ff\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
-def convert(path: Path, name: str, limits: DocumentLimits, clock=time.monotonic) -> tuple[list[tuple[str, str]],
-                                                                                       tuple[str, ...]]:
+def convert(
+    path: Path, name: str, limits: DocumentLimits, clock=time.monotonic
+) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
     """The PDF's pages as (label, text) and its notes, or BadInput naming the reason."""
     started = clock()
     pdf = _open(path, name, limits)
@@ -78,9 +79,12 @@ def convert(path: Path, name: str, limits: DocumentLimits, clock=time.monotonic)
         off = 0
         for i in range(count):
             if i > 0 and clock() - started > budget:
-                return pages, (f"pages {i + 1}-{count} of {count} were left out: reading them would pass the "
-                               f"{limits.convert_bound_s(count):g} s conversion bound on this machine; upload "
-                               "those pages as a PDF of their own to ask about them", *_notes(odd, off))
+                return pages, (
+                    f"pages {i + 1}-{count} of {count} were left out: reading them would pass the "
+                    f"{limits.convert_bound_s(count):g} s conversion bound on this machine; upload "
+                    "those pages as a PDF of their own to ask about them",
+                    *_notes(odd, off),
+                )
             try:
                 page = pdf[i]
                 try:
@@ -97,23 +101,28 @@ def convert(path: Path, name: str, limits: DocumentLimits, clock=time.monotonic)
         pdf.close()
     if not any(t.strip() for _, t in pages):
         if odd.get("garbled"):
-            raise BadInput(f"{n}: its fonts have no Unicode map (the text comes out as garbage, "
-                           f"{len(odd['garbled'])} page{'s' if len(odd['garbled']) != 1 else ''}); export the filing "
-                           "again with its text, or upload its HTML")
+            raise BadInput(
+                f"{n}: its fonts have no Unicode map (the text comes out as garbage, "
+                f"{len(odd['garbled'])} page{'s' if len(odd['garbled']) != 1 else ''}); export the filing "
+                "again with its text, or upload its HTML"
+            )
         if odd.get("dense") or odd.get("damaged"):  # nothing read, and not for want of a text layer
             raise BadInput(f"{n}: no page could be read: " + "; ".join(_notes(odd, off)))
     return pages, _notes(odd, off)
 
 
-_WHY = {"plain": "read without columns (their lines could not be rebuilt from positions)",
-        "garbled": "left out: their fonts have no Unicode map, so their text would be garbage",
-        "dense": f"left out: each holds more than {PAGE_CHARS:,} characters",
-        "damaged": "left out: damaged, or deeper in the page tree than PDFium reads"}
+_WHY = {
+    "plain": "read without columns (their lines could not be rebuilt from positions)",
+    "garbled": "left out: their fonts have no Unicode map, so their text would be garbage",
+    "dense": f"left out: each holds more than {PAGE_CHARS:,} characters",
+    "damaged": "left out: damaged, or deeper in the page tree than PDFium reads",
+}
 
 
 def _notes(odd: dict[str, list[int]], off: int) -> tuple[str, ...]:
-    notes = [f"{len(nums)} page{'s' if len(nums) != 1 else ''} {_WHY[how]}: {_ranges(nums)}"
-             for how, nums in odd.items()]
+    notes = [
+        f"{len(nums)} page{'s' if len(nums) != 1 else ''} {_WHY[how]}: {_ranges(nums)}" for how, nums in odd.items()
+    ]
     if off:
         notes.append(f"{off:,} word{'s' if off != 1 else ''} placed off the page or at no position were left out")
     return tuple(notes)
@@ -139,8 +148,9 @@ def _open(path: Path, name: str, limits: DocumentLimits):
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:
         if exc.err_code == 4:  # FPDF_ERR_PASSWORD (an empty user password was tried, as viewers do)
-            raise BadInput(f"{n} is an encrypted PDF (it needs a password); save an unprotected copy and upload "
-                           "it") from None
+            raise BadInput(
+                f"{n} is an encrypted PDF (it needs a password); save an unprotected copy and upload it"
+            ) from None
         raise BadInput(f"{n} is not a readable PDF (corrupt or truncated)") from None
     count = len(pdf)
     if count > limits.max_pages:
@@ -211,8 +221,14 @@ def _words(tp, text: str, size: tuple[float, float]) -> tuple[list[tuple[float, 
         left, top, bottom = rc.left, rc.top, rc.bottom
         box(tp, z - 1, ref)
         right = rc.right
-        if not (isfinite(left) and isfinite(right) and isfinite(top) and isfinite(bottom)) or top < bottom \
-                or right < lo_x or left > hi_x or top < lo_y or bottom > hi_y:
+        if (
+            not (isfinite(left) and isfinite(right) and isfinite(top) and isfinite(bottom))
+            or top < bottom
+            or right < lo_x
+            or left > hi_x
+            or top < lo_y
+            or bottom > hi_y
+        ):
             dropped += 1
             continue
         words.append((left, bottom, right if right > left else left, top, m.group()))
@@ -268,8 +284,14 @@ def _order(lines) -> list[str]:
     for line, text in zip(lines, joined):
         a = [w for w in line if w[2] <= gutter]
         b = [w for w in line if w[0] >= gutter]
-        if len(a) + len(b) < len(line) or (a and b and (all(_FIGURE.match(w[4]) or w[4] in _SIGNS for w in b) or
-                                                        b[0][0] - a[-1][2] < COLUMN * max(1.0, a[-1][3] - a[-1][1]))):
+        if len(a) + len(b) < len(line) or (
+            a
+            and b
+            and (
+                all(_FIGURE.match(w[4]) or w[4] in _SIGNS for w in b)
+                or b[0][0] - a[-1][2] < COLUMN * max(1.0, a[-1][3] - a[-1][1])
+            )
+        ):
             out += left + right + [text]
             left, right = [], []
             continue
@@ -304,8 +326,9 @@ def _gutter(lines) -> float | None:
     for line in lines:
         lefts = [w for w in line if w[2] <= g]
         rights = [w for w in line if w[0] >= g]
-        if len(lefts) + len(rights) < len(line) or (lefts and rights and rights[0][0] - lefts[-1][2] <
-                                                    COLUMN * max(1.0, lefts[-1][3] - lefts[-1][1])):
+        if len(lefts) + len(rights) < len(line) or (
+            lefts and rights and rights[0][0] - lefts[-1][2] < COLUMN * max(1.0, lefts[-1][3] - lefts[-1][1])
+        ):
             crossing += 1  # a word over the gutter, or a line whose gap there is a space between two words
             continue
         if lefts and rights:
@@ -314,8 +337,13 @@ def _gutter(lines) -> float | None:
             full += g - lefts[-1][2] < FILL * (g - x0)
         right_words += len(rights)
         right_figures += sum(1 for w in rights if _FIGURE.match(w[4]))
-    if crossing > 0.15 * len(lines) or both < 0.5 * len(lines) or full < 0.6 * both \
-            or right_figures > 0.2 * max(1, right_words) or side_words < 2 * WORDS * both:
+    if (
+        crossing > 0.15 * len(lines)
+        or both < 0.5 * len(lines)
+        or full < 0.6 * both
+        or right_figures > 0.2 * max(1, right_words)
+        or side_words < 2 * WORDS * both
+    ):
         return None
     return g
 

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 from finspace.documents import passages as psg
 from finspace.documents.convert import Document
 
-INSTRUCTION = ("Answer the user's questions from the document below. After each fact you use, cite where it is, "
-               "as (page 7). If the document does not say, say so.")
-INSTRUCTION_MANY = ("Answer the user's questions from the documents below, each known by its id. After each fact "
-                    "you use, cite its document and page, as [{example} p. 7]. If the documents do not say, say "
-                    "so.")
+INSTRUCTION = (
+    "Answer the user's questions from the document below. After each fact you use, cite where it is, "
+    "as (page 7). If the document does not say, say so."
+)
+INSTRUCTION_MANY = (
+    "Answer the user's questions from the documents below, each known by its id. After each fact "
+    "you use, cite its document and page, as [{example} p. 7]. If the documents do not say, say "
+    "so."
+)
 _PAGE_NO = re.compile(r"^page (\d+)")
 TEMPLATE_ROOM_TOKENS = 64  # the chat template's own tokens around the messages
 TOOL_ROUND_TOKENS = 128  # with tools offered: a round of calls and their results (the calculator's are ~60)
@@ -43,9 +47,11 @@ def whole_block(doc: Document) -> str:
 
 def passages_block(doc: Document, chosen: list[psg.Passage], total: int) -> str:
     body = "\n\n".join(f"[{p.label}]\n{p.text}" if p.label else p.text for p in chosen)
-    return (f"{INSTRUCTION}\nThe document is too long for this model: below are the {len(chosen)} passages of "
-            f"{total} most relevant to the question, in document order, each with its page.\n\n"
-            f"<document name=\"{doc.name}\">\n{body}\n</document>")
+    return (
+        f"{INSTRUCTION}\nThe document is too long for this model: below are the {len(chosen)} passages of "
+        f"{total} most relevant to the question, in document order, each with its page.\n\n"
+        f"<document name=\"{doc.name}\">\n{body}\n</document>"
+    )
 
 
 def pages_phrase(doc: Document, chosen: list[psg.Passage], total_passages: int) -> str:
@@ -84,7 +90,7 @@ def count_upto(text: str, limit: int, count: Callable[[str], int]) -> int:
         return count(text)
     total = 0
     for start in range(0, len(text), COUNT_PIECE_CHARS):
-        total += count(text[start:start + COUNT_PIECE_CHARS])
+        total += count(text[start : start + COUNT_PIECE_CHARS])
         if total > limit:
             break
     return total
@@ -119,13 +125,13 @@ def whole_blocks(sources: Sequence[Source]) -> str:
 
 
 def page_no(label: str) -> str:
-    """"31" for "page 31 (printed 29)"; a sheet's label as it is."""
+    """ "31" for "page 31 (printed 29)"; a sheet's label as it is."""
     m = _PAGE_NO.match(label)
     return m.group(1) if m else label
 
 
 def pages_named(chosen: Sequence[tuple[Source, Sequence[psg.Passage]]]) -> str:
-    """"aapl-10-k-2024-11-01 p. 31, 33; nvda-10-k-2025-02-26 p. 50": the pages each document gave."""
+    """ "aapl-10-k-2024-11-01 p. 31, 33; nvda-10-k-2025-02-26 p. 50": the pages each document gave."""
     out = []
     for src, passages in chosen:
         pages = list(dict.fromkeys(page_no(p.label) for p in passages if p.label))
@@ -136,8 +142,7 @@ def pages_named(chosen: Sequence[tuple[Source, Sequence[psg.Passage]]]) -> str:
     return "; ".join(out)
 
 
-def prepare_many(sources: Sequence[Source], question: str, budget_tokens: int,
-                 count: Callable[[str], int]) -> Prepared:
+def prepare_many(sources: Sequence[Source], question: str, budget_tokens: int, count: Callable[[str], int]) -> Prepared:
     """Every document whole when they fit ``budget_tokens`` together, else the passages most relevant to
     ``question`` from each: the budget is shared evenly and what a document leaves passes on to the next; each
     passage is labelled with its document's id and page, so an answer's citation can name the document."""
@@ -149,10 +154,14 @@ def prepare_many(sources: Sequence[Source], question: str, budget_tokens: int,
     if len(sources) > 1 and count(whole) <= budget_tokens:
         return Prepared(whole, True, "documents: " + ", ".join(f"{s.id} whole" for s in sources))
     instruction = _instruction(sources)
-    head = count(passages_block(sources[0].doc, [], len(psg.index_of(sources[0].doc).passages))) \
-        if len(sources) == 1 else count(
-        f"{instruction}\nThe documents are too long for this model: below are the passages most relevant to the "
-        f"question, in document order, each with its document and page.\n\n")
+    head = (
+        count(passages_block(sources[0].doc, [], len(psg.index_of(sources[0].doc).passages)))
+        if len(sources) == 1
+        else count(
+            f"{instruction}\nThe documents are too long for this model: below are the passages most relevant to the "
+            f"question, in document order, each with its document and page.\n\n"
+        )
+    )
     left = max(0, budget_tokens - head)
     chosen: list[tuple[Source, list[psg.Passage]]] = []
     totals = 0
@@ -170,21 +179,28 @@ def prepare_many(sources: Sequence[Source], question: str, budget_tokens: int,
     n_passages = sum(len(p) for _s, p in chosen)
     if len(sources) == 1:  # one document: its passages as before, labelled by page ("[page 7]")
         src, picked = chosen[0]
-        return Prepared(passages_block(src.doc, picked, totals), False,
-                        pages_phrase(src.doc, picked, totals) + (f": {named}" if (named := pages_named(chosen)) else ""))
+        return Prepared(
+            passages_block(src.doc, picked, totals),
+            False,
+            pages_phrase(src.doc, picked, totals) + (f": {named}" if (named := pages_named(chosen)) else ""),
+        )
     blocks = []
     for src, picked in chosen:
         if picked:
-            body = "\n\n".join(f"[{src.id}, {p.label}]\n{p.text}" if p.label else f"[{src.id}]\n{p.text}"
-                               for p in picked)
+            body = "\n\n".join(
+                f"[{src.id}, {p.label}]\n{p.text}" if p.label else f"[{src.id}]\n{p.text}" for p in picked
+            )
             blocks.append(f"{_tag(src)}\n{body}\n</document>")
     pages_total = sum(len([p for p in s.doc.pages if p.label]) for s in sources)
     pages_used = sum(len({p.label for p in picked if p.label}) for _s, picked in chosen)
-    text = (f"{instruction}\nThe documents are too long for this model: below are the {n_passages} passages of "
-            f"{totals} most relevant to the question, in document order, each with its document and page.\n\n"
-            + "\n\n".join(blocks))
+    text = (
+        f"{instruction}\nThe documents are too long for this model: below are the {n_passages} passages of "
+        f"{totals} most relevant to the question, in document order, each with its document and page.\n\n"
+        + "\n\n".join(blocks)
+    )
     word = "document" if len(sources) == 1 else "documents"
     named = pages_named(chosen)
-    summary = (f"{word}: {pages_used} of {pages_total} pages ({n_passages} passage{'s' if n_passages != 1 else ''})"
-               + (f": {named}" if named else ""))
+    summary = f"{word}: {pages_used} of {pages_total} pages ({n_passages} passage{'s' if n_passages != 1 else ''})" + (
+        f": {named}" if named else ""
+    )
     return Prepared(text, False, summary)

@@ -29,6 +29,6 @@ def printed(text: str) -> str | None:
 
 
 def label(index: int, text: str) -> str:
-    """"page N", or "page N (printed P)" when the page prints a number P."""
+    """ "page N", or "page N (printed P)" when the page prints a number P."""
     p = printed(text)
     return f"page {index} (printed {p})" if p else f"page {index}"

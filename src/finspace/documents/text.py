@@ -45,5 +45,7 @@ def read_text(path: Path, name: str) -> str:
 
 def check_cells(cells: int, name: str, limits: DocumentLimits) -> None:
     if cells > limits.max_cells:
-        raise BadInput(f"{short_name(name)} expands past {limits.max_cells:,} table cells, the limit per document; "
-                       "upload the sheets or tables you need")
+        raise BadInput(
+            f"{short_name(name)} expands past {limits.max_cells:,} table cells, the limit per document; "
+            "upload the sheets or tables you need"
+        )

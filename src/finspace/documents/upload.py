@@ -47,8 +47,9 @@ def remove_upload(path: str | Path, folder: str | Path) -> None:
             p.parent.rmdir()  # only when empty
 
 
-async def convert_upload(path: str, name: str, limits: DocumentLimits, upload_dir: str,
-                         quick_s: float | None = None) -> Document:
+async def convert_upload(
+    path: str, name: str, limits: DocumentLimits, upload_dir: str, quick_s: float | None = None
+) -> Document:
     """The uploaded file as a Document (BadInput naming the reason otherwise); the file is deleted after.
     ``quick_s``: converted in the gate's quick lane (documents.gate), cut there with Busy (429) past it."""
     if not isinstance(path, str) or not inside(path, upload_dir):
@@ -65,8 +66,17 @@ async def _in_child(path: str, name: str, limits: DocumentLimits, quick_s: float
     env = {k: v for k, v in os.environ.items() if not k.endswith(("TOKEN", "KEYS"))}
     env["PYTHONPATH"] = os.pathsep.join([_SRC, *filter(None, [env.get("PYTHONPATH")])])
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "finspace.documents.upload", path, name, json.dumps(dataclasses.asdict(limits)),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        sys.executable,
+        "-m",
+        "finspace.documents.upload",
+        path,
+        name,
+        json.dumps(dataclasses.asdict(limits)),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
     loop = asyncio.get_running_loop()
     quick = bool(quick_s) and quick_s < limits.convert_timeout_s  # cut by the gate's quick lane (a 429 past it)
     bound, pages = (quick_s if quick else limits.convert_timeout_s), None
@@ -79,22 +89,31 @@ async def _in_child(path: str, name: str, limits: DocumentLimits, quick_s: float
             if limits.convert_bound_s(pages) < deadline - loop.time():  # a PDF: bounded by its pages from here
                 bound = limits.convert_bound_s(pages)
                 deadline = loop.time() + bound
-        out = await asyncio.wait_for(_read_bounded(proc.stdout, limits.answer_bytes),
-                                     max(0.0, deadline - loop.time()))
+        out = await asyncio.wait_for(_read_bounded(proc.stdout, limits.answer_bytes), max(0.0, deadline - loop.time()))
         if out is None:
-            raise BadInput(f"{short_name(name)} converts to more than {limits.answer_bytes >> 20} MiB of text, "
-                           "tables and facts, the bound of one document; upload a smaller document or the part you "
-                           "need")
+            raise BadInput(
+                f"{short_name(name)} converts to more than {limits.answer_bytes >> 20} MiB of text, "
+                "tables and facts, the bound of one document; upload a smaller document or the part you "
+                "need"
+            )
         err = await asyncio.wait_for(errors, max(0.1, deadline - loop.time()))
     except (asyncio.TimeoutError, TimeoutError):
         if quick and bound == quick_s:  # the lane's cut, not the document's own (a PDF's pages') bound
-            raise Busy(f"the server's conversion slots are all busy with other clients' documents, and "
-                       f"{short_name(name)} needs longer than the {bound:g} s a document converts in beside them "
-                       "(FINSPACE_DOCUMENT_QUICK_S); send it again shortly", retry_after_s=10) from None
-        why = f"the limit for its {pages} pages (FINSPACE_DOCUMENT_PAGE_S)" if pages is not None and \
-            bound < limits.convert_timeout_s else "the limit"
-        raise BadInput(f"converting {short_name(name)} took longer than {bound:g} s, {why}; "
-                       "upload a smaller document or the part you need") from None
+            raise Busy(
+                f"the server's conversion slots are all busy with other clients' documents, and "
+                f"{short_name(name)} needs longer than the {bound:g} s a document converts in beside them "
+                "(FINSPACE_DOCUMENT_QUICK_S); send it again shortly",
+                retry_after_s=10,
+            ) from None
+        why = (
+            f"the limit for its {pages} pages (FINSPACE_DOCUMENT_PAGE_S)"
+            if pages is not None and bound < limits.convert_timeout_s
+            else "the limit"
+        )
+        raise BadInput(
+            f"converting {short_name(name)} took longer than {bound:g} s, {why}; "
+            "upload a smaller document or the part you need"
+        ) from None
     finally:
         errors.cancel()
         if proc.returncode is None:
@@ -104,10 +123,12 @@ async def _in_child(path: str, name: str, limits: DocumentLimits, quick_s: float
     try:  # parsed off the event loop: a document's answer is megabytes of JSON
         return await asyncio.to_thread(_document, out)
     except ValueError:
-        why = "it ran out of memory" if proc.returncode in (-9, 137) or b"MemoryError" in err else \
-            f"the converter stopped (exit {proc.returncode})"
-        raise BadInput(f"{short_name(name)} could not be converted: {why}; upload a smaller or simpler file") \
-            from None
+        why = (
+            "it ran out of memory"
+            if proc.returncode in (-9, 137) or b"MemoryError" in err
+            else f"the converter stopped (exit {proc.returncode})"
+        )
+        raise BadInput(f"{short_name(name)} could not be converted: {why}; upload a smaller or simpler file") from None
 
 
 def _document(out: bytes) -> Document:
@@ -143,9 +164,11 @@ def _child(argv: list[str]) -> int:
     try:
         answer = {"document": convert(path, name, limits).to_json()}
         if len(_encoded(answer)) > limits.answer_bytes:  # every product counts: text, tables, facts, contexts
-            answer = {"error": f"{short_name(name)} converts to more than {limits.answer_bytes >> 20} MiB of text, "
-                               "tables and facts, the bound of one document; upload a smaller document or the part "
-                               "you need"}
+            answer = {
+                "error": f"{short_name(name)} converts to more than {limits.answer_bytes >> 20} MiB of text, "
+                "tables and facts, the bound of one document; upload a smaller document or the part "
+                "you need"
+            }
     except BadInput as exc:
         answer = {"error": str(exc)}
     except MemoryError:

@@ -91,8 +91,10 @@ class SecClient:
         s = self.settings
         _scheme, host, port, url = check_url(url)
         if host not in s.hosts:
-            raise BadInput(f"{host[:80]!r} is not one of SEC's hosts; finspace fetches EDGAR data from "
-                           f"{', '.join(sorted(s.hosts))} only")
+            raise BadInput(
+                f"{host[:80]!r} is not one of SEC's hosts; finspace fetches EDGAR data from "
+                f"{', '.join(sorted(s.hosts))} only"
+            )
         for attempt in range(s.retries + 1):
             try:
                 slot = await self.limiter.wait()
@@ -104,25 +106,29 @@ class SecClient:
             except _Retry as retry:
                 if attempt == s.retries:
                     return self._stale(cached, retry.status, what)
-                delay = s.backoff_s * 2 ** attempt
+                delay = s.backoff_s * 2**attempt
                 if retry.after is not None:
-                    delay = min(max(delay, retry.after), s.backoff_s * 4 * 2 ** attempt)
+                    delay = min(max(delay, retry.after), s.backoff_s * 4 * 2**attempt)
                 await asyncio.sleep(delay)
             except (asyncio.TimeoutError, TimeoutError):
                 if cached is not None:
                     return cached.body
-                raise DataUnavailable(f"SEC did not answer {what} within {s.timeout_s:g} s "
-                                      "(FINSPACE_EDGAR_TIMEOUT_S); try again later") from None
+                raise DataUnavailable(
+                    f"SEC did not answer {what} within {s.timeout_s:g} s (FINSPACE_EDGAR_TIMEOUT_S); try again later"
+                ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _stale(self, cached: Entry | None, status: int, what: str) -> bytes:
         if cached is not None:
             return cached.body
         if status == 429:
-            raise Busy(f"SEC asked this Space to slow down (HTTP 429) while fetching {what}; try again in a minute",
-                       retry_after_s=60)
-        raise DataUnavailable(f"SEC answered HTTP {status} for {what} after {self.settings.retries + 1} tries; "
-                              "try again later")
+            raise Busy(
+                f"SEC asked this Space to slow down (HTTP 429) while fetching {what}; try again in a minute",
+                retry_after_s=60,
+            )
+        raise DataUnavailable(
+            f"SEC answered HTTP {status} for {what} after {self.settings.retries + 1} tries; try again later"
+        )
 
     async def _once(self, url: str, host: str, port: int, max_bytes: int, what: str, cached: Entry | None) -> Entry:
         s = self.settings
@@ -131,22 +137,29 @@ class SecClient:
         except Unresolved:
             if cached is not None:
                 return cached
-            raise DataUnavailable("SEC cannot be reached from this Space (no network to sec.gov); company look-ups "
-                                  "need it: try again later") from None
+            raise DataUnavailable(
+                "SEC cannot be reached from this Space (no network to sec.gov); company look-ups "
+                "need it: try again later"
+            ) from None
         headers = {"User-Agent": s.user_agent, "Accept-Encoding": "gzip"}
         if cached is not None and cached.etag:
             headers["If-None-Match"] = cached.etag
         if cached is not None and cached.last_modified:
             headers["If-Modified-Since"] = cached.last_modified
         self.sent += 1
-        async with httpcore.AsyncConnectionPool(network_backend=PinnedBackend(address), retries=0,
-                                                max_connections=1) as pool:
+        async with httpcore.AsyncConnectionPool(
+            network_backend=PinnedBackend(address), retries=0, max_connections=1
+        ) as pool:
             try:
                 async with pool.stream("GET", url, headers=list(headers.items())) as response:
                     h = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
                     return await self._answer(url, response, response.status, h, max_bytes, what, cached)
-            except (httpcore.NetworkError, httpcore.TimeoutException, httpcore.ProtocolError,
-                    httpcore.UnsupportedProtocol):
+            except (
+                httpcore.NetworkError,
+                httpcore.TimeoutException,
+                httpcore.ProtocolError,
+                httpcore.UnsupportedProtocol,
+            ):
                 if cached is not None:
                     return cached
                 raise DataUnavailable("SEC cannot be reached from this Space right now; try again later") from None
@@ -160,8 +173,10 @@ class SecClient:
         if status == 404:
             raise NotFound(f"EDGAR has no {what}")
         if status == 403:
-            raise DataUnavailable("SEC refused the request (HTTP 403): it refuses programs without a User-Agent with "
-                                  "a contact, or that send too much; check FINSPACE_EDGAR_CONTACT and try later")
+            raise DataUnavailable(
+                "SEC refused the request (HTTP 403): it refuses programs without a User-Agent with "
+                "a contact, or that send too much; check FINSPACE_EDGAR_CONTACT and try later"
+            )
         if status != 200:
             raise DataUnavailable(f"SEC answered HTTP {status} for {what}; try again later")
         body = await _read(response, h, max_bytes, what)
@@ -190,5 +205,7 @@ async def _read(response, h: dict, max_bytes: int, what: str) -> bytes:
 
 
 def _too_big(what: str, max_bytes: int) -> BadInput:
-    return BadInput(f"SEC's {what} is larger than {max_bytes / (1 << 20):.1f} MiB, this Space's bound for it "
-                    "(FINSPACE_EDGAR_SUBMISSIONS_MIB / FINSPACE_EDGAR_FACTS_MIB set it); it was not read")
+    return BadInput(
+        f"SEC's {what} is larger than {max_bytes / (1 << 20):.1f} MiB, this Space's bound for it "
+        "(FINSPACE_EDGAR_SUBMISSIONS_MIB / FINSPACE_EDGAR_FACTS_MIB set it); it was not read"
+    )

@@ -64,8 +64,9 @@ class CompanyIndex:
             raise BadInput("company must be a ticker (AAPL), a CIK (320193) or a name (Apple)")
         q = query.strip()
         if len(q) > MAX_QUERY_CHARS:
-            raise BadInput(f"company has {len(q)} characters; send a ticker, a CIK or a name of at most "
-                           f"{MAX_QUERY_CHARS}")
+            raise BadInput(
+                f"company has {len(q)} characters; send a ticker, a CIK or a name of at most {MAX_QUERY_CHARS}"
+            )
         if m := _CIK.match(q):
             cik = int(m[1])
             if cik in self.by_cik:
@@ -98,8 +99,11 @@ class CompanyIndex:
         largest companies first) breaks ties."""
         rank = {c.ticker: i for i, c in enumerate(self.companies)}
         up = q.upper()
-        scored = [(d, rank[c.ticker], c) for t, c in self.by_ticker.items()
-                  if abs(len(t) - len(up)) <= 1 and (d := _distance(up, t)) <= 1]
+        scored = [
+            (d, rank[c.ticker], c)
+            for t, c in self.by_ticker.items()
+            if abs(len(t) - len(up)) <= 1 and (d := _distance(up, t)) <= 1
+        ]
         if not scored:
             names = {name: c for name, c in reversed(self.folded)}
             for name in difflib.get_close_matches(_fold(q), list(names), n=n, cutoff=0.75):

@@ -17,8 +17,10 @@ DATA = "https://data.sec.gov"  # the submissions and company-facts APIs
 SEC_HOSTS = ("www.sec.gov", "data.sec.gov")
 _EMAIL = re.compile(r"^[^@\s<>\"']{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}$")
 
-OFF_MESSAGE = ("company look-ups on EDGAR are off: SEC asks every program for a contact address; the Space's owner "
-               "can set FINSPACE_EDGAR_CONTACT=you@example.com in the Space's settings (variables) to turn them on")
+OFF_MESSAGE = (
+    "company look-ups on EDGAR are off: SEC asks every program for a contact address; the Space's owner "
+    "can set FINSPACE_EDGAR_CONTACT=you@example.com in the Space's settings (variables) to turn them on"
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,10 @@ def check_contact(raw: str | None) -> str | None:
     if not value:
         return None
     if not _EMAIL.match(value):
-        raise BadInput("FINSPACE_EDGAR_CONTACT must be one e-mail address (SEC puts it in the User-Agent to reach "
-                       "the Space's owner), e.g. you@example.com")
+        raise BadInput(
+            "FINSPACE_EDGAR_CONTACT must be one e-mail address (SEC puts it in the User-Agent to reach "
+            "the Space's owner), e.g. you@example.com"
+        )
     return value
 
 

@@ -63,15 +63,20 @@ class EdgarDesk:
 
     # -------------------------------------------------------------- companies
     async def index(self) -> CompanyIndex:
-        body = await self.client.get(self.client.url("www", "/files/company_tickers.json"),
-                                     self.settings.tickers_bytes, "company list", TICKERS_FRESH_S)
+        body = await self.client.get(
+            self.client.url("www", "/files/company_tickers.json"),
+            self.settings.tickers_bytes,
+            "company list",
+            TICKERS_FRESH_S,
+        )
         key = hash(body)
         if self._index is None or self._index[0] != key:
             try:
                 data = await asyncio.to_thread(json.loads, body)
             except (ValueError, RecursionError):
-                raise DataUnavailable("SEC answered the company list with something that is not JSON; try again "
-                                      "later") from None
+                raise DataUnavailable(
+                    "SEC answered the company list with something that is not JSON; try again later"
+                ) from None
             self._index = (key, await asyncio.to_thread(CompanyIndex.parse, data))
         return self._index[1]
 
@@ -80,8 +85,9 @@ class EdgarDesk:
         return await asyncio.to_thread(index.find, query)
 
     # ---------------------------------------------------------------- filings
-    async def filings(self, query: Any, form: Any = None, year: Any = None, older: bool = False,
-                      limit: int = 100) -> tuple[Company, list[listing.Filing]]:
+    async def filings(
+        self, query: Any, form: Any = None, year: Any = None, older: bool = False, limit: int = 100
+    ) -> tuple[Company, list[listing.Filing]]:
         form, year = listing.check_form(form), listing.check_year(year)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= listing.MAX_LIST:
             raise BadInput(f"limit must be a whole number in [1, {listing.MAX_LIST}]")
@@ -90,22 +96,29 @@ class EdgarDesk:
         return company, listing.select(every, form, year, limit)
 
     async def _all(self, company: Company, older: bool) -> list[listing.Filing]:
-        data = await self.client.json(self.client.url("data", f"/submissions/CIK{company.cik10}.json"),
-                                      self.settings.submissions_bytes, f"filing list of {company.ticker}")
+        data = await self.client.json(
+            self.client.url("data", f"/submissions/CIK{company.cik10}.json"),
+            self.settings.submissions_bytes,
+            f"filing list of {company.ticker}",
+        )
         recent = (data.get("filings") or {}).get("recent") if isinstance(data, dict) else None
         out = listing.parse(company.cik, recent)
         if older:
             for name in listing.older_pages(data)[:20]:
                 try:
-                    page = await self.client.json(self.client.url("data", f"/submissions/{name}"),
-                                                  self.settings.submissions_bytes, f"older filings of {company.ticker}")
+                    page = await self.client.json(
+                        self.client.url("data", f"/submissions/{name}"),
+                        self.settings.submissions_bytes,
+                        f"older filings of {company.ticker}",
+                    )
                 except NotFound:  # a page SEC lists but does not serve: the filings of the others stand
                     continue
                 out += listing.parse(company.cik, page)
         return out
 
-    async def pick(self, query: Any, accession: Any = None, form: Any = None, year: Any = None,
-                   document: Any = None) -> Picked:
+    async def pick(
+        self, query: Any, accession: Any = None, form: Any = None, year: Any = None, document: Any = None
+    ) -> Picked:
         """One filing: by accession, else the latest of ``form`` (10-K by default) in ``year`` (any by default)."""
         document = listing.check_document(document)
         company = await self.company(query)
@@ -122,8 +135,10 @@ class EdgarDesk:
             if not found and y is not None and recent and min(x.year for x in recent) >= y:
                 found = listing.select(await self._all(company, older=True), f, y, 1)  # the year is older: its pages
             if not found:
-                raise NotFound(f"{company.ticker} has no {f}" + (f" for {y}" if y else "") + " on EDGAR; list its "
-                               "filings to see what it filed")
+                raise NotFound(
+                    f"{company.ticker} has no {f}" + (f" for {y}" if y else "") + " on EDGAR; list its "
+                    "filings to see what it filed"
+                )
             filing = found[0]
         return Picked(company, filing, document or filing.document)
 
@@ -133,8 +148,12 @@ class EdgarDesk:
         name = f"{picked.company.ticker}-{f.form.replace('/', '')}-{f.filed}-{picked.document}"
         kind_of(name)  # BadInput naming the types finspace reads (a .txt or .pdf filing converts as such)
         limit = self.svc.settings.documents.max_bytes
-        body = await self.client.get(self.client.url("www", f.path(picked.document)), limit,
-                                     f"document {picked.document} of filing {f.accession}", FOREVER)
+        body = await self.client.get(
+            self.client.url("www", f.path(picked.document)),
+            limit,
+            f"document {picked.document} of filing {f.accession}",
+            FOREVER,
+        )
         folder = Path(docs.upload_folder(self.svc.settings)) / FOLDER / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / ("document" + Path(picked.document).suffix.lower())
@@ -156,22 +175,30 @@ class EdgarDesk:
         att = await self.attach(picked, client)
         messages = [{"role": "user", "content": question.strip()}]
         info, parts = ChatInfo(), []
-        async with contextlib.aclosing(self.svc.answer(messages, ChatSettings(max_tokens=max_tokens), info,
-                                                       documents=[att])) as stream:
+        async with contextlib.aclosing(
+            self.svc.answer(messages, ChatSettings(max_tokens=max_tokens), info, documents=[att])
+        ) as stream:
             async for _thinking, delta in stream:
                 parts.append(delta)
         text, pages = "".join(parts).strip(), len(att.doc.pages)
         cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
-        return {"answer": text, "citations": cited, "document": info.documents, "pages": pages,
-                "filing": {**picked.filing.to_json(), "company": picked.company.to_json()},
-                "url": "https://www.sec.gov" + picked.filing.path(picked.document)}
+        return {
+            "answer": text,
+            "citations": cited,
+            "document": info.documents,
+            "pages": pages,
+            "filing": {**picked.filing.to_json(), "company": picked.company.to_json()},
+            "url": "https://www.sec.gov" + picked.filing.path(picked.document),
+        }
 
     # ----------------------------------------------------------------- matrix
     async def matrix_files(self, request: Any) -> list[tuple[str, str]]:
-        """"AAPL, MSFT, NVDA: latest 10-K" (or a list of {company, form, year, accession}) as files for the Matrix."""
+        """ "AAPL, MSFT, NVDA: latest 10-K" (or a list of {company, form, year, accession}) as files for the Matrix."""
         specs = parse_request(request)
-        picked = [await self.pick(s.get("company"), s.get("accession"), s.get("form"), s.get("year"),
-                                  s.get("document")) for s in specs]
+        picked = [
+            await self.pick(s.get("company"), s.get("accession"), s.get("form"), s.get("year"), s.get("document"))
+            for s in specs
+        ]
         files: list[tuple[str, str]] = []
         try:
             for p in picked:
@@ -182,8 +209,9 @@ class EdgarDesk:
             raise
         return files
 
-    async def fill_matrix(self, request: Any, fields: Any, client: str | None,
-                          provenance: dict | None = None) -> AsyncGenerator:
+    async def fill_matrix(
+        self, request: Any, fields: Any, client: str | None, provenance: dict | None = None
+    ) -> AsyncGenerator:
         files = await self.matrix_files(request)
         async with contextlib.aclosing(self.svc.matrix.fill(files, fields, client, provenance)) as updates:
             async for result in updates:
@@ -193,8 +221,9 @@ class EdgarDesk:
     def concepts(self, field: Any) -> tuple[str, list[str]]:
         """(label, concepts) of a Matrix preset field ("revenue", "Net income") or one concept (us-gaap:Assets)."""
         if not isinstance(field, str) or not field.strip():
-            raise BadInput(f"field must be one of: {', '.join(self.field_names())}, or a concept such as "
-                           "us-gaap:Revenues")
+            raise BadInput(
+                f"field must be one of: {', '.join(self.field_names())}, or a concept such as us-gaap:Revenues"
+            )
         want = field.strip()
         if re.match(r"^(us-gaap|dei|ifrs-full|srt):[A-Za-z][A-Za-z0-9]{1,150}$", want):
             return want, [want]
@@ -202,14 +231,17 @@ class EdgarDesk:
             for f in preset.fields:
                 if f.concepts and f.name.lower() == want.lower() and not f.concepts[0].startswith("dei:Document"):
                     return f.name, list(f.concepts)
-        raise BadInput(f"unknown field {want[:60]!r}; choose one of: {', '.join(self.field_names())}, or a concept "
-                       "such as us-gaap:Revenues")
+        raise BadInput(
+            f"unknown field {want[:60]!r}; choose one of: {', '.join(self.field_names())}, or a concept "
+            "such as us-gaap:Revenues"
+        )
 
     def field_names(self) -> list[str]:
         names = []
         for preset in self.svc.matrix.presets.entries:
-            names += [f.name for f in preset.fields if f.concepts and f.type in ("money", "number")
-                      and f.name not in names]
+            names += [
+                f.name for f in preset.fields if f.concepts and f.type in ("money", "number") and f.name not in names
+            ]
         return names
 
     async def facts(self, companies: Any, field: Any, period: Any = "annual") -> dict:
@@ -222,29 +254,50 @@ class EdgarDesk:
         for q in queries:
             company = await self.company(q)
             try:
-                data = await self.client.json(self.client.url("data", f"/api/xbrl/companyfacts/CIK{company.cik10}.json"),
-                                              self.settings.facts_bytes, f"XBRL facts of {company.ticker}")
+                data = await self.client.json(
+                    self.client.url("data", f"/api/xbrl/companyfacts/CIK{company.cik10}.json"),
+                    self.settings.facts_bytes,
+                    f"XBRL facts of {company.ticker}",
+                )
             except NotFound:
-                raise NotFound(f"{company.ticker} has no XBRL facts on EDGAR (companies file them since 2009; older "
-                               "filers and some foreign ones have none): read its filings instead") from None
+                raise NotFound(
+                    f"{company.ticker} has no XBRL facts on EDGAR (companies file them since 2009; older "
+                    "filers and some foreign ones have none): read its filings instead"
+                ) from None
             got = await asyncio.to_thread(figures.series, data, concepts, company.ticker, period)
             if not got:
                 notes.append(f"{company.ticker} reports no {label} ({', '.join(concepts)}) for a {period} period")
             elif points and figures.units_of(got) != figures.units_of(points):
-                notes.append(f"{company.ticker}'s {label} is in {', '.join(sorted(figures.units_of(got)))}, not "
-                             f"{', '.join(sorted(figures.units_of(points)))}: left off the chart")
+                notes.append(
+                    f"{company.ticker}'s {label} is in {', '.join(sorted(figures.units_of(got)))}, not "
+                    f"{', '.join(sorted(figures.units_of(points)))}: left off the chart"
+                )
             else:
                 points += got
         ciks = {c.ticker: c.cik for c in [await self.company(q) for q in queries]}
-        rows = [{**p.to_json(), "url": f"https://www.sec.gov/Archives/edgar/data/{ciks.get(p.company, '')}/"
-                 f"{p.accession.replace('-', '')}/"} for p in points]  # the filing's folder on EDGAR: it opens
-        return {"field": label, "concepts": concepts, "period": period, "points": rows,
-                "units": sorted(figures.units_of(points)), "notes": notes, "csv": figures.to_csv(points)}
+        rows = [
+            {
+                **p.to_json(),
+                "url": f"https://www.sec.gov/Archives/edgar/data/{ciks.get(p.company, '')}/"
+                f"{p.accession.replace('-', '')}/",
+            }
+            for p in points
+        ]  # the filing's folder on EDGAR: it opens
+        return {
+            "field": label,
+            "concepts": concepts,
+            "period": period,
+            "points": rows,
+            "units": sorted(figures.units_of(points)),
+            "notes": notes,
+            "csv": figures.to_csv(points),
+        }
 
 
 def split_companies(companies: Any) -> list[str]:
-    items = companies if isinstance(companies, list) else _SPLIT.split(companies) if isinstance(companies, str) \
-        else None
+    items = (
+        companies if isinstance(companies, list) else _SPLIT.split(companies) if isinstance(companies, str) else None
+    )
     items = [c.strip() for c in items or [] if isinstance(c, str) and c.strip()]
     if not items:
         raise BadInput("companies: send one or more tickers, e.g. AAPL, NVDA")
@@ -254,14 +307,16 @@ def split_companies(companies: Any) -> list[str]:
 
 
 def parse_request(request: Any) -> list[dict]:
-    """"AAPL, MSFT, NVDA: latest 10-K" or "AAPL, NVDA: 10-Q 2025" -> one spec per company; a list of specs (or its
+    """ "AAPL, MSFT, NVDA: latest 10-K" or "AAPL, NVDA: 10-Q 2025" -> one spec per company; a list of specs (or its
     JSON text) as is."""
     if isinstance(request, str) and request.lstrip().startswith("["):
         try:
             request = json.loads(request)
         except (ValueError, RecursionError):
-            raise BadInput('filings: not valid JSON; send [{"company": "AAPL", "form": "10-K", "year": 2024}, ...] '
-                           'or "AAPL, NVDA: latest 10-K"') from None
+            raise BadInput(
+                'filings: not valid JSON; send [{"company": "AAPL", "form": "10-K", "year": 2024}, ...] '
+                'or "AAPL, NVDA: latest 10-K"'
+            ) from None
     if isinstance(request, list):
         if not request or not all(isinstance(s, dict) for s in request):
             raise BadInput("filings: send a list of {company, form, year} (or accession) objects")

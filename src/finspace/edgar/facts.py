@@ -37,9 +37,18 @@ class Point:
     filed: str
 
     def to_json(self) -> dict:
-        return {"company": self.company, "period": self.label, "start": self.start, "end": self.end,
-                "value": self.value, "unit": self.unit, "concept": self.concept, "form": self.form,
-                "accession": self.accession, "filed": self.filed}
+        return {
+            "company": self.company,
+            "period": self.label,
+            "start": self.start,
+            "end": self.end,
+            "value": self.value,
+            "unit": self.unit,
+            "concept": self.concept,
+            "form": self.form,
+            "accession": self.accession,
+            "filed": self.filed,
+        }
 
 
 def _days(start: str | None, end: str) -> int | None:
@@ -59,8 +68,11 @@ def _fits(row: dict, period: str) -> bool:
     if not isinstance(end, str):
         return False
     if start is None:  # an instant: annual series take the annual reports' balance-sheet dates
-        return period == "quarterly" or (row.get("form") in ANNUAL or row.get("form", "").rstrip("/A") in ANNUAL) \
+        return (
+            period == "quarterly"
+            or (row.get("form") in ANNUAL or row.get("form", "").rstrip("/A") in ANNUAL)
             and row.get("fp") == "FY"
+        )
     days = _days(start, end)
     return days is not None and days in (YEAR_DAYS if period == "annual" else QUARTER_DAYS)
 
@@ -71,8 +83,10 @@ def series(facts: Any, concepts: list[str], company: str, period: str = "annual"
         raise BadInput(f"period must be one of {', '.join(PERIODS)}")
     tree = facts.get("facts") if isinstance(facts, dict) else None
     if not isinstance(tree, dict) or not tree:
-        raise NotFound(f"{company} has no XBRL facts on EDGAR (companies file them since 2009; older filers and "
-                       "some foreign ones have none)")
+        raise NotFound(
+            f"{company} has no XBRL facts on EDGAR (companies file them since 2009; older filers and "
+            "some foreign ones have none)"
+        )
     best: dict[tuple, Point] = {}
     for rank, concept in enumerate(concepts):
         prefix, _, name = concept.partition(":")
@@ -83,8 +97,18 @@ def series(facts: Any, concepts: list[str], company: str, period: str = "annual"
                 if not isinstance(row, dict) or not _fits(row, period) or not isinstance(row.get("val"), (int, float)):
                     continue
                 key = (row.get("start"), row["end"])
-                p = Point(company, _label(row, period), row.get("start"), row["end"], float(row["val"]), unit,
-                          concept, str(row.get("form", "")), str(row.get("accn", "")), str(row.get("filed", "")))
+                p = Point(
+                    company,
+                    _label(row, period),
+                    row.get("start"),
+                    row["end"],
+                    float(row["val"]),
+                    unit,
+                    concept,
+                    str(row.get("form", "")),
+                    str(row.get("accn", "")),
+                    str(row.get("filed", "")),
+                )
                 held = best.get(key)
                 if held is None or (rank, _neg(p.filed)) < (held_rank(held, concepts), _neg(held.filed)):
                     best[key] = p

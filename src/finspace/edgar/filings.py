@@ -40,26 +40,45 @@ class Filing:
         return f"/Archives/edgar/data/{self.cik}/{self.accession.replace('-', '')}/{document or self.document}"
 
     def to_json(self) -> dict:
-        return {"form": self.form, "filed": self.filed, "period": self.period, "accession": self.accession,
-                "document": self.document, "description": self.description, "xbrl": self.xbrl, "year": self.year,
-                "url": "https://www.sec.gov" + self.path()}
+        return {
+            "form": self.form,
+            "filed": self.filed,
+            "period": self.period,
+            "accession": self.accession,
+            "document": self.document,
+            "description": self.description,
+            "xbrl": self.xbrl,
+            "year": self.year,
+            "url": "https://www.sec.gov" + self.path(),
+        }
 
 
 def parse(cik: int, columns: Any) -> list[Filing]:
     """The filings of one page (``filings.recent``, or an older page's top level)."""
     if not isinstance(columns, dict):
         return []
+
     def col(name: str) -> list:
         v = columns.get(name)
         return v if isinstance(v, list) else []
+
     acc, form, filed = col("accessionNumber"), col("form"), col("filingDate")
     period, doc, desc, xbrl = col("reportDate"), col("primaryDocument"), col("primaryDocDescription"), col("isXBRL")
     out = []
     for i in range(min(len(acc), len(form), len(filed))):
         try:
-            out.append(Filing(cik, str(form[i]), str(filed[i]), str(period[i] if i < len(period) else "") or "",
-                              str(acc[i]), str(doc[i] if i < len(doc) else ""),
-                              str(desc[i] if i < len(desc) else ""), bool(xbrl[i] if i < len(xbrl) else 0)))
+            out.append(
+                Filing(
+                    cik,
+                    str(form[i]),
+                    str(filed[i]),
+                    str(period[i] if i < len(period) else "") or "",
+                    str(acc[i]),
+                    str(doc[i] if i < len(doc) else ""),
+                    str(desc[i] if i < len(desc) else ""),
+                    bool(xbrl[i] if i < len(xbrl) else 0),
+                )
+            )
         except (TypeError, ValueError):
             continue
     return [f for f in out if _ACCESSION.match(f.accession) and f.filed[:4].isdigit()]
@@ -91,8 +110,7 @@ def check_year(year: Any) -> int | None:
     return y
 
 
-def select(filings: list[Filing], form: str | None = None, year: int | None = None,
-           limit: int = 100) -> list[Filing]:
+def select(filings: list[Filing], form: str | None = None, year: int | None = None, limit: int = 100) -> list[Filing]:
     """The filings of ``form`` (its amendments, 10-K/A, too) and ``year``, newest first."""
     out = [f for f in filings if (form is None or f.form in (form, form + "/A")) and (year is None or f.year == year)]
     return out[:limit]

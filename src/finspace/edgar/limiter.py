@@ -42,8 +42,11 @@ class RateLimiter:
         slot = max(now, self._next)
         wait = slot - now
         if wait > self.max_wait_s:
-            raise Busy(f"SEC allows {1 / self.interval:g} requests a second and this Space's share is taken for the "
-                       f"next {wait:.0f} s; try again in a few seconds", retry_after_s=max(1, round(wait)))
+            raise Busy(
+                f"SEC allows {1 / self.interval:g} requests a second and this Space's share is taken for the "
+                f"next {wait:.0f} s; try again in a few seconds",
+                retry_after_s=max(1, round(wait)),
+            )
         self._next = slot + self.interval
         return wait
 

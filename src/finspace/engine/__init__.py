@@ -32,6 +32,18 @@ from finspace.engine.prompt import (
 from finspace.engine.records import STAGE_PROGRESS, STAGES, ChatInfo, Health, LoadRecord, ProgressFn
 
 __all__ = [
-    "MAX_MESSAGES", "MAX_MESSAGE_CHARS", "MAX_TOKENS_CAP", "MAX_TOTAL_CHARS", "ROLES", "STAGES", "STAGE_PROGRESS",
-    "ChatInfo", "ChatSettings", "Engine", "Health", "LoadRecord", "ProgressFn", "normalize_messages",
+    "MAX_MESSAGES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_TOKENS_CAP",
+    "MAX_TOTAL_CHARS",
+    "ROLES",
+    "STAGES",
+    "STAGE_PROGRESS",
+    "ChatInfo",
+    "ChatSettings",
+    "Engine",
+    "Health",
+    "LoadRecord",
+    "ProgressFn",
+    "normalize_messages",
 ]

@@ -14,8 +14,14 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from finspace.engine import process, stream
-from finspace.engine.prompt import (ChatSettings, build_prompt, check_template_kwargs, normalize_messages,
-                                    sampling_for, source_chars)
+from finspace.engine.prompt import (
+    ChatSettings,
+    build_prompt,
+    check_template_kwargs,
+    normalize_messages,
+    sampling_for,
+    source_chars,
+)
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, Busy, EngineFailed, ModelSwitching, NotReady
 from finspace.structured import refusals
@@ -54,15 +60,18 @@ class ChatStreams:
         with no model loaded."""
         tok = self._tokenizer
         if tok is None:
-            raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'}); "
-                           "a document is measured in the loaded model's tokens")
+            raise NotReady(
+                f"no model is loaded ({self._last_error or 'load one from the model picker'}); "
+                "a document is measured in the loaded model's tokens"
+            )
         if size is None:
             texts = [len(a) for a in args if isinstance(a, str)]
             size = sum(texts) if texts else self._renderer.small_chars + 1
         return await self._renderer.run(tok, fn, *args, size=size)
 
-    async def chat(self, messages: Any, settings: ChatSettings | None = None,
-                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
+    async def chat(
+        self, messages: Any, settings: ChatSettings | None = None, info: ChatInfo | None = None
+    ) -> AsyncGenerator[str, None]:
         """Stream the answer to ``messages`` as text deltas (a reasoning model's thinking left out: see
         ``chat_parts``). Cancelling it aborts the request."""
         async with contextlib.aclosing(self.chat_parts(messages, settings, info)) as parts:
@@ -70,16 +79,22 @@ class ChatStreams:
                 if answer:
                     yield answer
 
-    async def chat_parts(self, messages: Any, settings: ChatSettings | None = None,
-                         info: ChatInfo | None = None) -> AsyncGenerator[tuple[str, str], None]:
+    async def chat_parts(
+        self, messages: Any, settings: ChatSettings | None = None, info: ChatInfo | None = None
+    ) -> AsyncGenerator[tuple[str, str], None]:
         """Stream the reply as (thinking delta, answer delta) pairs; the thinking is split off by vLLM's
         reasoning parser for models the catalogue marks ``reasoning`` (engine/reasoning.py)."""
         settings = settings or ChatSettings()
         info = info if info is not None else ChatInfo()
         entry, tok = self._entry, self._tokenizer
         resumed = ""
-        if settings.continue_final_message and isinstance(messages, (list, tuple)) and messages \
-                and isinstance(messages[-1], dict) and isinstance(messages[-1].get("content"), str):
+        if (
+            settings.continue_final_message
+            and isinstance(messages, (list, tuple))
+            and messages
+            and isinstance(messages[-1], dict)
+            and isinstance(messages[-1].get("content"), str)
+        ):
             resumed = messages[-1]["content"]
         raw = self._raw(messages, settings, info, resumed)
         parser = entry.reasoning if entry is not None else None
@@ -87,13 +102,16 @@ class ChatStreams:
             async for pair in stream.split(raw, tok, parser, settings, info, resumed):
                 yield pair
 
-    async def _raw(self, messages: Any, settings: ChatSettings, info: ChatInfo,
-                   resumed: str) -> AsyncGenerator[tuple[str, list[int]], None]:
+    async def _raw(
+        self, messages: Any, settings: ChatSettings, info: ChatInfo, resumed: str
+    ) -> AsyncGenerator[tuple[str, list[int]], None]:
         """vLLM's deltas (text, token ids) for the request; aborted in vLLM when closed early."""
         llm, entry, tok, max_len = self._llm, self._entry, self._tokenizer, self._max_model_len
         if llm is None or entry is None or self._state != "ready":
             if self._state in ("switching", "loading"):
-                raise ModelSwitching(f"the model is switching to {self._loading_key}; send your message again when it is ready")
+                raise ModelSwitching(
+                    f"the model is switching to {self._loading_key}; send your message again when it is ready"
+                )
             raise NotReady(f"no model is loaded ({self._last_error or 'load one from the model picker'})")
         # After the check: with no model loaded yet, importing vLLM here would hold the serving loop ~5 s
         engine_dead, refused = process.engine_dead_error(), process.client_error()
@@ -109,15 +127,23 @@ class ChatStreams:
             # Templating and tokenizing (and trimming: several encodes) run off the serving loop, in the
             # renderer's lane for the prompt's size: a conversation at the size limits takes ~1 s to encode, and
             # streams, pages, /health and smaller chats must not wait for it (engine/render.py).
-            ids, dropped = await self._renderer.run(tok, _build, msgs, entry, settings, sp["max_tokens"], max_len,
-                                                    size=source_chars(msgs, entry, settings))
-            info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = rid, entry.key, dropped, len(ids)
+            ids, dropped = await self._renderer.run(
+                tok, _build, msgs, entry, settings, sp["max_tokens"], max_len, size=source_chars(msgs, entry, settings)
+            )
+            info.request_id, info.model_key, info.trimmed_messages, info.prompt_tokens = (
+                rid,
+                entry.key,
+                dropped,
+                len(ids),
+            )
             if self.test_prompt_log:  # TEST-ONLY: off unless FINSPACE_TEST_PROMPT_LOG names a file
                 await self._renderer.run(tok, record_prompt_with, self.test_prompt_log, rid, ids, size=len(ids))
             params = process.delta_sampling(sp, settings.stop, settings.json_schema)
             if self._llm is not llm:  # the model switched while this prompt was tokenized
-                raise ModelSwitching(f"the model is switching to {self._loading_key or 'another model'}; "
-                                     f"send your message again when it is ready")
+                raise ModelSwitching(
+                    f"the model is switching to {self._loading_key or 'another model'}; "
+                    f"send your message again when it is ready"
+                )
             if self.test_replay and entry.generate and entry.reasoning:  # TEST-ONLY (engine/stream.py)
                 finished = True
                 async for delta in stream.replay(self.test_replay, tok, sp["max_tokens"], info, resumed):
@@ -166,8 +192,9 @@ def _with_counter(tok: Any, fn: Any) -> Any:
     return fn(lambda text: count_with(tok, text))
 
 
-def _build(tok: Any, msgs: list[dict], entry: Any, settings: ChatSettings, max_tokens: int,
-           max_len: int) -> tuple[list[int], int]:
+def _build(
+    tok: Any, msgs: list[dict], entry: Any, settings: ChatSettings, max_tokens: int, max_len: int
+) -> tuple[list[int], int]:
     return build_prompt(msgs, entry, settings, max_tokens, tok, max_len)
 
 

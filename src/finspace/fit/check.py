@@ -31,9 +31,16 @@ def _gpu(gpu: str | GPUSpec) -> GPUSpec:
     return KNOWN_GPUS[key]
 
 
-def plan_for_config(config: dict, gpu: str | GPUSpec = "l40s", gpus: int | None = None,
-                    settings: planner.Settings | None = None, *, total_size_bytes: int | None = None,
-                    label: str = "", **overrides) -> tuple[planner.Plan, str]:
+def plan_for_config(
+    config: dict,
+    gpu: str | GPUSpec = "l40s",
+    gpus: int | None = None,
+    settings: planner.Settings | None = None,
+    *,
+    total_size_bytes: int | None = None,
+    label: str = "",
+    **overrides,
+) -> tuple[planner.Plan, str]:
     """Plan ``config`` on ``gpus`` GPUs of type ``gpu`` (a KNOWN_GPUS key or a GPUSpec).
 
     ``settings`` (default: vLLM's defaults) with ``overrides`` applied by name,
@@ -44,9 +51,16 @@ def plan_for_config(config: dict, gpu: str | GPUSpec = "l40s", gpus: int | None 
     return p, text
 
 
-def plan_cluster(config: dict, gpu: str | GPUSpec = "l40s", gpus: int | None = None,
-                 settings: planner.Settings | None = None, *, total_size_bytes: int | None = None,
-                 label: str = "", **overrides) -> tuple[planner.Plan, str, ClusterPlan | None]:
+def plan_cluster(
+    config: dict,
+    gpu: str | GPUSpec = "l40s",
+    gpus: int | None = None,
+    settings: planner.Settings | None = None,
+    *,
+    total_size_bytes: int | None = None,
+    label: str = "",
+    **overrides,
+) -> tuple[planner.Plan, str, ClusterPlan | None]:
     """``plan_for_config``, and with ``gpus`` > 1 the cluster's layout (``planner.cluster.size_cluster``; a
     tensor/pipeline_parallel_size among ``overrides`` is the layout as given): (one replica's plan, the
     breakdown with the layout under it, the ClusterPlan or None)."""
@@ -56,28 +70,48 @@ def plan_cluster(config: dict, gpu: str | GPUSpec = "l40s", gpus: int | None = N
     s = replace(settings or planner.Settings(), **overrides)
     name = label or str(config.get("_name_or_path") or config.get("model_type") or "")
     if gpus is not None and gpus > 1:
-        c = size_cluster(config, _gpu(gpu), s, gpus, tp=overrides.get("tensor_parallel_size"),
-                         pp=overrides.get("pipeline_parallel_size"), total_size_bytes=total_size_bytes)
+        c = size_cluster(
+            config,
+            _gpu(gpu),
+            s,
+            gpus,
+            tp=overrides.get("tensor_parallel_size"),
+            pp=overrides.get("pipeline_parallel_size"),
+            total_size_bytes=total_size_bytes,
+        )
         return c.replica, render.breakdown(c.replica, name) + "\n\n" + render.cluster_text(c), c
     n = gpus if gpus is not None else s.tensor_parallel_size * s.pipeline_parallel_size
     p = planner.plan(config, _gpu(gpu), s, gpus=n, total_size_bytes=total_size_bytes)
     return p, render.breakdown(p, name), None
 
 
-def plan_for_repo(repo_id: str, gpu: str | GPUSpec = "l40s", gpus: int | None = None,
-                  settings: planner.Settings | None = None, *, token: str | None = None,
-                  **overrides) -> tuple[planner.Plan, str]:
+def plan_for_repo(
+    repo_id: str,
+    gpu: str | GPUSpec = "l40s",
+    gpus: int | None = None,
+    settings: planner.Settings | None = None,
+    *,
+    token: str | None = None,
+    **overrides,
+) -> tuple[planner.Plan, str]:
     """``plan_for_config`` for a Hub repo: its config.json and safetensors total_size via finspace.fit.hub."""
     p, text, _ = plan_repo_cluster(repo_id, gpu, gpus, settings, token=token, **overrides)
     return p, text
 
 
-def plan_repo_cluster(repo_id: str, gpu: str | GPUSpec = "l40s", gpus: int | None = None,
-                      settings: planner.Settings | None = None, *, token: str | None = None,
-                      **overrides) -> tuple[planner.Plan, str, ClusterPlan | None]:
+def plan_repo_cluster(
+    repo_id: str,
+    gpu: str | GPUSpec = "l40s",
+    gpus: int | None = None,
+    settings: planner.Settings | None = None,
+    *,
+    token: str | None = None,
+    **overrides,
+) -> tuple[planner.Plan, str, ClusterPlan | None]:
     """``plan_cluster`` for a Hub repo: its config.json and safetensors total_size via finspace.fit.hub."""
     from finspace.fit.hub import read_repo
 
     repo = read_repo(repo_id, token=token)
-    return plan_cluster(repo.config, gpu, gpus, settings, total_size_bytes=repo.total_size_bytes,
-                        label=repo_id, **overrides)
+    return plan_cluster(
+        repo.config, gpu, gpus, settings, total_size_bytes=repo.total_size_bytes, label=repo_id, **overrides
+    )

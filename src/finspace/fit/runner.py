@@ -29,8 +29,11 @@ class FitRunner:
 
     def _take(self, client: str) -> None:
         if self._running.get(client, 0) >= self.per_client:
-            raise Busy(f"{self.per_client} Will-it-fit checks are already running for your address (the bound is "
-                       f"{self.per_client} at once); wait for them to finish, then try again", retry_after_s=2)
+            raise Busy(
+                f"{self.per_client} Will-it-fit checks are already running for your address (the bound is "
+                f"{self.per_client} at once); wait for them to finish, then try again",
+                retry_after_s=2,
+            )
         self._running[client] = self._running.get(client, 0) + 1
 
     def _release(self, client: str) -> None:
@@ -52,5 +55,7 @@ class FitRunner:
             return await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
         except asyncio.TimeoutError:
             future.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody reads it: no warning
-            raise FitTimeout(f"the Will-it-fit check took over {self.timeout_s:g} s and was abandoned; check the "
-                             f"config.json or repo id and try again") from None
+            raise FitTimeout(
+                f"the Will-it-fit check took over {self.timeout_s:g} s and was abandoned; check the "
+                f"config.json or repo id and try again"
+            ) from None

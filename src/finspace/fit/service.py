@@ -22,14 +22,23 @@ from finspace.host.hardware import KNOWN_GPUS
 from finspace.planner.bounds import MAX_POSITIONS, check_config
 
 MAX_CONFIG_CHARS = 200_000  # the largest published config.json files are a few tens of KB
-SETTINGS = ("max_model_len", "dtype", "quantization", "kv_cache_dtype", "gpu_memory_utilization",
-            "tensor_parallel_size", "pipeline_parallel_size")
+SETTINGS = (
+    "max_model_len",
+    "dtype",
+    "quantization",
+    "kv_cache_dtype",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+)
 
 
 def _config_from_text(text: str) -> dict:
     if len(text) > MAX_CONFIG_CHARS:
-        raise BadInput(f"the config.json has {len(text):,} characters; the limit is {MAX_CONFIG_CHARS:,}: paste the "
-                       f"model's config.json itself")
+        raise BadInput(
+            f"the config.json has {len(text):,} characters; the limit is {MAX_CONFIG_CHARS:,}: paste the "
+            f"model's config.json itself"
+        )
     try:
         config = json.loads(text)  # NaN and Infinity parse, to be refused by name (check_config)
     except (ValueError, RecursionError) as exc:
@@ -55,8 +64,9 @@ def _settings(values: dict[str, Any]) -> dict[str, Any]:
             bound = MAX_POSITIONS if name == "max_model_len" else 64
             if value > bound:
                 raise BadInput(f"{name} must be at most {bound:,}, got {str(value)[:20]}")
-        if name == "gpu_memory_utilization" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                                 or not math.isfinite(value)):
+        if name == "gpu_memory_utilization" and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        ):
             raise BadInput(f"gpu_memory_utilization must be a number in (0, 1], got {str(value)[:20]}")
         if name in ("dtype", "quantization", "kv_cache_dtype") and not isinstance(value, str):
             raise BadInput(f"{name} must be text, got {type(value).__name__}")
@@ -71,13 +81,24 @@ def _catalogue_entry(catalog: Any, repo: Any) -> Any:
         return None
     entry = next((e for e in catalog.entries if e.key == repo), None)
     if entry is None:
-        raise BadInput(f"{repo[:60]!r} is neither a catalogue key ({', '.join(e.key for e in catalog.entries)}) "
-                       "nor a Hub repo id OWNER/NAME")
+        raise BadInput(
+            f"{repo[:60]!r} is neither a catalogue key ({', '.join(e.key for e in catalog.entries)}) "
+            "nor a Hub repo id OWNER/NAME"
+        )
     return entry
 
 
-def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, default_gpu: str = "l40s",
-              hf_token: str | None = None, catalog: Any = None, **settings: Any) -> dict:
+def check_fit(
+    config_text: Any,
+    repo: Any,
+    gpu: Any,
+    gpus: Any = None,
+    *,
+    default_gpu: str = "l40s",
+    hf_token: str | None = None,
+    catalog: Any = None,
+    **settings: Any,
+) -> dict:
     """The verdict for one model on ``gpus`` x ``gpu``; exactly one of ``config_text`` (a config.json as text,
     or as the JSON object itself, as MCP clients send it) and ``repo`` (a Hub repo id, or a key of ``catalog``:
     its bundled config.json, no Hub)."""
@@ -98,16 +119,15 @@ def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, defaul
     overrides = _settings(settings)
     entry = _catalogue_entry(catalog, repo)
     if entry is not None:
-        plan, breakdown, cluster = fitcheck.plan_cluster(entry.config(), key.lower(), gpus,
-                                                         total_size_bytes=entry.total_size_bytes, label=entry.label,
-                                                         **overrides)
+        plan, breakdown, cluster = fitcheck.plan_cluster(
+            entry.config(), key.lower(), gpus, total_size_bytes=entry.total_size_bytes, label=entry.label, **overrides
+        )
         source = f"{entry.key} (catalogue{', ' + entry.repo if entry.repo else ''})"
     elif repo:
         plan, breakdown, cluster = fitcheck.plan_repo_cluster(repo, key.lower(), gpus, token=hf_token, **overrides)
         source = repo
     else:
-        plan, breakdown, cluster = fitcheck.plan_cluster(_config_from_text(config_text), key.lower(), gpus,
-                                                         **overrides)
+        plan, breakdown, cluster = fitcheck.plan_cluster(_config_from_text(config_text), key.lower(), gpus, **overrides)
         source = "pasted config.json"
     return {
         "source": source,
@@ -117,8 +137,10 @@ def check_fit(config_text: Any, repo: Any, gpu: Any, gpus: Any = None, *, defaul
         "reason": plan.reason,
         "max_model_len": plan.max_model_len,
         "breakdown": breakdown,
-        "suggestions": [{"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
-                        for s in plan.suggestions],
+        "suggestions": [
+            {"title": s.title, "max_model_len": s.plan_max_model_len, "gpus": s.gpus, "why": s.why}
+            for s in plan.suggestions
+        ],
         "plan": render.plan_json(plan),
         "sampler_warmup": render.warmup_json(plan),
         "cluster": render.cluster_json(cluster) if cluster is not None else None,  # gpus > 1: TP x PP x DP

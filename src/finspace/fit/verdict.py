@@ -42,10 +42,12 @@ def verdict_of(engine: Any, entry: Any) -> Verdict:
         return Verdict(entry.key, False, str(exc), None, error=str(exc))
     except Exception as exc:  # a config the planner cannot read must not break the page
         log.exception("planning %s failed", entry.key)
-        return Verdict(entry.key, False, f"cannot plan {entry.label}: {type(exc).__name__}", None,
-                       error=type(exc).__name__)
+        return Verdict(
+            entry.key, False, f"cannot plan {entry.label}: {type(exc).__name__}", None, error=type(exc).__name__
+        )
     if p is None:  # served by a remote endpoint: its context, nothing planned here
         n = entry.serving.max_model_len
-        return Verdict(entry.key, True, f"served by {engine.where()}", None,
-                       served_len=n if isinstance(n, int) else None)
+        return Verdict(
+            entry.key, True, f"served by {engine.where()}", None, served_len=n if isinstance(n, int) else None
+        )
     return Verdict(entry.key, True, p.reason, p)

@@ -28,15 +28,21 @@ def runner(lib: lib_.Library, result_tokens: int, count: Callable[[str], int] = 
             return registry.run(name, text)
         shown = text[:MAX_ARGUMENT_CHARS]
         if name not in filing.NAMES:
-            return registry.ToolStep(str(name)[:64], shown, f"error: there is no tool {str(name)[:64]!r}; the "
-                                     f"tools: {', '.join((*filing.NAMES, registry.CALCULATE))}", False)
+            return registry.ToolStep(
+                str(name)[:64],
+                shown,
+                f"error: there is no tool {str(name)[:64]!r}; the "
+                f"tools: {', '.join((*filing.NAMES, registry.CALCULATE))}",
+                False,
+            )
         try:
             args = json.loads(text) if text.strip() else {}
         except ValueError:
             args = None
         if not isinstance(args, dict):
-            return registry.ToolStep(name, shown, "error: the arguments must be a JSON object, as the tool's "
-                                     "parameters say", False)
+            return registry.ToolStep(
+                name, shown, "error: the arguments must be a JSON object, as the tool's parameters say", False
+            )
         try:
             return registry.ToolStep(name, shown, _result(lib, name, args, result_tokens, count))
         except BadInput as exc:

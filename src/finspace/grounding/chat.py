@@ -31,8 +31,12 @@ RESULT_TOKENS = (128, 1_500)  # within these bounds
 
 def filing_tools(engine: Any, calculator: str, documents: Any) -> bool:
     """Whether a reply offers the filing tools (see the module's docstring)."""
-    return bool(documents) and calculator in ("auto", "always") and tool_loop.offered(engine) and (
-        calculator == "always" or (engine.max_model_len or 0) >= FILING_TOOLS_MIN_CONTEXT)
+    return (
+        bool(documents)
+        and calculator in ("auto", "always")
+        and tool_loop.offered(engine)
+        and (calculator == "always" or (engine.max_model_len or 0) >= FILING_TOOLS_MIN_CONTEXT)
+    )
 
 
 def result_tokens(engine: Any) -> int:
@@ -61,8 +65,11 @@ def chat_tools(engine: Any, calculator: str = "off", documents: Any = None) -> t
 def preamble(engine: Any, documents: list) -> str:
     """Before the documents' block: the documents' ids for the tools, and for a context of
     ``OUTLINES_MIN_CONTEXT`` or more each filing's outline."""
-    text = ("Tools over the documents: outline, search, read_page, filer_facts; the documents' ids: "
-            + ", ".join(a.ident for a in documents) + ".")
+    text = (
+        "Tools over the documents: outline, search, read_page, filer_facts; the documents' ids: "
+        + ", ".join(a.ident for a in documents)
+        + "."
+    )
     ctx = engine.max_model_len or 0
     if ctx >= OUTLINES_MIN_CONTEXT:
         each = max(100, min(600, ctx // (8 * len(documents))))
@@ -70,17 +77,33 @@ def preamble(engine: Any, documents: list) -> str:
     return text
 
 
-def chat_parts(engine: Any, messages: Any, settings: ChatSettings, info: ChatInfo, *, calculator: str = "off",
-               documents: Any = None, max_rounds: int = tool_loop.MAX_ROUNDS):
+def chat_parts(
+    engine: Any,
+    messages: Any,
+    settings: ChatSettings,
+    info: ChatInfo,
+    *,
+    calculator: str = "off",
+    documents: Any = None,
+    max_rounds: int = tool_loop.MAX_ROUNDS,
+):
     """The reply's (thinking, answer) deltas, with the tools ``chat_tools`` offers run between rounds."""
     if not (calculator in ("auto", "always") and tool_loop.offered(engine)):
         return engine.chat_parts(messages, settings, info)
     atts = list(documents or ())
     on = filing_tools(engine, calculator, atts)
     run = runner({a.ident: a.doc for a in atts}, result_tokens(engine), counter(engine)) if on else None
-    return tool_loop.calculator_rounds(engine, messages, settings, info, force=calculator == "always",
-                                       specs=chat_tools(engine, calculator, atts), run=run,
-                                       first=filing.SEARCH if on else None, max_rounds=max_rounds)
+    return tool_loop.calculator_rounds(
+        engine,
+        messages,
+        settings,
+        info,
+        force=calculator == "always",
+        specs=chat_tools(engine, calculator, atts),
+        run=run,
+        first=filing.SEARCH if on else None,
+        max_rounds=max_rounds,
+    )
 
 
 SOURCE_CHARS = 6_000  # a cited page's text kept for the Sources panel
@@ -101,18 +124,35 @@ def checked(answer: str, documents: Any) -> dict:
         if c.document in lib and c.page and 1 <= c.page <= len(lib[c.document].pages) and key not in seen:
             seen.add(key)
             page = lib[c.document].pages[c.page - 1]
-            sources.append({"document": c.document, "page": c.page, "label": page.label or f"page {c.page}",
-                            "text": page.text[:SOURCE_CHARS]})
+            sources.append(
+                {
+                    "document": c.document,
+                    "page": c.page,
+                    "label": page.label or f"page {c.page}",
+                    "text": page.text[:SOURCE_CHARS],
+                }
+            )
     return {"checks": [c.to_json() for c in checks], "sources": sources}
 
 
-async def with_documents(desk: docs.DocumentDesk, engine: EngineAPI, attached: Any, messages: Any,
-                         settings: ChatSettings, calculator: str = "off") -> tuple[ChatSettings, str]:
+async def with_documents(
+    desk: docs.DocumentDesk,
+    engine: EngineAPI,
+    attached: Any,
+    messages: Any,
+    settings: ChatSettings,
+    calculator: str = "off",
+) -> tuple[ChatSettings, str]:
     """``settings`` carrying the attached documents (finspace.documents.desk), their budget set after all else the
     prompt holds (system prompt, conversation, reply, the tools ``chat_parts`` offers with ``calculator`` or the
     request's ``settings.tools``, a filing tool result and the outlines)."""
     atts = list(attached) if isinstance(attached, (list, tuple)) else [attached]
     filing = filing_tools(engine, calculator, atts)
-    return await desk.with_document(atts, messages, settings, tools=chat_tools(engine, calculator, atts),
-                                    reserve=result_tokens(engine) if filing else 0,
-                                    preamble=preamble(engine, atts) if filing else "")
+    return await desk.with_document(
+        atts,
+        messages,
+        settings,
+        tools=chat_tools(engine, calculator, atts),
+        reserve=result_tokens(engine) if filing else 0,
+        preamble=preamble(engine, atts) if filing else "",
+    )

@@ -39,19 +39,28 @@ from finspace.matrix.numbers import numbers_in
 
 VERIFIED, DIFFERS, NOT_ON_PAGE, UNCITED = "verified", "differs", "not_on_page", "uncited"
 NO_SUCH_PAGE, OTHER_DOCUMENT, UNKNOWN_DOCUMENT = "no_such_page", "other_document", "unknown_document"
-MARKS = {VERIFIED: ("✓", "verified"), DIFFERS: ("≠", "differs from the page"),
-         NOT_ON_PAGE: ("✗", "not on the cited page"), UNCITED: ("?", "uncited"),
-         NO_SUCH_PAGE: ("∅", "no such page"), OTHER_DOCUMENT: ("⇄", "on a page of another document"),
-         UNKNOWN_DOCUMENT: ("∅", "no such document")}
+MARKS = {
+    VERIFIED: ("✓", "verified"),
+    DIFFERS: ("≠", "differs from the page"),
+    NOT_ON_PAGE: ("✗", "not on the cited page"),
+    UNCITED: ("?", "uncited"),
+    NO_SUCH_PAGE: ("∅", "no such page"),
+    OTHER_DOCUMENT: ("⇄", "on a page of another document"),
+    UNKNOWN_DOCUMENT: ("∅", "no such document"),
+}
 MAX_LOOKUPS = 20  # figures searched for across the library (found_at), per answer
 MAX_PAGE_CHECKS = 200  # pages checked per answer for citations that name no document, in a library of several
 QUOTE_CHARS = 300
 DIFFERS_REACH = 10  # a row "differs" only with a figure within this factor of the answer's (a copy error)
 _SCALE_NAME = {1: "units", 10**3: "thousands", 10**6: "millions", 10**9: "billions"}
 _WORD = re.compile(r"[a-z][a-z']+")
-_STOP = frozenset(("the a an and or of in on for to by from at as was were is are its it this that with total "
-                   "net fiscal year years ended million millions billion billions thousand thousands dollars usd "
-                   "company company's page printed per which while than compared reported").split())
+_STOP = frozenset(
+    (
+        "the a an and or of in on for to by from at as was were is are its it this that with total "
+        "net fiscal year years ended million millions billion billions thousand thousands dollars usd "
+        "company company's page printed per which while than compared reported"
+    ).split()
+)
 
 
 @dataclass(frozen=True)
@@ -75,10 +84,23 @@ class FigureCheck:
         return MARKS[self.mark][0]
 
     def to_json(self) -> dict:
-        return {"figure": self.figure, "start": self.start, "end": self.end, "mark": self.mark,
-                "label_text": MARKS[self.mark][1], "symbol": self.symbol, "how": self.how, "document": self.document,
-                "page": self.page, "label": self.label, "quote": self.quote, "printed": self.printed,
-                "found_at": self.found_at, "concept": self.concept, "note": self.note}
+        return {
+            "figure": self.figure,
+            "start": self.start,
+            "end": self.end,
+            "mark": self.mark,
+            "label_text": MARKS[self.mark][1],
+            "symbol": self.symbol,
+            "how": self.how,
+            "document": self.document,
+            "page": self.page,
+            "label": self.label,
+            "quote": self.quote,
+            "printed": self.printed,
+            "found_at": self.found_at,
+            "concept": self.concept,
+            "note": self.note,
+        }
 
 
 def summary(checks: list[FigureCheck]) -> dict[str, int]:
@@ -106,33 +128,54 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
     cite = fig.citation
     if cite is None:
         where = _found_at(fig, lib, lookups)
-        return _base(fig, UNCITED, found_at=where,
-                     note="no page cited" + (f"; the figure is printed on {where}" if where else ""))
+        return _base(
+            fig,
+            UNCITED,
+            found_at=where,
+            note="no page cited" + (f"; the figure is printed on {where}" if where else ""),
+        )
     if cite.document is None and cite.named:
-        return _base(fig, UNKNOWN_DOCUMENT, page=cite.page,
-                     note=f"{cite.named!r} is not a document here; the documents are: {', '.join(lib)}")
+        return _base(
+            fig,
+            UNKNOWN_DOCUMENT,
+            page=cite.page,
+            note=f"{cite.named!r} is not a document here; the documents are: {', '.join(lib)}",
+        )
     keys = [cite.document] if cite.document else list(lib)
     if cite.printed:  # "printed page 29": the page whose label says so
         pages = {k: _printed_page(lib[k], cite.page) for k in keys}
         if not any(pages.values()):
-            return _base(fig, NO_SUCH_PAGE, document=cite.document, page=None,
-                         note=f"no page prints the number {cite.page}: cite the page's own number, as its label "
-                              "gives it (\"page 31 (printed 29)\" is page 31)")
-        tried = [_check(replace(fig, citation=replace(cite, page=pages[k], printed=False, document=k)), lib, lookups)
-                 for k in keys if pages[k]]  # each document's page that prints the number: the first that verifies
+            return _base(
+                fig,
+                NO_SUCH_PAGE,
+                document=cite.document,
+                page=None,
+                note=f"no page prints the number {cite.page}: cite the page's own number, as its label "
+                "gives it (\"page 31 (printed 29)\" is page 31)",
+            )
+        tried = [
+            _check(replace(fig, citation=replace(cite, page=pages[k], printed=False, document=k)), lib, lookups)
+            for k in keys
+            if pages[k]
+        ]  # each document's page that prints the number: the first that verifies
         return next((c for c in tried if c.mark == VERIFIED), tried[0])
     in_range = [k for k in keys if 1 <= cite.page <= len(lib[k].pages)]
     if not in_range:
         ranges = "; ".join(f"{k} has pages 1 to {len(lib[k].pages)}" for k in keys)
-        return _base(fig, NO_SUCH_PAGE, document=cite.document, page=cite.page,
-                     note=f"page {cite.page} does not exist: {ranges}")
+        return _base(
+            fig, NO_SUCH_PAGE, document=cite.document, page=cite.page, note=f"page {cite.page} does not exist: {ranges}"
+        )
     if len(in_range) > 1:  # a citation naming no document: each document's page, within the answer's bound
         room = max(1, MAX_PAGE_CHECKS - lookups[1])
         if len(in_range) > room:
             key = in_range[0]
-            return _base(fig, NOT_ON_PAGE, page=cite.page,
-                         note=f"page {cite.page} of which document? The answer's checks reached their bound of "
-                              f"{MAX_PAGE_CHECKS} pages: cite the document with the page ({key} p. {cite.page})")
+            return _base(
+                fig,
+                NOT_ON_PAGE,
+                page=cite.page,
+                note=f"page {cite.page} of which document? The answer's checks reached their bound of "
+                f"{MAX_PAGE_CHECKS} pages: cite the document with the page ({key} p. {cite.page})",
+            )
     lookups[1] += len(in_range)
     results = [(k, _on_page(fig, lib[k], cite.page)) for k in in_range]
     for key, got in results:
@@ -145,10 +188,24 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
     where = _found_at(fig, lib, lookups)
     label = _label(lib[key], cite.page)
     if cite.document and where and not where.startswith(f"{key} "):
-        return _base(fig, OTHER_DOCUMENT, document=key, page=cite.page, label=label, found_at=where,
-                     note=f"{key} {label} does not print it; {where} does")
-    return _base(fig, NOT_ON_PAGE, document=key, page=cite.page, label=label, found_at=where,
-                 note=f"{key} {label} does not print it" + (f"; {where} does" if where else ""))
+        return _base(
+            fig,
+            OTHER_DOCUMENT,
+            document=key,
+            page=cite.page,
+            label=label,
+            found_at=where,
+            note=f"{key} {label} does not print it; {where} does",
+        )
+    return _base(
+        fig,
+        NOT_ON_PAGE,
+        document=key,
+        page=cite.page,
+        label=label,
+        found_at=where,
+        note=f"{key} {label} does not print it" + (f"; {where} does" if where else ""),
+    )
 
 
 def _printed_page(doc: Document, printed: int) -> int | None:
@@ -183,8 +240,14 @@ def _currency_agrees(fig: Figure, row: str) -> bool:
     if mine is None or not signs:
         return True
     digits = re.search(r"\d[\d,]*(?:\.\d+)?", fig.text)
-    before = [row[max(0, m.start() - 3):m.start()] for m in
-              re.finditer(r"(?<![\d,.])" + re.escape(digits[0]) + r"(?![\d]|[.,]\d)", row)] if digits else []
+    before = (
+        [
+            row[max(0, m.start() - 3) : m.start()]
+            for m in re.finditer(r"(?<![\d,.])" + re.escape(digits[0]) + r"(?![\d]|[.,]\d)", row)
+        ]
+        if digits
+        else []
+    )
     if before:  # the figure as written is in the row: the sign just before it decides
         return any(mine[0] in b or not re.search(r"[$€£¥]", b) for b in before)
     return mine[0] in signs
@@ -212,16 +275,21 @@ def _page_values(fig: Figure, row: str, table: align.Scale | None) -> list[tuple
     """(value in the answer's terms, as printed) of each figure of the row."""
     out = []
     for n, printed in zip(numbers_in(row), re.findall(r"\(?[$€£¥]?\s?-?\d[\d,]*(?:\.\d+)?\s*\)?%?", row)):
-        if n.percent != fig.percent or (n.value == n.value.to_integral_value() and 1900 <= n.value <= 2100
-                                        and "," not in printed):
+        if n.percent != fig.percent or (
+            n.value == n.value.to_integral_value() and 1900 <= n.value <= 2100 and "," not in printed
+        ):
             continue  # a year heading a column is not a figure
         if fig.percent or not fig.money:
             out.append((n.value, printed.strip()))
         elif n.scale != 1:
             out.append((n.scaled, printed.strip()))
         else:
-            out.append((n.value * (10 ** {"thousands": 3, "millions": 6, "billions": 9}[table.scale] if table else 1),
-                        printed.strip()))
+            out.append(
+                (
+                    n.value * (10 ** {"thousands": 3, "millions": 6, "billions": 9}[table.scale] if table else 1),
+                    printed.strip(),
+                )
+            )
     return out
 
 
@@ -259,8 +327,14 @@ def _on_page(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
     for at, row in rows:
         for value, printed in _page_values(fig, row, tables.get(at)) if _currency_agrees(fig, row) else ():
             if _close(fig, value):
-                return _base(fig, VERIFIED, how="close", quote=_quote(row), printed=printed,
-                             note=f"rounded from {printed} on the page")
+                return _base(
+                    fig,
+                    VERIFIED,
+                    how="close",
+                    quote=_quote(row),
+                    printed=printed,
+                    note=f"rounded from {printed} on the page",
+                )
     xbrl = _xbrl(fig, doc, page)
     if xbrl is not None:
         return xbrl
@@ -274,8 +348,13 @@ def _xbrl(fig: Figure, doc: Document, page: int) -> FigureCheck | None:
     for f in doc.facts.facts:
         if f.page == page and f.value is not None and (abs(f.value) == abs(mine) or _close(fig, f.value)):
             how = "exact" if abs(f.value) == abs(mine) else "close"
-            return _base(fig, VERIFIED, how="xbrl", concept=f.concept,
-                         note=f"the filer's tagged {f.concept} on this page ({how})")
+            return _base(
+                fig,
+                VERIFIED,
+                how="xbrl",
+                concept=f.concept,
+                note=f"the filer's tagged {f.concept} on this page ({how})",
+            )
     return None
 
 
@@ -288,8 +367,11 @@ def _differs(fig: Figure, rows: list[tuple[int, str]], tables: dict) -> FigureCh
         hit = len(label & sentence)
         if not label or hit == 0 or hit / len(label) < 0.5:
             continue
-        values = [(v, p) for v, p in _page_values(fig, row, tables.get(at))
-                  if mine / DIFFERS_REACH <= abs(v) <= mine * DIFFERS_REACH]
+        values = [
+            (v, p)
+            for v, p in _page_values(fig, row, tables.get(at))
+            if mine / DIFFERS_REACH <= abs(v) <= mine * DIFFERS_REACH
+        ]
         if values and (hit / len(label), hit) > best_key:
             best_key, best = (hit / len(label), hit), (row, values)
     if best is None:
@@ -301,11 +383,11 @@ def _differs(fig: Figure, rows: list[tuple[int, str]], tables: dict) -> FigureCh
 
 def _quote(row: str) -> str:
     row = " ".join(row.split())
-    return row if len(row) <= QUOTE_CHARS else row[:QUOTE_CHARS - 1] + "…"
+    return row if len(row) <= QUOTE_CHARS else row[: QUOTE_CHARS - 1] + "…"
 
 
 def _found_at(fig: Figure, lib: Library, lookups: list[int]) -> str:
-    """"<id> <label>" of the first page of the library that prints the figure as written, or ""."""
+    """ "<id> <label>" of the first page of the library that prints the figure as written, or ""."""
     if lookups[0] >= MAX_LOOKUPS:
         return ""
     lookups[0] += 1

@@ -38,8 +38,9 @@ _CITE = re.compile(
 _MASKS = [
     re.compile(r"\b(?:form\s+)?(?:10|20|40|8)-[KQF]\b", re.IGNORECASE),
     re.compile(r"\b(?:item|note|part|section|exhibit)\s+\d{1,3}[A-Za-z]?(?:\.\d+)?\b", re.IGNORECASE),
-    re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2},?\s+\d{4}\b",
-               re.IGNORECASE),
+    re.compile(
+        r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2},?\s+\d{4}\b", re.IGNORECASE
+    ),
     re.compile(r"\b\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s+\d{4}\b", re.IGNORECASE),
     re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),
 ]
@@ -64,8 +65,13 @@ class Citation:
     printed: bool = False  # "printed page 29": the number the page prints, not the page's own
 
     def to_json(self) -> dict:
-        return {"page": self.page, "document": self.document, "named": self.named, "text": self.text,
-                "printed": self.printed}
+        return {
+            "page": self.page,
+            "document": self.document,
+            "named": self.named,
+            "text": self.text,
+            "printed": self.printed,
+        }
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ def citations_in(text: str, lib: Library) -> list[Citation]:
         named, doc_word, start = m["doc2"] or m["doc"], m["doc"], m.start("kw")
         printed = bool(doc_word and doc_word.casefold() == "printed")
         if printed:  # "[aapl-10-k printed page 29]": the document, if any, is the word before
-            head = text[max(0, m.start("doc") - 90):m.start("doc")]
+            head = text[max(0, m.start("doc") - 90) : m.start("doc")]
             before = re.search(r"(?<![\w.\-])(" + _DOC + r")[\s,:;]*$", head)
             doc_word = before[1] if before else None
             named = m["doc2"] or doc_word
@@ -107,7 +113,7 @@ def citations_in(text: str, lib: Library) -> list[Citation]:
             start = m.start("doc")
         elif printed and not (doc or named):
             start = m.start("doc")
-        out.append(Citation(int(m["page"]), doc, named, start, m.end(), text[start:m.end()], printed))
+        out.append(Citation(int(m["page"]), doc, named, start, m.end(), text[start : m.end()], printed))
     return out
 
 
@@ -161,8 +167,21 @@ def figures_in(text: str, lib: Library, max_figures: int = MAX_FIGURES) -> list[
         cite = after[0] if after else (before[-1] if before else None)
         value, scale, percent, money, places = fig
         lead = max([a, *(f.end for f in out if a <= f.start)])
-        out.append(Figure(text[m.start():m.end()].strip(), m.start(), m.end(), value, scale, percent, money, places,
-                          text[a:b].strip(), cite, masked[lead:m.start()].strip()))
+        out.append(
+            Figure(
+                text[m.start() : m.end()].strip(),
+                m.start(),
+                m.end(),
+                value,
+                scale,
+                percent,
+                money,
+                places,
+                text[a:b].strip(),
+                cite,
+                masked[lead : m.start()].strip(),
+            )
+        )
     return out
 
 

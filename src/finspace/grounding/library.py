@@ -33,8 +33,7 @@ def library(docs: Iterable[Document]) -> dict[str, Document]:
     out: dict[str, Document] = {}
     for doc in docs:
         if len(out) >= MAX_DOCUMENTS:
-            raise BadInput(f"a conversation holds at most {MAX_DOCUMENTS} documents; remove one before adding "
-                           "another")
+            raise BadInput(f"a conversation holds at most {MAX_DOCUMENTS} documents; remove one before adding another")
         out[unique_id(doc.name, out)] = doc
     return out
 
@@ -48,7 +47,7 @@ def resolve(lib: Library, ref: str | None) -> str | None:
     characters), or None."""
     if not ref:
         return None
-    ref = str(ref)[:MAX_ID_CHARS * 2].strip().strip("[]()\"'`,;:").strip()
+    ref = str(ref)[: MAX_ID_CHARS * 2].strip().strip("[]()\"'`,;:").strip()
     if ref in lib:
         return ref
     folded = {k.casefold(): k for k in lib}
@@ -92,7 +91,9 @@ def page_text(lib: Library, ref: str | None, page: object) -> tuple[str, int, st
     key, doc = document(lib, ref)
     n = page_number(page)
     if not 1 <= n <= len(doc.pages):
-        raise PageOutOfRange(f"{key} has pages 1 to {len(doc.pages)}; page {n} is not one of them (pages are "
-                             "numbered from 1, as in the outline's labels)")
+        raise PageOutOfRange(
+            f"{key} has pages 1 to {len(doc.pages)}; page {n} is not one of them (pages are "
+            "numbered from 1, as in the outline's labels)"
+        )
     p = doc.pages[n - 1]
     return key, n, p.label or f"page {n}", p.text

@@ -37,8 +37,10 @@ MAX_FACTS = 12
 SCALE_NAMES = {-2: "percent", 0: "units", 3: "thousands", 6: "millions", 9: "billions"}
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_STOP = frozenset("a an and the of in on for to by from what was were is are how much many total fiscal year "
-                  "quarter value amount".split())
+_STOP = frozenset(
+    "a an and the of in on for to by from what was were is are how much many total fiscal year "
+    "quarter value amount".split()
+)
 
 
 def _fit(text: str, max_tokens: int, count: Callable[[str], int], tail: str = "") -> str:
@@ -54,8 +56,8 @@ def _fit(text: str, max_tokens: int, count: Callable[[str], int], tail: str = ""
         else:
             hi = mid - 1
     cut = text[:lo]
-    if "\n" in cut[len(cut) // 2:]:
-        cut = cut[:cut.rfind("\n")]
+    if "\n" in cut[len(cut) // 2 :]:
+        cut = cut[: cut.rfind("\n")]
     out = cut + " …" + tail if cut else tail.lstrip()
     return out if count(out) <= max_tokens or not tail else _fit(text, max_tokens, count)
 
@@ -78,8 +80,13 @@ class Hit:
     statement: str | None = None  # income, balance, cash: the page is that statement
 
     def to_json(self) -> dict:
-        return {"document": self.document, "page": self.page, "label": self.label, "excerpt": self.excerpt,
-                "statement": self.statement}
+        return {
+            "document": self.document,
+            "page": self.page,
+            "label": self.label,
+            "excerpt": self.excerpt,
+            "statement": self.statement,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,21 +140,24 @@ def window(text: str, words: set[str], chars: int) -> str:
     if len(text) <= chars:
         return text
     folded = text.casefold()
-    starts = sorted({max(0, m.start() - LEAD_CHARS) for m in _WORD.finditer(folded)
-                     if m[0].startswith(tuple(words))}) if words else []
+    starts = (
+        sorted({max(0, m.start() - LEAD_CHARS) for m in _WORD.finditer(folded) if m[0].startswith(tuple(words))})
+        if words
+        else []
+    )
     if len(starts) > MAX_WINDOWS:
-        starts = starts[::len(starts) // MAX_WINDOWS + 1]
+        starts = starts[:: len(starts) // MAX_WINDOWS + 1]
     best, at = -1, 0
     for start in starts:
-        n = _hits(text[start:start + chars], words)
+        n = _hits(text[start : start + chars], words)
         if n > best:
             best, at = n, start
     at = min(at, max(0, len(text) - chars))
-    piece = text[at:at + chars]
+    piece = text[at : at + chars]
     if at > 0:
-        piece = "…" + piece[piece.find(" ") + 1:] if " " in piece[:40] else "…" + piece
+        piece = "…" + piece[piece.find(" ") + 1 :] if " " in piece[:40] else "…" + piece
     if at + chars < len(text):
-        piece = (piece[:piece.rfind(" ")] if " " in piece[-40:] else piece) + "…"
+        piece = (piece[: piece.rfind(" ")] if " " in piece[-40:] else piece) + "…"
     return piece
 
 
@@ -169,8 +179,9 @@ def excerpt(text: str, query: str, chars: int = EXCERPT_CHARS) -> str:
     return "\n".join([first, *(lines[i] for i in sorted(keep[1:]))])
 
 
-def search(lib: Library, query: str, document: str | None = None, k: int = 5,
-           excerpt_chars: int = EXCERPT_CHARS) -> SearchResult:
+def search(
+    lib: Library, query: str, document: str | None = None, k: int = 5, excerpt_chars: int = EXCERPT_CHARS
+) -> SearchResult:
     """The ``k`` best pages for ``query`` over one document (``document``) or all, each with an excerpt."""
     note = ""
     query = str(query)
@@ -193,8 +204,11 @@ def search(lib: Library, query: str, document: str | None = None, k: int = 5,
             if p.label in pages:
                 continue
             pages.add(p.label)
-            hits.append(Hit(key, _page_of(doc, p.label), p.label, excerpt(p.text, query, excerpt_chars),
-                            index.statements.get(i)))
+            hits.append(
+                Hit(
+                    key, _page_of(doc, p.label), p.label, excerpt(p.text, query, excerpt_chars), index.statements.get(i)
+                )
+            )
             if len(hits) >= k:
                 break
         per_doc.append(hits)
@@ -224,8 +238,10 @@ class PageText:
         head = f"[{self.document} {self.label} of {self.pages}]\n"
         if count(head + self.text) <= bound:
             return head + self.text
-        tail = f"\n(page cut at the {bound}-token bound: {len(self.text):,} characters in all; read_page with " \
-               "the words you need as its focus, or search)"
+        tail = (
+            f"\n(page cut at the {bound}-token bound: {len(self.text):,} characters in all; read_page with "
+            "the words you need as its focus, or search)"
+        )
         words = _query_words(self.focus)
         if not words:
             return _fit(head + self.text, bound, count, tail)
@@ -240,17 +256,36 @@ class PageText:
         return head + window(self.text, words, lo) + tail if lo else _fit(head + self.text, bound, count, tail)
 
     def to_json(self) -> dict:
-        return {"document": self.document, "page": self.page, "label": self.label, "pages": self.pages,
-                "text": self.text}
+        return {
+            "document": self.document,
+            "page": self.page,
+            "label": self.label,
+            "pages": self.pages,
+            "text": self.text,
+        }
 
 
-def read_page(lib: Library, document: str | None, page: object, max_tokens: int = 1_500,
-              count: Callable[[str], int] = approx_tokens, focus: str = "") -> PageText:
+def read_page(
+    lib: Library,
+    document: str | None,
+    page: object,
+    max_tokens: int = 1_500,
+    count: Callable[[str], int] = approx_tokens,
+    focus: str = "",
+) -> PageText:
     """One page of a document, whole (``render`` bounds it to ``max_tokens``, keeping ``focus``'s words in view
     when it cuts, counting with ``count``); UnknownDocument or PageOutOfRange name the fix."""
     key, n, label, text = page_text(lib, document, page)
-    return PageText(key, n, label, len(lib[key].pages), text, max(0, _int(max_tokens, 1_500)),
-                    str(focus or "")[:MAX_QUERY_CHARS], count)
+    return PageText(
+        key,
+        n,
+        label,
+        len(lib[key].pages),
+        text,
+        max(0, _int(max_tokens, 1_500)),
+        str(focus or "")[:MAX_QUERY_CHARS],
+        count,
+    )
 
 
 # ------------------------------------------------------------------ filer_facts
@@ -266,8 +301,16 @@ class FactValue:
     dims: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict:
-        return {"concept": self.concept, "period": self.period, "unit": self.unit, "scale": self.scale,
-                "value": self.value, "shown": self.shown, "page": self.page, "dims": [list(d) for d in self.dims]}
+        return {
+            "concept": self.concept,
+            "period": self.period,
+            "unit": self.unit,
+            "scale": self.scale,
+            "value": self.value,
+            "shown": self.shown,
+            "page": self.page,
+            "dims": [list(d) for d in self.dims],
+        }
 
     def line(self) -> str:
         dims = f" [{', '.join(m.split(':')[-1] for _, m in self.dims)}]" if self.dims else ""
@@ -294,8 +337,14 @@ class FactsResult:
         return _fit("\n".join(lines), max_tokens, count)
 
     def to_json(self) -> dict:
-        return {"document": self.document, "query": self.query, "period": self.period, "has_xbrl": self.has_xbrl,
-                "note": self.note, "facts": [f.to_json() for f in self.facts]}
+        return {
+            "document": self.document,
+            "query": self.query,
+            "period": self.period,
+            "has_xbrl": self.has_xbrl,
+            "note": self.note,
+            "facts": [f.to_json() for f in self.facts],
+        }
 
 
 def _tokens(concept: str) -> list[str]:
@@ -355,8 +404,9 @@ def _shown(fact: Fact) -> str:
     return f"{shown:,.{max(0, -shown.as_tuple().exponent)}f}"  # type: ignore[operator]
 
 
-def filer_facts(lib: Library, document: str | None, query: str, period: str | None = None,
-                limit: int = MAX_FACTS) -> FactsResult:
+def filer_facts(
+    lib: Library, document: str | None, query: str, period: str | None = None, limit: int = MAX_FACTS
+) -> FactsResult:
     """The filer's tagged values in ``document`` matching ``query`` (a concept or words), for ``period`` (an
     end date or a fiscal year) or all periods, the document's own first; a filing without XBRL says so."""
     key, doc = _document(lib, document)
@@ -365,8 +415,14 @@ def filer_facts(lib: Library, document: str | None, query: str, period: str | No
     facts = doc.facts
     if not facts.facts:
         why = "a PDF carries none" if doc.kind == "pdf" else "this file has no inline XBRL tags"
-        return FactsResult(key, query, period, (), False,
-                           f"{key} has no XBRL facts ({why}): use search and read_page to find the figure on its page")
+        return FactsResult(
+            key,
+            query,
+            period,
+            (),
+            False,
+            f"{key} has no XBRL facts ({why}): use search and read_page to find the figure on its page",
+        )
     phrases = _phrases(query)
     end, days = period_end(facts), period_days(facts)
     want_day, want_year = _wanted(period)
@@ -382,18 +438,42 @@ def filer_facts(lib: Library, document: str | None, query: str, period: str | No
         if want_year and not (ctx.end or "").startswith(str(want_year)):
             continue
         own = ctx.end == end and (ctx.instant or ctx.days in days)
-        rank = (bool(ctx.dims), not own, not (ctx.instant or ctx.days in days), -score[0],
-                f.page not in statement_pages, -score[1],
-                "".join(chr(0x10FFFF - ord(c)) for c in ctx.end or ""), f.page)
+        rank = (
+            bool(ctx.dims),
+            not own,
+            not (ctx.instant or ctx.days in days),
+            -score[0],
+            f.page not in statement_pages,
+            -score[1],
+            "".join(chr(0x10FFFF - ord(c)) for c in ctx.end or ""),
+            f.page,
+        )
         k = (f.concept, f.context)
         if k not in found or rank < found[k][0]:
             found[k] = (rank, f)
-    best = sorted(found.values(), key=lambda rf: rf[0])[:max(1, min(_int(limit, MAX_FACTS), 50))]
+    best = sorted(found.values(), key=lambda rf: rf[0])[: max(1, min(_int(limit, MAX_FACTS), 50))]
     out = []
     for _, f in best:
         period_text, _end = _period_text(facts, f)
-        out.append(FactValue(f.concept, period_text, f.unit or "", SCALE_NAMES.get(f.scale, f"10^{f.scale}"),
-                             format(f.value, "f"), _shown(f), f.page, facts.contexts[f.context].dims))
-    note = "" if out else (f"no tagged value matches {query[:80]!r}" + (f" for {period}" if period else "") +
-                           "; try the concept's name (us-gaap:Revenues) or other words, or search the pages")
+        out.append(
+            FactValue(
+                f.concept,
+                period_text,
+                f.unit or "",
+                SCALE_NAMES.get(f.scale, f"10^{f.scale}"),
+                format(f.value, "f"),
+                _shown(f),
+                f.page,
+                facts.contexts[f.context].dims,
+            )
+        )
+    note = (
+        ""
+        if out
+        else (
+            f"no tagged value matches {query[:80]!r}"
+            + (f" for {period}" if period else "")
+            + "; try the concept's name (us-gaap:Revenues) or other words, or search the pages"
+        )
+    )
     return FactsResult(key, query, period, tuple(out), True, note)

@@ -31,8 +31,12 @@ from finspace.documents.printed import printed
 from finspace.grounding.library import approx_tokens
 
 EQUITY = "equity"
-STATEMENT_NAMES = {fw.INCOME: "income statement", fw.BALANCE: "balance sheet", fw.CASH: "cash flow statement",
-                   EQUITY: "shareholders' equity statement"}
+STATEMENT_NAMES = {
+    fw.INCOME: "income statement",
+    fw.BALANCE: "balance sheet",
+    fw.CASH: "cash flow statement",
+    EQUITY: "shareholders' equity statement",
+}
 HEADINGS_PER_PAGE = 4
 MAX_HEADING_CHARS = 90
 RUNNING_SHARE = 0.2  # a line on more than this share of the pages (3 at least) is a running header or footer
@@ -40,9 +44,12 @@ CONTENTS_ITEMS = 5  # a page naming this many Items is a table of contents
 _ITEM = re.compile(r"^\s*item\s+(\d{1,2}[a-d]?)\s*[.:\-–—]\s*(\S.{1,110})$", re.IGNORECASE)
 _PART = re.compile(r"^\s*part\s+(i{1,3}v?|iv)\s*$", re.IGNORECASE)
 _ITEM_MENTION = re.compile(r"(?im)^\s*\|?\s*item\s+\d{1,2}[a-d]?\b")
-_EQUITY = re.compile(r"(?:(?:condensed|consolidated)\s+){0,2}statements?\s+of\s+(?:consolidated\s+)?"
-                     r"(?:changes\s+in\s+)?(?:shareholders|stockholders|shareowners)['’]?\s+equity(?:\s*\(deficit\))?"
-                     r"(?:\s+and\s+comprehensive\s+income)?", re.IGNORECASE)
+_EQUITY = re.compile(
+    r"(?:(?:condensed|consolidated)\s+){0,2}statements?\s+of\s+(?:consolidated\s+)?"
+    r"(?:changes\s+in\s+)?(?:shareholders|stockholders|shareowners)['’]?\s+equity(?:\s*\(deficit\))?"
+    r"(?:\s+and\s+comprehensive\s+income)?",
+    re.IGNORECASE,
+)
 _SMALL = frozenset("a an and as at by for from in of on or per the to with vs".split())
 
 
@@ -57,8 +64,15 @@ class OutlinePage:
     contents: bool = False  # a table of contents
 
     def to_json(self) -> dict:
-        return {"page": self.page, "label": self.label, "printed": self.printed, "items": list(self.items),
-                "headings": list(self.headings), "statement": self.statement, "contents": self.contents}
+        return {
+            "page": self.page,
+            "label": self.label,
+            "printed": self.printed,
+            "items": list(self.items),
+            "headings": list(self.headings),
+            "statement": self.statement,
+            "contents": self.contents,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,9 +98,15 @@ class Outline:
         return out
 
     def to_json(self) -> dict:
-        return {"document": self.document, "kind": self.kind, "pages": self.pages, "xbrl_facts": self.xbrl_facts,
-                "statements": self.statements, "entries": [e.to_json() for e in self.entries],
-                "labels": list(self.labels)}
+        return {
+            "document": self.document,
+            "kind": self.kind,
+            "pages": self.pages,
+            "xbrl_facts": self.xbrl_facts,
+            "statements": self.statements,
+            "entries": [e.to_json() for e in self.entries],
+            "labels": list(self.labels),
+        }
 
     def printed_runs(self) -> str:
         """The printed numbers in runs: "pages 3-59 print 1-57; pages 60-62 print none"."""
@@ -114,13 +134,18 @@ class Outline:
 
     def render(self, max_tokens: int = 600, count: Callable[[str], int] = approx_tokens) -> str:
         """The outline as compact text within ``max_tokens`` (by ``count``)."""
-        xbrl = (f"XBRL: {self.xbrl_facts:,} tagged facts (filer_facts)" if self.has_xbrl
-                else "no XBRL facts (read the pages)")
+        xbrl = (
+            f"XBRL: {self.xbrl_facts:,} tagged facts (filer_facts)"
+            if self.has_xbrl
+            else "no XBRL facts (read the pages)"
+        )
         head = [f"{self.document} ({self.kind}, {self.pages} pages; {xbrl})"]
         st = self.statements
         if st:
-            head.append("statements: " + "; ".join(f"{STATEMENT_NAMES[k]} p. {p}" for k, p in
-                                                    sorted(st.items(), key=lambda kv: kv[1])))
+            head.append(
+                "statements: "
+                + "; ".join(f"{STATEMENT_NAMES[k]} p. {p}" for k, p in sorted(st.items(), key=lambda kv: kv[1]))
+            )
         else:
             head.append("statements: none found by their titles (search for them)")
         if self.labels:
@@ -183,19 +208,22 @@ def outline(doc: Document, document: str | None = None) -> Outline:
                     headings.append(line)
         kind = _statement(page.text)
         if items or headings or kind or contents:
-            entries.append(OutlinePage(n, page.label or f"page {n}", printed(page.text), tuple(items),
-                                       tuple(headings), kind, contents))
+            entries.append(
+                OutlinePage(
+                    n, page.label or f"page {n}", printed(page.text), tuple(items), tuple(headings), kind, contents
+                )
+            )
     labels = tuple(p.label or f"page {n}" for n, p in enumerate(doc.pages, 1))
     return Outline(document or doc.name, doc.kind, len(doc.pages), tuple(entries), len(doc.facts), labels)
 
 
 def _short(title: str, chars: int = 70) -> str:
     title = " ".join(title.split())
-    return title if len(title) <= chars else title[:chars - 1].rstrip() + "…"
+    return title if len(title) <= chars else title[: chars - 1].rstrip() + "…"
 
 
 def _statement(text: str) -> str | None:
-    head = text[:passages.STATEMENT_HEAD_CHARS]
+    head = text[: passages.STATEMENT_HEAD_CHARS]
     kind = fw.statement_of(head)
     if kind is None:
         rows = [ln.strip() for ln in head.split("\n") if ln.strip() and not ln.lstrip().startswith("|")][:8]

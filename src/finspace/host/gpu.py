@@ -52,8 +52,11 @@ class DeviceReading:
 
     def as_mib(self) -> dict:
         return {
-            "index": self.index, "name": self.name, "kind": self.kind,
-            "total_mib": self.total_bytes // MIB, "used_mib": self.used_bytes // MIB,
+            "index": self.index,
+            "name": self.name,
+            "kind": self.kind,
+            "total_mib": self.total_bytes // MIB,
+            "used_mib": self.used_bytes // MIB,
             "free_mib": self.free_bytes // MIB,
             "engine_mib": None if self.engine_bytes is None else self.engine_bytes // MIB,
             "engine_source": self.engine_source,
@@ -122,8 +125,19 @@ class MemoryMonitor:
                     engine += psutil.Process(pid).memory_info().rss
                 except psutil.Error:
                     pass
-            return [DeviceReading(0, "host RAM (no NVIDIA GPU)", "host", vm.total, vm.total - vm.available,
-                                  vm.available, engine, now, ranks=rank_readings(pids))]
+            return [
+                DeviceReading(
+                    0,
+                    "host RAM (no NVIDIA GPU)",
+                    "host",
+                    vm.total,
+                    vm.total - vm.available,
+                    vm.available,
+                    engine,
+                    now,
+                    ranks=rank_readings(pids),
+                )
+            ]
         out = []
         for i in range(self._count):
             h = self.nvml.nvmlDeviceGetHandleByIndex(i)
@@ -132,8 +146,7 @@ class MemoryMonitor:
                 name = name.decode()
             mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
             engine, source = self._engine_share(h, i, int(mem.used), pids)
-            out.append(DeviceReading(i, name, "gpu", int(mem.total), int(mem.used), int(mem.free), engine, now,
-                                     source))
+            out.append(DeviceReading(i, name, "gpu", int(mem.total), int(mem.used), int(mem.free), engine, now, source))
         return out
 
     def _engine_share(self, handle: Any, index: int, used: int, pids: set[int]) -> tuple[int | None, str | None]:

@@ -51,8 +51,14 @@ _TOKEN = re.compile(
     r"(?P<digits>\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?)(?(open)\s*\)|)(?P<pct>\s*%)?)"
     r"|(?P<word>[^\W\d_]+)"
 )
-_SCALES = {"thousand": "thousands", "thousands": "thousands", "million": "millions", "millions": "millions",
-           "billion": "billions", "billions": "billions"}
+_SCALES = {
+    "thousand": "thousands",
+    "thousands": "thousands",
+    "million": "millions",
+    "millions": "millions",
+    "billion": "billions",
+    "billions": "billions",
+}
 SCALE_WORDS = frozenset(_SCALES)
 _SCALE_LINE = re.compile(
     r"\(\s*(?:(?:u\.?s\.?\s*)?dollars|\$|amounts|shares)?[^()\n]{0,40}?\bin\s+(?P<scale>thousands|millions|billions)\b"
@@ -202,7 +208,7 @@ def _row(q: list[Token], p: _Page) -> int | None:
     while at >= 0:
         first = p.hay.count(_SEP, 0, at)
         after = first + len(label)
-        got = [i for i in range(after, min(len(p.texts), after + ROW_REACH)) if p.figures[i]][:len(figures)]
+        got = [i for i in range(after, min(len(p.texts), after + ROW_REACH)) if p.figures[i]][: len(figures)]
         if [p.texts[i] for i in got] == figures and all(b == a + 1 for a, b in zip(got, got[1:])):
             return first
         at = p.hay.find(needle, at + 1)
@@ -229,7 +235,7 @@ def _close(q: list[Token], p: _Page) -> Match | None:
         matched_q = {b.a + k for b in blocks for k in range(b.size)}
         if any(_must_match(t) and i not in matched_q for i, t in enumerate(q)):
             continue
-        span = pt[lo + blocks[0].b:lo + blocks[-1].b + blocks[-1].size]
+        span = pt[lo + blocks[0].b : lo + blocks[-1].b + blocks[-1].size]
         score = SequenceMatcher(None, " ".join(qt), " ".join(span), autojunk=False).ratio()
         if score >= CLOSE_THRESHOLD and (best is None or score > best.score):
             best = Match("close", round(score, 2), p.starts[lo + blocks[0].b])

@@ -55,20 +55,26 @@ def document_block(doc: Document, chosen: list[psg.Passage] | None = None) -> st
         body = "\n\n".join(f"{page_mark(i, p)}\n{p.text}" for i, p in enumerate(doc.pages, 1))
         return f"<document name=\"{doc.name}\">\n{body}\n</document>"
     index = {p.label: i for i, p in enumerate(doc.pages, 1)}
-    body = "\n\n".join(f"{page_mark(index.get(p.label, 1), doc.pages[index.get(p.label, 1) - 1])}\n{p.text}"
-                       for p in chosen)
-    return (f"The document is too long for this model: below are the passages most relevant to the field, in "
-            f"document order, each under its page mark.\n<document name=\"{doc.name}\">\n{body}\n</document>")
+    body = "\n\n".join(
+        f"{page_mark(index.get(p.label, 1), doc.pages[index.get(p.label, 1) - 1])}\n{p.text}" for p in chosen
+    )
+    return (
+        f"The document is too long for this model: below are the passages most relevant to the field, in "
+        f"document order, each under its page mark.\n<document name=\"{doc.name}\">\n{body}\n</document>"
+    )
 
 
 def field_message(field: MatrixField) -> str:
-    return (f"Field: {field.name}. Find in the document: {field.instruction}.\n"
-            f"Copy the sentence of the document that states it as the quote, give the number of its page, and give "
-            f"the value as {TYPE_HELP[field.type]}.")
+    return (
+        f"Field: {field.name}. Find in the document: {field.instruction}.\n"
+        f"Copy the sentence of the document that states it as the quote, give the number of its page, and give "
+        f"the value as {TYPE_HELP[field.type]}."
+    )
 
 
-def cell_prompt(doc: Document, field: MatrixField, budget_tokens: int, count: Callable[[str], int],
-                whole_tokens: int | None = None) -> CellPrompt:
+def cell_prompt(
+    doc: Document, field: MatrixField, budget_tokens: int, count: Callable[[str], int], whole_tokens: int | None = None
+) -> CellPrompt:
     """One cell's document block and field message: the whole document when the rules, it and the field's message
     fit ``budget_tokens`` (``whole_tokens``: the block's and the longest field message's count, when known for
     this document), else the passages for the field's instruction that fit."""
@@ -80,8 +86,9 @@ def cell_prompt(doc: Document, field: MatrixField, budget_tokens: int, count: Ca
     head = fixed + count(document_block(doc, [])) + count(user["content"])
     longest = max((page_mark(i, p) for i, p in enumerate(doc.pages, 1)), key=len, default="[page 1]")
     label = max(8, count(f"\n\n{longest}\n"))  # each passage's page mark, as long as the longest
-    chosen = psg.index_of(doc).select(f"{field.name} {field.instruction}", max(0, budget_tokens - head), count,
-                                      label_tokens=label)
+    chosen = psg.index_of(doc).select(
+        f"{field.name} {field.instruction}", max(0, budget_tokens - head), count, label_tokens=label
+    )
     return CellPrompt(document_block(doc, chosen), user, False)
 
 

@@ -45,9 +45,11 @@ def context_problem(max_model_len: int) -> str | None:
     """The Matrix's refusal for a model whose context is too small for a cell, naming the fix; else None."""
     if max_model_len >= MIN_CONTEXT_TOKENS:
         return None
-    return (f"the loaded model reads {max_model_len:,} tokens at a time; a Matrix cell needs at least "
-            f"{MIN_CONTEXT_TOKENS:,} (its rules, the field, the document's passages and the reply): load a model "
-            "with a longer context, then fill the matrix")
+    return (
+        f"the loaded model reads {max_model_len:,} tokens at a time; a Matrix cell needs at least "
+        f"{MIN_CONTEXT_TOKENS:,} (its rules, the field, the document's passages and the reply): load a model "
+        "with a longer context, then fill the matrix"
+    )
 
 
 def _value_schema(type_: str) -> dict[str, Any]:
@@ -56,10 +58,16 @@ def _value_schema(type_: str) -> dict[str, Any]:
     schemas: dict[str, dict[str, Any]] = {
         "number": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
         "percent": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
-        "money": {"type": "object", "additionalProperties": False, "required": ["amount", "currency", "scale"],
-                  "properties": {"amount": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
-                                 "currency": {"type": "string", "pattern": CURRENCY_PATTERN},
-                                 "scale": {"enum": list(SCALES)}}},
+        "money": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["amount", "currency", "scale"],
+            "properties": {
+                "amount": {"type": "number", "minimum": -MAX_NUMBER, "maximum": MAX_NUMBER},
+                "currency": {"type": "string", "pattern": CURRENCY_PATTERN},
+                "scale": {"enum": list(SCALES)},
+            },
+        },
         "date": {"type": "string", "pattern": DATE_PATTERN},
         "text": text,
         "list": {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_LIST_ITEMS},
@@ -77,13 +85,28 @@ def cell_schema(field: MatrixField, pages: int) -> dict[str, Any]:
     """The JSON schema of one cell of ``field`` in a document of ``pages`` pages: found with its page, quote and
     typed value, or not found with nothing else."""
     keys = ["found", "quote", "page", "value"]
-    found = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
-        "found": {"const": True},
-        "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS},
-        "page": {"type": "integer", "minimum": 1, "maximum": page_bound(pages)},
-        "value": _value_schema(field.type)}}
-    missing = {"type": "object", "additionalProperties": False, "required": keys, "properties": {
-        "found": {"const": False}, "quote": {"const": ""}, "page": {"type": "null"}, "value": {"type": "null"}}}
+    found = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": keys,
+        "properties": {
+            "found": {"const": True},
+            "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS},
+            "page": {"type": "integer", "minimum": 1, "maximum": page_bound(pages)},
+            "value": _value_schema(field.type),
+        },
+    }
+    missing = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": keys,
+        "properties": {
+            "found": {"const": False},
+            "quote": {"const": ""},
+            "page": {"type": "null"},
+            "value": {"type": "null"},
+        },
+    }
     return {"anyOf": [found, missing]}
 
 
@@ -103,22 +126,39 @@ class Cell:
 
 
 def _typed(value: Any, type_: str) -> bool:
-    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+    number = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
         and abs(value) <= MAX_NUMBER
+    )
     if type_ in ("number", "percent"):
         return number
     if type_ == "money":
-        return (isinstance(value, dict) and set(value) == {"amount", "currency", "scale"}
-                and _typed(value["amount"], "number") and isinstance(value["currency"], str)
-                and len(value["currency"]) == 3 and value["currency"].isupper() and value["scale"] in SCALES)
+        return (
+            isinstance(value, dict)
+            and set(value) == {"amount", "currency", "scale"}
+            and _typed(value["amount"], "number")
+            and isinstance(value["currency"], str)
+            and len(value["currency"]) == 3
+            and value["currency"].isupper()
+            and value["scale"] in SCALES
+        )
     if type_ == "date":
-        return isinstance(value, str) and len(value) == 10 and value[4] == value[7] == "-" \
+        return (
+            isinstance(value, str)
+            and len(value) == 10
+            and value[4] == value[7] == "-"
             and value.replace("-", "").isdigit()
+        )
     if type_ == "text":
         return isinstance(value, str) and 0 < len(value) <= MAX_TEXT_CHARS
     if type_ == "list":
-        return (isinstance(value, list) and 0 < len(value) <= MAX_LIST_ITEMS
-                and all(isinstance(v, str) and 0 < len(v) <= MAX_ITEM_CHARS for v in value))
+        return (
+            isinstance(value, list)
+            and 0 < len(value) <= MAX_LIST_ITEMS
+            and all(isinstance(v, str) and 0 < len(v) <= MAX_ITEM_CHARS for v in value)
+        )
     return isinstance(value, bool)
 
 
@@ -130,8 +170,12 @@ def read_cell(reply: str, field: MatrixField, pages: int, finish_reason: str | N
         data = json.loads(reply)
     except (ValueError, RecursionError):
         return Cell("invalid", raw=reply)
-    if not isinstance(data, dict) or set(data) != {"found", "page", "quote", "value"} \
-            or not isinstance(data["found"], bool) or not isinstance(data["quote"], str):
+    if (
+        not isinstance(data, dict)
+        or set(data) != {"found", "page", "quote", "value"}
+        or not isinstance(data["found"], bool)
+        or not isinstance(data["quote"], str)
+    ):
         return Cell("invalid", raw=reply)
     found, page, value = data["found"], data["page"], data["value"]
     if not found:

@@ -35,8 +35,15 @@ class MatrixDesk:
     chat's too); ``documents``: their bounds; ``uploads``: the upload folder; ``catalog_path``: where the field
     presets sit beside models.yaml (None: the package's)."""
 
-    def __init__(self, engine: EngineAPI, conversions: ConversionGate, documents: DocumentLimits, uploads: str,
-                 limits: MatrixLimits | None = None, catalog_path: Any = None):
+    def __init__(
+        self,
+        engine: EngineAPI,
+        conversions: ConversionGate,
+        documents: DocumentLimits,
+        uploads: str,
+        limits: MatrixLimits | None = None,
+        catalog_path: Any = None,
+    ):
         self.engine, self.conversions, self.documents, self.uploads = engine, conversions, documents, uploads
         self.limits = limits or MatrixLimits()
         self.presets: FieldPresets = load_field_presets(presets_path(catalog_path, FILENAME))
@@ -53,12 +60,16 @@ class MatrixDesk:
                     spec = json.loads(spec)
                 except ValueError as exc:  # JSONDecodeError, or a number past Python's 4,300 digits (no .msg)
                     why = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-                    raise BadInput(f"fields: not valid JSON ({why}); send a list of "
-                                   '{"name", "type", "instruction"} objects or a preset name') from None
+                    raise BadInput(
+                        f"fields: not valid JSON ({why}); send a list of "
+                        '{"name", "type", "instruction"} objects or a preset name'
+                    ) from None
             return parse_fields(spec)
         except RecursionError:  # JSON nested thousands deep: Python's parser gives up
-            raise BadInput('fields: nested too deeply; send a flat list of {"name", "type", "instruction"} '
-                           "objects or a preset name") from None
+            raise BadInput(
+                'fields: nested too deeply; send a flat list of {"name", "type", "instruction"} '
+                "objects or a preset name"
+            ) from None
 
     def check(self, files: Sequence[Any], fields: Sequence[MatrixField]) -> None:
         lim = self.limits
@@ -68,8 +79,10 @@ class MatrixDesk:
             raise BadInput(f"{len(files)} documents; a matrix takes at most {lim.max_documents}: split the set")
         cells = len(files) * len(fields)
         if cells > lim.max_cells:
-            raise BadInput(f"{len(files)} documents x {len(fields)} fields = {cells} cells; a matrix has at most "
-                           f"{lim.max_cells}: use fewer documents or fields")
+            raise BadInput(
+                f"{len(files)} documents x {len(fields)} fields = {cells} cells; a matrix has at most "
+                f"{lim.max_cells}: use fewer documents or fields"
+            )
 
     @contextlib.contextmanager
     def _slot(self, client: str | None) -> Iterator[None]:
@@ -108,8 +121,13 @@ class MatrixDesk:
             raise BadInput(problem)
         return fields
 
-    async def fill(self, files: Sequence[tuple[str, str]], spec: Any, client: str | None = None,
-                   provenance: dict[str, Any] | None = None) -> AsyncGenerator[MatrixResult, None]:
+    async def fill(
+        self,
+        files: Sequence[tuple[str, str]],
+        spec: Any,
+        client: str | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[MatrixResult, None]:
         """Fill a matrix of ``files`` ((path in the upload folder, name)) x the fields ``spec`` names, yielding the
         result as cells finish. Closing it cancels the unfinished cells (their vLLM requests are aborted).
         ``provenance``: the loaded model's (key, repo, revision, quantization, load id), kept with the result."""
@@ -123,8 +141,12 @@ class MatrixDesk:
                 finally:  # the filings are read: their uploads go now, not when the cells are done
                     for path, _name in files:
                         remove_upload(path, folder)
-                rows = tuple(Row(short_name(n), len(d.pages), facts=len(d.facts)) if isinstance(d, Document)
-                             else Row(short_name(n), error=d) for (_p, n), d in zip(files, converted, strict=True))
+                rows = tuple(
+                    Row(short_name(n), len(d.pages), facts=len(d.facts))
+                    if isinstance(d, Document)
+                    else Row(short_name(n), error=d)
+                    for (_p, n), d in zip(files, converted, strict=True)
+                )
                 prov = dict(provenance or {}, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
                 result = MatrixResult(fields, rows, provenance=prov)
                 docs = [d if isinstance(d, Document) else None for d in converted]
@@ -135,8 +157,11 @@ class MatrixDesk:
                 yield result  # the filer's values show before any model answers
                 if not result.model:
                     return
-                async with contextlib.aclosing(run.fill(engine, result, docs, reply_tokens=reply_tokens(
-                        engine.max_model_len, self.limits.reply_tokens))) as cells:
+                async with contextlib.aclosing(
+                    run.fill(
+                        engine, result, docs, reply_tokens=reply_tokens(engine.max_model_len, self.limits.reply_tokens)
+                    )
+                ) as cells:
                     async for r in cells:
                         pages.keep(r, docs)
                         yield r

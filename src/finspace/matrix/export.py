@@ -64,8 +64,9 @@ def export_grid(result: MatrixResult) -> tuple[list[str], list[list[object]]]:
     headers, rows = grid(result)
     out_headers: list[str] = [headers[0]]
     out_rows: list[list[object]] = [[row[0]] for row in rows]
-    columns = [col for c, f in enumerate(result.fields) for col in ([(c, False), (c, True)] if f.concepts else
-                                                                      [(c, False)])]  # as the grid's
+    columns = [
+        col for c, f in enumerate(result.fields) for col in ([(c, False), (c, True)] if f.concepts else [(c, False)])
+    ]  # as the grid's
     for k, (c, x) in enumerate(columns, 1):
         f = result.fields[c]
         if f.type != "money":
@@ -135,8 +136,11 @@ def _check(result: MatrixResult, r: int, c: int, shown: str) -> str:
     if got is None or not got.cell.found:
         return shown  # "not read", "…", "no model loaded", "— not found", "✂ cut at max_tokens"
     check = against_filer(result, r, c)
-    text = got.mark.symbol if got.mark.symbol != "✓" and got.mark.key == "verified" else \
-        f"{got.mark.symbol} {got.mark.label}"
+    text = (
+        got.mark.symbol
+        if got.mark.symbol != "✓" and got.mark.key == "verified"
+        else f"{got.mark.symbol} {got.mark.label}"
+    )
     return f"{text} · {check[1]}" if check else text
 
 
@@ -157,13 +161,21 @@ def to_csv(result: MatrixResult) -> str:
 def provenance_lines(result: MatrixResult) -> list[list[object]]:
     p = result.provenance
     lines: list[list[object]] = [["Filing Matrix", ""]]
-    for key in ("model_key", "repo", "revision", "quantization", "dtype", "max_model_len", "load_id", "created_at",
-                "state"):
+    for key in (
+        "model_key",
+        "repo",
+        "revision",
+        "quantization",
+        "dtype",
+        "max_model_len",
+        "load_id",
+        "created_at",
+        "state",
+    ):
         lines.append([key, str(p.get(key, result.state if key == "state" else ""))])
     concepts = ["XBRL concepts"] if any(f.concepts for f in result.fields) else []
     lines += [[], ["Field", "Type", "Instruction", *concepts]]
-    lines += [[f.name, f.type, f.instruction, *([" ".join(f.concepts)] if f.concepts else [])]
-              for f in result.fields]
+    lines += [[f.name, f.type, f.instruction, *([" ".join(f.concepts)] if f.concepts else [])] for f in result.fields]
     lines += [[], [*detail_headers(result)]]
     lines += details(result)
     return lines
@@ -199,8 +211,11 @@ def xlsx_bytes(result: MatrixResult) -> bytes:
 
 def files(result: MatrixResult, stem: str = "matrix") -> dict[str, bytes]:
     """The three exports by file name: CSV, XLSX, JSON."""
-    return {f"{stem}.csv": to_csv(result).encode("utf-8"), f"{stem}.xlsx": xlsx_bytes(result),
-            f"{stem}.json": json.dumps(to_json(result), ensure_ascii=False, indent=1).encode("utf-8")}
+    return {
+        f"{stem}.csv": to_csv(result).encode("utf-8"),
+        f"{stem}.xlsx": xlsx_bytes(result),
+        f"{stem}.json": json.dumps(to_json(result), ensure_ascii=False, indent=1).encode("utf-8"),
+    }
 
 
 def write_all(result: MatrixResult, folder: Path, stem: str = "matrix") -> dict[str, Path]:

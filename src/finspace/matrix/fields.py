@@ -98,9 +98,11 @@ def _check_names(fields: tuple[MatrixField, ...], where: str, error: type) -> tu
         if not f.name.strip() or not f.name.isprintable():
             raise error(f"{where}: field name {f.name[:MAX_NAME_CHARS]!r}: use printable characters, not only spaces")
         if f.name.lstrip(" ").startswith(FORMULA_START):
-            raise error(f"{where}: field name {f.name[:MAX_NAME_CHARS]!r} begins with {f.name.lstrip(' ')[0]!r}: a "
-                        f"spreadsheet would run it as a formula in the CSV/XLSX export; a field name cannot begin "
-                        f"with =, +, -, @, a tab or a carriage return: start it with a letter or a digit")
+            raise error(
+                f"{where}: field name {f.name[:MAX_NAME_CHARS]!r} begins with {f.name.lstrip(' ')[0]!r}: a "
+                f"spreadsheet would run it as a formula in the CSV/XLSX export; a field name cannot begin "
+                f"with =, +, -, @, a tab or a carriage return: start it with a letter or a digit"
+            )
         folded = f.name.strip().casefold()
         if folded in seen:
             raise error(f"{where}: field name {f.name!r} is used twice; each column needs its own name")
@@ -109,8 +111,12 @@ def _check_names(fields: tuple[MatrixField, ...], where: str, error: type) -> tu
 
 
 def _field(spec: _FieldSpec) -> MatrixField:
-    return MatrixField(name=spec.name.strip(), type=spec.type, instruction=spec.instruction.strip(),
-                       concepts=tuple(dict.fromkeys(spec.concepts)))
+    return MatrixField(
+        name=spec.name.strip(),
+        type=spec.type,
+        instruction=spec.instruction.strip(),
+        concepts=tuple(dict.fromkeys(spec.concepts)),
+    )
 
 
 def load_field_presets(path: str | Path = DEFAULT_MATRIX_PRESETS) -> FieldPresets:

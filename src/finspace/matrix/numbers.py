@@ -14,10 +14,21 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 SCALE_WORDS = {
-    "thousand": 10**3, "thousands": 10**3, "k": 10**3,
-    "million": 10**6, "millions": 10**6, "mn": 10**6, "m": 10**6, "mm": 10**6,
-    "billion": 10**9, "billions": 10**9, "bn": 10**9, "b": 10**9,
-    "trillion": 10**12, "trillions": 10**12, "tn": 10**12,
+    "thousand": 10**3,
+    "thousands": 10**3,
+    "k": 10**3,
+    "million": 10**6,
+    "millions": 10**6,
+    "mn": 10**6,
+    "m": 10**6,
+    "mm": 10**6,
+    "billion": 10**9,
+    "billions": 10**9,
+    "bn": 10**9,
+    "b": 10**9,
+    "trillion": 10**12,
+    "trillions": 10**12,
+    "tn": 10**12,
 }
 _NUMBER = re.compile(
     r"(?P<open>\()?\s*(?P<cur>[$€£¥])?\s*(?P<sign>[-−–])?\s*(?P<cur2>[$€£¥])?"
@@ -32,8 +43,8 @@ MAX_NUMBERS = 200  # a quote is short; past this many numbers the rest are not r
 
 @dataclass(frozen=True)
 class Number:
-    value: Decimal   # as printed, with its sign: "(1,234)" -> -1234
-    scale: int       # 1 when no scale word follows
+    value: Decimal  # as printed, with its sign: "(1,234)" -> -1234
+    scale: int  # 1 when no scale word follows
     percent: bool
 
     @property

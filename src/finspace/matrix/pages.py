@@ -29,8 +29,12 @@ def keep(result: MatrixResult, documents: Sequence[Any]) -> None:
         if (r, page) in result.pages or doc is None or not 1 <= page <= len(doc.pages):
             continue
         shown = doc.pages[page - 1]
-        result.pages[(r, page)] = {"document": result.rows[r].name, "page": page,
-                                   "label": shown.label or f"page {page}", "text": shown.text[:PAGE_CHARS]}
+        result.pages[(r, page)] = {
+            "document": result.rows[r].name,
+            "page": page,
+            "label": shown.label or f"page {page}",
+            "text": shown.text[:PAGE_CHARS],
+        }
 
 
 def printed_line(text: str, number: Any) -> str:
@@ -58,10 +62,18 @@ def cell_source(result: MatrixResult, r: int, col: int) -> dict[str, Any] | None
         text = filer_text(result, r, c)
         source = result.pages.get((r, fv.page)) if fv is not None else None
         quote = printed_line(source["text"], xbrl.typed(fv, result.fields[c].type)) if source and fv else ""
-        return {"title": f"{name} · {field} (XBRL): {text}", "source": source, "quote": quote,
-                "note": f"the filer's XBRL value: {text}"}
+        return {
+            "title": f"{name} · {field} (XBRL): {text}",
+            "source": source,
+            "quote": quote,
+            "note": f"the filer's XBRL value: {text}",
+        }
     got = result.cells.get((r, c))
     text = cell_text(result, r, c)
     page = got.cell.page if got is not None and got.cell.found else None
-    return {"title": f"{name} · {field}: {text}", "source": result.pages.get((r, page)) if page else None,
-            "quote": got.cell.quote if got is not None else "", "note": text}
+    return {
+        "title": f"{name} · {field}: {text}",
+        "source": result.pages.get((r, page)) if page else None,
+        "quote": got.cell.quote if got is not None else "",
+        "note": text,
+    }

@@ -65,8 +65,9 @@ def count_upto(count: Any, text: str, limit: int, piece_chars: int = COUNT_PIECE
     return total
 
 
-async def _prepare(engine: EngineAPI, row: int, doc: Document, fields: Sequence[MatrixField], reply_tokens: int,
-                   stop: threading.Event) -> Prepared:
+async def _prepare(
+    engine: EngineAPI, row: int, doc: Document, fields: Sequence[MatrixField], reply_tokens: int, stop: threading.Event
+) -> Prepared:
     """Each field's prompt for ``doc`` and their KV tokens, in the tokenizer's thread (one call per document).
     ``stop`` set, or this preparation given up (its time bound, a cancel): the work ends at its next count
     (Stopped), so a cancelled or failed matrix leaves no tokenizing behind."""
@@ -95,8 +96,9 @@ async def _prepare(engine: EngineAPI, row: int, doc: Document, fields: Sequence[
         given_up.set()
 
 
-async def _cell(engine: EngineAPI, doc: Document, field: MatrixField, cp: cell_prompt.CellPrompt,
-                settings: ChatSettings) -> CellResult:
+async def _cell(
+    engine: EngineAPI, doc: Document, field: MatrixField, cp: cell_prompt.CellPrompt, settings: ChatSettings
+) -> CellResult:
     info = ChatInfo()
     settings = replace(settings, json_schema=cell_schema(field, len(doc.pages)), document=cp.document)
     parts = []
@@ -110,8 +112,9 @@ async def _cell(engine: EngineAPI, doc: Document, field: MatrixField, cp: cell_p
 def cell_settings(entry: Any, reply_tokens: int) -> ChatSettings:
     """Greedy, the rules as the system prompt; a reasoning model answers without thinking (the cell is the answer)."""
     kwargs = {"enable_thinking": False} if getattr(entry, "reasoning", None) else None
-    return ChatSettings(system_prompt=cell_prompt.RULES, temperature=0.0, max_tokens=reply_tokens,
-                        chat_template_kwargs=kwargs)
+    return ChatSettings(
+        system_prompt=cell_prompt.RULES, temperature=0.0, max_tokens=reply_tokens, chat_template_kwargs=kwargs
+    )
 
 
 def kv_capacity(engine: EngineAPI) -> int | None:
@@ -120,8 +123,14 @@ def kv_capacity(engine: EngineAPI) -> int | None:
     return tokens if isinstance(tokens, int) and tokens > 0 else None
 
 
-async def fill(engine: EngineAPI, result: MatrixResult, docs: Sequence[Document | None], *,
-               reply_tokens: int = REPLY_TOKENS, on_wave: Any = None) -> AsyncGenerator[MatrixResult, None]:
+async def fill(
+    engine: EngineAPI,
+    result: MatrixResult,
+    docs: Sequence[Document | None],
+    *,
+    reply_tokens: int = REPLY_TOKENS,
+    on_wave: Any = None,
+) -> AsyncGenerator[MatrixResult, None]:
     """Fill ``result``'s cells for ``docs`` (None where a row's document did not convert), yielding ``result``
     after each finished cell; the last yield has state done (or, when closed early, the result is cancelled).
     ``on_wave(row, kv_tokens, waves)``: called as each document's cells are sent (for tests and benchmarks)."""
@@ -140,7 +149,7 @@ async def fill(engine: EngineAPI, result: MatrixResult, docs: Sequence[Document 
                 try:
                     ready.append(await _prepare(engine, r, doc, result.fields, reply_tokens, stop))
                 except FinspaceError as exc:  # this row says why; the rest completes
-                    result.rows = result.rows[:r] + (replace(result.rows[r], error=str(exc)),) + result.rows[r + 1:]
+                    result.rows = result.rows[:r] + (replace(result.rows[r], error=str(exc)),) + result.rows[r + 1 :]
                     continue
             nxt = ready[0]
             if not waves.fits(nxt.kv_tokens):

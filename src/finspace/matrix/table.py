@@ -21,8 +21,11 @@ from finspace.xbrl.concepts import FilerValue
 
 PENDING = "…"
 NO_MODEL = "no model loaded"
-XBRL_LABELS = {xbrl.AGREES: "agrees with the filer's XBRL", xbrl.DIFFERS: "differs from the filer's XBRL",
-               xbrl.MISSED: "the filer's XBRL has"}
+XBRL_LABELS = {
+    xbrl.AGREES: "agrees with the filer's XBRL",
+    xbrl.DIFFERS: "differs from the filer's XBRL",
+    xbrl.MISSED: "the filer's XBRL has",
+}
 SCALE_WORDS = {"units": "", "thousands": " thousand", "millions": " million", "billions": " billion"}
 
 
@@ -53,7 +56,9 @@ class MatrixResult:
     state: MatrixState = "running"
     filer: dict[tuple[int, int], FilerValue] = field(default_factory=dict)  # the filer's XBRL values, at once
     model: bool = True  # False: no model loaded, the filer's values only
-    pages: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (row, page): a cited page (matrix.pages)
+    pages: dict[tuple[int, int], dict[str, Any]] = field(
+        default_factory=dict
+    )  # (row, page): a cited page (matrix.pages)
 
     @property
     def total(self) -> int:
@@ -130,8 +135,9 @@ def filer_text(result: MatrixResult, r: int, c: int) -> str:
 
 def _columns(result: MatrixResult) -> list[tuple[int, bool]]:
     """The grid's columns after Document: (field index, is the field's XBRL column)."""
-    return [col for c, f in enumerate(result.fields)
-            for col in ([(c, False), (c, True)] if f.concepts else [(c, False)])]
+    return [
+        col for c, f in enumerate(result.fields) for col in ([(c, False), (c, True)] if f.concepts else [(c, False)])
+    ]
 
 
 def column_of(result: MatrixResult, col: int) -> tuple[int, bool] | None:
@@ -155,18 +161,22 @@ def grid(result: MatrixResult) -> tuple[list[str], list[list[str]]]:
 def mark_keys(result: MatrixResult) -> list[list[str]]:
     """Each cell's mark key (for its colour), in the grid's shape without the Document column; an XBRL column's
     cell is "xbrl" (a filer's value) or "xbrl_none"."""
+
     def key(r: int, c: int, x: bool, row: Row) -> str:
         if x:
             return "error" if row.error else "xbrl" if (r, c) in result.filer else "xbrl_none"
         return result.cells[(r, c)].mark.key if (r, c) in result.cells else ("error" if row.error else "pending")
+
     cols = _columns(result)
     return [[key(r, c, x, row) for c, x in cols] for r, row in enumerate(result.rows)]
 
 
 def xbrl_marks(result: MatrixResult) -> list[list[str]]:
     """Each model cell's agreement with the filer's XBRL (agrees, differs, missed, ""), in the grid's shape."""
-    return [[("" if x else (against_filer(result, r, c) or ("", ""))[0]) for c, x in _columns(result)]
-            for r in range(len(result.rows))]
+    return [
+        [("" if x else (against_filer(result, r, c) or ("", ""))[0]) for c, x in _columns(result)]
+        for r in range(len(result.rows))
+    ]
 
 
 DETAIL_HEADERS = ["Document", "Field", "Type", "Value", "Page", "Quote", "Check"]
@@ -182,7 +192,7 @@ def details(result: MatrixResult) -> list[list[Any]]:
     out: list[list[Any]] = []
     line: list[Any]
     with_xbrl = any(f.concepts for f in result.fields)
-    for (r, c) in sorted(set(result.cells) | set(result.filer)):
+    for r, c in sorted(set(result.cells) | set(result.filer)):
         got, f = result.cells.get((r, c)), result.fields[c]
         if got is None:
             line = [result.rows[r].name, f.name, f.type, "", "", "", NO_MODEL if not result.model else "pending"]
@@ -191,7 +201,7 @@ def details(result: MatrixResult) -> list[list[Any]]:
             line = [result.rows[r].name, f.name, f.type, value, got.cell.page or "", got.cell.quote, got.mark.label]
         if with_xbrl:
             fv, check = result.filer.get((r, c)), against_filer(result, r, c)
-            line += ([show_value(xbrl.typed(fv, f.type), f.type), fv.concept, fv.page] if fv else ["", "", ""])
+            line += [show_value(xbrl.typed(fv, f.type), f.type), fv.concept, fv.page] if fv else ["", "", ""]
             line.append(check[1] if check else "")
         out.append(line)
     return out
@@ -204,9 +214,16 @@ def to_json(result: MatrixResult) -> dict[str, Any]:
         "provenance": result.provenance,
         "model": result.model,
         "fields": [f.to_json() for f in result.fields],
-        "rows": [{"document": row.name, "pages": row.pages, "error": row.error, "xbrl_facts": row.facts,
-                  "cells": [_cell_json(result, r, c) for c in range(len(result.fields))]}
-                 for r, row in enumerate(result.rows)],
+        "rows": [
+            {
+                "document": row.name,
+                "pages": row.pages,
+                "error": row.error,
+                "xbrl_facts": row.facts,
+                "cells": [_cell_json(result, r, c) for c in range(len(result.fields))],
+            }
+            for r, row in enumerate(result.rows)
+        ],
     }
 
 
@@ -214,16 +231,36 @@ def _cell_json(result: MatrixResult, r: int, c: int) -> dict[str, Any] | None:
     got, fv = result.cells.get((r, c)), result.filer.get((r, c))
     if got is None and fv is None:
         return None
-    out: dict[str, Any] = ({"found": None, "value": None, "page": None, "quote": "", "whole_document": None,
-            "check": "no_model" if not result.model else "pending"} if got is None else
-           {"found": got.cell.found, "value": got.cell.value, "page": got.cell.page, "quote": got.cell.quote,
-            "check": got.mark.key, "match": got.mark.how or None, "whole_document": got.whole})
+    out: dict[str, Any] = (
+        {
+            "found": None,
+            "value": None,
+            "page": None,
+            "quote": "",
+            "whole_document": None,
+            "check": "no_model" if not result.model else "pending",
+        }
+        if got is None
+        else {
+            "found": got.cell.found,
+            "value": got.cell.value,
+            "page": got.cell.page,
+            "quote": got.cell.quote,
+            "check": got.mark.key,
+            "match": got.mark.how or None,
+            "whole_document": got.whole,
+        }
+    )
     if fv is not None:  # the filer's value, typed as the field's, with its concept, page and period
         type_ = result.fields[c].type
         check = against_filer(result, r, c)
-        out["xbrl"] = {**fv.to_json(), "value": xbrl.typed(fv, type_), "number": fv.to_json()["value"],
-                       "shown": show_value(xbrl.typed(fv, type_), type_),
-                       "agreement": check[0] if check else None}
+        out["xbrl"] = {
+            **fv.to_json(),
+            "value": xbrl.typed(fv, type_),
+            "number": fv.to_json()["value"],
+            "shown": show_value(xbrl.typed(fv, type_), type_),
+            "agreement": check[0] if check else None,
+        }
     return out
 
 

@@ -54,17 +54,41 @@ NOT_FOUND = Mark("not_found", "not found", "—")
 CUT = Mark("cut", "cut at max_tokens", "✂")
 INVALID = Mark("invalid", "reply did not parse", "!")
 _PER_SHARE = re.compile(r"per[\s-]+(?:common\s+)?share|\b(?:basic|diluted|eps)\b", re.IGNORECASE)
-_OUTFLOW = re.compile(r"\b(?:purchases?|payments?|paid|acquisitions?\s+of|additions?\s+to|capital\s+expenditures?|"
-                      r"capex|repurchases?|buy\s?backs?|repayments?|dividends?|distributions?)\b", re.IGNORECASE)
-_PRINTED_NEGATIVE = re.compile(r"\(\s*[$€£¥]?\s*(?P<paren>\d[\d,]*(?:\.\d+)?)\s*\)"
-                               r"|(?<![\w,.])[-−–]\s*[$€£¥]?\s*(?P<minus>\d[\d,]*(?:\.\d+)?)")
+_OUTFLOW = re.compile(
+    r"\b(?:purchases?|payments?|paid|acquisitions?\s+of|additions?\s+to|capital\s+expenditures?|"
+    r"capex|repurchases?|buy\s?backs?|repayments?|dividends?|distributions?)\b",
+    re.IGNORECASE,
+)
+_PRINTED_NEGATIVE = re.compile(
+    r"\(\s*[$€£¥]?\s*(?P<paren>\d[\d,]*(?:\.\d+)?)\s*\)"
+    r"|(?<![\w,.])[-−–]\s*[$€£¥]?\s*(?P<minus>\d[\d,]*(?:\.\d+)?)"
+)
 MARKS = (VERIFIED, NOT_ON_PAGE, VALUE_NOT_IN_QUOTE, NOT_FOUND, CUT, INVALID)
 MIN_QUOTE_WORDS = 3  # "14.2" or "USD" proves nothing: a quote is evidence in its own words
 _FOLD = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "−": "-", "\u00a0": " "})
-_MONTHS = {m: i for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"], 1)}
-_MONTH = r"(?P<month>" + "|".join(sorted({*_MONTHS, *(m[:3] for m in _MONTHS), "sept"}, key=len, reverse=True)) + r")\.?"
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        1,
+    )
+}
+_MONTH = (
+    r"(?P<month>" + "|".join(sorted({*_MONTHS, *(m[:3] for m in _MONTHS), "sept"}, key=len, reverse=True)) + r")\.?"
+)
 _DATES = [
     re.compile(r"(?P<year>\d{4})-(?P<mnum>\d{2})-(?P<day>\d{2})"),
     re.compile(_MONTH + r"\s+(?P<day>\d{1,2}),?\s+(?P<year>\d{4})"),
@@ -89,9 +113,11 @@ def quote_on_page(quote: str, page_text: str) -> bool:
 
 def verified(match: align.Match) -> Mark:
     how = f"close ({match.score:.2f})" if match.how == "close" else match.how
-    label = {"exact": "verified (exact quote)", "normalised": "verified (quote matched normalised)",
-             "row": "verified (its row: the label and its figures apart on the page)"}.get(
-        match.how, f"verified (close quote: {match.score:.2f})")
+    label = {
+        "exact": "verified (exact quote)",
+        "normalised": "verified (quote matched normalised)",
+        "row": "verified (its row: the label and its figures apart on the page)",
+    }.get(match.how, f"verified (close quote: {match.score:.2f})")
     return replace(VERIFIED, label=label, symbol=f"{VERIFIED.symbol} {how}", how=how)
 
 
@@ -162,8 +188,9 @@ def outflow(value: object, type_: str, quote: str, table: align.Scale | None = N
     negated = {**value, "amount": -value["amount"]} if type_ == "money" else -value  # type: ignore[index,operator,dict-item]
     if not value_in_quote(negated, type_, quote, table):
         return None
-    printed = [(m[0].strip(), Decimal((m["paren"] or m["minus"]).replace(",", "")))
-               for m in _PRINTED_NEGATIVE.finditer(quote)]
+    printed = [
+        (m[0].strip(), Decimal((m["paren"] or m["minus"]).replace(",", ""))) for m in _PRINTED_NEGATIVE.finditer(quote)
+    ]
     for text, figure in printed:  # the one the value is, at the quote's scale or its own
         if any(amount == figure * k for k in (1, *SCALES.values())):
             return text
@@ -173,13 +200,17 @@ def outflow(value: object, type_: str, quote: str, table: align.Scale | None = N
 def _label(quote: str) -> str:
     """A row's label: the quote's words before its first figure."""
     m = re.search(r"[(\-−–$€£¥]*\s*\d", quote)
-    return quote[:m.start()] if m else quote
+    return quote[: m.start()] if m else quote
 
 
 def outflow_mark(match: align.Match, printed: str) -> Mark:
     how = f"{'close (%.2f)' % match.score if match.how == 'close' else match.how}; printed as an outflow {printed}"
-    return replace(VERIFIED, label=f"verified (printed as an outflow {printed})",
-                   symbol=f"{VERIFIED.symbol} printed as an outflow {printed}", how=how)
+    return replace(
+        VERIFIED,
+        label=f"verified (printed as an outflow {printed})",
+        symbol=f"{VERIFIED.symbol} printed as an outflow {printed}",
+        how=how,
+    )
 
 
 def verify(cell: Cell, field: MatrixField, pages: dict[int, str]) -> Mark:

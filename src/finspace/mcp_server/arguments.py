@@ -28,12 +28,20 @@ from finspace.documents.upload import inside
 from finspace.errors import BadInput
 
 FOLDER = "finspace-mcp"  # the tools' decoded and fetched files, inside the upload folder, deleted after conversion
-_KIND_WORDS = {"type": "must be {expected}", "maxLength": "is too long (at most {expected} characters)",
-               "minLength": "is too short (at least {expected} characters)", "maxItems": "has too many items "
-               "(at most {expected})", "minItems": "needs at least {expected} item(s)", "maximum": "must be at most "
-               "{expected}", "minimum": "must be at least {expected}", "exclusiveMinimum": "must be more than "
-               "{expected}", "enum": "must be one of {expected}", "required": "is missing a required argument",
-               "additionalProperties": "has an unknown argument", "oneOf": "must be {expected}"}
+_KIND_WORDS = {
+    "type": "must be {expected}",
+    "maxLength": "is too long (at most {expected} characters)",
+    "minLength": "is too short (at least {expected} characters)",
+    "maxItems": "has too many items (at most {expected})",
+    "minItems": "needs at least {expected} item(s)",
+    "maximum": "must be at most {expected}",
+    "minimum": "must be at least {expected}",
+    "exclusiveMinimum": "must be more than {expected}",
+    "enum": "must be one of {expected}",
+    "required": "is missing a required argument",
+    "additionalProperties": "has an unknown argument",
+    "oneOf": "must be {expected}",
+}
 
 
 def _where(path: Any) -> str:
@@ -50,8 +58,14 @@ def _expected(error: Any) -> str:
     if error.validator == "oneOf":
         return "a preset name (text) or a list of {name, type, instruction} fields"
     if error.validator == "type":
-        return {"string": "text", "integer": "a whole number", "number": "a number", "object": "an object ({...})",
-                "array": "a list", "boolean": "true or false"}.get(str(v), str(v))
+        return {
+            "string": "text",
+            "integer": "a whole number",
+            "number": "a number",
+            "object": "an object ({...})",
+            "array": "a list",
+            "boolean": "true or false",
+        }.get(str(v), str(v))
     return str(v)[:60]
 
 
@@ -69,17 +83,22 @@ def check(schema: dict, arguments: Any) -> dict:
     parts = []
     for error in errors[:3]:
         if error.validator == "additionalProperties":
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {}))) \
-                if isinstance(error.instance, dict) else []
+            extra = (
+                sorted(set(error.instance) - set(error.schema.get("properties", {})))
+                if isinstance(error.instance, dict)
+                else []
+            )
             allowed = ", ".join(error.schema.get("properties", {})) or "none"
-            kind = (f"has an unknown argument {str(extra[0])[:40]!r}" if extra else "has an unknown argument") + \
-                f"; the arguments are: {allowed}"
+            kind = (
+                f"has an unknown argument {str(extra[0])[:40]!r}" if extra else "has an unknown argument"
+            ) + f"; the arguments are: {allowed}"
         elif error.validator == "required":
             missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
             kind = f"is missing {', '.join(missing)}"
         else:
             kind = _KIND_WORDS.get(error.validator, "does not match the tool's inputSchema").format(
-                expected=_expected(error))
+                expected=_expected(error)
+            )
         parts.append(f"{_where(error.absolute_path)} {kind}")
     return _raise("invalid arguments: " + "; ".join(parts))
 
@@ -100,7 +119,9 @@ def _too_big(schema: Any, value: Any, path: tuple) -> str | None:
     object), else None; it descends only into what the schema bounds, so its work is the schema's size at most."""
     if not isinstance(schema, dict):
         return None
-    branches = [b for b in schema.get("oneOf") or schema.get("anyOf") or () if isinstance(b, dict) and _may_be(b, value)]
+    branches = [
+        b for b in schema.get("oneOf") or schema.get("anyOf") or () if isinstance(b, dict) and _may_be(b, value)
+    ]
     if branches:
         found = [_too_big(b, value, path) for b in branches]
         return None if None in found else found[0]
@@ -121,8 +142,15 @@ def _raise(message: str):
     raise BadInput(message)
 
 
-async def document_file(doc: dict, upload_dir: str, max_bytes: int, *, allow_loopback: bool = False,
-                        fetch_timeout_s: float = 30.0, owned: Callable[[str], bool] | None = None) -> tuple[str, str]:
+async def document_file(
+    doc: dict,
+    upload_dir: str,
+    max_bytes: int,
+    *,
+    allow_loopback: bool = False,
+    fetch_timeout_s: float = 30.0,
+    owned: Callable[[str], bool] | None = None,
+) -> tuple[str, str]:
     """(path inside ``upload_dir``, name) of one document argument (already schema-checked)."""
     given = [k for k in ("url", "data", "upload") if k in doc]
     if len(given) != 1:
@@ -130,11 +158,17 @@ async def document_file(doc: dict, upload_dir: str, max_bytes: int, *, allow_loo
     name = doc.get("filename")
     if "upload" in doc:
         path = doc["upload"]
-        if "\x00" in path or not inside(path, upload_dir) or not os.path.isfile(path) \
-                or (owned is not None and not owned(path)):  # only the caller's own upload
-            raise BadInput("upload must be a path that this app's upload route returned (POST gradio_api/upload, one "
-                           "file each, from this client; uploads are deleted once read: upload again); no other "
-                           "file on the server is read")
+        if (
+            "\x00" in path
+            or not inside(path, upload_dir)
+            or not os.path.isfile(path)
+            or (owned is not None and not owned(path))
+        ):  # only the caller's own upload
+            raise BadInput(
+                "upload must be a path that this app's upload route returned (POST gradio_api/upload, one "
+                "file each, from this client; uploads are deleted once read: upload again); no other "
+                "file on the server is read"
+            )
         name = name or Path(path).name
         kind_of(name)
         return os.path.realpath(path), name
@@ -143,17 +177,22 @@ async def document_file(doc: dict, upload_dir: str, max_bytes: int, *, allow_loo
         data, name = got.data, name or got.name
     else:
         if not name:
-            raise BadInput("a document sent as data needs its filename with the extension (.pdf, .html, .docx, "
-                           ".xlsx, .csv, .txt, .md)")
+            raise BadInput(
+                "a document sent as data needs its filename with the extension (.pdf, .html, .docx, "
+                ".xlsx, .csv, .txt, .md)"
+            )
         try:
             data = base64.b64decode(doc["data"], validate=True)
         except (binascii.Error, ValueError):
-            raise BadInput(f"data of {short_name(name)} is not valid base64; encode the file's bytes with "
-                           "standard base64") from None
+            raise BadInput(
+                f"data of {short_name(name)} is not valid base64; encode the file's bytes with standard base64"
+            ) from None
     kind_of(name)
     if len(data) > max_bytes:
-        raise BadInput(f"{short_name(name)} is {len(data) / (1 << 20):.1f} MiB; the limit is "
-                       f"{max_bytes / (1 << 20):g} MiB per document (FINSPACE_DOCUMENT_MAX_MIB)")
+        raise BadInput(
+            f"{short_name(name)} is {len(data) / (1 << 20):.1f} MiB; the limit is "
+            f"{max_bytes / (1 << 20):g} MiB per document (FINSPACE_DOCUMENT_MAX_MIB)"
+        )
     folder = Path(upload_dir) / FOLDER / uuid.uuid4().hex
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ("document" + Path(name).suffix.lower())

@@ -64,13 +64,21 @@ class ToolCalls:
                         if len(doc) > 1:
                             raise BadInput("a document is exactly one of url, data, upload or filing")
                         f = doc["filing"]
-                        picked = await self.svc.edgar.pick(f["company"], f.get("accession"), f.get("form"),
-                                                           f.get("year"), f.get("document"))
+                        picked = await self.svc.edgar.pick(
+                            f["company"], f.get("accession"), f.get("form"), f.get("year"), f.get("document")
+                        )
                         files.append(await self.svc.edgar.read(picked))
                         continue
-                    files.append(await document_file(doc, self.upload_dir, self.svc.settings.documents.max_bytes,
-                                                     allow_loopback=self.allow_loopback,
-                                                     fetch_timeout_s=self.fetch_timeout_s, owned=owned))
+                    files.append(
+                        await document_file(
+                            doc,
+                            self.upload_dir,
+                            self.svc.settings.documents.max_bytes,
+                            allow_loopback=self.allow_loopback,
+                            fetch_timeout_s=self.fetch_timeout_s,
+                            owned=owned,
+                        )
+                    )
                 except BadInput as exc:
                     if len(documents) > 1:
                         raise BadInput(f"documents[{i}]: {exc}") from None
@@ -84,8 +92,15 @@ class ToolCalls:
     # ------------------------------------------------------------------ tools
     async def will_it_fit(self, args: dict, caller: Caller) -> dict:
         settings = {k: args[k] for k in FIT_SETTINGS if k in args}
-        return await self.svc.fits.run(caller.client, args.get("config_json"), args.get("repo"), args.get("gpu"),
-                                       args.get("gpus"), caller_token=caller.token, **settings)
+        return await self.svc.fits.run(
+            caller.client,
+            args.get("config_json"),
+            args.get("repo"),
+            args.get("gpu"),
+            args.get("gpus"),
+            caller_token=caller.token,
+            **settings,
+        )
 
     async def extract_matrix(self, args: dict, caller: Caller) -> dict:
         serving = self.svc.serving
@@ -93,8 +108,9 @@ class ToolCalls:
             raise NotReady("no model is loaded yet; call health until ready is true, then extract again")
         files = await self._files(args["documents"], caller.client)
         result = None
-        async with contextlib.aclosing(self.svc.matrix.fill(files, args.get("fields", "income-statement"),
-                                                            caller.client, self.provenance())) as updates:
+        async with contextlib.aclosing(
+            self.svc.matrix.fill(files, args.get("fields", "income-statement"), caller.client, self.provenance())
+        ) as updates:
             async for result in updates:
                 pass
         return to_json(result)
@@ -103,10 +119,11 @@ class ToolCalls:
         if not self.svc.serving.ready:
             raise NotReady("no model is loaded yet; call health until ready is true, then ask again")
         if ("document" in args) == ("documents" in args):
-            raise BadInput("invalid arguments: arguments is missing document (one filing) or documents (a list); "
-                           "send one of them, not both")
-        files = await self._files(args["documents"] if "documents" in args else [args["document"]],
-                                  caller.client)
+            raise BadInput(
+                "invalid arguments: arguments is missing document (one filing) or documents (a list); "
+                "send one of them, not both"
+            )
+        files = await self._files(args["documents"] if "documents" in args else [args["document"]], caller.client)
         atts: list = []
         try:
             for path, name in files:
@@ -117,24 +134,39 @@ class ToolCalls:
         messages = [{"role": "user", "content": args["question"]}]
         info = ChatInfo()
         answer = []
-        async with contextlib.aclosing(self.svc.answer(messages, ChatSettings(max_tokens=args.get("max_tokens")), info,
-                                                       calculator="auto",  # the page's default: tools if it calls them
-                                                       documents=atts)) as parts:
+        async with contextlib.aclosing(
+            self.svc.answer(
+                messages,
+                ChatSettings(max_tokens=args.get("max_tokens")),
+                info,
+                calculator="auto",  # the page's default: tools if it calls them
+                documents=atts,
+            )
+        ) as parts:
             async for _thinking, delta in parts:
                 answer.append(delta)
         text = "".join(answer).strip()
         pages = max(len(a.doc.pages) for a in atts)
         cited = sorted({int(m) for m in _PAGE.findall(text) if 1 <= int(m) <= max(1, pages)})
         checked = await self.svc.check_answer(text, atts)
-        return {"answer": text, "citations": cited, "document": info.documents, "name": short_name(files[0][1]),
-                "ids": [a.ident for a in atts], "pages": pages, "checks": checked["checks"],
-                "steps": [s.as_dict() for s in info.tool_steps],
-                "model": info.model_key or getattr(self.svc.serving.entry, "key", None),
-                "finish_reason": info.finish_reason, "output_tokens": info.output_tokens}
+        return {
+            "answer": text,
+            "citations": cited,
+            "document": info.documents,
+            "name": short_name(files[0][1]),
+            "ids": [a.ident for a in atts],
+            "pages": pages,
+            "checks": checked["checks"],
+            "steps": [s.as_dict() for s in info.tool_steps],
+            "model": info.model_key or getattr(self.svc.serving.entry, "key", None),
+            "finish_reason": info.finish_reason,
+            "output_tokens": info.output_tokens,
+        }
 
     async def company_filings(self, args: dict, caller: Caller) -> dict:
-        company, found = await self.svc.edgar.filings(args["company"], args.get("form"), args.get("year"),
-                                                      bool(args.get("older")), args.get("limit", 100))
+        company, found = await self.svc.edgar.filings(
+            args["company"], args.get("form"), args.get("year"), bool(args.get("older")), args.get("limit", 100)
+        )
         return {"company": company.to_json(), "filings": [f.to_json() for f in found]}
 
     async def company_facts(self, args: dict, caller: Caller) -> dict:

@@ -42,9 +42,11 @@ log = logging.getLogger("finspace.mcp")
 MCP_PATH = "/gradio_api/mcp"  # where a Gradio Space serves MCP; the other paths served: finspace.wall.guard.MCP_PATHS
 CHECK_THREADS = 4  # calls whose arguments are checked at once, in worker threads
 SDK_MAJORS = ("1", "2")
-INSTRUCTIONS = ("Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract fields from filings "
-                "with page-cited quotes (extract_matrix), ask one filing a question (ask_document); models, health "
-                "and scores describe the app.")
+INSTRUCTIONS = (
+    "Finance LLMs on vLLM: check whether a model fits a GPU (will_it_fit), extract fields from filings "
+    "with page-cited quotes (extract_matrix), ask one filing a question (ask_document); models, health "
+    "and scores describe the app."
+)
 
 
 def sdk_problem() -> str | None:
@@ -98,8 +100,11 @@ class McpEndpoint:
             async def _call(name, arguments):
                 return await self._call_tool(server.request_context, _Params(name, arguments))
 
-        extra = {"max_request_body_size": max_body_bytes} \
-            if "max_request_body_size" in inspect.signature(StreamableHTTPSessionManager.__init__).parameters else {}
+        extra = (
+            {"max_request_body_size": max_body_bytes}
+            if "max_request_body_size" in inspect.signature(StreamableHTTPSessionManager.__init__).parameters
+            else {}
+        )
         return StreamableHTTPSessionManager(server, json_response=True, stateless=True, **extra)
 
     def run(self):
@@ -109,9 +114,13 @@ class McpEndpoint:
     async def __call__(self, scope, receive, send):
         if self.manager is None:
             body = json.dumps({"error": f"MCP is off on this app: {self.problem}"}).encode()
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         await _cancelled_when_gone(self.manager.handle_request, scope, receive, send)
@@ -158,12 +167,16 @@ class McpEndpoint:
             return _error(types, self.svc.redact(str(exc)))
         except Exception as exc:  # noqa: BLE001 - the boundary: a named error, never a traceback
             log.error("unexpected %s in the MCP tool %s", type(exc).__name__, name[:40], exc_info=exc)
-            return _error(types, f"unexpected server error ({type(exc).__name__}) in {name[:40]}; the app is still "
-                                 "running: try again, or report it")
+            return _error(
+                types,
+                f"unexpected server error ({type(exc).__name__}) in {name[:40]}; the app is still "
+                "running: try again, or report it",
+            )
         structured = value if isinstance(value, dict) else {"result": value}  # the views are redacted already
         text = json.dumps(structured, ensure_ascii=False, default=str)
-        return types.CallToolResult.model_validate({"content": [{"type": "text", "text": text}],
-                                                    "structuredContent": json.loads(text)})
+        return types.CallToolResult.model_validate(
+            {"content": [{"type": "text", "text": text}], "structuredContent": json.loads(text)}
+        )
 
     async def call(self, name: str, args: Any, caller: Caller) -> Any:
         """Run tool ``name`` with ``args`` for ``caller``: FinspaceError (BadInput...) naming the fix otherwise."""
@@ -172,8 +185,10 @@ class McpEndpoint:
         if name not in specs or (admin_only and not self._is_admin(caller)):
             public = ", ".join(n for n in specs if n != "load_model")
             if admin_only:
-                raise _Refused("load_model is not a tool for this caller: switching models needs the admin token "
-                               "(Authorization: Bearer <FINSPACE_ADMIN_TOKEN>) on an app that has one")
+                raise _Refused(
+                    "load_model is not a tool for this caller: switching models needs the admin token "
+                    "(Authorization: Bearer <FINSPACE_ADMIN_TOKEN>) on an app that has one"
+                )
             raise _Refused(f"unknown tool {name[:60]!r}; the tools are {public} (tools/list describes them)")
         # the caller's structure (fields, documents) is walked off the event loop, a few calls at a time
         args = await anyio.to_thread.run_sync(arguments.check, specs[name]["inputSchema"], args, limiter=self.checks)

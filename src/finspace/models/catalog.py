@@ -44,9 +44,11 @@ class Serving(_Strict):
     @model_validator(mode="after")
     def _one_quantization(self):
         if self.prequantized is not None and self.quantization is not None:
-            raise ValueError(f"give 'quantization' (applied by vLLM at load time) or 'prequantized' (the checkpoint "
-                             f"is already quantized: vLLM reads its scheme), not both; a {self.prequantized} "
-                             f"checkpoint takes prequantized: {self.prequantized} alone")
+            raise ValueError(
+                f"give 'quantization' (applied by vLLM at load time) or 'prequantized' (the checkpoint "
+                f"is already quantized: vLLM reads its scheme), not both; a {self.prequantized} "
+                f"checkpoint takes prequantized: {self.prequantized} alone"
+            )
         return self
 
     @field_validator("max_model_len")
@@ -143,11 +145,14 @@ class _Entry(_Strict):
     @model_validator(mode="after")
     def _one_source(self):
         if sum(x is not None for x in (self.repo, self.path, self.convert)) != 1:
-            raise ValueError("give exactly one of 'repo' (a Hugging Face repo id), 'path' (a local folder) or "
-                             "'convert' (a GGUF file in an installed Python package)")
+            raise ValueError(
+                "give exactly one of 'repo' (a Hugging Face repo id), 'path' (a local folder) or "
+                "'convert' (a GGUF file in an installed Python package)"
+            )
         if (self.repo is not None or self.convert is not None) and self.config is None:
-            raise ValueError("'config' is required for a repo or convert entry: bundle a copy of its config.json "
-                             "under configs/")
+            raise ValueError(
+                "'config' is required for a repo or convert entry: bundle a copy of its config.json under configs/"
+            )
         if self.generate is not None and self.path is None:
             raise ValueError("'generate' needs 'path': where the generated model is written")
         return self
@@ -298,8 +303,16 @@ def _describe(err: ValidationError, where: str, section: str = "models", noun: s
     return "\n".join(lines)
 
 
-def read_validated(path: Path, schema: type[BaseModel], *, what: str, keys: str, read_fix: str = "",
-                   section: str = "models", noun: str = "model") -> Any:
+def read_validated(
+    path: Path,
+    schema: type[BaseModel],
+    *,
+    what: str,
+    keys: str,
+    read_fix: str = "",
+    section: str = "models",
+    noun: str = "model",
+) -> Any:
     """A YAML file (duplicate keys refused) validated by ``schema``; CatalogError names the file, entry and field.
     The catalogue and presets.yaml are both read this way."""
     try:
@@ -321,8 +334,9 @@ def read_validated(path: Path, schema: type[BaseModel], *, what: str, keys: str,
 def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
     """Read and validate models.yaml (default: $FINSPACE_CATALOG or the repo's models.yaml)."""
     path = Path(path or os.environ.get("FINSPACE_CATALOG") or DEFAULT_CATALOG)
-    parsed = read_validated(path, _File, what="catalogue", keys="'defaults' and 'models'",
-                            read_fix="; set FINSPACE_CATALOG to models.yaml")
+    parsed = read_validated(
+        path, _File, what="catalogue", keys="'defaults' and 'models'", read_fix="; set FINSPACE_CATALOG to models.yaml"
+    )
 
     base = path.resolve().parent
     entries = []
@@ -331,7 +345,9 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
             raise CatalogError(f"{path.name}: model key {key!r}: use letters, digits, '-', '.', '_' only")
         config_path = (base / e.config) if e.config else None
         if config_path is not None and not config_path.is_file():
-            raise CatalogError(f"{path.name}: model {key!r} field 'config': file {e.config} not found; bundle the repo's config.json there")
+            raise CatalogError(
+                f"{path.name}: model {key!r} field 'config': file {e.config} not found; bundle the repo's config.json there"
+            )
         local = (base / e.path) if e.path else None
         if local is not None and not e.generate and config_path is None and not (local / "config.json").is_file():
             raise CatalogError(f"{path.name}: model {key!r} field 'path': no config.json in {e.path}")
@@ -339,14 +355,27 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
             from finspace.models import demo
 
             if e.generate not in demo.PRESETS:
-                raise CatalogError(f"{path.name}: model {key!r} field 'generate': unknown preset {e.generate!r}; use one of {', '.join(demo.PRESETS)}")
+                raise CatalogError(
+                    f"{path.name}: model {key!r} field 'generate': unknown preset {e.generate!r}; use one of {', '.join(demo.PRESETS)}"
+                )
         entries.append(
             ModelEntry(
-                key=key, label=e.label, description=e.description, architecture=e.architecture,
-                repo=e.repo, revision=e.revision, local_path=local, generate=e.generate,
-                config_path=config_path, total_size_bytes=e.total_size_bytes,
-                system_prompt=e.system_prompt, serving=e.serving, sampling=e.sampling, reasoning=e.reasoning,
-                convert=e.convert, tool_parser=e.tool_parser,
+                key=key,
+                label=e.label,
+                description=e.description,
+                architecture=e.architecture,
+                repo=e.repo,
+                revision=e.revision,
+                local_path=local,
+                generate=e.generate,
+                config_path=config_path,
+                total_size_bytes=e.total_size_bytes,
+                system_prompt=e.system_prompt,
+                serving=e.serving,
+                sampling=e.sampling,
+                reasoning=e.reasoning,
+                convert=e.convert,
+                tool_parser=e.tool_parser,
             )
         )
     for which in ("gpu", "cpu"):

@@ -51,40 +51,94 @@ CORPUS = [
 ]
 
 _COMMON = dict(
-    vocab_size=VOCAB_SIZE, bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
-    max_position_embeddings=2048, torch_dtype="float32", tie_word_embeddings=False,
+    vocab_size=VOCAB_SIZE,
+    bos_token_id=BOS_ID,
+    eos_token_id=EOS_ID,
+    pad_token_id=PAD_ID,
+    max_position_embeddings=2048,
+    torch_dtype="float32",
+    tie_word_embeddings=False,
 )
 
 PRESETS: dict[str, dict] = {
     # head_dim must be 64 or 128 for vLLM's CPU attention.
     "tiny-llama": dict(
-        _COMMON, architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=128,
-        intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-        head_dim=64, rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu",
+        _COMMON,
+        architectures=["LlamaForCausalLM"],
+        model_type="llama",
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=64,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        hidden_act="silu",
     ),
     "tiny-qwen3": dict(
-        _COMMON, architectures=["Qwen3ForCausalLM"], model_type="qwen3", hidden_size=128,
-        intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=64, rms_norm_eps=1e-6, rope_theta=1000000.0, hidden_act="silu",
-        use_sliding_window=False, sliding_window=None,
+        _COMMON,
+        architectures=["Qwen3ForCausalLM"],
+        model_type="qwen3",
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        hidden_act="silu",
+        use_sliding_window=False,
+        sliding_window=None,
     ),
     "tiny-gemma3": dict(
-        _COMMON, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", hidden_size=128,
-        intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=64, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
-        sliding_window=64, sliding_window_pattern=2, query_pre_attn_scalar=64,
-        hidden_activation="gelu_pytorch_tanh", layer_types=["sliding_attention", "full_attention"],
+        _COMMON,
+        architectures=["Gemma3ForCausalLM"],
+        model_type="gemma3_text",
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        rope_local_base_freq=10000.0,
+        sliding_window=64,
+        sliding_window_pattern=2,
+        query_pre_attn_scalar=64,
+        hidden_activation="gelu_pytorch_tanh",
+        layer_types=["sliding_attention", "full_attention"],
     ),
     "tiny-gpt-neox": dict(
-        _COMMON, architectures=["GPTNeoXForCausalLM"], model_type="gpt_neox", hidden_size=128,
-        intermediate_size=512, num_hidden_layers=2, num_attention_heads=2, rotary_pct=0.25,
-        rotary_emb_base=10000, layer_norm_eps=1e-5, hidden_act="gelu", use_parallel_residual=True,
+        _COMMON,
+        architectures=["GPTNeoXForCausalLM"],
+        model_type="gpt_neox",
+        hidden_size=128,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        rotary_pct=0.25,
+        rotary_emb_base=10000,
+        layer_norm_eps=1e-5,
+        hidden_act="gelu",
+        use_parallel_residual=True,
     ),
     # The benchmark/demo size: a decode step costs real time on a CPU.
     "bench-llama": dict(
-        _COMMON, architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=512,
-        intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8,
-        head_dim=64, rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu",
+        _COMMON,
+        architectures=["LlamaForCausalLM"],
+        model_type="llama",
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        head_dim=64,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        hidden_act="silu",
     ),
 }
 
@@ -106,8 +160,10 @@ def _train_tokenizer(preset: str = "tiny-llama"):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=VOCAB_SIZE,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
     # Pad the vocabulary to the model's size with plain words, so every id a
@@ -120,7 +176,10 @@ def _train_tokenizer(preset: str = "tiny-llama"):
         i += 1
     tok.add_tokens(words)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|end|>", pad_token="<|pad|>",
+        tokenizer_object=tok,
+        bos_token="<|bos|>",
+        eos_token="<|end|>",
+        pad_token="<|pad|>",
     )
     if qwen3:
         fast.add_special_tokens({"additional_special_tokens": THINK_TOKENS})
@@ -157,8 +216,9 @@ def write_demo_model(path: str | Path, preset: str = "tiny-llama", seed: int = 0
                 if "\ufffd" in tokenizer.decode([i]) or i < n_special:
                     out[i].zero_()
         model.save_pretrained(tmp, safe_serialization=True)
-        GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
-                         temperature=0.7, top_p=0.95, do_sample=True).save_pretrained(tmp)
+        GenerationConfig(
+            bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID, temperature=0.7, top_p=0.95, do_sample=True
+        ).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if path.exists():
             shutil.rmtree(path)

@@ -56,17 +56,23 @@ def locate(spec: Convert, search_path: Sequence[str] | None = None) -> Gguf:
     """The installed package's GGUF file (``search_path``: where to look instead of sys.path)."""
     dists = list(metadata.distributions(name=spec.package, **({"path": list(search_path)} if search_path else {})))
     if not dists:
-        raise LoadFailed(f"the Python package {spec.package} is not installed, so {spec.file} is missing; "
-                         f"install it with `{spec.pip_install()}`")
+        raise LoadFailed(
+            f"the Python package {spec.package} is not installed, so {spec.file} is missing; "
+            f"install it with `{spec.pip_install()}`"
+        )
     dist = dists[0]
     if dist.version != spec.version:
-        raise LoadFailed(f"{spec.package} {dist.version} is installed; the catalogue's {spec.file} comes from "
-                         f"{spec.version}: `{spec.pip_install(again=True)}`")
+        raise LoadFailed(
+            f"{spec.package} {dist.version} is installed; the catalogue's {spec.file} comes from "
+            f"{spec.version}: `{spec.pip_install(again=True)}`"
+        )
     record = next((f for f in dist.files or () if f.as_posix() == spec.file), None)
     path = Path(str(dist.locate_file(spec.file)))
     if not path.is_file():
-        raise LoadFailed(f"{spec.package} {spec.version} is installed but its {spec.file} is missing; "
-                         f"reinstall it: `{spec.pip_install(again=True)}`")
+        raise LoadFailed(
+            f"{spec.package} {spec.version} is installed but its {spec.file} is missing; "
+            f"reinstall it: `{spec.pip_install(again=True)}`"
+        )
     recorded = None
     if record is not None and record.hash is not None and record.hash.mode == "sha256":
         recorded = base64.urlsafe_b64decode(record.hash.value + "=" * (-len(record.hash.value) % 4)).hex()
@@ -109,16 +115,24 @@ def check_header(gguf: Gguf) -> None:
 
 
 def missing_tools() -> str:
-    return ("converting a GGUF file needs the packages gguf and accelerate: "
-            "`pip install gguf==0.19.0 accelerate==1.15.0` (requirements-cpu.txt)")
+    return (
+        "converting a GGUF file needs the packages gguf and accelerate: "
+        "`pip install gguf==0.19.0 accelerate==1.15.0` (requirements-cpu.txt)"
+    )
 
 
 def is_complete(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
-def ensure(spec: Convert, models_dir: Path, name: str, *, progress: Progress | None = None,
-           search_path: Sequence[str] | None = None) -> Path:
+def ensure(
+    spec: Convert,
+    models_dir: Path,
+    name: str,
+    *,
+    progress: Progress | None = None,
+    search_path: Sequence[str] | None = None,
+) -> Path:
     """The converted checkpoint of ``spec`` in ``models_dir``: reused when complete, else made (once, under
     a lock, into a temporary folder renamed into place)."""
     report = _reporter(progress)
@@ -197,8 +211,14 @@ def _convert_to(target: Path, gguf: Gguf, digest: str, report: Progress) -> None
     try:
         check_header(gguf)
         _dequantize(gguf, tmp, report)
-        info = {"package": gguf.spec.package, "version": gguf.spec.version, "file": gguf.spec.file,
-                "sha256": digest, "dtype": DTYPE, "seconds": round(time.monotonic() - started, 1)}
+        info = {
+            "package": gguf.spec.package,
+            "version": gguf.spec.version,
+            "file": gguf.spec.file,
+            "sha256": digest,
+            "dtype": DTYPE,
+            "seconds": round(time.monotonic() - started, 1),
+        }
         (tmp / MARKER).write_text(json.dumps(info, indent=1) + "\n")
         tmp.rename(target)
     except LoadFailed:
@@ -225,8 +245,11 @@ def _dequantize(gguf: Gguf, out: Path, report: Progress) -> None:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
         report(0.3, "dequantizing the weights to float32")
         model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=file, dtype=getattr(torch, DTYPE),
-            quantization_config=GgufConfig(gguf_file=file, dequantize=True))
+            folder,
+            gguf_file=file,
+            dtype=getattr(torch, DTYPE),
+            quantization_config=GgufConfig(gguf_file=file, dequantize=True),
+        )
     except (OSError, MemoryError):
         raise
     except Exception:
@@ -239,10 +262,16 @@ def _dequantize(gguf: Gguf, out: Path, report: Progress) -> None:
 def _write_error(exc: BaseException, gguf: Gguf) -> LoadFailed:
     """A failure while writing the checkpoint, for people: a full disk says so; nothing names a server path."""
     if getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc):
-        return LoadFailed(f"the disk is full while converting {gguf.name} into a float32 checkpoint; nothing "
-                          f"was kept. Free space in the data folder (FINSPACE_DATA_DIR) and load again")
+        return LoadFailed(
+            f"the disk is full while converting {gguf.name} into a float32 checkpoint; nothing "
+            f"was kept. Free space in the data folder (FINSPACE_DATA_DIR) and load again"
+        )
     if isinstance(exc, OSError):
-        return LoadFailed(f"cannot write the checkpoint converted from {gguf.name} ({exc.strerror}); "
-                          f"check that the data folder (FINSPACE_DATA_DIR) is writable")
-    return LoadFailed(f"converting {gguf.name} failed ({type(exc).__name__}); "
-                      f"reinstall the package: `{gguf.spec.pip_install(again=True)}`")
+        return LoadFailed(
+            f"cannot write the checkpoint converted from {gguf.name} ({exc.strerror}); "
+            f"check that the data folder (FINSPACE_DATA_DIR) is writable"
+        )
+    return LoadFailed(
+        f"converting {gguf.name} failed ({type(exc).__name__}); "
+        f"reinstall the package: `{gguf.spec.pip_install(again=True)}`"
+    )

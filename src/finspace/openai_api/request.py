@@ -25,38 +25,75 @@ MAX_TEMPLATE_KWARGS = 16
 
 # Fields accepted only with the value that means "the default": anything else is a feature finspace lacks.
 _DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
-    "n": (None, 1), "logprobs": (None, False), "top_logprobs": (None, 0),
-    "functions": (None, []), "function_call": (None, "none"), "frequency_penalty": (None, 0, 0.0),
+    "n": (None, 1),
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "functions": (None, []),
+    "function_call": (None, "none"),
+    "frequency_penalty": (None, 0, 0.0),
     "presence_penalty": (None, 0, 0.0),
-    "logit_bias": (None, {}), "store": (None, False), "modalities": (None, ["text"]), "prediction": (None,),
-    "audio": (None,), "web_search_options": (None,), "service_tier": (None, "auto", "default"),
-    "reasoning_effort": (None,), "metadata": (None, {}),
+    "logit_bias": (None, {}),
+    "store": (None, False),
+    "modalities": (None, ["text"]),
+    "prediction": (None,),
+    "audio": (None,),
+    "web_search_options": (None,),
+    "service_tier": (None, "auto", "default"),
+    "reasoning_effort": (None,),
+    "metadata": (None, {}),
 }
 _WHY = {
     "n": "finspace returns one choice per request; send n=1 or leave it out",
     "functions": "the legacy functions field is not supported; send the same functions as \"tools\"",
     "function_call": "the legacy function_call field is not supported; use \"tool_choice\"",
-    "logprobs": "finspace does not return log probabilities", "top_logprobs": "finspace does not return log probabilities",
+    "logprobs": "finspace does not return log probabilities",
+    "top_logprobs": "finspace does not return log probabilities",
 }
-_KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
-          "stream", "stream_options", "chat_template_kwargs", "user", "response_format", "tools", "tool_choice",
-          "parallel_tool_calls", *_DEFAULT_ONLY}
+_KNOWN = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "chat_template_kwargs",
+    "user",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    *_DEFAULT_ONLY,
+}
 _MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 
 
 class ApiError(Exception):
     """An OpenAI-shaped error: HTTP ``status``, ``message``, the offending ``param`` and a ``code``."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.headers = headers or {}
 
 
 def error_type(status: int) -> str:
-    return {401: "authentication_error", 403: "permission_error", 404: "invalid_request_error",
-            429: "rate_limit_error"}.get(status, "invalid_request_error" if status < 500 else "server_error")
+    return {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "invalid_request_error",
+        429: "rate_limit_error",
+    }.get(status, "invalid_request_error" if status < 500 else "server_error")
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
@@ -83,8 +120,11 @@ def _number(body: dict, name: str, integer: bool = False) -> Any:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and isinstance(value, float)
-                                                                          and not value.is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (integer and isinstance(value, float) and not value.is_integer())
+    ):
         raise bad(name, f"must be {'a whole number' if integer else 'a number'} or null, got {type(value).__name__}")
     return int(value) if integer else value
 
@@ -109,8 +149,10 @@ def _template_kwargs(value: Any) -> dict | None:
         raise bad("chat_template_kwargs", f"must be an object of at most {MAX_TEMPLATE_KWARGS} entries")
     for k, v in value.items():
         if k in SERVER_SET:
-            raise bad("chat_template_kwargs", f"{k!r} is set by the server and cannot be overridden; finspace uses "
-                                              "the model's own chat template")
+            raise bad(
+                "chat_template_kwargs",
+                f"{k!r} is set by the server and cannot be overridden; finspace uses the model's own chat template",
+            )
         if not (isinstance(v, (bool, int, float)) or v is None or (isinstance(v, str) and len(v) <= 1000)):
             raise bad("chat_template_kwargs", f"{str(k)[:40]!r} must be a boolean, number, short text or null")
     return dict(value)
@@ -119,12 +161,17 @@ def _template_kwargs(value: Any) -> dict | None:
 def _file(i: int, value: Any) -> tuple[str, bytes]:
     """An OpenAI file part's ``file`` object: {"file_data": "data:<type>;base64,<data>", "filename": "x.pdf"}."""
     if not isinstance(value, dict) or "file_id" in value:
-        raise bad("messages", f"message {i}: a file part is {{\"type\": \"file\", \"file\": {{\"file_data\": "
-                              "\"data:application/pdf;base64,...\", \"filename\": \"10-K.pdf\"}}; file_id is not supported")
+        raise bad(
+            "messages",
+            f"message {i}: a file part is {{\"type\": \"file\", \"file\": {{\"file_data\": "
+            "\"data:application/pdf;base64,...\", \"filename\": \"10-K.pdf\"}}; file_id is not supported",
+        )
     data, name = value.get("file_data"), value.get("filename")
     if not isinstance(data, str) or not data.startswith("data:") or ";base64," not in data[:200]:
-        raise bad("messages", f"message {i}: file_data must be a data: URL with base64 content "
-                              "(data:application/pdf;base64,...)")
+        raise bad(
+            "messages",
+            f"message {i}: file_data must be a data: URL with base64 content (data:application/pdf;base64,...)",
+        )
     if not isinstance(name, str) or not name.strip():
         raise bad("messages", f"message {i}: a file part needs its filename, with the extension (.pdf, .html, ...)")
     try:
@@ -157,11 +204,17 @@ def _messages(value: Any) -> tuple[list[dict], tuple[tuple[str, bytes], ...]]:
         if isinstance(m, dict):
             extra = sorted(set(m) - _MESSAGE_KEYS)
             if extra:
-                raise bad("messages", f"message {i} has {extra[0][:40]!r}; finspace takes role, content (text), "
-                                      "name, tool_calls and tool_call_id (no audio or refusals)")
+                raise bad(
+                    "messages",
+                    f"message {i} has {extra[0][:40]!r}; finspace takes role, content (text), "
+                    "name, tool_calls and tool_call_id (no audio or refusals)",
+                )
             if "tool_calls" in m and m.get("role") != "assistant" or "tool_call_id" in m and m.get("role") != "tool":
-                raise bad("messages", f"message {i}: tool_calls belong to an assistant message and tool_call_id "
-                                      "to a role \"tool\" message")
+                raise bad(
+                    "messages",
+                    f"message {i}: tool_calls belong to an assistant message and tool_call_id "
+                    "to a role \"tool\" message",
+                )
             if m.get("role") == "developer":  # OpenAI's newer name for the system role
                 m = {**m, "role": "system"}
             m = {k: v for k, v in m.items() if k != "name"}
@@ -173,8 +226,11 @@ def _messages(value: Any) -> tuple[list[dict], tuple[tuple[str, bytes], ...]]:
     for i, m in enumerate(out):  # as OpenAI: a tool's result names the call it answers
         call_id = m.get("tool_call_id")
         if m.get("role") == "tool" and not (isinstance(call_id, str) and call_id.strip()):
-            raise bad("messages", f"message {i}: a role \"tool\" message needs its tool_call_id, the id of the "
-                                  "assistant's call it answers (tool_calls[].id)")
+            raise bad(
+                "messages",
+                f"message {i}: a role \"tool\" message needs its tool_call_id, the id of the "
+                "assistant's call it answers (tool_calls[].id)",
+            )
     return messages, file
 
 
@@ -220,15 +276,25 @@ def parse_chat(body: Any) -> ChatRequest:
     mt, mct = _number(body, "max_tokens", integer=True), _number(body, "max_completion_tokens", integer=True)
     if mt is not None and mct is not None and mt != mct:
         raise bad("max_completion_tokens", "differs from max_tokens; send one of them")
-    settings = ChatSettings(temperature=_number(body, "temperature"), top_p=_number(body, "top_p"),
-                            max_tokens=mct if mct is not None else mt, seed=_number(body, "seed", integer=True),
-                            stop=_stop(body.get("stop")),
-                            chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")),
-                            json_schema=json_schema)
+    settings = ChatSettings(
+        temperature=_number(body, "temperature"),
+        top_p=_number(body, "top_p"),
+        max_tokens=mct if mct is not None else mt,
+        seed=_number(body, "seed", integer=True),
+        stop=_stop(body.get("stop")),
+        chat_template_kwargs=_template_kwargs(body.get("chat_template_kwargs")),
+        json_schema=json_schema,
+    )
     messages, file = _messages(body.get("messages"))
-    return ChatRequest(model=model, messages=messages, settings=settings, stream=stream,
-                       include_usage=_stream_options(body.get("stream_options"), stream), files=file,
-                       tools=_tools(body))
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        settings=settings,
+        stream=stream,
+        include_usage=_stream_options(body.get("stream_options"), stream),
+        files=file,
+        tools=_tools(body),
+    )
 
 
 def _tools(body: dict) -> ToolRequest | None:
@@ -238,4 +304,3 @@ def _tools(body: dict) -> ToolRequest | None:
         msg = str(exc)
         param = next((p for p in ("tool_choice", "parallel_tool_calls") if msg.startswith(p)), "tools")
         raise ApiError(400, msg, param=param, code="invalid_value") from None
-

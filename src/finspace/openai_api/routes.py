@@ -74,8 +74,9 @@ def api_error(svc: Service, exc: BaseException) -> ApiError:
 
 
 def error_response(err: ApiError) -> JSONResponse:
-    return JSONResponse(error_body(err.status, err.message, err.param, err.code), status_code=err.status,
-                        headers=err.headers or None)
+    return JSONResponse(
+        error_body(err.status, err.message, err.param, err.code), status_code=err.status, headers=err.headers or None
+    )
 
 
 def check_key(svc: Service, request: Request) -> None:
@@ -87,22 +88,32 @@ def check_key(svc: Service, request: Request) -> None:
     svc.check_throttle(client)
     if not svc.is_api_key(bearer(request)):
         svc.note_failure(client)
-        raise ApiError(401, "this /v1 API needs an API key: send 'Authorization: Bearer <key>' with one of the "
-                            "server's FINSPACE_API_KEYS", code="invalid_api_key",
-                       headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401,
+            "this /v1 API needs an API key: send 'Authorization: Bearer <key>' with one of the "
+            "server's FINSPACE_API_KEYS",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
 def check_model(svc: Service, model: str) -> str:
     """The loaded model's key when ``model`` names it; 404 naming the loaded model and how to switch, else."""
     h = svc.serving.health()
     if h.model_key is None or h.state != "ready":
-        raise NotReady(f"no model is ready ({h.state}{', loading ' + h.loading_key if h.loading_key else ''}); "
-                       "try again when GET /health says ready")
+        raise NotReady(
+            f"no model is ready ({h.state}{', loading ' + h.loading_key if h.loading_key else ''}); "
+            "try again when GET /health says ready"
+        )
     if model != h.model_key:
-        raise ApiError(404, f"the model {model[:80]!r} is not loaded; this server runs {h.model_key!r} (GET "
-                            f"/v1/models). Send model={h.model_key!r}, or switch models with POST /load-model "
-                            "{\"model\": KEY} (the admin token when one is set) or the page's model picker",
-                       param="model", code="model_not_found")
+        raise ApiError(
+            404,
+            f"the model {model[:80]!r} is not loaded; this server runs {h.model_key!r} (GET "
+            f"/v1/models). Send model={h.model_key!r}, or switch models with POST /load-model "
+            "{\"model\": KEY} (the admin token when one is set) or the page's model picker",
+            param="model",
+            code="model_not_found",
+        )
     return h.model_key
 
 
@@ -131,8 +142,20 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             return error_response(api_error(svc, exc))
         h = svc.serving.health()
         since = int(h.loaded_since or svc.started_at)
-        data = [{"id": h.model_key, "object": "model", "created": since, "owned_by": "finspace",
-                 "root": h.model_key, "max_model_len": svc.serving.max_model_len or None}] if h.model_key else []
+        data = (
+            [
+                {
+                    "id": h.model_key,
+                    "object": "model",
+                    "created": since,
+                    "owned_by": "finspace",
+                    "root": h.model_key,
+                    "max_model_len": svc.serving.max_model_len or None,
+                }
+            ]
+            if h.model_key
+            else []
+        )
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions", summary="OpenAI-compatible chat completions (streaming or not)")
@@ -147,7 +170,9 @@ def add_openai_routes(app: FastAPI, svc) -> None:
             if req.files:  # documents: converted like the page's, placed before the conversation
                 svc.documents.check_count(len(req.files))
                 for name, data in req.files:
-                    atts.append(docs.with_id(await svc.documents.attach_bytes(name, data, svc.client_of(request)), atts))
+                    atts.append(
+                        docs.with_id(await svc.documents.attach_bytes(name, data, svc.client_of(request)), atts)
+                    )
                 settings, _ = await svc.with_document(atts, req.messages, req.settings)
                 req = dataclasses.replace(req, settings=settings, files=())
             hold = compiles.hold(svc.client_of(request), req.settings.json_schema)
@@ -157,8 +182,13 @@ def add_openai_routes(app: FastAPI, svc) -> None:
 
     @app.api_route("/v1/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
     async def not_offered(rest: str):
-        return error_response(ApiError(404, f"/v1/{rest[:60]} is not offered here; finspace serves POST "
-                                            "/v1/chat/completions and GET /v1/models", code="unknown_url"))
+        return error_response(
+            ApiError(
+                404,
+                f"/v1/{rest[:60]} is not offered here; finspace serves POST /v1/chat/completions and GET /v1/models",
+                code="unknown_url",
+            )
+        )
 
 
 def _checked(svc: Service, raw: bytes) -> tuple[ChatRequest, str]:
@@ -166,8 +196,7 @@ def _checked(svc: Service, raw: bytes) -> tuple[ChatRequest, str]:
     try:
         body = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        raise ApiError(400, "the body is not valid JSON; send a chat-completions object",
-                       code="invalid_json") from None
+        raise ApiError(400, "the body is not valid JSON; send a chat-completions object", code="invalid_json") from None
     req = parse_chat(body)
     key = check_model(svc, req.model)
     return with_tools(svc, req), key
@@ -185,16 +214,25 @@ def with_tools(svc: Service, req: ChatRequest) -> ChatRequest:
     entry = svc.serving.entry
     if svc.serving.tool_parser is None:
         having = [e.key for e in svc.catalog.entries if e.tool_parser]
-        raise ApiError(400, f"tools: the model {getattr(entry, 'key', req.model)!r} has no tool parser (the "
-                            f"catalogue's tool_parser field), so its calls could not be read; models that call "
-                            f"tools: {', '.join(having)}", param="tools", code="tools_not_supported")
+        raise ApiError(
+            400,
+            f"tools: the model {getattr(entry, 'key', req.model)!r} has no tool parser (the "
+            f"catalogue's tool_parser field), so its calls could not be read; models that call "
+            f"tools: {', '.join(having)}",
+            param="tools",
+            code="tools_not_supported",
+        )
     if req.tools.choice == "none":  # the functions are not offered: a plain reply
         return dataclasses.replace(req, tools=None)
     schema = req.settings.json_schema
     if req.tools.forced:
         if schema is not None:
-            raise ApiError(400, "response_format: a forced tool_choice (required or a named function) already "
-                                "decides the reply's JSON; send one of them", param="response_format")
+            raise ApiError(
+                400,
+                "response_format: a forced tool_choice (required or a named function) already "
+                "decides the reply's JSON; send one of them",
+                param="response_format",
+            )
         try:
             schema = forced_schema(req.tools)
         except BadInput as exc:
@@ -206,6 +244,7 @@ def with_tools(svc: Service, req: ChatRequest) -> ChatRequest:
 async def _until_disconnect(request: Request, work):
     """``work``'s result; cancelled (which closes the engine's stream: an abort) if the client goes away first,
     as vLLM's server does. A streaming response is returned as soon as its first delta is there."""
+
     async def gone() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
@@ -231,7 +270,9 @@ async def _openai_deltas(parts) -> AsyncIterator[dict]:
                 yield {"content": answer}
 
 
-async def _start(svc: Service, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager, atts: list | None = None):
+async def _start(
+    svc: Service, req: ChatRequest, key: str, hold: contextlib.AbstractContextManager, atts: list | None = None
+):
     """The reply (or its stream) once its first delta is there; ``hold``: the request's compile slot, held until
     then (its schema is compiled once the first token comes). ``atts``: the request's documents: the answer's
     figures are checked against the pages they cite, in the extension field ``finspace_checks`` of the choice
@@ -266,11 +307,15 @@ async def _start(svc: Service, req: ChatRequest, key: str, hold: contextlib.Abst
     message = joined(pieces)
     if not reasoning_model:
         message.pop("reasoning_content")
-    checks = {"finspace_checks": (await svc.check_answer(message.get("content") or "", atts))["checks"]} \
-        if atts else {}
-    return {"object": "chat.completion", **meta, "choices": [
-        {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(info, reader), **checks}],
-        "usage": _usage(info)}
+    checks = {"finspace_checks": (await svc.check_answer(message.get("content") or "", atts))["checks"]} if atts else {}
+    return {
+        "object": "chat.completion",
+        **meta,
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(info, reader), **checks}
+        ],
+        "usage": _usage(info),
+    }
 
 
 def _finish(info: ChatInfo, reader: CallReader | None) -> str:
@@ -283,23 +328,40 @@ def _finish(info: ChatInfo, reader: CallReader | None) -> str:
 
 
 def _usage(info: ChatInfo) -> dict:
-    return {"prompt_tokens": info.prompt_tokens, "completion_tokens": info.output_tokens,
-            "total_tokens": info.prompt_tokens + info.output_tokens}
+    return {
+        "prompt_tokens": info.prompt_tokens,
+        "completion_tokens": info.output_tokens,
+        "total_tokens": info.prompt_tokens + info.output_tokens,
+    }
 
 
 def _event(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _sse(svc: Service, deltas: AsyncIterator[dict], first: dict | None, info: ChatInfo, meta: dict,
-               include_usage: bool, reader: CallReader | None = None, atts: list | None = None) -> AsyncIterator[bytes]:
+async def _sse(
+    svc: Service,
+    deltas: AsyncIterator[dict],
+    first: dict | None,
+    info: ChatInfo,
+    meta: dict,
+    include_usage: bool,
+    reader: CallReader | None = None,
+    atts: list | None = None,
+) -> AsyncIterator[bytes]:
     """The chunks: the role, each delta (split into reasoning and content for a reasoning model), the finish
     reason, the usage when asked, [DONE]. Closing this generator closes the engine's stream (an abort)."""
     extra = {"usage": None} if include_usage else {}
 
     def chunk(delta: dict, finish: str | None = None, more: dict | None = None) -> bytes:
-        return _event({"object": "chat.completion.chunk", **meta, "choices": [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **(more or {})}], **extra})
+        return _event(
+            {
+                "object": "chat.completion.chunk",
+                **meta,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **(more or {})}],
+                **extra,
+            }
+        )
 
     svc.active_streams += 1
     try:

@@ -31,21 +31,64 @@ _HEAD_DIM = 4096
 _EXPERTS = 4096
 
 FIELDS: dict[str, int] = {
-    **dict.fromkeys(("num_hidden_layers", "num_layers", "n_layer", "max_window_layers", "first_k_dense_replace",
-                     "decoder_sparse_step", "moe_layer_freq", "sliding_window_pattern", "_sliding_window_pattern",
-                     "depth"), MAX_LAYERS),
+    **dict.fromkeys(
+        (
+            "num_hidden_layers",
+            "num_layers",
+            "n_layer",
+            "max_window_layers",
+            "first_k_dense_replace",
+            "decoder_sparse_step",
+            "moe_layer_freq",
+            "sliding_window_pattern",
+            "_sliding_window_pattern",
+            "depth",
+        ),
+        MAX_LAYERS,
+    ),
     **dict.fromkeys(("hidden_size", "n_embd", "d_model", "embed_dim", "projection_dim", "vision_output_dim"), _WIDTH),
-    **dict.fromkeys(("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "n_inner",
-                     "ffn_dim", "mlp_dim"), _FFN),
-    **dict.fromkeys(("num_attention_heads", "num_key_value_heads", "n_head", "num_heads", "n_heads",
-                     "multi_query_group_num"), _HEADS),
+    **dict.fromkeys(
+        (
+            "intermediate_size",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "n_inner",
+            "ffn_dim",
+            "mlp_dim",
+        ),
+        _FFN,
+    ),
+    **dict.fromkeys(
+        ("num_attention_heads", "num_key_value_heads", "n_head", "num_heads", "n_heads", "multi_query_group_num"),
+        _HEADS,
+    ),
     **dict.fromkeys(("head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rotary_dim"), _HEAD_DIM),
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), 1 << 16),
-    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "n_shared_experts",
-                     "num_experts_per_tok", "experts_per_token", "moe_topk"), _EXPERTS),
+    **dict.fromkeys(
+        (
+            "num_experts",
+            "num_local_experts",
+            "n_routed_experts",
+            "n_shared_experts",
+            "num_experts_per_tok",
+            "experts_per_token",
+            "moe_topk",
+        ),
+        _EXPERTS,
+    ),
     "vocab_size": 1 << 22,  # 4,194,304
-    **dict.fromkeys(("max_position_embeddings", "original_max_position_embeddings", "sliding_window",
-                     "max_sequence_length", "seq_length", "n_positions", "attention_chunk_size"), MAX_POSITIONS),
+    **dict.fromkeys(
+        (
+            "max_position_embeddings",
+            "original_max_position_embeddings",
+            "sliding_window",
+            "max_sequence_length",
+            "seq_length",
+            "n_positions",
+            "attention_chunk_size",
+        ),
+        MAX_POSITIONS,
+    ),
     **dict.fromkeys(("image_size", "mm_tokens_per_image", "max_image_size"), 1 << 16),
     **dict.fromkeys(("patch_size", "spatial_merge_size", "num_channels"), 1 << 10),
     "factor": 1 << 12,  # rope_scaling's factor
@@ -55,8 +98,11 @@ MAX_ITEMS = 100_000  # numbers, strings and containers in all
 
 
 def _refuse(path: str, value: Any, why: str) -> ConfigError:
-    shown = f"{value:g}" if isinstance(value, float) else (f"{value:,}" if len(str(value)) <= 40 else "a "
-                                                           f"{len(str(value))}-digit number")
+    shown = (
+        f"{value:g}"
+        if isinstance(value, float)
+        else (f"{value:,}" if len(str(value)) <= 40 else f"a {len(str(value))}-digit number")
+    )
     return ConfigError(f"config.json field {path!r} is {shown}; {why}")
 
 
@@ -67,8 +113,7 @@ def _number(path: str, key: str, value: float | int) -> None:
         raise _refuse(path, value, f"the planner takes numbers up to {MAX_NUMBER:g}: fix the value")
     bound = FIELDS.get(key)
     if bound is not None and value > bound:
-        raise _refuse(path, value, f"the planner takes at most {bound:,} (no published model has more): "
-                                   f"fix the value")
+        raise _refuse(path, value, f"the planner takes at most {bound:,} (no published model has more): fix the value")
 
 
 def check_config(config: Any) -> None:
@@ -81,8 +126,10 @@ def check_config(config: Any) -> None:
         path, key, value, depth = stack.pop()
         seen += 1
         if seen > MAX_ITEMS or depth > MAX_DEPTH:
-            raise ConfigError(f"config.json is nested {MAX_DEPTH}+ deep or holds {MAX_ITEMS:,}+ values; paste the "
-                              f"model's config.json itself")
+            raise ConfigError(
+                f"config.json is nested {MAX_DEPTH}+ deep or holds {MAX_ITEMS:,}+ values; paste the "
+                f"model's config.json itself"
+            )
         if isinstance(value, bool) or value is None or isinstance(value, str):
             continue
         if isinstance(value, (int, float)):

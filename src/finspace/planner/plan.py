@@ -40,12 +40,26 @@ from finspace.errors import BadInput
 from finspace.host.hardware import GPUSpec
 from finspace.planner import warmup
 from finspace.planner.memory import (
-    activation_bytes, cudagraph_bytes, init_non_torch_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits, overhead,
+    activation_bytes,
+    cudagraph_bytes,
+    init_non_torch_bytes,
+    cudagraphs_counted,
+    kv_dtype_bytes,
+    kv_layout,
+    max_len_that_fits,
+    overhead,
     weights,
 )
 from finspace.planner.settings import Settings, resolve_batch, resolve_dtype, resolve_quant, validate, version
 from finspace.planner.shape import (
-    DTYPE_BYTES, ModelShape, QuantScheme, model_shape, pp_partition, stage, tp_on_machine, tp_splits,
+    DTYPE_BYTES,
+    ModelShape,
+    QuantScheme,
+    model_shape,
+    pp_partition,
+    stage,
+    tp_on_machine,
+    tp_splits,
 )
 from finspace.planner.result import Plan, PlanDetail, StagePlan, Suggestion, Verdict
 from finspace.planner.suggest import suggestions
@@ -81,13 +95,16 @@ def plan(
     return replace(base, reason=_reason_with_fixes(verdict, sugg), suggestions=tuple(sugg))
 
 
-def replan(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None) -> Plan:
+def replan(
+    config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None
+) -> Plan:
     """A candidate fix's plan, without fixes of its own (suggest.py re-checks each fix with it)."""
     return evaluate(config, shape, gpu, s, gpus, total_size)[0]
 
 
-def evaluate(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
-             total_size: int | None) -> tuple[Plan, Verdict | None]:
+def evaluate(
+    config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None
+) -> tuple[Plan, Verdict | None]:
     """The plan under settings ``s`` (not validated) and, when it does not start, why.
 
     The plan's reason is "starts: ..." or the problem with the planner's own fix; no suggestions.
@@ -100,30 +117,62 @@ def evaluate(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Setting
         return _evaluate_stage(config, shape, shape, gpu, s, gpus, total_size)
     if pp > shape.num_layers:  # vLLM refuses: a stage without layers
         one, _ = _evaluate_stage(config, shape, shape, gpu, replace(s, pipeline_parallel_size=1), gpus, total_size)
-        v = Verdict(f"pipeline_parallel_size {pp} exceeds the model's {shape.num_layers} layers", "setting",
-                    f"Lower pipeline_parallel_size to {shape.num_layers} or less.",
-                    replace(s, pipeline_parallel_size=shape.num_layers))
-        return replace(one, settings=replace(one.settings, pipeline_parallel_size=pp), fits=False,
-                       max_concurrency=0.0, reason=f"{v.problem}. {v.own_fix}"), v
+        v = Verdict(
+            f"pipeline_parallel_size {pp} exceeds the model's {shape.num_layers} layers",
+            "setting",
+            f"Lower pipeline_parallel_size to {shape.num_layers} or less.",
+            replace(s, pipeline_parallel_size=shape.num_layers),
+        )
+        return replace(
+            one,
+            settings=replace(one.settings, pipeline_parallel_size=pp),
+            fits=False,
+            max_concurrency=0.0,
+            reason=f"{v.problem}. {v.own_fix}",
+        ), v
     results = []
     for i, (a, b) in enumerate(pp_partition(shape.num_layers, pp)):
-        results.append(_evaluate_stage(config, stage(shape, a, b, i == 0, i == pp - 1), shape, gpu, s, gpus,
-                                       total_size))
+        results.append(
+            _evaluate_stage(config, stage(shape, a, b, i == 0, i == pp - 1), shape, gpu, s, gpus, total_size)
+        )
     stages = tuple(
-        StagePlan(i, a, b, r.weights_bytes, r.activation_bytes, r.kv_cache_bytes, r.kv_cache_tokens,
-                  r.max_model_len_that_fits, r.fits, r.detail.warmup_requests, r.detail.warmup_bytes,
-                  r.detail.warmup_free_bytes)
-        for i, ((a, b), (r, _)) in enumerate(zip(pp_partition(shape.num_layers, pp), results)))
-    k = min(range(pp), key=lambda i: (results[i][0].fits, results[i][0].max_model_len_that_fits,
-                                      results[i][0].kv_cache_tokens))
+        StagePlan(
+            i,
+            a,
+            b,
+            r.weights_bytes,
+            r.activation_bytes,
+            r.kv_cache_bytes,
+            r.kv_cache_tokens,
+            r.max_model_len_that_fits,
+            r.fits,
+            r.detail.warmup_requests,
+            r.detail.warmup_bytes,
+            r.detail.warmup_free_bytes,
+        )
+        for i, ((a, b), (r, _)) in enumerate(zip(pp_partition(shape.num_layers, pp), results))
+    )
+    k = min(
+        range(pp),
+        key=lambda i: (results[i][0].fits, results[i][0].max_model_len_that_fits, results[i][0].kv_cache_tokens),
+    )
     p, verdict = results[k]
-    note = (f"pipeline_parallel_size {pp}: figures are stage {k}'s (layers {stages[k].first_layer}-"
-            f"{stages[k].end_layer - 1}), the tightest of {pp}")
+    note = (
+        f"pipeline_parallel_size {pp}: figures are stage {k}'s (layers {stages[k].first_layer}-"
+        f"{stages[k].end_layer - 1}), the tightest of {pp}"
+    )
     return replace(p, stages=stages, notes=(note, *p.notes)), verdict
 
 
-def _evaluate_stage(config: dict[str, Any], shape: ModelShape, whole: ModelShape, gpu: GPUSpec, s: Settings, gpus: int,
-                    total_size: int | None) -> tuple[Plan, Verdict | None]:
+def _evaluate_stage(
+    config: dict[str, Any],
+    shape: ModelShape,
+    whole: ModelShape,
+    gpu: GPUSpec,
+    s: Settings,
+    gpus: int,
+    total_size: int | None,
+) -> tuple[Plan, Verdict | None]:
     """``evaluate`` for the layers ``shape`` holds (the whole model, or one pipeline stage of ``whole``)."""
     v = version(s.vllm_version)
     tp = s.tensor_parallel_size
@@ -160,39 +209,82 @@ def _evaluate_stage(config: dict[str, Any], shape: ModelShape, whole: ModelShape
         notes.append(f"vLLM {s.vllm_version} rules: CUDA graphs come out of the 1 - utilization slack")
         graphs_outside = cudagraph_bytes(shape)
     pp = s.pipeline_parallel_size
-    warm = warmup.sampler_warmup(shape, gpu.total_bytes, requested, act["total"], graphs_outside,
-                                 init_non_torch_bytes(tp, pp), seqs, mnbt,
-                                 transient_freed=warmup.transient_freed(shape, v))
+    warm = warmup.sampler_warmup(
+        shape,
+        gpu.total_bytes,
+        requested,
+        act["total"],
+        graphs_outside,
+        init_non_torch_bytes(tp, pp),
+        seqs,
+        mnbt,
+        transient_freed=warmup.transient_freed(shape, v),
+    )
 
     detail = PlanDetail(
-        architecture=shape.architecture, num_params=shape.num_params, rank_params=w.rank_params,
-        dtype=dtype, kv_dtype_bytes=kv_el, quant=quant.label if quant else "none",
-        weight_parts=w.parts, buffer_bytes=w.buffer_bytes, weights_source=w.source,
-        non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
-        sampler_bytes=act["sampler"], forward_bytes=act["forward"], held_bytes=act["held"], vision_bytes=act["vision"],
-        max_num_batched_tokens=mnbt, max_num_seqs=seqs, model_max_len=model_max,
-        kv_heads_per_rank=kv_rank, mla_latent=shape.mla.latent_dim if shape.mla else 0, page_bytes=kv.page, block_bytes=kv.block_bytes,
-        num_groups=len(kv.groups), group_size=kv.group_size,
-        full_layers=shape.num_full_layers, sliding_layers=shape.num_sliding_layers,
-        sliding_window=shape.sliding_window, in_flight_tokens=kv.in_flight,
-        kv_cache_blocks=blocks, request_kv_bytes=kv.request_bytes(length), available_kv_bytes=available,
-        warmup_requests=warm.requests, warmup_bytes=warm.peak_bytes, warmup_free_bytes=warm.free_bytes,
+        architecture=shape.architecture,
+        num_params=shape.num_params,
+        rank_params=w.rank_params,
+        dtype=dtype,
+        kv_dtype_bytes=kv_el,
+        quant=quant.label if quant else "none",
+        weight_parts=w.parts,
+        buffer_bytes=w.buffer_bytes,
+        weights_source=w.source,
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=cudagraph,
+        sampler_bytes=act["sampler"],
+        forward_bytes=act["forward"],
+        held_bytes=act["held"],
+        vision_bytes=act["vision"],
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=seqs,
+        model_max_len=model_max,
+        kv_heads_per_rank=kv_rank,
+        mla_latent=shape.mla.latent_dim if shape.mla else 0,
+        page_bytes=kv.page,
+        block_bytes=kv.block_bytes,
+        num_groups=len(kv.groups),
+        group_size=kv.group_size,
+        full_layers=shape.num_full_layers,
+        sliding_layers=shape.num_sliding_layers,
+        sliding_window=shape.sliding_window,
+        in_flight_tokens=kv.in_flight,
+        kv_cache_blocks=blocks,
+        request_kv_bytes=kv.request_bytes(length),
+        available_kv_bytes=available,
+        warmup_requests=warm.requests,
+        warmup_bytes=warm.peak_bytes,
+        warmup_free_bytes=warm.free_bytes,
     )
     p = Plan(
-        gpu=gpu, gpus=gpus, settings=replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs),
-        weights_bytes=w.bytes, kv_bytes_per_token=shape.num_layers * shape.kv_entry(tp) * kv_el,
-        activation_bytes=act["total"], overhead_bytes=non_torch + cudagraph, requested_bytes=requested,
-        kv_cache_bytes=kv_cache, kv_cache_tokens=blocks // len(kv.groups) * s.block_size, max_model_len=length,
-        max_model_len_that_fits=fit_len, max_concurrency=round(blocks / bpr, 2) if bpr else 0.0,
-        fits=True, reason="", detail=detail, notes=tuple(notes),
+        gpu=gpu,
+        gpus=gpus,
+        settings=replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs),
+        weights_bytes=w.bytes,
+        kv_bytes_per_token=shape.num_layers * shape.kv_entry(tp) * kv_el,
+        activation_bytes=act["total"],
+        overhead_bytes=non_torch + cudagraph,
+        requested_bytes=requested,
+        kv_cache_bytes=kv_cache,
+        kv_cache_tokens=blocks // len(kv.groups) * s.block_size,
+        max_model_len=length,
+        max_model_len_that_fits=fit_len,
+        max_concurrency=round(blocks / bpr, 2) if bpr else 0.0,
+        fits=True,
+        reason="",
+        detail=detail,
+        notes=tuple(notes),
     )
-    verdict = (_setting_problem(shape, gpu, s, gpus, quant, auto_fit)
-               or _memory_problem(p, auto_fit, check_avail))
+    verdict = _setting_problem(shape, gpu, s, gpus, quant, auto_fit) or _memory_problem(p, auto_fit, check_avail)
     if verdict is None:
-        return replace(p, reason=(
-            f"starts: {fmt_size(kv_cache, places=1)} GiB of KV cache holds {p.kv_cache_tokens:,} tokens; "
-            f"{p.max_concurrency:.2f} requests of {length:,} tokens at once"
-        )), None
+        return replace(
+            p,
+            reason=(
+                f"starts: {fmt_size(kv_cache, places=1)} GiB of KV cache holds {p.kv_cache_tokens:,} tokens; "
+                f"{p.max_concurrency:.2f} requests of {length:,} tokens at once"
+            ),
+        ), None
     own = ". " + verdict.own_fix if verdict.own_fix else "."
     return replace(p, fits=False, max_concurrency=0.0, reason=verdict.problem + own), verdict
 
@@ -201,44 +293,63 @@ def _gpu_short(gpu: GPUSpec) -> str:
     return gpu.name.replace("NVIDIA ", "")
 
 
-def _setting_problem(shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, quant: QuantScheme | None,
-                     auto_fit: bool) -> Verdict | None:
+def _setting_problem(
+    shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, quant: QuantScheme | None, auto_fit: bool
+) -> Verdict | None:
     """A setting that cannot work on this machine, whatever the memory: the first one, with its fix."""
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
     model_max = shape.derived_max_model_len
     gname = _gpu_short(gpu)
     if pp > 1 and tp * pp > gpus:
-        return Verdict(f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs {tp * pp} GPUs; "
-                       f"the plan has {gpus}", "setting",
-                       f"Run on {tp * pp} GPUs or lower pipeline_parallel_size to {max(1, gpus // tp)}.",
-                       replace(s, pipeline_parallel_size=max(1, gpus // tp)) if gpus >= tp else None)
+        return Verdict(
+            f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs {tp * pp} GPUs; the plan has {gpus}",
+            "setting",
+            f"Run on {tp * pp} GPUs or lower pipeline_parallel_size to {max(1, gpus // tp)}.",
+            replace(s, pipeline_parallel_size=max(1, gpus // tp)) if gpus >= tp else None,
+        )
     if tp > gpus:
         local = tp_on_machine(shape, gpus)
-        return Verdict(f"tensor_parallel_size {tp} needs {tp} GPUs; the plan has {gpus}", "setting",
-                       f"Run on {tp} GPUs or lower tensor_parallel_size to {local}.",
-                       replace(s, tensor_parallel_size=local))
+        return Verdict(
+            f"tensor_parallel_size {tp} needs {tp} GPUs; the plan has {gpus}",
+            "setting",
+            f"Run on {tp} GPUs or lower tensor_parallel_size to {local}.",
+            replace(s, tensor_parallel_size=local),
+        )
     if not tp_splits(shape, tp):
         split = tp_on_machine(shape, tp)
         return Verdict(
             f"{shape.num_heads} attention heads ({shape.num_kv_heads} KV heads) do not split evenly over "
-            f"tensor_parallel_size {tp}", "setting",
-            f"Use a tensor_parallel_size that divides them, e.g. {split}.", replace(s, tensor_parallel_size=split))
+            f"tensor_parallel_size {tp}",
+            "setting",
+            f"Use a tensor_parallel_size that divides them, e.g. {split}.",
+            replace(s, tensor_parallel_size=split),
+        )
     if s.max_model_len is not None and not auto_fit and s.max_model_len > model_max:
         return Verdict(
             f"max_model_len {s.max_model_len} exceeds the model's limit {model_max} (from max_position_embeddings)",
-            "setting", f"Lower max_model_len to {model_max} or less.", replace(s, max_model_len=model_max))
+            "setting",
+            f"Lower max_model_len to {model_max} or less.",
+            replace(s, max_model_len=model_max),
+        )
     if s.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8:
         cc = ".".join(map(str, gpu.compute_capability))
         return Verdict(
             f"kv_cache_dtype {s.kv_cache_dtype} needs compute capability 8.9+ (Ada/Hopper); {gname} is {cc}",
-            "setting", "Use kv_cache_dtype auto.", replace(s, kv_cache_dtype="auto"))
+            "setting",
+            "Use kv_cache_dtype auto.",
+            replace(s, kv_cache_dtype="auto"),
+        )
     if quant is not None and quant.method == "bitsandbytes" and version(s.vllm_version) >= (0, 32):
-        return Verdict(f"vLLM {s.vllm_version} has no bitsandbytes quantization", "setting",
-                       "Use an AWQ or GPTQ 4-bit checkpoint (quantization awq) or quantization fp8.",
-                       replace(s, quantization=None))
+        return Verdict(
+            f"vLLM {s.vllm_version} has no bitsandbytes quantization",
+            "setting",
+            "Use an AWQ or GPTQ 4-bit checkpoint (quantization awq) or quantization fp8.",
+            replace(s, quantization=None),
+        )
     if quant is not None and quant.method == "fp8" and gpu.compute_capability < (8, 0):
-        return Verdict(f"fp8 weights need compute capability 8.0+; {gname} is older", "setting",
-                       "Use a 4-bit checkpoint.")
+        return Verdict(
+            f"fp8 weights need compute capability 8.0+; {gname} is older", "setting", "Use a 4-bit checkpoint."
+        )
     return None
 
 
@@ -251,16 +362,22 @@ def _memory_problem(p: Plan, auto_fit: bool, check_avail: int) -> Verdict | None
     if p.weights_bytes > p.requested_bytes:
         return Verdict(
             f"weights {fmt_size(p.weights_bytes, places=1)} GiB exceed the {requested} GiB that gpu_memory_utilization "
-            f"{util:.2f} gives on {gname} ({fmt_size(p.gpu.total_bytes, places=1)} GiB)", "weights")
+            f"{util:.2f} gives on {gname} ({fmt_size(p.gpu.total_bytes, places=1)} GiB)",
+            "weights",
+        )
     if d.available_kv_bytes <= 0:
         return Verdict(
             f"no memory left for the KV cache: weights {fmt_size(p.weights_bytes, places=1)} + activation "
             f"{fmt_size(p.activation_bytes, places=1)} + overhead {fmt_size(p.overhead_bytes, places=1)} GiB "
-            f"exceed the {requested} GiB that gpu_memory_utilization {util:.2f} gives on {gname}", "budget")
+            f"exceed the {requested} GiB that gpu_memory_utilization {util:.2f} gives on {gname}",
+            "budget",
+        )
     if (auto_fit and p.max_model_len_that_fits <= 0) or d.request_kv_bytes > check_avail:
         return Verdict(
             f"max_model_len {p.max_model_len} needs {fmt_size(d.request_kv_bytes, places=1)} GiB of KV cache; "
-            f"{fmt_size(max(0, check_avail), places=1)} GiB is free on {gname} at utilization {util:.2f}", "kv")
+            f"{fmt_size(max(0, check_avail), places=1)} GiB is free on {gname} at utilization {util:.2f}",
+            "kv",
+        )
     if d.warmup_bytes > d.warmup_free_bytes:
         w = warmup.Warmup(d.warmup_requests, d.warmup_bytes, d.warmup_free_bytes)
         return Verdict(warmup.problem(w, gname, util), "warmup")

@@ -86,7 +86,9 @@ def parse_quant(qc: object) -> QuantScheme | None:
                 weights = grp["weights"]
                 break
         if weights is None:
-            raise ConfigError("quantization_config (compressed-tensors) has no config_groups.*.weights; cannot size the weights")
+            raise ConfigError(
+                "quantization_config (compressed-tensors) has no config_groups.*.weights; cannot size the weights"
+            )
         bits = _whole(weights, "num_bits", 8)
         g = _whole(weights, "group_size", 0)
         strategy = str(weights.get("strategy", "")).lower()
@@ -99,5 +101,3 @@ def parse_quant(qc: object) -> QuantScheme | None:
         f"quantization_config quant_method {method or '(missing)'!r} is not supported by the planner; "
         "supported: awq, gptq, fp8, compressed-tensors, bitsandbytes, mxfp4"
     )
-
-

@@ -60,7 +60,7 @@ class Settings:
 
 
 def version(s: str) -> tuple[int, int]:
-    """"0.32" -> (0, 32); BadInput for anything else."""
+    """ "0.32" -> (0, 32); BadInput for anything else."""
     try:
         major, minor = str(s).split(".")[:2]
         return int(major), int(minor)
@@ -117,8 +117,9 @@ def resolve_dtype(s: Settings, shape: ModelShape) -> str:
         d = shape.torch_dtype or "float32"
         if d == "float32":
             d = "bfloat16"
-    if d == "float16" and (shape.model_type in ("gemma2", "gemma3", "gemma3_text")
-                           or shape.text_type in ("gemma2", "gemma3_text")):
+    if d == "float16" and (
+        shape.model_type in ("gemma2", "gemma3", "gemma3_text") or shape.text_type in ("gemma2", "gemma3_text")
+    ):
         raise BadInput(f"vLLM refuses dtype float16 for {shape.model_type} (numerical instability); use bfloat16")
     return d
 

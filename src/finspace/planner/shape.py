@@ -24,7 +24,12 @@ from finspace.errors import ConfigError
 from finspace.planner.bounds import check_config
 from finspace.planner.defaults import with_defaults
 from finspace.planner.experts import (
-    MlaShape, MoeShape, mla_attention_params, moe_layer_params, parse_mla, parse_moe,
+    MlaShape,
+    MoeShape,
+    mla_attention_params,
+    moe_layer_params,
+    parse_mla,
+    parse_moe,
 )
 from finspace.planner.quant import QuantScheme, parse_quant
 from finspace.planner.towers import VisionShape, VisionTower, siglip, siglip_params, tower
@@ -33,25 +38,57 @@ VOCAB_PADDING = 64  # DEFAULT_VOCAB_PADDING_SIZE in vocab_parallel_embedding.py
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: dtype names as configs and engine arguments spell them, to the planner's
 DTYPE_ALIASES = {
-    "auto": "auto", "float32": "float32", "float": "float32", "fp32": "float32",
-    "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "half": "float16", "fp16": "float16",
+    "auto": "auto",
+    "float32": "float32",
+    "float": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "half": "float16",
+    "fp16": "float16",
 }
 
 #: text architectures the planner sizes, as config.json (or its text_config) names them
-TEXT_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_neox", "phi3",
-                      "qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss", "deepseek_v2", "deepseek_v3")
+TEXT_ARCHITECTURES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma2",
+    "gemma3_text",
+    "gpt_neox",
+    "phi3",
+    "qwen2_moe",
+    "qwen3_moe",
+    "mixtral",
+    "gpt_oss",
+    "deepseek_v2",
+    "deepseek_v3",
+)
 #: vision-language model_types -> the text architecture when their text_config names none
-VISION_LANGUAGE = {"gemma3": "gemma3_text", "mistral3": "mistral", "pixtral": "mistral", "llava": "llama",
-                   "qwen2_5_vl": "qwen2"}
+VISION_LANGUAGE = {
+    "gemma3": "gemma3_text",
+    "mistral3": "mistral",
+    "pixtral": "mistral",
+    "llava": "llama",
+    "qwen2_5_vl": "qwen2",
+}
 SUPPORTED_ARCHITECTURES = TEXT_ARCHITECTURES + tuple(VISION_LANGUAGE)
 #: architectures vLLM 0.32 does not serve, with why
 UNSERVED = {
     "mllama": "Llama 3.2 Vision (mllama) is not served by vLLM 0.32: its model file was removed in vLLM 0.11 "
-              "(vllm/model_executor/models has no mllama.py), so no vLLM memory plan exists for it",
+    "(vllm/model_executor/models has no mllama.py), so no vLLM memory plan exists for it",
 }
 _MAX_LEN_KEYS = (
-    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-    "model_max_length", "max_sequence_length", "max_seq_length", "seq_len",
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
 )
 # rope types whose max_position_embeddings is already the scaled length
 _ROPE_NO_LEN_SCALING = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
@@ -194,7 +231,9 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     kv = _opt_int(text, "num_key_value_heads", heads, where)  # absent (gpt_neox): multi-head attention
     head_dim = _opt_int(text, "head_dim", hidden // heads, where)
     if heads % kv:
-        raise ConfigError(f"config.json{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+        raise ConfigError(
+            f"config.json{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
+        )
     max_pos = _opt_int(text, "max_position_embeddings", None, where) or 2048
     derived = _derived_max_len(config, fam, text)
 
@@ -210,23 +249,39 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     rotary = mla.qk_rope_head_dim if mla else head_dim
 
     shape = ModelShape(
-        model_type=model_type, architecture=arch or model_type,
-        hidden_size=hidden, intermediate_size=inter, num_layers=layers, num_heads=heads,
-        num_kv_heads=kv, head_dim=head_dim, vocab_size=vocab, tie_word_embeddings=tie,
-        max_position_embeddings=max_pos, derived_max_model_len=derived, torch_dtype=torch_dtype,
-        layer_types=layer_types, sliding_window=window,
+        model_type=model_type,
+        architecture=arch or model_type,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+        max_position_embeddings=max_pos,
+        derived_max_model_len=derived,
+        torch_dtype=torch_dtype,
+        layer_types=layer_types,
+        sliding_window=window,
         rope_caches=_rope_caches(fam, text, rotary, max_pos, layer_types),
         **_layer_details(fam, text, hidden),
         vision=siglip(config, hidden) if model_type == "gemma3" else None,
         quantization=parse_quant(config.get("quantization_config")),
-        text_type=fam, moe=moe, mla=mla, tower=tower(model_type, config, hidden), attn_sinks=fam == "gpt_oss",
+        text_type=fam,
+        moe=moe,
+        mla=mla,
+        tower=tower(model_type, config, hidden),
+        attn_sinks=fam == "gpt_oss",
         notes=notes,
     )
     total = sum(inventory(shape, 1, pad_vocab=False).values())
     return replace(shape, num_params=total)
 
 
-def _text_config(config: dict[str, Any], model_type: object, arch: str) -> tuple[dict[str, Any], str, str, tuple[str, ...]]:
+def _text_config(
+    config: dict[str, Any], model_type: object, arch: str
+) -> tuple[dict[str, Any], str, str, tuple[str, ...]]:
     """(the text model's fields, where they are, its architecture, notes): vision-language models and
     wrappers nest them in text_config."""
     if model_type in UNSERVED:
@@ -239,22 +294,33 @@ def _text_config(config: dict[str, Any], model_type: object, arch: str) -> tuple
             if model_type == "qwen2_5_vl":  # transformers < 5 writes the text fields at the top level
                 return config, "", "qwen2", ()
             if model_type == "gemma3":
-                raise ConfigError("config.json (gemma3) has no 'text_config'; use a Gemma 3 config or model_type gemma3_text")
-            raise ConfigError(f"config.json ({model_type}) has no 'text_config'; the planner sizes the text model from it")
+                raise ConfigError(
+                    "config.json (gemma3) has no 'text_config'; use a Gemma 3 config or model_type gemma3_text"
+                )
+            raise ConfigError(
+                f"config.json ({model_type}) has no 'text_config'; the planner sizes the text model from it"
+            )
         inner = tc.get("model_type")
         return tc, ".text_config", inner if inner in TEXT_ARCHITECTURES else VISION_LANGUAGE[model_type], ()
     if isinstance(tc, dict) and tc.get("model_type") in TEXT_ARCHITECTURES:
-        return tc, ".text_config", tc["model_type"], (
-            f"{model_type} wraps a {tc['model_type']} text model: planned from text_config; "
-            "any vision or audio tower is not counted",)
+        return (
+            tc,
+            ".text_config",
+            tc["model_type"],
+            (
+                f"{model_type} wraps a {tc['model_type']} text model: planned from text_config; "
+                "any vision or audio tower is not counted",
+            ),
+        )
     raise ConfigError(
         f"unknown architecture model_type={model_type!r} ({arch or 'no architectures'}); "
         f"the planner supports: {', '.join(SUPPORTED_ARCHITECTURES)} (and configs whose text_config is one of them)"
     )
 
 
-def _layer_types(model_type: str, text: dict[str, Any], layers: int, derived: int,
-                 where: str) -> tuple[tuple[str, ...], int | None]:
+def _layer_types(
+    model_type: str, text: dict[str, Any], layers: int, derived: int, where: str
+) -> tuple[tuple[str, ...], int | None]:
     """("full" | "sliding" per decoder layer, the sliding window or None)."""
     window = text.get("sliding_window")
     if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
@@ -298,8 +364,9 @@ def _layer_types(model_type: str, text: dict[str, Any], layers: int, derived: in
     return layer_types, window
 
 
-def _rope_caches(model_type: str, text: dict[str, Any], rotary_dim: int, max_pos: int,
-                 layer_types: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+def _rope_caches(
+    model_type: str, text: dict[str, Any], rotary_dim: int, max_pos: int, layer_types: tuple[str, ...]
+) -> tuple[tuple[int, int], ...]:
     """(positions, rotary_dim) of each cos/sin cache vLLM registers."""
     gemma3 = model_type in ("gemma3", "gemma3_text")
     if model_type == "gpt_neox":
@@ -324,15 +391,23 @@ def _layer_details(model_type: str, text: dict[str, Any], hidden: int) -> dict[s
     """Biases, MLP gating and norms: the ModelShape fields that differ by architecture."""
     gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
     if model_type == "gpt_neox":
-        return dict(qkv_bias=True, o_bias=True, mlp_gated=False, mlp_bias=True,
-                    norm_params_per_layer=4 * hidden, final_norm_params=2 * hidden,  # two LayerNorms (weight + bias)
-                    qk_norm=False)
+        return dict(
+            qkv_bias=True,
+            o_bias=True,
+            mlp_gated=False,
+            mlp_bias=True,
+            norm_params_per_layer=4 * hidden,
+            final_norm_params=2 * hidden,  # two LayerNorms (weight + bias)
+            qk_norm=False,
+        )
     qwen2 = model_type in ("qwen2", "qwen2_moe")
     return dict(
         qkv_bias=bool(text.get("attention_bias", qwen2)) and model_type not in ("deepseek_v2", "deepseek_v3"),
         o_bias=bool(text.get("attention_bias", False)) and not qwen2,
-        mlp_gated=True, mlp_bias=bool(text.get("mlp_bias", False)),
-        norm_params_per_layer=(4 if gemma else 2) * hidden, final_norm_params=hidden,
+        mlp_gated=True,
+        mlp_bias=bool(text.get("mlp_bias", False)),
+        norm_params_per_layer=(4 if gemma else 2) * hidden,
+        final_norm_params=hidden,
         qk_norm=model_type in ("qwen3", "gemma3", "gemma3_text", "qwen3_moe"),
     )
 
@@ -368,11 +443,20 @@ def inventory(shape: ModelShape, tp: int, *, pad_vocab: bool = True) -> dict[str
     if shape.attn_sinks:
         other += shape.num_heads // tp
     n_moe = sum(shape.moe.is_moe) if shape.moe else 0
-    inv = {"linear": attn * shape.num_layers + mlp * (shape.num_layers - n_moe), "expert": 0, "vision_linear": 0,
-           "embedding": 0, "other": other * shape.num_layers}
+    inv = {
+        "linear": attn * shape.num_layers + mlp * (shape.num_layers - n_moe),
+        "expert": 0,
+        "vision_linear": 0,
+        "embedding": 0,
+        "other": other * shape.num_layers,
+    }
     if shape.moe is not None:
         experts, lin, oth = moe_layer_params(shape.moe, h, tp)
-        inv["expert"], inv["linear"], inv["other"] = experts * n_moe, inv["linear"] + lin * n_moe, inv["other"] + oth * n_moe
+        inv["expert"], inv["linear"], inv["other"] = (
+            experts * n_moe,
+            inv["linear"] + lin * n_moe,
+            inv["other"] + oth * n_moe,
+        )
     if shape.has_lm_head:
         inv["other"] += shape.final_norm_params
     vocab = cdiv(shape.vocab_size, VOCAB_PADDING) * VOCAB_PADDING if pad_vocab else shape.vocab_size
@@ -393,8 +477,14 @@ def stage(shape: ModelShape, start: int, end: int, first: bool, last: bool) -> M
     """The part of the model one pipeline stage holds: layers [start, end), the embedding (and vision tower)
     when ``first``, lm_head and the final norm when ``last`` (``vllm/distributed/utils.py::get_pp_indices``)."""
     moe = replace(shape.moe, is_moe=shape.moe.is_moe[start:end]) if shape.moe else None
-    return replace(shape, num_layers=end - start, layer_types=shape.layer_types[start:end], moe=moe,
-                   has_embedding=first, has_lm_head=last)
+    return replace(
+        shape,
+        num_layers=end - start,
+        layer_types=shape.layer_types[start:end],
+        moe=moe,
+        has_embedding=first,
+        has_lm_head=last,
+    )
 
 
 def pp_partition(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
@@ -412,7 +502,11 @@ def pp_partition(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
 def tp_splits(shape: ModelShape, n: int) -> bool:
     """vLLM's check: attention heads (and the vision tower's) split evenly over n ranks, KV heads split
     or are replicated evenly."""
-    if shape.num_heads % n or (shape.vision and shape.vision.num_heads % n) or (shape.tower and shape.tower.num_heads % n):
+    if (
+        shape.num_heads % n
+        or (shape.vision and shape.vision.num_heads % n)
+        or (shape.tower and shape.tower.num_heads % n)
+    ):
         return False
     kv = shape.num_kv_heads
     if shape.mla:
@@ -428,4 +522,3 @@ def tp_on_machine(shape: ModelShape, gpus: int) -> int:
             best = n
         n *= 2
     return best
-

@@ -78,8 +78,17 @@ class _Found:
     seen: set[object] = field(default_factory=set)
 
 
-def suggestions(config: dict[str, Any], shape: ModelShape, gpu: GPUSpec, s: Settings, gpus: int, total_size: int | None,
-                base: Plan, fix_settings: Settings | None, replan: Replan) -> list[Suggestion]:
+def suggestions(
+    config: dict[str, Any],
+    shape: ModelShape,
+    gpu: GPUSpec,
+    s: Settings,
+    gpus: int,
+    total_size: int | None,
+    base: Plan,
+    fix_settings: Settings | None,
+    replan: Replan,
+) -> list[Suggestion]:
     """Ranked fixes for ``base`` (the plan of ``s``, which does not start), each re-planned with ``replan``.
 
     ``fix_settings``: ``s`` with the setting that cannot work here fixed (None: no such setting).
@@ -107,8 +116,11 @@ def _fix_the_setting(found: _Found, search: _Search, s: Settings, fix_settings: 
     if fix_settings is None:
         return None
     before = len(found.items)
-    plain = _fit_variant(found, search, _Candidate("fix the setting", fix_settings,
-                                                   "the requested setting cannot work on this machine", search.gpus))
+    plain = _fit_variant(
+        found,
+        search,
+        _Candidate("fix the setting", fix_settings, "the requested setting cannot work on this machine", search.gpus),
+    )
     if len(found.items) > before:
         first = found.items[before]
         found.items[before] = replace(first, title=_describe_change(s, first.settings))
@@ -122,52 +134,87 @@ def _raise_or_shorten(found: _Found, search: _Search, s: Settings, base: Plan) -
     if raised is not None:
         su, pu = raised
         u = su.gpu_memory_utilization
-        _add(found, search, _Candidate(
-            f"raise gpu_memory_utilization to {u:.2f}", su,
-            f"{u:.2f} x {fmt_size(gpu.total_bytes, places=1)} GiB covers the weights, activation, overhead and one "
-            f"{pu.max_model_len}-token request; {SAFE_MAX_UTILIZATION} is the most the planner suggests",
-            search.gpus), pu)
+        _add(
+            found,
+            search,
+            _Candidate(
+                f"raise gpu_memory_utilization to {u:.2f}",
+                su,
+                f"{u:.2f} x {fmt_size(gpu.total_bytes, places=1)} GiB covers the weights, activation, overhead and one "
+                f"{pu.max_model_len}-token request; {SAFE_MAX_UTILIZATION} is the most the planner suggests",
+                search.gpus,
+            ),
+            pu,
+        )
     lowered = _round_context(base.max_model_len_that_fits)
     if search.floor <= lowered < base.max_model_len:
         sl = replace(s, max_model_len=lowered)
-        _add(found, search, _Candidate(
-            f"lower max_model_len to {lowered}", sl,
-            f"one request of {lowered} tokens fits the KV cache (at most {base.max_model_len_that_fits})",
-            search.gpus), _check(search, _Candidate("", sl, "", search.gpus)))
+        _add(
+            found,
+            search,
+            _Candidate(
+                f"lower max_model_len to {lowered}",
+                sl,
+                f"one request of {lowered} tokens fits the KV cache (at most {base.max_model_len_that_fits})",
+                search.gpus,
+            ),
+            _check(search, _Candidate("", sl, "", search.gpus)),
+        )
     return "raised" if raised is not None else None
 
 
-def _smaller_here(found: _Found, search: _Search, s: Settings, tp_here: int, *,
-                  raise_util: bool) -> list[_Candidate]:
+def _smaller_here(found: _Found, search: _Search, s: Settings, tp_here: int, *, raise_util: bool) -> list[_Candidate]:
     """3. fp8 KV cache, 4. fp8 weights, 5. a 4-bit checkpoint, on this machine. Returns the weight
     variants that do not run here (to try over more GPUs)."""
     shape, gpu, gpus = search.shape, search.gpu, search.gpus
     here = replace(s, tensor_parallel_size=tp_here)
     at_tp = f" at tensor_parallel_size {tp_here}" if tp_here != s.tensor_parallel_size else ""
     if gpu.supports_fp8 and not s.kv_cache_dtype.startswith("fp8"):
-        _fit_variant(found, search, _Candidate(
-            f"use kv_cache_dtype fp8{at_tp}", replace(here, kv_cache_dtype="fp8"),
-            "fp8 KV cache halves the bytes per token (Ada/Hopper); quality loss is usually small", gpus),
-            raise_util=raise_util)
+        _fit_variant(
+            found,
+            search,
+            _Candidate(
+                f"use kv_cache_dtype fp8{at_tp}",
+                replace(here, kv_cache_dtype="fp8"),
+                "fp8 KV cache halves the bytes per token (Ada/Hopper); quality loss is usually small",
+                gpus,
+            ),
+            raise_util=raise_util,
+        )
     variants = []
     if gpu.supports_fp8 and s.quantization is None and shape.quantization is None:
-        variants.append(_Candidate(
-            "use fp8 weights (quantization fp8)", replace(here, quantization="fp8"),
-            "online fp8 halves the linear layers' weights (embeddings stay bf16); Ada/Hopper", gpus))
+        variants.append(
+            _Candidate(
+                "use fp8 weights (quantization fp8)",
+                replace(here, quantization="fp8"),
+                "online fp8 halves the linear layers' weights (embeddings stay bf16); Ada/Hopper",
+                gpus,
+            )
+        )
     q = shape.quantization
     if not (q and q.bits <= 4) and s.quantization not in _FOUR_BIT[:4]:
         cfg4 = awq_variant(search.config)
-        variants.append(_Candidate(
-            "use a 4-bit AWQ checkpoint (quantization awq)",
-            replace(here, quantization="awq", dtype="auto" if shape.model_type != "gemma3" else s.dtype),
-            "4-bit weights take about a quarter of bf16; needs an AWQ (or GPTQ) repo of this model",
-            gpus, cfg4, model_shape(cfg4), "a 4-bit AWQ checkpoint of this model"))
-    return [v for v in variants
-            if _fit_variant(found, search, replace(v, title=v.title + at_tp), raise_util=raise_util) is None]
+        variants.append(
+            _Candidate(
+                "use a 4-bit AWQ checkpoint (quantization awq)",
+                replace(here, quantization="awq", dtype="auto" if shape.model_type != "gemma3" else s.dtype),
+                "4-bit weights take about a quarter of bf16; needs an AWQ (or GPTQ) repo of this model",
+                gpus,
+                cfg4,
+                model_shape(cfg4),
+                "a 4-bit AWQ checkpoint of this model",
+            )
+        )
+    return [
+        v
+        for v in variants
+        if _fit_variant(found, search, replace(v, title=v.title + at_tp), raise_util=raise_util) is None
+    ]
 
 
-def _over_more_gpus(found: _Found, search: _Search, s: Settings, tp_here: int,
-                    quant_variants: list[_Candidate]) -> None:
+def _over_more_gpus(
+    found: _Found, search: _Search, s: Settings, tp_here: int, quant_variants: list[_Candidate]
+) -> None:
     """Tensor parallel over N > tp_here GPUs: the settings as they are (the smallest N for the requested
     length, a smaller one shorter), then the weight variants that did not run here."""
     gpus, tp0 = search.gpus, s.tensor_parallel_size
@@ -176,18 +223,29 @@ def _over_more_gpus(found: _Found, search: _Search, s: Settings, tp_here: int,
     shorter_offered = False
     for n in ns:
         own = ", as configured" if n == tp0 and tp0 != tp_here else ""
-        r = _fit_variant(found, search, _Candidate(
-            f"tensor parallel over {n} GPUs (tensor_parallel_size {n}{own}{_more(n, gpus)})",
-            replace(here, tensor_parallel_size=n), f"each GPU holds 1/{n} of the weights and KV heads", max(gpus, n)),
-            shorter=not shorter_offered)
+        r = _fit_variant(
+            found,
+            search,
+            _Candidate(
+                f"tensor parallel over {n} GPUs (tensor_parallel_size {n}{own}{_more(n, gpus)})",
+                replace(here, tensor_parallel_size=n),
+                f"each GPU holds 1/{n} of the weights and KV heads",
+                max(gpus, n),
+            ),
+            shorter=not shorter_offered,
+        )
         if r == "full":
             break
         shorter_offered = shorter_offered or r == "short"
     for v in quant_variants:
         for n in ns:
-            c = replace(v, title=f"{v.title} over {n} GPUs (tensor_parallel_size {n}{_more(n, gpus)})",
-                        settings=replace(v.settings, tensor_parallel_size=n),
-                        why=f"{v.why}; each GPU holds 1/{n} of them", gpus=max(gpus, n))
+            c = replace(
+                v,
+                title=f"{v.title} over {n} GPUs (tensor_parallel_size {n}{_more(n, gpus)})",
+                settings=replace(v.settings, tensor_parallel_size=n),
+                why=f"{v.why}; each GPU holds 1/{n} of them",
+                gpus=max(gpus, n),
+            )
             if _fit_variant(found, search, c) is not None:
                 break
 
@@ -201,9 +259,13 @@ def _ranked(found: list[Suggestion], n_here: int, search: _Search) -> list[Sugge
     (fp8 over 4 GPUs when bf16 over 4 serves as long); then what runs on this machine's GPUs first."""
     shape = search.shape
     extra = sorted(found[n_here:], key=lambda sg: (sg.gpus, _weight_level(sg, shape)))
-    kept = [sg for i, sg in enumerate(extra)
-            if not any(_dominates(a, sg, shape) and (j < i or not _dominates(sg, a, shape))
-                       for j, a in enumerate(extra) if j != i)]
+    kept = [
+        sg
+        for i, sg in enumerate(extra)
+        if not any(
+            _dominates(a, sg, shape) and (j < i or not _dominates(sg, a, shape)) for j, a in enumerate(extra) if j != i
+        )
+    ]
     ranked = found[:n_here] + kept
     ranked.sort(key=lambda sg: sg.gpus > search.gpus)  # stable: each group keeps its order
     return ranked
@@ -215,8 +277,14 @@ def _ranked(found: list[Suggestion], n_here: int, search: _Search) -> list[Sugge
 def _check(search: _Search, c: _Candidate) -> Plan | None:
     """The candidate's plan, or None when vLLM would refuse its settings."""
     try:
-        return search.replan(c.config or search.config, c.shape or search.shape, search.gpu, c.settings, c.gpus,
-                             None if c.config else search.total_size)
+        return search.replan(
+            c.config or search.config,
+            c.shape or search.shape,
+            search.gpu,
+            c.settings,
+            c.gpus,
+            None if c.config else search.total_size,
+        )
     except (BadInput, ConfigError):
         return None
 
@@ -257,8 +325,9 @@ def _least_util(search: _Search, c: _Candidate) -> tuple[Settings, Plan] | None:
     return None
 
 
-def _fit_variant(found: _Found, search: _Search, c: _Candidate, *, shorter: bool = True,
-                 raise_util: bool = True) -> str | None:
+def _fit_variant(
+    found: _Found, search: _Search, c: _Candidate, *, shorter: bool = True, raise_util: bool = True
+) -> str | None:
     """Add ``c`` as asked, else with utilization raised, else with the longest context that fits
     (at its utilization, then at SAFE_MAX_UTILIZATION). Returns "full", "raised", "short" or None."""
     p = _check(search, c)
@@ -270,8 +339,12 @@ def _fit_variant(found: _Found, search: _Search, c: _Candidate, *, shorter: bool
     raised = _least_util(search, c) if raise_util else None
     if raised is not None:
         s2, p2 = raised
-        _add(found, search, replace(c, title=f"{c.title} with gpu_memory_utilization {s2.gpu_memory_utilization:.2f}",
-                                    settings=s2), p2)
+        _add(
+            found,
+            search,
+            replace(c, title=f"{c.title} with gpu_memory_utilization {s2.gpu_memory_utilization:.2f}", settings=s2),
+            p2,
+        )
         return "raised"
     if not shorter or c.settings.max_model_len == -1:
         return None
@@ -303,7 +376,13 @@ def _shorter(found: _Found, search: _Search, c: _Candidate, p: Plan, raise_util:
 def awq_variant(config: dict[str, Any]) -> dict[str, Any]:
     """The same config as a 4-bit AWQ checkpoint (group 128, zero points, fp16)."""
     out = dict(config)
-    out["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+    out["quantization_config"] = {
+        "quant_method": "awq",
+        "bits": 4,
+        "group_size": 128,
+        "zero_point": True,
+        "version": "gemm",
+    }
     if out.get("model_type") != "gemma3":
         out["torch_dtype"] = "float16"
     return out
@@ -331,16 +410,26 @@ def _weight_level(sg: Suggestion, shape: ModelShape) -> int:
 
 def _dominates(a: Suggestion, b: Suggestion, shape: ModelShape) -> bool:
     """a needs no more GPUs, quantizes no more and serves at least as long a context as b."""
-    return (a.gpus <= b.gpus and _weight_level(a, shape) <= _weight_level(b, shape)
-            and (a.settings.kv_cache_dtype.startswith("fp8") <= b.settings.kv_cache_dtype.startswith("fp8"))
-            and a.plan_max_model_len >= b.plan_max_model_len)
+    return (
+        a.gpus <= b.gpus
+        and _weight_level(a, shape) <= _weight_level(b, shape)
+        and (a.settings.kv_cache_dtype.startswith("fp8") <= b.settings.kv_cache_dtype.startswith("fp8"))
+        and a.plan_max_model_len >= b.plan_max_model_len
+    )
 
 
 def _describe_change(old: Settings, new: Settings) -> str:
-    changes = [f"{name} to {getattr(new, name) if getattr(new, name) is not None else 'none'}"
-               for name in ("tensor_parallel_size", "quantization", "kv_cache_dtype", "gpu_memory_utilization",
-                            "max_model_len")
-               if getattr(old, name) != getattr(new, name)]
+    changes = [
+        f"{name} to {getattr(new, name) if getattr(new, name) is not None else 'none'}"
+        for name in (
+            "tensor_parallel_size",
+            "quantization",
+            "kv_cache_dtype",
+            "gpu_memory_utilization",
+            "max_model_len",
+        )
+        if getattr(old, name) != getattr(new, name)
+    ]
     if not changes:
         return "change the settings"
     return "set " + (changes[0] if len(changes) == 1 else ", ".join(changes[:-1]) + " and " + changes[-1])

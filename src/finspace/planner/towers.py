@@ -68,15 +68,27 @@ def siglip(config: dict[str, Any], hidden: int) -> VisionShape | None:
     vc = config.get("vision_config")
     if not isinstance(vc, dict):
         return None
-    d = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
-         "patch_size": 14, "image_size": 896, "num_channels": 3}  # Gemma 3's SigLIP (google's checkpoints)
+    d = {
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_hidden_layers": 27,
+        "num_attention_heads": 16,
+        "patch_size": 14,
+        "image_size": 896,
+        "num_channels": 3,
+    }  # Gemma 3's SigLIP (google's checkpoints)
     vc = {**d, **{k: v for k, v in vc.items() if v is not None}}
     g = {k: _pos(vc, k, ".vision_config") for k in d}
     vh = g["hidden_size"]
     return VisionShape(
-        hidden_size=vh, intermediate_size=g["intermediate_size"], num_layers=g["num_hidden_layers"],
-        num_heads=g["num_attention_heads"], patch_size=g["patch_size"], image_size=g["image_size"],
-        num_channels=g["num_channels"], use_head=bool(vc.get("vision_use_head", False)),
+        hidden_size=vh,
+        intermediate_size=g["intermediate_size"],
+        num_layers=g["num_hidden_layers"],
+        num_heads=g["num_attention_heads"],
+        patch_size=g["patch_size"],
+        image_size=g["image_size"],
+        num_channels=g["num_channels"],
+        use_head=bool(vc.get("vision_use_head", False)),
         tokens_per_image=int(config.get("mm_tokens_per_image", 256)),
         # Gemma3MultiModalProjector: mm_input_projection_weight + mm_soft_emb_norm
         projector_params=vh * hidden + vh,

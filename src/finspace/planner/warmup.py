@@ -69,13 +69,24 @@ class Warmup:
         return self.peak_bytes <= self.free_bytes
 
 
-def sampler_warmup(shape: ModelShape, total_bytes: int, requested_bytes: int, activation: int,
-                   graphs_outside_budget: int, init_non_torch: int, max_num_seqs: int, max_num_batched_tokens: int,
-                   *, transient_freed: bool) -> Warmup:
+def sampler_warmup(
+    shape: ModelShape,
+    total_bytes: int,
+    requested_bytes: int,
+    activation: int,
+    graphs_outside_budget: int,
+    init_non_torch: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    *,
+    transient_freed: bool,
+) -> Warmup:
     """The warm-up's peak and what is free for it (see the module docstring); ``transient_freed``: the
     profile's transient (``activation``) is free again (``transient_freed``)."""
     reqs = min(max_num_seqs, max_num_batched_tokens) if shape.has_lm_head else 0
-    free = total_bytes - requested_bytes - init_non_torch - graphs_outside_budget + (activation if transient_freed else 0)
+    free = (
+        total_bytes - requested_bytes - init_non_torch - graphs_outside_budget + (activation if transient_freed else 0)
+    )
     return Warmup(reqs, reqs * shape.vocab_size * SAMPLER_WARMUP_BYTES_PER_LOGIT, free)
 
 
@@ -88,10 +99,12 @@ def transient_freed(shape: ModelShape, v: tuple[int, ...]) -> bool:
 def problem(w: Warmup, gpu_name: str, util: float) -> str:
     """The verdict's text when the warm-up does not fit."""
     vocab = w.peak_bytes // max(1, w.requests * SAMPLER_WARMUP_BYTES_PER_LOGIT)
-    return (f"the sampler warm-up after the KV cache is allocated needs {fmt_size(w.peak_bytes, places=2)} GiB "
-            f"({w.requests:,} requests x {vocab:,} vocab x {SAMPLER_WARMUP_BYTES_PER_LOGIT} B) and "
-            f"{fmt_size(max(0, w.free_bytes), places=2)} GiB is free on {gpu_name} at utilization {util:.2f}: vLLM "
-            f"stops with \"CUDA out of memory occurred when warming up sampler\"")
+    return (
+        f"the sampler warm-up after the KV cache is allocated needs {fmt_size(w.peak_bytes, places=2)} GiB "
+        f"({w.requests:,} requests x {vocab:,} vocab x {SAMPLER_WARMUP_BYTES_PER_LOGIT} B) and "
+        f"{fmt_size(max(0, w.free_bytes), places=2)} GiB is free on {gpu_name} at utilization {util:.2f}: vLLM "
+        f"stops with \"CUDA out of memory occurred when warming up sampler\""
+    )
 
 
 #: (settings) -> the plan under them, without fixes; BadInput / ConfigError for settings vLLM refuses.
@@ -113,20 +126,33 @@ def fixes(base: Plan, check: Check) -> list[Suggestion]:
     seqs = _largest_seqs(base, check)
     if seqs is not None:
         s2, p2 = seqs
-        out.append(Suggestion(
-            f"lower max_num_seqs to {s2.max_num_seqs}", s2, p2.max_model_len,
-            f"the warm-up then samples {p2.detail.warmup_requests:,} requests: "
-            f"{fmt_size(p2.detail.warmup_bytes, places=2)} GiB of the {fmt_size(p2.detail.warmup_free_bytes, places=2)}"
-            f" GiB free; the KV cache holds {p2.kv_cache_tokens:,} tokens (was {base.kv_cache_tokens:,})", base.gpus,
-            p2.kv_cache_tokens))
+        out.append(
+            Suggestion(
+                f"lower max_num_seqs to {s2.max_num_seqs}",
+                s2,
+                p2.max_model_len,
+                f"the warm-up then samples {p2.detail.warmup_requests:,} requests: "
+                f"{fmt_size(p2.detail.warmup_bytes, places=2)} GiB of the {fmt_size(p2.detail.warmup_free_bytes, places=2)}"
+                f" GiB free; the KV cache holds {p2.kv_cache_tokens:,} tokens (was {base.kv_cache_tokens:,})",
+                base.gpus,
+                p2.kv_cache_tokens,
+            )
+        )
     util = _largest_util(base, check)
     if util is not None:
         s3, p3 = util
-        out.append(Suggestion(
-            f"lower gpu_memory_utilization to {s3.gpu_memory_utilization:.2f}", s3, p3.max_model_len,
-            f"leaves {fmt_size(p3.detail.warmup_free_bytes, places=2)} GiB free for the warm-up's "
-            f"{fmt_size(p3.detail.warmup_bytes, places=2)} GiB; the KV cache shrinks to {p3.kv_cache_tokens:,} tokens "
-            f"(from {base.kv_cache_tokens:,})", base.gpus, p3.kv_cache_tokens))
+        out.append(
+            Suggestion(
+                f"lower gpu_memory_utilization to {s3.gpu_memory_utilization:.2f}",
+                s3,
+                p3.max_model_len,
+                f"leaves {fmt_size(p3.detail.warmup_free_bytes, places=2)} GiB free for the warm-up's "
+                f"{fmt_size(p3.detail.warmup_bytes, places=2)} GiB; the KV cache shrinks to {p3.kv_cache_tokens:,} tokens "
+                f"(from {base.kv_cache_tokens:,})",
+                base.gpus,
+                p3.kv_cache_tokens,
+            )
+        )
     return out
 
 

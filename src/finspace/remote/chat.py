@@ -18,8 +18,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from finspace.engine.prompt import (ChatSettings, check_template_kwargs, normalize_messages, sampling_for,
-                                    with_system)
+from finspace.engine.prompt import ChatSettings, check_template_kwargs, normalize_messages, sampling_for, with_system
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, Busy, EngineFailed, FinspaceError, ToolsRefused
 from finspace.remote.endpoint import reason_for
@@ -39,15 +38,24 @@ def request_for(model: str, entry: Any, max_len: int, messages: Any, settings: C
         extra["chat_template_kwargs"] = kwargs
     if cont:
         extra.update(continue_final_message=True, add_generation_prompt=False)
-    req = {"model": model, "messages": [_wire(m) for m in msgs], "stream": True, "stream_options": {"include_usage": True},
-           "temperature": sp["temperature"], "top_p": sp["top_p"], "max_tokens": sp["max_tokens"]}
+    req = {
+        "model": model,
+        "messages": [_wire(m) for m in msgs],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": sp["temperature"],
+        "top_p": sp["top_p"],
+        "max_tokens": sp["max_tokens"],
+    }
     if sp["seed"] is not None:
         req["seed"] = sp["seed"]
     if settings.stop:
         req["stop"] = list(settings.stop)
     if settings.json_schema is not None:
-        req["response_format"] = {"type": "json_schema",
-                                  "json_schema": {"name": "answer", "schema": settings.json_schema, "strict": True}}
+        req["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": settings.json_schema, "strict": True},
+        }
     if settings.tools:  # passed through: the endpoint's own tool parser reads its model's calls
         req["tools"] = list(settings.tools)
     if extra:
@@ -59,13 +67,22 @@ def _wire(m: dict) -> dict:
     """A message as the API takes it: a call's arguments as JSON text (finspace holds them parsed)."""
     if not m.get("tool_calls"):
         return m
-    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
-             for c in m["tool_calls"]]
+    calls = [
+        {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+        for c in m["tool_calls"]
+    ]
     return {**m, "tool_calls": calls}
 
 
-async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: str,
-                 on_failure: FailureFn, tool_parser: str = "hermes") -> AsyncGenerator[tuple[str, str], None]:
+async def stream(
+    client: Any,
+    host: str,
+    req: dict,
+    info: ChatInfo,
+    model_key: str,
+    on_failure: FailureFn,
+    tool_parser: str = "hermes",
+) -> AsyncGenerator[tuple[str, str], None]:
     """The endpoint's deltas as (thinking, answer); ``info`` filled from the chunks and the usage chunk.
 
     The openai client sends the request (its auth, timeouts and status errors); the stream's lines are read
@@ -98,8 +115,10 @@ async def stream(client: Any, host: str, req: dict, info: ChatInfo, model_key: s
     except openai.APIError as exc:
         error = _translate(exc, host, on_failure, written)
         if "tools" in req and not written and type(error) is BadInput and "tool" in str(error).lower():
-            error = ToolsRefused(f"{error}. The calculator needs a server that takes tools: start vLLM with "
-                                 "--enable-auto-tool-choice --tool-call-parser <the model's parser>")
+            error = ToolsRefused(
+                f"{error}. The calculator needs a server that takes tools: start vLLM with "
+                "--enable-auto-tool-choice --tool-call-parser <the model's parser>"
+            )
         raise error from None
     except FinspaceError:
         raise
@@ -185,10 +204,13 @@ def _translate(exc: BaseException, host: str, on_failure: FailureFn, written: bo
         return Busy(f"the model server is busy: {reason}; retry in a few seconds", retry_after_s=5)
     on_failure(reason, status)
     if written:
-        return EngineFailed(f"the reply was cut off: {reason} mid-reply. The partial reply is kept above, "
-                            "incomplete; send it again when the model server is back (see /health)")
-    return EngineFailed(f"the model server is unreachable: {reason}; finspace retries it every few seconds "
-                        "(see /health)")
+        return EngineFailed(
+            f"the reply was cut off: {reason} mid-reply. The partial reply is kept above, "
+            "incomplete; send it again when the model server is back (see /health)"
+        )
+    return EngineFailed(
+        f"the model server is unreachable: {reason}; finspace retries it every few seconds (see /health)"
+    )
 
 
 def _detail(exc: Any) -> str:

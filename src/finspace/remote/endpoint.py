@@ -112,7 +112,9 @@ class Endpoint:
         except Unreachable as exc:
             return RemoteReading(endpoint=self.host, at=now, error=str(exc))
         except Exception as exc:  # a body the parser cannot read
-            return RemoteReading(endpoint=self.host, at=now, error=f"{self.host}/metrics unreadable ({type(exc).__name__})")
+            return RemoteReading(
+                endpoint=self.host, at=now, error=f"{self.host}/metrics unreadable ({type(exc).__name__})"
+            )
 
     async def tokenize(self, model: str, texts: list[str]) -> list[int]:
         """Each text's token count by the server's tokenizer (no special tokens), one request per text."""

@@ -71,8 +71,9 @@ class RemoteEngine:
     gpus = 0
     plan = None
 
-    def __init__(self, settings: RemoteSettings, *, catalog: Any = None, preferred: str | None = None,
-                 max_in_flight: int = 256):
+    def __init__(
+        self, settings: RemoteSettings, *, catalog: Any = None, preferred: str | None = None, max_in_flight: int = 256
+    ):
         self.settings = settings
         self.endpoint = Endpoint(settings)
         self.known = catalog  # the local catalogue: labels and defaults for served models it names
@@ -120,11 +121,21 @@ class RemoteEngine:
 
     def health(self) -> Health:
         entry = self.entry
-        return Health(state=self._state, model_key=entry.key if entry else None,
-                      model_label=entry.label if entry else None, loaded_since=self._since, stage=None,
-                      progress=None, loading_key=None, last_error=self._last_error,
-                      engine_alive=self._state == "ready", restarts=0, last_restart=None,
-                      running_requests=self._active, device="remote")
+        return Health(
+            state=self._state,
+            model_key=entry.key if entry else None,
+            model_label=entry.label if entry else None,
+            loaded_since=self._since,
+            stage=None,
+            progress=None,
+            loading_key=None,
+            last_error=self._last_error,
+            engine_alive=self._state == "ready",
+            restarts=0,
+            last_restart=None,
+            running_requests=self._active,
+            device="remote",
+        )
 
     def hardware_info(self) -> dict:
         return {"remote": self.host}
@@ -154,11 +165,31 @@ class RemoteEngine:
         serving = Serving(max_model_len=int(length) if isinstance(length, int) and length > 0 else "auto")
         for e in getattr(self.known, "entries", ()):
             if mid in (e.key, e.repo) or (root and root in (e.key, e.repo)):
-                return dataclasses.replace(e, key=mid, serving=serving, local_path=None, generate=None,
-                                           config_path=None, convert=None, repo=mid)
-        return ModelEntry(key=mid, label=mid, description=f"served by {self.host}", architecture="llama",
-                          repo=None, revision=None, local_path=None, generate=None, config_path=None,
-                          total_size_bytes=None, system_prompt="", serving=serving, sampling=Sampling())
+                return dataclasses.replace(
+                    e,
+                    key=mid,
+                    serving=serving,
+                    local_path=None,
+                    generate=None,
+                    config_path=None,
+                    convert=None,
+                    repo=mid,
+                )
+        return ModelEntry(
+            key=mid,
+            label=mid,
+            description=f"served by {self.host}",
+            architecture="llama",
+            repo=None,
+            revision=None,
+            local_path=None,
+            generate=None,
+            config_path=None,
+            total_size_bytes=None,
+            system_prompt="",
+            serving=serving,
+            sampling=Sampling(),
+        )
 
     # ------------------------------------------------------------------ probe
     async def open(self) -> None:
@@ -167,8 +198,11 @@ class RemoteEngine:
 
         # openai's own Timeout: its client is built on httpx2 (openai>=3.5x), whose newer releases refuse httpx's
         self._client = openai.AsyncOpenAI(
-            base_url=self.endpoint.base, api_key=self.settings.api_key or "none", max_retries=0,
-            timeout=openai.Timeout(self.settings.timeout_s, connect=self.settings.connect_timeout_s))
+            base_url=self.endpoint.base,
+            api_key=self.settings.api_key or "none",
+            max_retries=0,
+            timeout=openai.Timeout(self.settings.timeout_s, connect=self.settings.connect_timeout_s),
+        )
         self._wake = asyncio.Event()
         await self.probe()
         self._probe = asyncio.get_running_loop().create_task(self._probe_loop(), name="finspace-remote-probe")
@@ -228,15 +262,18 @@ class RemoteEngine:
     # ------------------------------------------------------------------- chat
     def _check_ready(self) -> ModelEntry:
         if self._state == UNREACHABLE:
-            raise EngineFailed(f"the model server is unreachable: {self._last_error}; finspace retries it every "
-                               f"few seconds (see /health)")
+            raise EngineFailed(
+                f"the model server is unreachable: {self._last_error}; finspace retries it every "
+                f"few seconds (see /health)"
+            )
         entry = self.entry
         if entry is None or self._client is None:
             raise NotReady(f"no model is ready ({self._last_error or 'waiting for ' + self.host})")
         return entry
 
-    async def chat_parts(self, messages: Any, settings: ChatSettings | None = None,
-                         info: ChatInfo | None = None) -> AsyncGenerator[tuple[str, str], None]:
+    async def chat_parts(
+        self, messages: Any, settings: ChatSettings | None = None, info: ChatInfo | None = None
+    ) -> AsyncGenerator[tuple[str, str], None]:
         settings = settings or ChatSettings()
         info = info if info is not None else ChatInfo()
         entry = self._check_ready()
@@ -245,8 +282,9 @@ class RemoteEngine:
         req = remote_chat.request_for(entry.key, entry, self.max_model_len or 2, messages, settings)
         self._active += 1
         try:
-            parts = remote_chat.stream(self._client, self.host, req, info, entry.key, self._down,
-                                       entry.tool_parser or "hermes")
+            parts = remote_chat.stream(
+                self._client, self.host, req, info, entry.key, self._down, entry.tool_parser or "hermes"
+            )
             async with contextlib.aclosing(parts):
                 async for pair in parts:
                     yield pair
@@ -256,8 +294,9 @@ class RemoteEngine:
         finally:
             self._active -= 1
 
-    async def chat(self, messages: Any, settings: ChatSettings | None = None,
-                   info: ChatInfo | None = None) -> AsyncGenerator[str, None]:
+    async def chat(
+        self, messages: Any, settings: ChatSettings | None = None, info: ChatInfo | None = None
+    ) -> AsyncGenerator[str, None]:
         async with contextlib.aclosing(self.chat_parts(messages, settings, info)) as parts:
             async for _thinking, answer in parts:
                 if answer:

@@ -30,8 +30,15 @@ class RemoteReading:
     name: str = "remote"
 
     def as_dict(self) -> dict:
-        return {"kind": "remote", "endpoint": self.endpoint, "kv_cache_usage": self.kv_cache_usage,
-                "running": self.running, "waiting": self.waiting, "engines": self.engines, "error": self.error}
+        return {
+            "kind": "remote",
+            "endpoint": self.endpoint,
+            "kv_cache_usage": self.kv_cache_usage,
+            "running": self.running,
+            "waiting": self.waiting,
+            "engines": self.engines,
+            "error": self.error,
+        }
 
 
 def samples(text: str) -> dict[str, list[float]]:
@@ -66,6 +73,11 @@ def reading(text: str, endpoint: str, at: float) -> RemoteReading:
     found = samples(text)
     kv = next((found[n] for n in KV_NAMES if found.get(n)), [])
     running, waiting = found.get(RUNNING), found.get(WAITING)
-    return RemoteReading(endpoint=endpoint, at=at, kv_cache_usage=sum(kv) / len(kv) if kv else None,
-                         running=int(sum(running)) if running else None,
-                         waiting=int(sum(waiting)) if waiting else None, engines=len(kv))
+    return RemoteReading(
+        endpoint=endpoint,
+        at=at,
+        kv_cache_usage=sum(kv) / len(kv) if kv else None,
+        running=int(sum(running)) if running else None,
+        waiting=int(sum(waiting)) if waiting else None,
+        engines=len(kv),
+    )

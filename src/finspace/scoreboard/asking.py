@@ -26,20 +26,27 @@ CALC_NOTE = " For any arithmetic, call the calculate tool and use its result."
 DEFAULT_CONTEXT_CHARS = 3000
 MIN_CONTEXT_CHARS = 200
 
-SYSTEM = ("You are a careful financial analyst. Answer the question from the context only. "
-          "Reason briefly if you need to, then end with one final line: Answer: <value>")
+SYSTEM = (
+    "You are a careful financial analyst. Answer the question from the context only. "
+    "Reason briefly if you need to, then end with one final line: Answer: <value>"
+)
 
 HINTS = {
     "finqa": "Give the final answer as one number (a percentage with %), or yes or no.",
-    "tatqa": ("Give the answer as the text or number it is; after a number put its scale (thousand, "
-              "million or billion) or %; separate several answers with '; '."),
-    "financebench": ("Give the figure with its unit, or a short answer. If the context does not hold the "
-                     "answer, say so."),
+    "tatqa": (
+        "Give the answer as the text or number it is; after a number put its scale (thousand, "
+        "million or billion) or %; separate several answers with '; '."
+    ),
+    "financebench": (
+        "Give the figure with its unit, or a short answer. If the context does not hold the answer, say so."
+    ),
 }
 
 
-FILING_SYSTEM = ("You are a careful financial analyst. Answer the question from the filing's pages given to you only, "
-                 "citing the page. Reason briefly if you need to, then end with one final line: Answer: <value>")
+FILING_SYSTEM = (
+    "You are a careful financial analyst. Answer the question from the filing's pages given to you only, "
+    "citing the page. Reason briefly if you need to, then end with one final line: Answer: <value>"
+)
 FILING_TOOLS_NOTE = " Use the tools to find and read the pages that hold the answer before you answer."
 
 
@@ -50,8 +57,10 @@ def filing_messages(item: EvalItem, prompt_format: str) -> list[dict]:
     if prompt_format not in FILING_FORMATS:
         raise BadInput(f"prompt format {str(prompt_format)[:60]!r} is not one of {', '.join(FILING_FORMATS)}")
     system = FILING_SYSTEM + (FILING_TOOLS_NOTE if prompt_format == PROMPT_FORMAT_FILING_TOOLS else "")
-    return [{"role": "system", "content": f"{system} {HINTS['financebench']}"},
-            {"role": "user", "content": item.question}]
+    return [
+        {"role": "system", "content": f"{system} {HINTS['financebench']}"},
+        {"role": "user", "content": item.question},
+    ]
 
 
 def trim_context(text: str, max_chars: int) -> str:
@@ -76,15 +85,23 @@ def check_format(value: object) -> str:
     return str(value)
 
 
-def messages(evalset_name: str, item: EvalItem, *, max_context_chars: int = DEFAULT_CONTEXT_CHARS,
-             prompt_format: str = PROMPT_FORMAT) -> list[dict]:
+def messages(
+    evalset_name: str,
+    item: EvalItem,
+    *,
+    max_context_chars: int = DEFAULT_CONTEXT_CHARS,
+    prompt_format: str = PROMPT_FORMAT,
+) -> list[dict]:
     """System and user messages for one item: the context (cut to ``max_context_chars``), the question, and
     the instruction to end with a line ``Answer: <value>`` (with the calculator format, to use the tool)."""
     hint = HINTS.get(evalset_name)
     if hint is None:
         raise BadInput(f"unknown eval set {str(evalset_name)[:60]!r}: choose one of {', '.join(HINTS)}")
-    if isinstance(max_context_chars, bool) or not isinstance(max_context_chars, int) \
-            or max_context_chars < MIN_CONTEXT_CHARS:
+    if (
+        isinstance(max_context_chars, bool)
+        or not isinstance(max_context_chars, int)
+        or max_context_chars < MIN_CONTEXT_CHARS
+    ):
         raise BadInput(f"max_context_chars must be a whole number of at least {MIN_CONTEXT_CHARS}")
     context = trim_context(item.context, max_context_chars)
     user = f"Context:\n{context}\n\nQuestion: {item.question}\n\n{hint}\nEnd with the line: Answer: <value>"

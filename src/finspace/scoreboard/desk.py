@@ -40,8 +40,9 @@ class ScoreboardHost(Answering, Protocol):
 class Job:
     """One run: its set, the model it runs on, its progress, and (when it ends) the stored result."""
 
-    def __init__(self, eval_set: Any, provenance: dict, context_chars: int, reply_tokens: int,
-                 prompt_format: str | None = None):
+    def __init__(
+        self, eval_set: Any, provenance: dict, context_chars: int, reply_tokens: int, prompt_format: str | None = None
+    ):
         self.eval_set, self.provenance, self.prompt_format = eval_set, provenance, prompt_format
         self.context_chars, self.reply_tokens = context_chars, reply_tokens
         self.run = EvalRun(eval_set.name, len(eval_set.items))
@@ -58,24 +59,37 @@ class Job:
 
     def progress(self) -> dict:
         r = self.run
-        out = {"state": "running" if self.running else r.state, "set": self.eval_set.name, "model_key": self.provenance.get("model_key"),
-               "done": r.done, "total": r.total, "errors": sum(1 for x in r.results.values() if x.error),
-               "file": self.file, "error": self.error}
+        out = {
+            "state": "running" if self.running else r.state,
+            "set": self.eval_set.name,
+            "model_key": self.provenance.get("model_key"),
+            "done": r.done,
+            "total": r.total,
+            "errors": sum(1 for x in r.results.values() if x.error),
+            "file": self.file,
+            "error": self.error,
+        }
         if self.result is not None:
-            out.update(score=self.result["score"], n=self.result["n"], partial=self.result["partial"],
-                       tokens_per_s=self.result["tokens_per_s"])
+            out.update(
+                score=self.result["score"],
+                n=self.result["n"],
+                partial=self.result["partial"],
+                tokens_per_s=self.result["tokens_per_s"],
+            )
         return out
 
 
 class ScoreDesk:
-    def __init__(self, svc: ScoreboardHost, engine: EngineAPI, limits: EvalLimits | None = None,
-                 folder: Path | str | None = None):
+    def __init__(
+        self, svc: ScoreboardHost, engine: EngineAPI, limits: EvalLimits | None = None, folder: Path | str | None = None
+    ):
         """``svc``: the service a run is authorized, waits on loads and asks a filing's questions through (as the
         chat does); ``engine``: what the set's items are sent to, all at once."""
         self.svc, self.engine = svc, engine
         self.limits = limits or EvalLimits()
-        self.store = ScoreStore(Path(folder) if folder is not None else data_folder(svc) / FOLDER,
-                                self.limits.max_results)
+        self.store = ScoreStore(
+            Path(folder) if folder is not None else data_folder(svc) / FOLDER, self.limits.max_results
+        )
         self.job: Job | None = None
         self._starting = False
 
@@ -88,21 +102,29 @@ class ScoreDesk:
         """Service.start_load's check: no switch while a run goes (it would end every item's request)."""
         if self.running:
             job = self.job
-            what = f"{job.eval_set.name} on {job.provenance.get('model_key')}, {job.run.done} of {job.run.total} " \
-                   f"items done" if job is not None else "starting"
-            raise EvalRunning(f"a scoreboard run is going ({what}); wait for it to finish or cancel it (Cancel on "
-                              f"the Scoreboard tab), then switch models")
+            what = (
+                f"{job.eval_set.name} on {job.provenance.get('model_key')}, {job.run.done} of {job.run.total} "
+                f"items done"
+                if job is not None
+                else "starting"
+            )
+            raise EvalRunning(
+                f"a scoreboard run is going ({what}); wait for it to finish or cancel it (Cancel on "
+                f"the Scoreboard tab), then switch models"
+            )
 
     def _check_free(self) -> None:
         svc, engine = self.svc, self.svc.serving
         if self.running:
-            raise EvalRunning("a scoreboard run is already going; wait for it to finish or cancel it, then start "
-                              "the next")
+            raise EvalRunning(
+                "a scoreboard run is already going; wait for it to finish or cancel it, then start the next"
+            )
         h = engine.health()
         if svc.load_running or h.state in ("loading", "switching"):
             busy = svc.loading_key or h.loading_key or "a model"
-            raise SwitchInProgress(f"a model switch is in progress (loading {busy}); wait for it to finish, then "
-                                   f"start the run")
+            raise SwitchInProgress(
+                f"a model switch is in progress (loading {busy}); wait for it to finish, then start the run"
+            )
         if engine.entry is None or h.state != "ready":
             raise NotReady("no model is ready; load one from the model picker, then start the run")
 
@@ -121,13 +143,24 @@ class ScoreDesk:
         if isinstance(limit, float) and limit.is_integer():
             limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= self.limits.max_items:
-            raise BadInput(f"limit must be a whole number of items in [1, {self.limits.max_items}] "
-                           f"(FINSPACE_EVAL_MAX_ITEMS), got {str(limit)[:40]}")
+            raise BadInput(
+                f"limit must be a whole number of items in [1, {self.limits.max_items}] "
+                f"(FINSPACE_EVAL_MAX_ITEMS), got {str(limit)[:40]}"
+            )
         return limit
 
     # ------------------------------------------------------------------ runs
-    async def start(self, set_name: Any, limit: Any = None, *, token: Any = None, client: str | None = None,
-                    internal: bool = False, path: str | None = None, prompt_format: Any = None) -> Job:
+    async def start(
+        self,
+        set_name: Any,
+        limit: Any = None,
+        *,
+        token: Any = None,
+        client: str | None = None,
+        internal: bool = False,
+        path: str | None = None,
+        prompt_format: Any = None,
+    ) -> Job:
         """Check everything, load the set (off the serving loop), start the run in the background.
 
         Raises at once: Unauthorized/Forbidden (the admin token, as for a switch), BadInput (unknown set, bad
@@ -141,17 +174,27 @@ class ScoreDesk:
         self._check_free()
         self._starting = True  # a switch asked for while the set loads is refused too
         try:
-            eval_set = await asyncio.to_thread(load_set, set_name, limit=n, path=path or self._placed(set_name),
-                                               data_dir=data_folder(self.svc),
-                                               evalsets_dir=getattr(self.svc.settings, "evalsets_dir", None),
-                                               base_url=getattr(self.svc.settings, "financebench_base_url", None))
+            eval_set = await asyncio.to_thread(
+                load_set,
+                set_name,
+                limit=n,
+                path=path or self._placed(set_name),
+                data_dir=data_folder(self.svc),
+                evalsets_dir=getattr(self.svc.settings, "evalsets_dir", None),
+                base_url=getattr(self.svc.settings, "financebench_base_url", None),
+            )
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
             engine = self.svc.serving
             if engine.entry is None or engine.health().state != "ready":
                 raise NotReady("the model stopped being ready while the set loaded; try again when it is")
-            job = Job(eval_set, results.provenance(engine, self.svc.ledger), self._context_chars(engine),
-                      self.limits.reply_tokens, fmt)
+            job = Job(
+                eval_set,
+                results.provenance(engine, self.svc.ledger),
+                self._context_chars(engine),
+                self.limits.reply_tokens,
+                fmt,
+            )
             job.answer_chars = self.limits.answer_chars
             job.asker = self._asker(eval_set, fmt)
             job.task = asyncio.get_running_loop().create_task(self._work(job), name=f"finspace-eval-{set_name}")
@@ -165,19 +208,28 @@ class ScoreDesk:
     def _check_format(self, value: Any, set_name: Any = None) -> str:
         """The run's prompt format; the calculator's and the filing tools' need a model whose calls finspace can
         read, and the filing formats are FinanceBench's (its questions name their filings)."""
-        from finspace.scoreboard.asking import FILING_FORMATS, PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS, check_format
+        from finspace.scoreboard.asking import (
+            FILING_FORMATS,
+            PROMPT_FORMAT_CALC,
+            PROMPT_FORMAT_FILING_TOOLS,
+            check_format,
+        )
         from finspace.engine.tool_loop import offered
 
         fmt = check_format(value)
         if fmt in FILING_FORMATS and set_name != "financebench":
-            raise BadInput(f"{fmt} asks each question about its whole filing, which only FinanceBench's questions "
-                           "name; run it on financebench, or choose finspace-eval-v1 for this set")
+            raise BadInput(
+                f"{fmt} asks each question about its whole filing, which only FinanceBench's questions "
+                "name; run it on financebench, or choose finspace-eval-v1 for this set"
+            )
         if fmt in (PROMPT_FORMAT_CALC, PROMPT_FORMAT_FILING_TOOLS) and not offered(self.svc.serving):
             key = getattr(self.svc.serving.entry, "key", None)
             what = "the calculator" if fmt == PROMPT_FORMAT_CALC else "the filing tools"
             other = "finspace-eval-v1" if fmt == PROMPT_FORMAT_CALC else "finspace-eval-v1+filing (the passages)"
-            raise BadInput(f"{fmt} lets the model call {what}, and {key!r} has no tool parser (the catalogue's "
-                           f"tool_parser); run {other}, or load a model that has one")
+            raise BadInput(
+                f"{fmt} lets the model call {what}, and {key!r} has no tool parser (the catalogue's "
+                f"tool_parser); run {other}, or load a model that has one"
+            )
         return fmt
 
     def _asker(self, eval_set: Any, fmt: str) -> Any:
@@ -190,9 +242,13 @@ class ScoreDesk:
         if fmt not in FILING_FORMATS:
             return None
         svc = self.svc
-        held = filings.Filings(svc, eval_set.items, data_folder(svc),
-                               evalsets_dir=getattr(svc.settings, "evalsets_dir", None),
-                               base_url=getattr(svc.settings, "financebench_base_url", None))
+        held = filings.Filings(
+            svc,
+            eval_set.items,
+            data_folder(svc),
+            evalsets_dir=getattr(svc.settings, "evalsets_dir", None),
+            base_url=getattr(svc.settings, "financebench_base_url", None),
+        )
         settings = item_settings(svc.serving.entry, self.limits.reply_tokens)
 
         async def ask(item: Any):
@@ -211,9 +267,15 @@ class ScoreDesk:
         return max(400, min(self.limits.context_chars, room))
 
     async def _work(self, job: Job) -> None:
-        runs = run_items(self.engine, job.eval_set.name, job.eval_set.items,
-                         reply_tokens=job.reply_tokens, context_chars=job.context_chars,
-                         prompt_format=job.prompt_format, asker=getattr(job, "asker", None))
+        runs = run_items(
+            self.engine,
+            job.eval_set.name,
+            job.eval_set.items,
+            reply_tokens=job.reply_tokens,
+            context_chars=job.context_chars,
+            prompt_format=job.prompt_format,
+            asker=getattr(job, "asker", None),
+        )
         try:
             async with contextlib.aclosing(runs) as stream:
                 async for run in stream:
@@ -262,8 +324,12 @@ class ScoreDesk:
         """Every stored result (newest first), the files skipped and why, and the running run's progress.
         File I/O: call from a worker thread."""
         found, notes = self.store.results()
-        return {"results": list(reversed(found)), "notes": notes, "running": self.progress() if self.running
-                else None, "last": self.progress()}
+        return {
+            "results": list(reversed(found)),
+            "notes": notes,
+            "running": self.progress() if self.running else None,
+            "last": self.progress(),
+        }
 
     def latest(self, model_key: str | None) -> dict | None:
         """The newest complete result per set for ``model_key`` (cached reads; for the model picker)."""
@@ -291,4 +357,3 @@ def data_folder(svc: Any) -> Path:
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("a scoreboard run failed", exc_info=task.exception())
-

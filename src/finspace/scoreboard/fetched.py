@@ -35,9 +35,11 @@ class Remote:
 
     def fix(self, env_hint: str = "") -> str:
         also = f" (or set {env_hint} to it)" if env_hint else ""
-        return (f"download {self.file} from https://github.com/{self.repo} and give it in the Scoreboard tab's file "
-                f"box, or place it as evalsets/<set>/{self.filename} beside src/ (docs/scoreboard.md){also}, "
-                f"or run where GitHub can be reached once (it is then cached in the data folder's evals/)")
+        return (
+            f"download {self.file} from https://github.com/{self.repo} and give it in the Scoreboard tab's file "
+            f"box, or place it as evalsets/<set>/{self.filename} beside src/ (docs/scoreboard.md){also}, "
+            f"or run where GitHub can be reached once (it is then cached in the data folder's evals/)"
+        )
 
 
 def github(repo: str, commit: str, file: str) -> Remote:
@@ -56,8 +58,16 @@ def cached_path(remote: Remote, data_dir: str | Path) -> Path:
     return Path(data_dir) / "evals" / f"{remote.repo.replace('/', '__')}__{remote.filename}"
 
 
-def fetch(remote: Remote, data_dir: str | Path, *, timeout_s: float = 10.0, env_hint: str = "",
-          dest: Path | None = None, max_bytes: int = MAX_BYTES, fix: str | None = None) -> Path:
+def fetch(
+    remote: Remote,
+    data_dir: str | Path,
+    *,
+    timeout_s: float = 10.0,
+    env_hint: str = "",
+    dest: Path | None = None,
+    max_bytes: int = MAX_BYTES,
+    fix: str | None = None,
+) -> Path:
     """The cached copy (``dest``, default ``cached_path``), downloaded first when absent, at most ``max_bytes``.
     DataUnavailable (naming the fix: ``fix``, else the Remote's) when it can't be had; a partial download never
     takes the cached name."""
@@ -80,8 +90,10 @@ def fetch(remote: Remote, data_dir: str | Path, *, timeout_s: float = 10.0, env_
         part.write_bytes(body)
         os.replace(part, dest)
     except OSError as err:
-        raise DataUnavailable(f"{remote.filename} was fetched but could not be cached in the data folder "
-                              f"({err.strerror or err.__class__.__name__}); {fix}") from None
+        raise DataUnavailable(
+            f"{remote.filename} was fetched but could not be cached in the data folder "
+            f"({err.strerror or err.__class__.__name__}); {fix}"
+        ) from None
     return dest
 
 

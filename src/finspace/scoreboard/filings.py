@@ -56,8 +56,16 @@ def calculator_mode(engine: Any, prompt_format: str, documents: list) -> str:
 class Filings:
     """A run's filings by FinanceBench doc_name (see the module's docstring)."""
 
-    def __init__(self, svc: docs.Answering, items: Any, data_dir: str | Path, *, evalsets_dir: str | Path | None = None,
-                 base_url: str | None = None, timeout_s: float = 10.0):
+    def __init__(
+        self,
+        svc: docs.Answering,
+        items: Any,
+        data_dir: str | Path,
+        *,
+        evalsets_dir: str | Path | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 10.0,
+    ):
         self.svc, self.data_dir, self.evalsets_dir = svc, data_dir, evalsets_dir
         self.base_url, self.timeout_s = base_url, timeout_s
         self._users = Counter(str((item.meta or {}).get("doc_name")) for item in items)
@@ -99,9 +107,15 @@ class Filings:
         if self._unreachable is not None:
             raise DataUnavailable(f"{name}.pdf was not fetched: {self._unreachable}")
         try:
-            path = await asyncio.to_thread(pdfs.pdf_path, name, self.data_dir, evalsets_dir=self.evalsets_dir,
-                                           base_url=self.base_url, timeout_s=self.timeout_s,
-                                           max_bytes=self.svc.settings.documents.max_bytes)
+            path = await asyncio.to_thread(
+                pdfs.pdf_path,
+                name,
+                self.data_dir,
+                evalsets_dir=self.evalsets_dir,
+                base_url=self.base_url,
+                timeout_s=self.timeout_s,
+                max_bytes=self.svc.settings.documents.max_bytes,
+            )
         except DataUnavailable as exc:
             if getattr(exc, "unreachable", False):
                 self._unreachable = exc
@@ -110,8 +124,9 @@ class Filings:
         return docs.with_id(await self.svc.documents.attach_bytes(f"{name}.pdf", data, CLIENT), [])
 
 
-async def ask(svc: docs.Answering, filings: Filings, item: Any, settings: ChatSettings,
-              prompt_format: str) -> tuple[str, ChatInfo, str | None]:
+async def ask(
+    svc: docs.Answering, filings: Filings, item: Any, settings: ChatSettings, prompt_format: str
+) -> tuple[str, ChatInfo, str | None]:
     """One FinanceBench item over its filing, through the chat's path: (reply, info, the usage's document phrase
     "document: 12 of 84 pages (5 passages): APPLE_2015_10K p. 31, 33")."""
     name = (item.meta or {}).get("doc_name")
@@ -124,8 +139,9 @@ async def ask(svc: docs.Answering, filings: Filings, item: Any, settings: ChatSe
         if calculator != "off":
             settings = dataclasses.replace(settings, max_tokens=max(settings.max_tokens or 0, CALL_TOKENS))
         info, parts = ChatInfo(), []
-        async with contextlib.aclosing(svc.answer(messages, settings, info, calculator=calculator,
-                                                  documents=[att])) as stream:
+        async with contextlib.aclosing(
+            svc.answer(messages, settings, info, calculator=calculator, documents=[att])
+        ) as stream:
             async for _thinking, delta in stream:
                 parts.append(delta)
         return "".join(parts), info, info.documents

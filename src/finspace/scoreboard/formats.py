@@ -69,10 +69,15 @@ def finqa_items(records: Any) -> list[EvalItem]:
         if not isinstance(gold, (int, float, str)) or isinstance(gold, bool):
             raise ValueError(f"{where} ({item_id}) has an exe_ans that is not a number or yes/no: {gold!r}")
         text = "\n".join(t for t in (_sentences(rec.get("pre_text")), _sentences(rec.get("post_text"))) if t)
-        items.append(EvalItem(
-            id=item_id, question=str(_need(qa, "question", f"{where} ({item_id}) qa")),
-            context=_context(table_text(_need(rec, "table", where)), text), gold=gold,
-            meta={"answer": qa.get("answer"), "program": qa.get("program"), "filename": rec.get("filename")}))
+        items.append(
+            EvalItem(
+                id=item_id,
+                question=str(_need(qa, "question", f"{where} ({item_id}) qa")),
+                context=_context(table_text(_need(rec, "table", where)), text),
+                gold=gold,
+                meta={"answer": qa.get("answer"), "program": qa.get("program"), "filename": rec.get("filename")},
+            )
+        )
     return items
 
 
@@ -87,25 +92,32 @@ def tatqa_items(records: Any) -> list[EvalItem]:
         where = f"record {i + 1}"
         table = _need(_need(rec, "table", where), "table", f"{where} table")
         paragraphs = sorted(_need(rec, "paragraphs", where), key=lambda p: p.get("order", 0))
-        context = _context(table_text(table), "\n".join(" ".join(str(p.get("text", "")).split())
-                                                       for p in paragraphs))
+        context = _context(table_text(table), "\n".join(" ".join(str(p.get("text", "")).split()) for p in paragraphs))
         for q in _need(rec, "questions", where):
             qid = str(_need(q, "uid", f"{where} question"))
             gold = {key: _need(q, key, f"question {qid}") for key in ("answer", "answer_type", "scale")}
             if gold["answer_type"] in ("span", "multi-span") and not isinstance(gold["answer"], list):
                 raise ValueError(f"question {qid}: a {gold['answer_type']} answer must be a list")
-            items.append(EvalItem(
-                id=qid, question=str(_need(q, "question", f"question {qid}")), context=context, gold=gold,
-                meta={"answer_from": q.get("answer_from"), "derivation": q.get("derivation"),
-                      "table_uid": rec["table"].get("uid")}))
+            items.append(
+                EvalItem(
+                    id=qid,
+                    question=str(_need(q, "question", f"question {qid}")),
+                    context=context,
+                    gold=gold,
+                    meta={
+                        "answer_from": q.get("answer_from"),
+                        "derivation": q.get("derivation"),
+                        "table_uid": rec["table"].get("uid"),
+                    },
+                )
+            )
     return items
 
 
 def _evidence_text(evidence: Any) -> str:
     if not isinstance(evidence, list):
         return ""
-    return "\n\n".join(" ".join(str(e.get("evidence_text", "")).split())
-                       for e in evidence if isinstance(e, Mapping))
+    return "\n\n".join(" ".join(str(e.get("evidence_text", "")).split()) for e in evidence if isinstance(e, Mapping))
 
 
 def financebench_items(records: Any) -> list[EvalItem]:
@@ -119,10 +131,19 @@ def financebench_items(records: Any) -> list[EvalItem]:
         where = f"line {i + 1}"
         item_id = str(_need(rec, "financebench_id", where))
         evidence = rec.get("evidence") or []
-        items.append(EvalItem(
-            id=item_id, question=str(_need(rec, "question", f"{where} ({item_id})")),
-            context=_evidence_text(evidence), gold=str(_need(rec, "answer", f"{where} ({item_id})")),
-            meta={"company": rec.get("company"), "doc_name": rec.get("doc_name"),
-                  "question_type": rec.get("question_type"), "question_reasoning": rec.get("question_reasoning"),
-                  "evidence_pages": [e.get("evidence_page_num") for e in evidence if isinstance(e, Mapping)]}))
+        items.append(
+            EvalItem(
+                id=item_id,
+                question=str(_need(rec, "question", f"{where} ({item_id})")),
+                context=_evidence_text(evidence),
+                gold=str(_need(rec, "answer", f"{where} ({item_id})")),
+                meta={
+                    "company": rec.get("company"),
+                    "doc_name": rec.get("doc_name"),
+                    "question_type": rec.get("question_type"),
+                    "question_reasoning": rec.get("question_reasoning"),
+                    "evidence_pages": [e.get("evidence_page_num") for e in evidence if isinstance(e, Mapping)],
+                },
+            )
+        )
     return items

@@ -26,8 +26,10 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,150}")
 def check_name(doc_name: object) -> str:
     """A question's doc_name as FinanceBench writes it ("APPLE_2015_10K"), or BadInput (it names a file)."""
     if not isinstance(doc_name, str) or not _NAME.fullmatch(doc_name) or ".." in doc_name:
-        raise BadInput(f"the question's doc_name {str(doc_name)[:60]!r} does not name one of FinanceBench's PDFs "
-                       "(letters, digits, _ . -); check the set's file")
+        raise BadInput(
+            f"the question's doc_name {str(doc_name)[:60]!r} does not name one of FinanceBench's PDFs "
+            "(letters, digits, _ . -); check the set's file"
+        )
     return doc_name
 
 
@@ -41,14 +43,23 @@ def cached(doc_name: str, data_dir: str | Path) -> Path:
 
 
 def fix(doc_name: str) -> str:
-    return (f"download pdfs/{doc_name}.pdf from https://github.com/{REPO} (commit {FINANCEBENCH_COMMIT[:7]}) and "
-            f"place it as evalsets/financebench/pdfs/{doc_name}.pdf beside src/ (or under FINSPACE_EVALSETS_DIR), or "
-            f"run where GitHub can be reached once (it is then cached in the data folder's evals/{FOLDER}/); "
-            "docs/scoreboard.md")
+    return (
+        f"download pdfs/{doc_name}.pdf from https://github.com/{REPO} (commit {FINANCEBENCH_COMMIT[:7]}) and "
+        f"place it as evalsets/financebench/pdfs/{doc_name}.pdf beside src/ (or under FINSPACE_EVALSETS_DIR), or "
+        f"run where GitHub can be reached once (it is then cached in the data folder's evals/{FOLDER}/); "
+        "docs/scoreboard.md"
+    )
 
 
-def pdf_path(doc_name: str, data_dir: str | Path, *, evalsets_dir: str | Path | None = None,
-             base_url: str | None = None, timeout_s: float = 10.0, max_bytes: int = MAX_BYTES) -> Path:
+def pdf_path(
+    doc_name: str,
+    data_dir: str | Path,
+    *,
+    evalsets_dir: str | Path | None = None,
+    base_url: str | None = None,
+    timeout_s: float = 10.0,
+    max_bytes: int = MAX_BYTES,
+) -> Path:
     """The question's PDF: placed, cached, or fetched once (then cached). DataUnavailable naming the fix when it
     can't be had (its ``unreachable`` is True when the network, not the file, failed); BadInput when what was
     placed or fetched is not a PDF (a fetched one is removed, so the next run fetches it again)."""
@@ -57,8 +68,14 @@ def pdf_path(doc_name: str, data_dir: str | Path, *, evalsets_dir: str | Path | 
         candidate = folder / "financebench" / "pdfs" / f"{name}.pdf"
         if candidate.is_file():
             return _checked(candidate, name, placed=True)
-    path = fetched.fetch(remote(name, base_url), data_dir, timeout_s=timeout_s, dest=cached(name, data_dir),
-                         max_bytes=max_bytes, fix=fix(name))
+    path = fetched.fetch(
+        remote(name, base_url),
+        data_dir,
+        timeout_s=timeout_s,
+        dest=cached(name, data_dir),
+        max_bytes=max_bytes,
+        fix=fix(name),
+    )
     return _checked(path, name, placed=False)
 
 
@@ -68,8 +85,7 @@ def _checked(path: Path, name: str, *, placed: bool) -> Path:
         with path.open("rb") as f:
             head = f.read(1024)
     except OSError as err:
-        raise DataUnavailable(f"{name}.pdf can't be read ({err.strerror or type(err).__name__}); {fix(name)}") \
-            from None
+        raise DataUnavailable(f"{name}.pdf can't be read ({err.strerror or type(err).__name__}); {fix(name)}") from None
     if b"%PDF-" in head:
         return path
     if not placed:

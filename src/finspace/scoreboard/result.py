@@ -12,9 +12,11 @@ from finspace.ledger import jsonable
 log = logging.getLogger("finspace.scoreboard")
 
 SCHEMA = 1
-SCORED = ("score: the share of the n items asked whose answer the set's scorer marked correct (an item whose "
-          "request failed counts as wrong); n: the items asked (fewer than the set's total when limited or "
-          "cancelled); f1: the mean token F1 where the set defines one")
+SCORED = (
+    "score: the share of the n items asked whose answer the set's scorer marked correct (an item whose "
+    "request failed counts as wrong); n: the items asked (fewer than the set's total when limited or "
+    "cancelled); f1: the mean token F1 where the set defines one"
+)
 
 
 def _iso(ts: float | None) -> str | None:
@@ -27,10 +29,18 @@ def provenance(engine: Any, ledger: Any) -> dict:
     entry, h = engine.entry, engine.health()
     sv = entry.serving
     repo = entry.repo or (entry.source if getattr(entry, "convert", None) is not None else "local")  # no local path
-    return {"model_key": entry.key, "model_label": entry.label, "repo": repo,
-            "revision": entry.revision, "quantization": sv.quantization or sv.prequantized, "dtype": sv.dtype,
-            "max_model_len": int(engine.max_model_len or 0) or None, "load_id": load_id(ledger, entry.key),
-            "loaded_at": _iso(h.loaded_since), "device": h.device}
+    return {
+        "model_key": entry.key,
+        "model_label": entry.label,
+        "repo": repo,
+        "revision": entry.revision,
+        "quantization": sv.quantization or sv.prequantized,
+        "dtype": sv.dtype,
+        "max_model_len": int(engine.max_model_len or 0) or None,
+        "load_id": load_id(ledger, entry.key),
+        "loaded_at": _iso(h.loaded_since),
+        "device": h.device,
+    }
 
 
 def load_id(ledger: Any, key: str) -> str | None:
@@ -50,8 +60,9 @@ def _summary(set_name: str, scored: list) -> dict:
     try:
         from finspace.scoreboard import score as score_mod
 
-        items = [score_mod.ItemScore(correct=r.correct, f1=r.f1, refused=r.refused, extracted=r.extracted)
-                 for r in scored]
+        items = [
+            score_mod.ItemScore(correct=r.correct, f1=r.f1, refused=r.refused, extracted=r.extracted) for r in scored
+        ]
         return jsonable(score_mod.summarize(items)) if items else {}
     except Exception:  # noqa: BLE001 - the run's own figures stand without it
         log.exception("summarizing %s failed", set_name)
@@ -68,22 +79,50 @@ def build(job: Any) -> dict:
     correct = sum(1 for r in done if r.correct)
     f1s = [r.f1 if r.f1 is not None else 0.0 for r in done if r.f1 is not None or r.error]
     cut = max(200, int(getattr(job, "answer_chars", 2000)))
-    items = [{"id": r.id, "answer": r.answer if len(r.answer) <= cut else r.answer[:cut] + "…[cut]",
-              "extracted": jsonable(r.extracted), "correct": r.correct, "f1": r.f1, "refused": r.refused,
-              "error": r.error, "output_tokens": r.output_tokens, "finish_reason": r.finish_reason,
-              "context_chars": r.context_chars, "tool_calls": r.tool_calls,
-              **({"document": r.document} if r.document else {}),
-              **({"notes": list(r.notes)} if getattr(r, "notes", ()) else {})} for r in done]
+    items = [
+        {
+            "id": r.id,
+            "answer": r.answer if len(r.answer) <= cut else r.answer[:cut] + "…[cut]",
+            "extracted": jsonable(r.extracted),
+            "correct": r.correct,
+            "f1": r.f1,
+            "refused": r.refused,
+            "error": r.error,
+            "output_tokens": r.output_tokens,
+            "finish_reason": r.finish_reason,
+            "context_chars": r.context_chars,
+            "tool_calls": r.tool_calls,
+            **({"document": r.document} if r.document else {}),
+            **({"notes": list(r.notes)} if getattr(r, "notes", ()) else {}),
+        }
+        for r in done
+    ]
     return {
-        "v": SCHEMA, "at": job.at, "date": _iso(job.at), **prov,
-        "set": s.name, "set_version": jsonable(s.version), "set_source": jsonable(s.source),
-        "set_license": jsonable(s.license), "prompt_format": jsonable(getattr(job, "prompt_format", None)
-                                                                  or getattr(prompt_mod, "PROMPT_FORMAT", None)),
-        "temperature": 0.0, "reply_tokens": job.reply_tokens, "context_chars": job.context_chars,
-        "n": n, "total": run.total, "partial": run.state != "done", "state": run.state,
-        "score": round(correct / n, 4) if n else 0.0, "correct": correct,
+        "v": SCHEMA,
+        "at": job.at,
+        "date": _iso(job.at),
+        **prov,
+        "set": s.name,
+        "set_version": jsonable(s.version),
+        "set_source": jsonable(s.source),
+        "set_license": jsonable(s.license),
+        "prompt_format": jsonable(getattr(job, "prompt_format", None) or getattr(prompt_mod, "PROMPT_FORMAT", None)),
+        "temperature": 0.0,
+        "reply_tokens": job.reply_tokens,
+        "context_chars": job.context_chars,
+        "n": n,
+        "total": run.total,
+        "partial": run.state != "done",
+        "state": run.state,
+        "score": round(correct / n, 4) if n else 0.0,
+        "correct": correct,
         "f1": round(sum(f1s) / len(f1s), 4) if f1s else None,
-        "refusals": sum(1 for r in done if r.refused), "errors": sum(1 for r in done if r.error),
-        "completion_tokens": run.completion_tokens, "wall_s": round(run.wall_s, 2), "tokens_per_s": run.tokens_per_s,
-        "scored": SCORED, "summary": _summary(s.name, [r for r in done if not r.error]), "items": items,
+        "refusals": sum(1 for r in done if r.refused),
+        "errors": sum(1 for r in done if r.error),
+        "completion_tokens": run.completion_tokens,
+        "wall_s": round(run.wall_s, 2),
+        "tokens_per_s": run.tokens_per_s,
+        "scored": SCORED,
+        "summary": _summary(s.name, [r for r in done if not r.error]),
+        "items": items,
     }

@@ -91,14 +91,18 @@ def short_error(exc: BaseException) -> str:
     return f"the request failed ({type(exc).__name__})"
 
 
-async def _ask(engine: Any, messages: list[dict], settings: ChatSettings,
-               calculator: bool = False) -> tuple[str, ChatInfo]:
+async def _ask(
+    engine: Any, messages: list[dict], settings: ChatSettings, calculator: bool = False
+) -> tuple[str, ChatInfo]:
     from finspace.engine.tool_loop import calculator_rounds
 
     info = ChatInfo()
     parts: list[str] = []
-    replies = calculator_rounds(engine, messages, settings, info) if calculator else \
-        engine.chat_parts(messages, settings, info)
+    replies = (
+        calculator_rounds(engine, messages, settings, info)
+        if calculator
+        else engine.chat_parts(messages, settings, info)
+    )
     async with contextlib.aclosing(replies) as stream:
         async for _thinking, answer in stream:
             parts.append(answer)
@@ -118,9 +122,18 @@ async def _asked(asker: Any, item: Any) -> tuple[str, ChatInfo, str | None] | It
         return ItemResult(id=str(item.id), error=short_error(exc))
 
 
-async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings, *, context_chars: int,
-                   prompt_mod: Any, score_mod: Any, prompt_format: str | None = None,
-                   asker: Any = None) -> ItemResult:
+async def run_item(
+    engine: Any,
+    set_name: str,
+    item: Any,
+    settings: ChatSettings,
+    *,
+    context_chars: int,
+    prompt_mod: Any,
+    score_mod: Any,
+    prompt_format: str | None = None,
+    asker: Any = None,
+) -> ItemResult:
     """One item: asked, scored; a failure is the item's error. The context budget is a guess at the tokenizer's
     characters per token (the engine's tokenizer is not ours to call: it may be remote): when the engine says the
     prompt is too long (BadInput, before anything is generated), the item is asked again with half the context,
@@ -137,8 +150,9 @@ async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings
         try:
             fmt = {"prompt_format": prompt_format} if prompt_format else {}
             messages = prompt_mod.messages(set_name, item, max_context_chars=budget, **fmt)
-            reply, info = await _ask(engine, messages, settings, calculator=bool(prompt_format and "+calc"
-                                                                                    in prompt_format))
+            reply, info = await _ask(
+                engine, messages, settings, calculator=bool(prompt_format and "+calc" in prompt_format)
+            )
             break
         except asyncio.CancelledError:
             raise
@@ -153,18 +167,44 @@ async def run_item(engine: Any, set_name: str, item: Any, settings: ChatSettings
     return _scored(score_mod, set_name, item, reply, info, budget)
 
 
-def _scored(score_mod: Any, set_name: str, item: Any, reply: str, info: ChatInfo, budget: int | None,
-            document: str | None = None) -> ItemResult:
+def _scored(
+    score_mod: Any,
+    set_name: str,
+    item: Any,
+    reply: str,
+    info: ChatInfo,
+    budget: int | None,
+    document: str | None = None,
+) -> ItemResult:
     s = score_mod.score(set_name, item, reply)
-    return ItemResult(id=str(item.id), answer=reply, extracted=s.extracted, correct=bool(s.correct),
-                      f1=None if s.f1 is None else float(s.f1), refused=bool(s.refused),
-                      output_tokens=int(info.output_tokens), finish_reason=info.finish_reason, context_chars=budget,
-                      tool_calls=len(info.tool_steps), document=document, notes=tuple(info.notes))
+    return ItemResult(
+        id=str(item.id),
+        answer=reply,
+        extracted=s.extracted,
+        correct=bool(s.correct),
+        f1=None if s.f1 is None else float(s.f1),
+        refused=bool(s.refused),
+        output_tokens=int(info.output_tokens),
+        finish_reason=info.finish_reason,
+        context_chars=budget,
+        tool_calls=len(info.tool_steps),
+        document=document,
+        notes=tuple(info.notes),
+    )
 
 
-async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: int, context_chars: int,
-                    prompt_mod: Any = None, score_mod: Any = None,
-                    prompt_format: str | None = None, asker: Any = None) -> AsyncGenerator[EvalRun, None]:
+async def run_items(
+    engine: Any,
+    set_name: str,
+    items: tuple,
+    *,
+    reply_tokens: int,
+    context_chars: int,
+    prompt_mod: Any = None,
+    score_mod: Any = None,
+    prompt_format: str | None = None,
+    asker: Any = None,
+) -> AsyncGenerator[EvalRun, None]:
     """Ask every item at once; yield the run after each finished item (the last yield has state done; closed
     early, the run is cancelled with the items that had finished). ``asker``: see run_item."""
     if prompt_mod is None or score_mod is None:  # the sets' own prompt and scorer (tests may pass others)
@@ -174,10 +214,21 @@ async def run_items(engine: Any, set_name: str, items: tuple, *, reply_tokens: i
     run = EvalRun(set_name, len(items))
     settings = item_settings(engine.entry, reply_tokens)
     tasks: dict[asyncio.Task, int] = {
-        asyncio.create_task(run_item(engine, set_name, item, settings, context_chars=context_chars,
-                                     prompt_mod=prompt_mod, score_mod=score_mod, prompt_format=prompt_format,
-                                     asker=asker)): i
-        for i, item in enumerate(items)}
+        asyncio.create_task(
+            run_item(
+                engine,
+                set_name,
+                item,
+                settings,
+                context_chars=context_chars,
+                prompt_mod=prompt_mod,
+                score_mod=score_mod,
+                prompt_format=prompt_format,
+                asker=asker,
+            )
+        ): i
+        for i, item in enumerate(items)
+    }
     try:
         yield run
         async with contextlib.aclosing(fanout.finished(tasks)) as batches:

@@ -44,21 +44,26 @@ MAX_REPLY_CHARS = 100_000
 MAX_ANSWER_CHARS = 2_000  # an answer line is short; past this it is cut (and a 2,000-digit "number" is wrong)
 
 _ANSWER = re.compile(r"^[\s>*_#`-]*(?:final\s+)?answer\s*[:：]\s*(.*)$", re.I | re.M)
-_NUMBER = re.compile(r"(?P<sign>[-−–])?\s*(?P<open>\()?\s*[$€£¥]?\s*(?P<num>\d[\d,]*(?:\.\d+)?|\.\d+)"
-                     r"(?:\s*(?P<close>\)))?(?:\s*(?P<pct>%|percent\b|per cent\b))?", re.I)
-_SCALE_TAIL = re.compile(r"^(?P<num>.*\d)\s*(?P<scale>%|percent|per cent|thousands?|millions?|billions?)\W*$",
-                         re.I)
+_NUMBER = re.compile(
+    r"(?P<sign>[-−–])?\s*(?P<open>\()?\s*[$€£¥]?\s*(?P<num>\d[\d,]*(?:\.\d+)?|\.\d+)"
+    r"(?:\s*(?P<close>\)))?(?:\s*(?P<pct>%|percent\b|per cent\b))?",
+    re.I,
+)
+_SCALE_TAIL = re.compile(r"^(?P<num>.*\d)\s*(?P<scale>%|percent|per cent|thousands?|millions?|billions?)\W*$", re.I)
 _REFUSAL = re.compile(
     r"\b(i\s+(?:cannot|can\s*not|can't|can’t|am\s+unable|'m\s+unable|do\s+not\s+know|don't\s+know)|unable\s+to"
     r"|not\s+(?:enough|sufficient)\s+information|insufficient\s+(?:information|data)|cannot\s+be\s+determined"
     r"|(?:does|do)\s+not\s+(?:provide|contain|include|mention|specify|state)|not\s+(?:provided|available|"
-    r"mentioned|specified)\s+in\s+the\s+(?:context|text|table)|no\s+information)\b", re.I)
+    r"mentioned|specified)\s+in\s+the\s+(?:context|text|table)|no\s+information)\b",
+    re.I,
+)
 _WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?", re.I)
 _STOP = frozenset(
     "the a an and or of in on at to for from by with as is are was were be been being this that these those it "
     "its their there which what who whom how when where why than then so such not no yes also into over under "
     "per company company's fy during year years based about has have had do does did can could would should "
-    "will may might more most less very".split())
+    "will may might more most less very".split()
+)
 
 
 @dataclass(frozen=True)
@@ -160,8 +165,11 @@ def _scaled(answer: str) -> tuple[str, str]:
     return answer, ""
 
 
-_FIGURE = re.compile(r"[-−(]?\s*[$€£¥]?\s*\d[\d,]*(?:\.\d+)?\)?(?:\s*(?:%|percent\b|per cent\b|thousands?\b|"
-                     r"millions?\b|billions?\b))?", re.I)
+_FIGURE = re.compile(
+    r"[-−(]?\s*[$€£¥]?\s*\d[\d,]*(?:\.\d+)?\)?(?:\s*(?:%|percent\b|per cent\b|thousands?\b|"
+    r"millions?\b|billions?\b))?",
+    re.I,
+)
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
 
@@ -169,8 +177,12 @@ def _numeric_gold(gold: dict) -> bool:
     answer = gold.get("answer")
     if gold.get("answer_type") in ("arithmetic", "count"):
         return True
-    return gold.get("answer_type") == "span" and isinstance(answer, list) and len(answer) == 1 \
+    return (
+        gold.get("answer_type") == "span"
+        and isinstance(answer, list)
+        and len(answer) == 1
         and tatqa_metric.is_number(str(answer[0]))
+    )
 
 
 def _figure_of(answer: str) -> str:
@@ -199,8 +211,9 @@ def score_tatqa(item: EvalItem, reply: str) -> ItemScore:
 
 
 def _keywords(text: str) -> list[str]:
-    return [w for w in (t.lower() for t in _WORD.findall(text or "")) if w not in _STOP and (len(w) > 2 or
-                                                                                         w[0].isdigit())]
+    return [
+        w for w in (t.lower() for t in _WORD.findall(text or "")) if w not in _STOP and (len(w) > 2 or w[0].isdigit())
+    ]
 
 
 def token_f1(predicted: str, gold: str) -> float:
@@ -252,8 +265,11 @@ def score_financebench(item: EvalItem, reply: str) -> ItemScore:
         wanted = set(_keywords(gold))
         got = set(_keywords(text))
         common = len(wanted & got)
-        correct = bool(wanted) and common / len(wanted) >= FINANCEBENCH_KEYWORD_RECALL \
+        correct = (
+            bool(wanted)
+            and common / len(wanted) >= FINANCEBENCH_KEYWORD_RECALL
             and common / len(got) >= FINANCEBENCH_KEYWORD_PRECISION
+        )
     return ItemScore(correct, token_f1(text, gold), not correct and _refused(answer, reply), answer)
 
 
@@ -274,6 +290,10 @@ def summarize(scores: Iterable[ItemScore]) -> dict:
     n = len(scores)
     correct = sum(1 for s in scores if s.correct)
     f1s = [s.f1 for s in scores if s.f1 is not None]
-    return {"n": n, "correct": correct, "score": round(correct / n, 4) if n else 0.0,
-            "f1": round(sum(f1s) / len(f1s), 4) if f1s else None,
-            "refusals": sum(1 for s in scores if s.refused)}
+    return {
+        "n": n,
+        "correct": correct,
+        "score": round(correct / n, 4) if n else 0.0,
+        "f1": round(sum(f1s) / len(f1s), 4) if f1s else None,
+        "refusals": sum(1 for s in scores if s.refused),
+    }

@@ -56,23 +56,38 @@ class _Spec:
     env_hint: str = ""
     digest: str | None = None  # sha256 (items_digest) of the default items as published, where checked
 
-
     @property
     def source(self) -> str:
         return f"{self.remote.repo}@{self.remote.commit[:7]} {self.remote.file}"
 
 
 _SPECS = {
-    "finqa": _Spec(finqa_items, fetched.github("czyssrs/FinQA", "0f16e2867befa6840783e58be38c9efb9229d742",
-                                               "dataset/test.json"),
-                   "test", "MIT (FinQA, Copyright (c) 2021 Zhiyu Chen)", 50),
-    "tatqa": _Spec(tatqa_items, fetched.github("NExTplusplus/TAT-QA", "870accc41953dcde885aabeb963d94aabdc0fbc3",
-                                               "dataset_raw/tatqa_dataset_dev.json"),
-                   "dev", "CC BY 4.0 (TAT-QA dataset, Zhu et al. 2021)", 50, digest="1c07f0412998"),
-    "financebench": _Spec(financebench_items, fetched.github("patronus-ai/financebench", FINANCEBENCH_COMMIT,
-                                                             "data/financebench_open_source.jsonl"),
-                          "open_source", "CC BY-NC 4.0 (FinanceBench, Patronus AI; non-commercial, "
-                          "fetched for the user, not redistributed)", None, jsonl=True, env_hint=FINANCEBENCH_ENV),
+    "finqa": _Spec(
+        finqa_items,
+        fetched.github("czyssrs/FinQA", "0f16e2867befa6840783e58be38c9efb9229d742", "dataset/test.json"),
+        "test",
+        "MIT (FinQA, Copyright (c) 2021 Zhiyu Chen)",
+        50,
+    ),
+    "tatqa": _Spec(
+        tatqa_items,
+        fetched.github(
+            "NExTplusplus/TAT-QA", "870accc41953dcde885aabeb963d94aabdc0fbc3", "dataset_raw/tatqa_dataset_dev.json"
+        ),
+        "dev",
+        "CC BY 4.0 (TAT-QA dataset, Zhu et al. 2021)",
+        50,
+        digest="1c07f0412998",
+    ),
+    "financebench": _Spec(
+        financebench_items,
+        fetched.github("patronus-ai/financebench", FINANCEBENCH_COMMIT, "data/financebench_open_source.jsonl"),
+        "open_source",
+        "CC BY-NC 4.0 (FinanceBench, Patronus AI; non-commercial, fetched for the user, not redistributed)",
+        None,
+        jsonl=True,
+        env_hint=FINANCEBENCH_ENV,
+    ),
 }
 
 
@@ -95,8 +110,10 @@ def _limit(limit: object) -> int | None:
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise BadInput(f"limit must be a whole number of items, at least 1 (got {str(limit)[:20]!r}); "
-                       f"leave it out for the whole set")
+        raise BadInput(
+            f"limit must be a whole number of items, at least 1 (got {str(limit)[:20]!r}); "
+            f"leave it out for the whole set"
+        )
     return limit
 
 
@@ -117,8 +134,9 @@ def _read(path: Path, name: str, spec: _Spec, where: str) -> list:
     except FileNotFoundError:
         raise BadInput(f"{name}: no file {label}; {_fix(spec, where)}") from None
     except OSError as err:
-        raise BadInput(f"{name}: {label} can't be read ({err.strerror or err.__class__.__name__}); "
-                       f"{_fix(spec, where)}") from None
+        raise BadInput(
+            f"{name}: {label} can't be read ({err.strerror or err.__class__.__name__}); {_fix(spec, where)}"
+        ) from None
     try:
         text = raw.decode("utf-8-sig")
         if spec.jsonl:
@@ -129,8 +147,15 @@ def _read(path: Path, name: str, spec: _Spec, where: str) -> list:
         raise BadInput(f"{name}: {label} is corrupted (not valid JSON at {at}); {_fix(spec, where)}") from None
 
 
-def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Path | None,
-            evalsets_dir: str | Path | None, timeout_s: float, base_url: str | None = None) -> tuple[Path, str]:
+def _locate(
+    name: str,
+    spec: _Spec,
+    path: str | Path | None,
+    data_dir: str | Path | None,
+    evalsets_dir: str | Path | None,
+    timeout_s: float,
+    base_url: str | None = None,
+) -> tuple[Path, str]:
     """The file to read and how it came: given (path=), placed (evalsets/), or cached (fetched once)."""
     if path is not None:
         return Path(path).expanduser(), "given"
@@ -140,6 +165,7 @@ def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Pat
             return candidate, "placed"
     if data_dir is None:
         from finspace.ledger import default_data_dir
+
         data_dir = default_data_dir()
     remote = fetched.mirrored(spec.remote, base_url if name == "financebench" else None)
     return fetched.fetch(remote, data_dir, timeout_s=timeout_s, env_hint=spec.env_hint), "cached"
@@ -147,14 +173,22 @@ def _locate(name: str, spec: _Spec, path: str | Path | None, data_dir: str | Pat
 
 def items_digest(items: tuple[EvalItem, ...] | list[EvalItem]) -> str:
     """sha256 (12 hex digits) of the items as scored: the same whichever copy of the file they came from."""
-    canon = json.dumps([[i.id, i.question, i.context, i.gold] for i in items], sort_keys=True,
-                       ensure_ascii=False, default=str)
+    canon = json.dumps(
+        [[i.id, i.question, i.context, i.gold] for i in items], sort_keys=True, ensure_ascii=False, default=str
+    )
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:12]
 
 
-def load_set(name: str, *, limit: int | None = None, path: str | Path | None = None,
-             data_dir: str | Path | None = None, evalsets_dir: str | Path | None = None,
-             timeout_s: float = 10.0, base_url: str | None = None) -> EvalSet:
+def load_set(
+    name: str,
+    *,
+    limit: int | None = None,
+    path: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    evalsets_dir: str | Path | None = None,
+    timeout_s: float = 10.0,
+    base_url: str | None = None,
+) -> EvalSet:
     """Load a set by name (one of SETS): by default the first 50 items (FinQA, TAT-QA) or all (FinanceBench)
     of its published file. ``path``: a published file to read instead (every item); ``limit``: the first N
     items; ``data_dir``: where fetched files are cached (default: the app's data folder); ``evalsets_dir``: a
@@ -170,17 +204,23 @@ def load_set(name: str, *, limit: int | None = None, path: str | Path | None = N
     try:
         items = spec.parse(records)
     except (ValueError, TypeError, AttributeError, KeyError) as err:
-        raise BadInput(f"{key}: {file.name} is not in the published {key} format ({str(err)[:200]}); "
-                       f"{_fix(spec, where)}") from None
+        raise BadInput(
+            f"{key}: {file.name} is not in the published {key} format ({str(err)[:200]}); {_fix(spec, where)}"
+        ) from None
     if not items:
         raise BadInput(f"{key}: {file.name} holds no items; {_fix(spec, where)}")
     if len({item.id for item in items}) != len(items):
         raise BadInput(f"{key}: {file.name} has the same item id twice; {_fix(spec, where)}")
     if where != "given" and spec.subset:
-        items = items[:spec.subset]
+        items = items[: spec.subset]
     taken = tuple(items[:count] if count else items)
     origin = f"file {file.name}" if where == "given" else f"{spec.split}@{spec.remote.commit[:7]}"
     if where != "given" and spec.digest and len(items) == spec.subset and items_digest(items) != spec.digest:
         origin = f"file {file.name} (not the published {origin} items)"  # a placed or cached file of other items
-    return EvalSet(name=key, version=f"{key} {origin} first-{len(taken)} sha256:{items_digest(taken)}",
-                   source=spec.source, license=spec.license, items=taken)
+    return EvalSet(
+        name=key,
+        version=f"{key} {origin} first-{len(taken)} sha256:{items_digest(taken)}",
+        source=spec.source,
+        license=spec.license,
+        items=taken,
+    )

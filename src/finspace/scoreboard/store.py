@@ -28,9 +28,29 @@ FOLDER = "scores"
 SCHEMA = 1
 MAX_FILE_BYTES = 8 << 20  # a file over this is not read (a result of 500 items of 2,000 characters is ~1.5 MiB)
 # What the board shows of each result, and what a stored file must carry to be one.
-SUMMARY_FIELDS = ("file", "model_key", "model_label", "repo", "revision", "quantization", "dtype", "max_model_len",
-                  "load_id", "set", "set_version", "prompt_format", "n", "total", "score", "f1", "refusals",
-                  "errors", "tokens_per_s", "date", "partial")
+SUMMARY_FIELDS = (
+    "file",
+    "model_key",
+    "model_label",
+    "repo",
+    "revision",
+    "quantization",
+    "dtype",
+    "max_model_len",
+    "load_id",
+    "set",
+    "set_version",
+    "prompt_format",
+    "n",
+    "total",
+    "score",
+    "f1",
+    "refusals",
+    "errors",
+    "tokens_per_s",
+    "date",
+    "partial",
+)
 REQUIRED = {"model_key": str, "set": str, "n": int, "score": (int, float), "date": str, "items": list}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*\.json")

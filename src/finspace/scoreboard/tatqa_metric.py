@@ -26,8 +26,7 @@ import string
 from typing import Any
 
 SCALES = ("", "thousand", "million", "billion", "percent")
-_SCALE_WORDS = (("hundred", 100), ("thousand", 1000), ("million", 1000000), ("billion", 1000000000),
-                ("percent", 0.01))
+_SCALE_WORDS = (("hundred", 100), ("thousand", 1000), ("million", 1000000), ("billion", 1000000000), ("percent", 0.01))
 _NUM_DROP = set("'\"\\$€£¥%(),[]")
 _FIRST_NUM = re.compile(r"([+-]?\d+(\.\d+)?)|([+-]?\.\d+)")
 _NEG_PARENS = re.compile(r"(\([\d.\s]+\))")

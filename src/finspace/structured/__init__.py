@@ -11,10 +11,33 @@ and to what it can compile quickly, before vLLM sees it.
 May import: errors (tests/test_imports.py).
 """
 
-from finspace.structured.check import (MAX_COUNT, MAX_DEPTH, MAX_ENUM, MAX_EXPANDED, MAX_NODES, MAX_PATTERN_CHARS,
-                                       MAX_PROPERTIES, MAX_REPEAT, MAX_SCHEMA_BYTES, check_schema,
-                                       response_format_schema)
+from finspace.structured.check import (
+    MAX_COUNT,
+    MAX_DEPTH,
+    MAX_ENUM,
+    MAX_EXPANDED,
+    MAX_NODES,
+    MAX_PATTERN_CHARS,
+    MAX_PROPERTIES,
+    MAX_REPEAT,
+    MAX_SCHEMA_BYTES,
+    check_schema,
+    response_format_schema,
+)
 from finspace.structured.cost import MAX_GRAMMAR_COST, schema_cost
 
-__all__ = ["MAX_COUNT", "MAX_DEPTH", "MAX_ENUM", "MAX_EXPANDED", "MAX_GRAMMAR_COST", "MAX_NODES", "MAX_PATTERN_CHARS",
-           "MAX_PROPERTIES", "MAX_REPEAT", "MAX_SCHEMA_BYTES", "check_schema", "response_format_schema", "schema_cost"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "MAX_ENUM",
+    "MAX_EXPANDED",
+    "MAX_GRAMMAR_COST",
+    "MAX_NODES",
+    "MAX_PATTERN_CHARS",
+    "MAX_PROPERTIES",
+    "MAX_REPEAT",
+    "MAX_SCHEMA_BYTES",
+    "check_schema",
+    "response_format_schema",
+    "schema_cost",
+]

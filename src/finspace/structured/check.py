@@ -24,12 +24,41 @@ from typing import Any
 from finspace.errors import BadInput
 from finspace.structured import cost, rules
 
-SUPPORTED = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
-    "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern",
-    "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "title", "description", "default",
-    "examples", "$schema", "$id", "$comment",
-})
+SUPPORTED = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "$comment",
+    }
+)
 TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 FORMATS = frozenset({"date", "time", "date-time", "email", "uuid", "uri", "ipv4", "ipv6", "hostname", "duration"})
 MAX_DEPTH = 10
@@ -56,8 +85,10 @@ def check_schema(schema: Any, where: str = "response_format.json_schema.schema")
     try:
         size = len(json.dumps(schema, allow_nan=False))
     except (ValueError, RecursionError):
-        raise BadInput(f"{where} holds a non-finite number or nests too deeply; a schema has at most "
-                       f"{MAX_DEPTH} levels and finite numbers") from None
+        raise BadInput(
+            f"{where} holds a non-finite number or nests too deeply; a schema has at most "
+            f"{MAX_DEPTH} levels and finite numbers"
+        ) from None
     if size > MAX_SCHEMA_BYTES:
         raise BadInput(f"{where} is {size:,} bytes as JSON; the limit is {MAX_SCHEMA_BYTES:,}: simplify it")
     rules.check_nesting(schema, where)
@@ -83,10 +114,12 @@ def _check_cost(schema: dict, where: str) -> None:
     if figure <= cost.MAX_GRAMMAR_COST:
         return
     heaviest = cost.heaviest(schema, where)
-    raise BadInput(f"{where}: this schema would cost the engine about {figure:,} units to compile into a grammar "
-                   f"(the limit is {cost.MAX_GRAMMAR_COST:,}, about 10 s; most of it at {heaviest}); every "
-                   f"bounded string position, pattern repetition and alternative counts: use fewer or shorter "
-                   f"maxLength, patterns and anyOf branches")
+    raise BadInput(
+        f"{where}: this schema would cost the engine about {figure:,} units to compile into a grammar "
+        f"(the limit is {cost.MAX_GRAMMAR_COST:,}, about 10 s; most of it at {heaviest}); every "
+        f"bounded string position, pattern repetition and alternative counts: use fewer or shorter "
+        f"maxLength, patterns and anyOf branches"
+    )
 
 
 def _check(node: Any, where: str, depth: int, nodes: list[int], root: dict) -> None:
@@ -102,9 +135,11 @@ def _check(node: Any, where: str, depth: int, nodes: list[int], root: dict) -> N
     unknown = sorted(str(k) for k in node if k not in SUPPORTED)
     if unknown:
         names = ", ".join(repr(k[:40]) for k in unknown[:5])
-        raise BadInput(f"{where}: {names} {'is' if len(unknown) == 1 else 'are'} not supported by structured "
-                       f"outputs here; remove {'it' if len(unknown) == 1 else 'them'} (supported: "
-                       f"{', '.join(sorted(SUPPORTED - {'$schema', '$id', '$comment'}))})")
+        raise BadInput(
+            f"{where}: {names} {'is' if len(unknown) == 1 else 'are'} not supported by structured "
+            f"outputs here; remove {'it' if len(unknown) == 1 else 'them'} (supported: "
+            f"{', '.join(sorted(SUPPORTED - {'$schema', '$id', '$comment'}))})"
+        )
     _check_values(node, where)
     rules.check_ranges(node, where)
     if isinstance(node.get("$ref"), str):
@@ -140,27 +175,38 @@ def _check_values(node: dict, where: str) -> None:
             raise BadInput(f"{where}.enum must be a list of 1 to {MAX_ENUM} values")
         if any(len(json.dumps(v)) > MAX_ENUM_CHARS for v in values):
             raise BadInput(f"{where}.enum: each value is at most {MAX_ENUM_CHARS} characters as JSON")
-    if "required" in node and not (isinstance(node["required"], list)
-                                   and all(isinstance(r, str) for r in node["required"])):
+    if "required" in node and not (
+        isinstance(node["required"], list) and all(isinstance(r, str) for r in node["required"])
+    ):
         raise BadInput(f"{where}.required must be a list of property names")
     for key in _COUNTS:
-        if key in node and not (isinstance(node[key], int) and not isinstance(node[key], bool)
-                                and 0 <= node[key] <= MAX_COUNT):
+        if key in node and not (
+            isinstance(node[key], int) and not isinstance(node[key], bool) and 0 <= node[key] <= MAX_COUNT
+        ):
             raise BadInput(f"{where}.{key} must be a whole number from 0 to {MAX_COUNT:,}")
     for key in _NUMBERS:
         value = node.get(key)
-        if key in node and (isinstance(value, bool) or not isinstance(value, int | float)
-                            or not math.isfinite(value) or abs(value) > 1e15):
+        if key in node and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or abs(value) > 1e15
+        ):
             raise BadInput(f"{where}.{key} must be a finite number of at most 1e15 in size")
     if "pattern" in node:
         _check_pattern(node["pattern"], f"{where}.pattern")
     if ("pattern" in node or "format" in node) and ("minLength" in node or "maxLength" in node):
-        raise BadInput(f"{where}: a pattern or format cannot be combined with minLength/maxLength here (xgrammar "
-                       f"does not enforce the pair); put the length in the pattern, e.g. ^[A-Z]{{1,40}}$")
+        raise BadInput(
+            f"{where}: a pattern or format cannot be combined with minLength/maxLength here (xgrammar "
+            f"does not enforce the pair); put the length in the pattern, e.g. ^[A-Z]{{1,40}}$"
+        )
     if "format" in node and node["format"] not in FORMATS:
         raise BadInput(f"{where}.format must be one of {', '.join(sorted(FORMATS))}")
-    if "$ref" in node and not (isinstance(node["$ref"], str) and node["$ref"].startswith(("#/$defs/", "#/definitions/"))
-                               and len(node["$ref"]) <= 200):
+    if "$ref" in node and not (
+        isinstance(node["$ref"], str)
+        and node["$ref"].startswith(("#/$defs/", "#/definitions/"))
+        and len(node["$ref"]) <= 200
+    ):
         raise BadInput(f"{where}.$ref must point inside the schema (#/$defs/NAME or #/definitions/NAME)")
 
 
@@ -170,16 +216,17 @@ def _check_pattern(pattern: Any, where: str) -> None:
     for m in _REPEAT.finditer(pattern):
         counts = [int(x) for x in m.groups() if x]
         if any(c > MAX_REPEAT for c in counts):
-            raise BadInput(f"{where}: the repetition {m.group(0)} is over {MAX_REPEAT}; use a shorter one or "
-                           f"maxLength")
+            raise BadInput(f"{where}: the repetition {m.group(0)} is over {MAX_REPEAT}; use a shorter one or maxLength")
     try:
         tree = re_parser.parse(pattern)
     except (re.error, RecursionError, OverflowError):
         raise BadInput(f"{where} is not a valid regular expression") from None
     rules.check_regex_features(pattern, tree, where)
     if _expanded(tree) > MAX_EXPANDED:
-        raise BadInput(f"{where}: its counted repetitions multiply out to more than {MAX_EXPANDED:,} pieces (a "
-                       f"grammar is built from every one); nest fewer {{n}} repetitions or use maxLength")
+        raise BadInput(
+            f"{where}: its counted repetitions multiply out to more than {MAX_EXPANDED:,} pieces (a "
+            f"grammar is built from every one); nest fewer {{n}} repetitions or use maxLength"
+        )
 
 
 def _expanded(items: Any, depth: int = 0) -> int:
@@ -212,8 +259,10 @@ def response_format_schema(value: Any) -> dict | None:
     if value is None:
         return None
     if not isinstance(value, dict) or value.get("type") not in ("text", "json_object", "json_schema"):
-        raise BadInput('response_format must be {"type": "text"}, {"type": "json_object"} or '
-                       '{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}')
+        raise BadInput(
+            'response_format must be {"type": "text"}, {"type": "json_object"} or '
+            '{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}'
+        )
     kind = value["type"]
     allowed = {"type", "json_schema"} if kind == "json_schema" else {"type"}
     if set(value) - allowed:
@@ -224,8 +273,9 @@ def response_format_schema(value: Any) -> dict | None:
         return {"type": "object"}
     spec = value.get("json_schema")
     if not isinstance(spec, dict) or "schema" not in spec or set(spec) - {"name", "schema", "strict", "description"}:
-        raise BadInput('response_format.json_schema must be {"name": ..., "schema": {...}} (strict and description '
-                       'are optional)')
+        raise BadInput(
+            'response_format.json_schema must be {"name": ..., "schema": {...}} (strict and description are optional)'
+        )
     if "name" in spec and not (isinstance(spec["name"], str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", spec["name"])):
         raise BadInput("response_format.json_schema.name must be 1-64 letters, digits, '_' or '-'")
     return check_schema(spec["schema"])

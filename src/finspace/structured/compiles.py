@@ -84,9 +84,12 @@ class CompileGate:
             else:
                 live = self._live(who)
                 if len(live) >= self.per_client:
-                    raise Busy(f"{len(live)} new response_format schema(s) of yours are still compiling (the limit "
-                               f"is {self.per_client} at once per client); wait for that request's first token, or "
-                               f"send a schema you have used before (compiled grammars are cached)", retry_after_s=5)
+                    raise Busy(
+                        f"{len(live)} new response_format schema(s) of yours are still compiling (the limit "
+                        f"is {self.per_client} at once per client); wait for that request's first token, or "
+                        f"send a schema you have used before (compiled grammars are cached)",
+                        retry_after_s=5,
+                    )
                 self._slots.setdefault(who, []).append(slot)
                 yield_slot = slot
         try:

@@ -53,13 +53,26 @@ def heaviest(schema: Any, where: str) -> str:
     counter = _Counter(schema, HEAVIEST_WORK)
     node, path = schema, where
     for _ in range(32):
-        kids = [(child, f"{path}.{key}.{str(name)[:40]}") for key in ("properties",)
-                for name, child in (node.get(key) or {}).items()] if isinstance(node, dict) else []
+        kids = (
+            [
+                (child, f"{path}.{key}.{str(name)[:40]}")
+                for key in ("properties",)
+                for name, child in (node.get(key) or {}).items()
+            ]
+            if isinstance(node, dict)
+            else []
+        )
         if isinstance(node, dict):
-            kids += [(child, f"{path}.{key}.{i}") for key in ("anyOf", "oneOf", "allOf", "prefixItems")
-                     for i, child in enumerate(node.get(key) or ())]
-            kids += [(node[key], f"{path}.{key}") for key in ("items", "additionalProperties")
-                     if isinstance(node.get(key), dict)]
+            kids += [
+                (child, f"{path}.{key}.{i}")
+                for key in ("anyOf", "oneOf", "allOf", "prefixItems")
+                for i, child in enumerate(node.get(key) or ())
+            ]
+            kids += [
+                (node[key], f"{path}.{key}")
+                for key in ("items", "additionalProperties")
+                if isinstance(node.get(key), dict)
+            ]
         if not kids or counter.spent > HEAVIEST_WORK:
             break
         node, path = max(kids, key=lambda kid: counter.cost(kid[0], ()))
@@ -114,15 +127,32 @@ class _Counter:
                 return out
         kinds = node.get("type")
         kinds = set(kinds) if isinstance(kinds, list) else {kinds} if isinstance(kinds, str) else set()
-        shaped = any(k in node for k in ("enum", "const", "$ref", "anyOf", "oneOf", "allOf", "properties", "items",
-                                         "prefixItems", "pattern", "format"))
+        shaped = any(
+            k in node
+            for k in (
+                "enum",
+                "const",
+                "$ref",
+                "anyOf",
+                "oneOf",
+                "allOf",
+                "properties",
+                "items",
+                "prefixItems",
+                "pattern",
+                "format",
+            )
+        )
         if not kinds and not shaped:
             out += ANY_VALUE
         if "string" in kinds or "pattern" in node or "format" in node:
             out += _string(node)
         if kinds & {"integer", "number"}:
-            out += NUMBER_RANGE if any(k in node for k in ("minimum", "maximum", "exclusiveMinimum",
-                                                          "exclusiveMaximum")) else NODE
+            out += (
+                NUMBER_RANGE
+                if any(k in node for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+                else NODE
+            )
         for name, child in (node.get("properties") or {}).items():
             out += len(str(name)) * LITERAL + self.cost(child, refs)
             if out > self.limit:

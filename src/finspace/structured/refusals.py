@@ -11,12 +11,26 @@ import re
 
 _NOISE = re.compile(r"\[\d\d:\d\d:\d\d\]\s*|/?[\w./-]*\.(?:cc|cpp|h|py):\d+:?\s*")
 _KEYWORDS = (  # (what the message says, the keyword to name), first match wins
-    ("regex", "pattern"), ("backreference", "pattern"), ("lookbehind", "pattern"), ("word boundary", "pattern"),
-    ("minlength", "minLength/maxLength"), ("maxlength", "minLength/maxLength"),
-    ("minitems", "minItems/maxItems"), ("maxitems", "minItems/maxItems"), ("prefixitems", "prefixItems"),
-    ("cannot find field", "$ref"), ("$ref", "$ref"), ("range", "minimum/maximum"), ("minimum", "minimum/maximum"),
-    ("maximum", "minimum/maximum"), ("integer constraint", "minimum/maximum"), ("nested too deeply", "nesting"),
-    ("enum", "enum"), ("const", "const"), ("format", "format"), ("schema 'false'", "false"),
+    ("regex", "pattern"),
+    ("backreference", "pattern"),
+    ("lookbehind", "pattern"),
+    ("word boundary", "pattern"),
+    ("minlength", "minLength/maxLength"),
+    ("maxlength", "minLength/maxLength"),
+    ("minitems", "minItems/maxItems"),
+    ("maxitems", "minItems/maxItems"),
+    ("prefixitems", "prefixItems"),
+    ("cannot find field", "$ref"),
+    ("$ref", "$ref"),
+    ("range", "minimum/maximum"),
+    ("minimum", "minimum/maximum"),
+    ("maximum", "minimum/maximum"),
+    ("integer constraint", "minimum/maximum"),
+    ("nested too deeply", "nesting"),
+    ("enum", "enum"),
+    ("const", "const"),
+    ("format", "format"),
+    ("schema 'false'", "false"),
     ("not supported by xgrammar", "a keyword xgrammar cannot enforce"),
 )
 MAX_CHARS = 300
@@ -35,5 +49,7 @@ def explain(exc: BaseException) -> str:
     kw = keyword(reason)
     if kw is None:
         return f"the engine refused this request: {reason}; change the request and send it again"
-    return (f"response_format.json_schema: the engine cannot build a grammar from this schema ({kw}): {reason}; "
-            f"change the schema's {kw} and send it again")
+    return (
+        f"response_format.json_schema: the engine cannot build a grammar from this schema ({kw}): {reason}; "
+        f"change the schema's {kw} and send it again"
+    )

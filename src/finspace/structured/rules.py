@@ -30,8 +30,10 @@ def check_nesting(value: Any, where: str, limit: int = MAX_JSON_NESTING) -> None
     while stack:
         node, path, level = stack.pop()
         if level > limit:
-            raise BadInput(f"{path}: the schema nests more than {limit} levels of objects and lists here "
-                           f"(const, default and examples included); flatten it")
+            raise BadInput(
+                f"{path}: the schema nests more than {limit} levels of objects and lists here "
+                f"(const, default and examples included); flatten it"
+            )
         if isinstance(node, dict):
             stack.extend((v, f"{path}.{str(k)[:40]}", level + 1) for k, v in node.items() if isinstance(v, dict | list))
         elif isinstance(node, list):
@@ -41,24 +43,36 @@ def check_nesting(value: Any, where: str, limit: int = MAX_JSON_NESTING) -> None
 def check_false(node: Any, key: str, where: str) -> None:
     """``false`` (no value allowed) only where it means "no more": additionalProperties, items."""
     if node is False and key not in _FALSE_OK:
-        raise BadInput(f"{where} is false (no value can match it); structured outputs need a schema a value can "
-                       f"match: remove it, or use false only as additionalProperties or items")
+        raise BadInput(
+            f"{where} is false (no value can match it); structured outputs need a schema a value can "
+            f"match: remove it, or use false only as additionalProperties or items"
+        )
 
 
 def check_ranges(node: dict, where: str) -> None:
     """Bounds that leave nothing to write: lengths, item counts, numbers (integers with whole-number bounds)."""
     for low, high in (("minLength", "maxLength"), ("minItems", "maxItems")):
         if isinstance(node.get(low), int) and isinstance(node.get(high), int) and node[low] > node[high]:
-            raise BadInput(f"{where}: {low} {node[low]} is greater than {high} {node[high]}; no value fits: "
-                           f"lower {low} or raise {high}")
+            raise BadInput(
+                f"{where}: {low} {node[low]} is greater than {high} {node[high]}; no value fits: "
+                f"lower {low} or raise {high}"
+            )
     prefix = node.get("prefixItems")
     if isinstance(prefix, list) and isinstance(node.get("maxItems"), int) and node["maxItems"] < len(prefix):
-        raise BadInput(f"{where}: maxItems {node['maxItems']} is less than the {len(prefix)} prefixItems; raise "
-                       f"maxItems or remove prefixItems")
-    if isinstance(prefix, list) and node.get("items") is False and isinstance(node.get("minItems"), int) \
-            and node["minItems"] > len(prefix):
-        raise BadInput(f"{where}: minItems {node['minItems']} is more than the {len(prefix)} prefixItems and items "
-                       f"is false; lower minItems or allow items")
+        raise BadInput(
+            f"{where}: maxItems {node['maxItems']} is less than the {len(prefix)} prefixItems; raise "
+            f"maxItems or remove prefixItems"
+        )
+    if (
+        isinstance(prefix, list)
+        and node.get("items") is False
+        and isinstance(node.get("minItems"), int)
+        and node["minItems"] > len(prefix)
+    ):
+        raise BadInput(
+            f"{where}: minItems {node['minItems']} is more than the {len(prefix)} prefixItems and items "
+            f"is false; lower minItems or allow items"
+        )
     kinds = node.get("type")
     integer = kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds and "number" not in kinds)
     bounds = {k: node[k] for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum") if k in node}
@@ -80,20 +94,26 @@ def check_ranges(node: dict, where: str) -> None:
         empty = lo > hi or (lo == hi and (lo_open or hi_open))
     if empty:
         names = ("exclusiveMinimum" if lo_open else "minimum", "exclusiveMaximum" if hi_open else "maximum")
-        raise BadInput(f"{where}: {names[0]} {bounds[names[0]]:g} and {names[1]} {bounds[names[1]]:g} leave no "
-                       f"number between them (minimum > maximum); swap or widen them")
+        raise BadInput(
+            f"{where}: {names[0]} {bounds[names[0]]:g} and {names[1]} {bounds[names[1]]:g} leave no "
+            f"number between them (minimum > maximum); swap or widen them"
+        )
 
 
 def check_ref(root: Any, ref: str, where: str) -> None:
     """``ref`` must name a definition that is in the schema (#/$defs/NAME, #/definitions/NAME, deeper paths too)."""
     if "~" in ref or "%" in ref:
-        raise BadInput(f"{where}.$ref {ref[:80]!r}: escaped names (~0, ~1, %) are not supported here; rename the "
-                       f"definition to letters, digits, '_' or '-'")
+        raise BadInput(
+            f"{where}.$ref {ref[:80]!r}: escaped names (~0, ~1, %) are not supported here; rename the "
+            f"definition to letters, digits, '_' or '-'"
+        )
     node = root
     for part in ref[2:].split("/"):
         if not isinstance(node, dict) or part not in node:
-            raise BadInput(f"{where}.$ref {ref[:80]!r} names a definition that is not in the schema; add it under "
-                           f"$defs or fix the name")
+            raise BadInput(
+                f"{where}.$ref {ref[:80]!r} names a definition that is not in the schema; add it under "
+                f"$defs or fix the name"
+            )
         node = node[part]
     if not isinstance(node, dict | bool):
         raise BadInput(f"{where}.$ref {ref[:80]!r} does not name a schema")
@@ -102,8 +122,10 @@ def check_ref(root: Any, ref: str, where: str) -> None:
 def check_regex_features(pattern: str, tree: Any, where: str) -> None:
     """Refuse what xgrammar's regex converter cannot do (or would silently do otherwise), naming the feature."""
     if _DIGIT_ESCAPE.search(pattern):
-        raise BadInput(f"{where}: a backreference or octal escape (\\1, \\01) is not supported by structured "
-                       f"outputs; write the text out, or use \\x41 for a character")
+        raise BadInput(
+            f"{where}: a backreference or octal escape (\\1, \\01) is not supported by structured "
+            f"outputs; write the text out, or use \\x41 for a character"
+        )
     if _OPEN_COUNT.search(pattern):
         raise BadInput(f"{where}: a repetition with no lower count ({{,n}}) is not supported; write {{0,n}}")
     _walk(tree, where, 0)
@@ -125,9 +147,11 @@ def _nested_repeats(items: Any, where: str, product: int, varying: bool, depth: 
             count = high if high != re_constants.MAXREPEAT else 2
             inner_product, inner_varying = product * max(1, count), varying or low != high
             if product > 1 and inner_varying and inner_product > MAX_NESTED_VARYING:
-                raise BadInput(f"{where}: repetitions nested inside one another, one with a varying count ({{m,n}}, *, "
-                               f"+), multiply to {inner_product} (the limit is {MAX_NESTED_VARYING}): the grammar "
-                               f"would hold every way to split the text; use one repetition, e.g. [a-z]{{1,64}}")
+                raise BadInput(
+                    f"{where}: repetitions nested inside one another, one with a varying count ({{m,n}}, *, "
+                    f"+), multiply to {inner_product} (the limit is {MAX_NESTED_VARYING}): the grammar "
+                    f"would hold every way to split the text; use one repetition, e.g. [a-z]{{1,64}}"
+                )
             _nested_repeats(body, where, inner_product, inner_varying, depth + 1)
         elif op == re_constants.SUBPATTERN:
             _nested_repeats(arg[-1], where, product, varying, depth + 1)
@@ -142,8 +166,10 @@ _FEATURES = {
     re_constants.ATOMIC_GROUP: "an atomic group (?>...)",
 }
 _ANCHORS = {
-    re_constants.AT_BOUNDARY: "a word boundary \\b", re_constants.AT_NON_BOUNDARY: "a non-boundary \\B",
-    re_constants.AT_BEGINNING_STRING: "\\A (use ^)", re_constants.AT_END_STRING: "\\Z (use $)",
+    re_constants.AT_BOUNDARY: "a word boundary \\b",
+    re_constants.AT_NON_BOUNDARY: "a non-boundary \\B",
+    re_constants.AT_BEGINNING_STRING: "\\A (use ^)",
+    re_constants.AT_END_STRING: "\\Z (use $)",
 }
 
 

@@ -26,9 +26,14 @@ PRECISION = 28
 SHOWN_DIGITS = 15
 
 _FUNCTIONS = ("abs", "round", "min", "max", "sqrt")
-_REWRITES = ((re.compile(r"(?<=\d),(?=\d{3}(?!\d))"), ""), (re.compile(r"[$€£]"), ""),
-             (re.compile(r"(?<=[\d)\s])[×x](?=\s*[\d(.])"), "*"), (re.compile("÷"), "/"), (re.compile(r"\^"), "**"),
-             (re.compile(r"−"), "-"))
+_REWRITES = (
+    (re.compile(r"(?<=\d),(?=\d{3}(?!\d))"), ""),
+    (re.compile(r"[$€£]"), ""),
+    (re.compile(r"(?<=[\d)\s])[×x](?=\s*[\d(.])"), "*"),
+    (re.compile("÷"), "/"),
+    (re.compile(r"\^"), "**"),
+    (re.compile(r"−"), "-"),
+)
 _PERCENT = re.compile(r"%")
 
 
@@ -37,8 +42,9 @@ class CalculatorError(BadInput):
 
 
 def _context() -> decimal.Context:
-    return decimal.Context(prec=PRECISION, Emax=999, Emin=-999,
-                           traps=[decimal.Overflow, decimal.DivisionByZero, decimal.InvalidOperation])
+    return decimal.Context(
+        prec=PRECISION, Emax=999, Emin=-999, traps=[decimal.Overflow, decimal.DivisionByZero, decimal.InvalidOperation]
+    )
 
 
 def _rewrite(expression: str) -> str:
@@ -65,16 +71,19 @@ def parse(expression: object) -> ast.expr:
     if not isinstance(expression, str) or not expression.strip():
         raise CalculatorError("the expression must be non-empty text, such as \"(125.3 - 98.1) / 98.1 * 100\"")
     if len(expression) > MAX_CHARS:
-        raise CalculatorError(f"the expression is {len(expression):,} characters; the limit is {MAX_CHARS}. "
-                              "Split it into steps")
+        raise CalculatorError(
+            f"the expression is {len(expression):,} characters; the limit is {MAX_CHARS}. Split it into steps"
+        )
     text = _rewrite(expression.strip())
     if _depth(text) > MAX_DEPTH:
         raise CalculatorError(f"the expression nests parentheses deeper than {MAX_DEPTH} levels; split it into steps")
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise CalculatorError(f"cannot read {expression[:80]!r} as arithmetic; use numbers, + - * / ** %, "
-                              f"parentheses and {', '.join(_FUNCTIONS)}") from None
+        raise CalculatorError(
+            f"cannot read {expression[:80]!r} as arithmetic; use numbers, + - * / ** %, "
+            f"parentheses and {', '.join(_FUNCTIONS)}"
+        ) from None
     nodes = sum(1 for _ in ast.walk(tree))
     if nodes > MAX_NODES:
         raise CalculatorError(f"the expression has {nodes} parts; the limit is {MAX_NODES}. Split it into steps")
@@ -109,8 +118,10 @@ def show(value: Decimal) -> str:
 
 def _check(value: Decimal) -> Decimal:
     if abs(value) > MAX_MAGNITUDE:
-        raise CalculatorError(f"{show(value) if abs(value) < Decimal('1e120') else 'a number'} is out of range; "
-                              f"the calculator works with magnitudes up to {MAX_MAGNITUDE:.0E}")
+        raise CalculatorError(
+            f"{show(value) if abs(value) < Decimal('1e120') else 'a number'} is out of range; "
+            f"the calculator works with magnitudes up to {MAX_MAGNITUDE:.0E}"
+        )
     return value
 
 
@@ -119,8 +130,9 @@ def _number(node: ast.Constant) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CalculatorError(f"{str(value)[:40]!r} is not a number; the calculator takes numbers only")
     if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        raise CalculatorError("a number is out of range (over 1e308); the calculator works with magnitudes up to "
-                              f"{MAX_MAGNITUDE:.0E}")
+        raise CalculatorError(
+            f"a number is out of range (over 1e308); the calculator works with magnitudes up to {MAX_MAGNITUDE:.0E}"
+        )
     return _check(Decimal(repr(value)) if isinstance(value, float) else Decimal(value))
 
 
@@ -133,11 +145,16 @@ def _power(base: Decimal, exponent: Decimal) -> Decimal:
         return base ** int(exponent)
     if base < 0:
         raise CalculatorError("a negative number to a fractional power is not a real number")
-    return base ** exponent
+    return base**exponent
 
 
-_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.Div: lambda a, b: a / b, ast.Pow: _power}
+_BINARY = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.Pow: _power,
+}
 
 
 def _eval(node: ast.expr) -> Decimal:
@@ -148,16 +165,22 @@ def _eval(node: ast.expr) -> Decimal:
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         return _check(_BINARY[type(node.op)](_eval(node.left), _eval(node.right)))
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS \
-            and not node.keywords:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
         return _check(_call(node.func.id, [_eval(a) for a in node.args]))
     what = type(node).__name__
     if isinstance(node, ast.BinOp):
         what = f"the operator {type(node.op).__name__}"
     elif isinstance(node, (ast.Name, ast.Call)):
         what = "names and functions other than " + ", ".join(_FUNCTIONS)
-    raise CalculatorError(f"{what} is not arithmetic the calculator does; use numbers, + - * / ** %, "
-                          f"parentheses and {', '.join(_FUNCTIONS)}")
+    raise CalculatorError(
+        f"{what} is not arithmetic the calculator does; use numbers, + - * / ** %, "
+        f"parentheses and {', '.join(_FUNCTIONS)}"
+    )
 
 
 def _call(name: str, args: list[Decimal]) -> Decimal:

@@ -41,8 +41,10 @@ def _vllm_tools(req: ToolRequest) -> list:
 def forced_schema(req: ToolRequest) -> dict:
     """The JSON schema a forced reply follows (vLLM's ``get_json_schema_from_tools``), checked like any schema
     finspace hands to structured outputs."""
-    from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionNamedFunction,
-                                                                  ChatCompletionNamedToolChoiceParam)
+    from vllm.entrypoints.openai.chat_completion.protocol import (
+        ChatCompletionNamedFunction,
+        ChatCompletionNamedToolChoiceParam,
+    )
     from vllm.tool_parsers.utils import get_json_schema_from_tools
 
     if req.choice == "named":
@@ -67,8 +69,11 @@ def reading_parser(engine: Any) -> str | None:
 def call(name: str, arguments: Any, call_id: str | None = None) -> dict:
     """One call as OpenAI writes it: the arguments as JSON text."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return {"id": call_id or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-            "function": {"name": name, "arguments": text}}
+    return {
+        "id": call_id or f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": text},
+    }
 
 
 def completed_items(text: str) -> list:
@@ -156,19 +161,22 @@ class CallReader:
                     if text.endswith(marker[:k]):
                         cut = min(cut, len(text) - k)
                         break
-        out = text[self._shown:cut] if cut > self._shown else ""
+        out = text[self._shown : cut] if cut > self._shown else ""
         self._shown = max(self._shown, cut)
         return out
 
     def early_calls(self) -> list[dict]:
         """``required``: the calls completed since the last look, so a stream sends each call as soon as it is
         written whole instead of all of them when the reply ends (finish returns the same calls, the same ids)."""
-        if self.req.choice != "required" or "}" not in self._text[self._early_looked:]:
+        if self.req.choice != "required" or "}" not in self._text[self._early_looked :]:
             return []  # no item can have ended since the last look
         self._early_looked = len(self._text)
-        items = completed_items(self._text)[:MAX_CALLS_PER_MESSAGE if self.req.parallel else 1]
-        new = [call(c["name"], c.get("parameters", {})) for c in items[self._early_items:]
-               if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        items = completed_items(self._text)[: MAX_CALLS_PER_MESSAGE if self.req.parallel else 1]
+        new = [
+            call(c["name"], c.get("parameters", {}))
+            for c in items[self._early_items :]
+            if isinstance(c, dict) and isinstance(c.get("name"), str)
+        ]
         self._early_items = max(self._early_items, len(items))
         self._early += new
         return new
@@ -180,9 +188,9 @@ class CallReader:
             calls = calls[:1]
         calls = calls[:MAX_CALLS_PER_MESSAGE]
         if self._early and len(calls) >= len(self._early):  # the calls already handed out keep their ids
-            calls = self._early + calls[len(self._early):]
-        shown = self._text[:self._shown]
-        rest = content[len(shown):] if content.startswith(shown) else ""
+            calls = self._early + calls[len(self._early) :]
+        shown = self._text[: self._shown]
+        rest = content[len(shown) :] if content.startswith(shown) else ""
         return rest, calls
 
     def _forced(self) -> tuple[str, list[dict]]:
@@ -199,8 +207,11 @@ class CallReader:
         if self.req.choice == "named" and isinstance(value, dict):
             return "", [call(self.req.name, value)]
         if self.req.choice == "required" and isinstance(value, list):
-            return "", [call(c["name"], c.get("parameters", {})) for c in value
-                        if isinstance(c, dict) and isinstance(c.get("name"), str)]
+            return "", [
+                call(c["name"], c.get("parameters", {}))
+                for c in value
+                if isinstance(c, dict) and isinstance(c.get("name"), str)
+            ]
         return self._text, []
 
     def _auto(self) -> tuple[str, list[dict]]:
@@ -208,8 +219,9 @@ class CallReader:
 
         tools = _vllm_tools(self.req)
         parser = _parser(self.parser_name, self._tokenizer, tools)
-        request = ChatCompletionRequest(model="finspace", messages=[{"role": "user", "content": "-"}],
-                                        tools=tools, tool_choice="auto")
+        request = ChatCompletionRequest(
+            model="finspace", messages=[{"role": "user", "content": "-"}], tools=tools, tool_choice="auto"
+        )
         info = parser.extract_tool_calls(self._text, request)
         start = 0
         while not info.tools_called and self.parser_name == "hermes":

@@ -16,16 +16,29 @@ from finspace.tools.calculator import CalculatorError, calculate
 
 CALCULATE = "calculate"
 
-CALCULATE_SPEC: dict = {"type": "function", "function": {
-    "name": CALCULATE,
-    "description": ("Evaluate an arithmetic expression exactly (decimal arithmetic). Use it for every "
-                    "calculation: ratios, growth rates, margins, per-share figures. Numbers, + - * / ** "
-                    "(power), % (percent: 5% is 0.05), parentheses, abs, round(x, digits), min, max, sqrt. "
-                    "Example: {\"expression\": \"(391035 - 383285) / 383285 * 100\"}."),
-    "parameters": {"type": "object", "properties": {"expression": {
-        "type": "string", "maxLength": 200, "description": "the arithmetic to evaluate, at most 200 characters"}},
-        "required": ["expression"]},
-}}
+CALCULATE_SPEC: dict = {
+    "type": "function",
+    "function": {
+        "name": CALCULATE,
+        "description": (
+            "Evaluate an arithmetic expression exactly (decimal arithmetic). Use it for every "
+            "calculation: ratios, growth rates, margins, per-share figures. Numbers, + - * / ** "
+            "(power), % (percent: 5% is 0.05), parentheses, abs, round(x, digits), min, max, sqrt. "
+            "Example: {\"expression\": \"(391035 - 383285) / 383285 * 100\"}."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "expression": {
+                    "type": "string",
+                    "maxLength": 200,
+                    "description": "the arithmetic to evaluate, at most 200 characters",
+                }
+            },
+            "required": ["expression"],
+        },
+    },
+}
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_HERMES = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
-           "with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\nFor each "
-           "function call, return a json object with function name and arguments within <tool_call></tool_call> "
-           "XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>")
-_LLAMA = ("Given the following functions, please respond with a JSON for a function call with its proper "
-          "arguments that best answers the given prompt.\n\nRespond in the format {{\"name\": function name, "
-          "\"parameters\": dictionary of argument name and its value}}. Do not use variables.\n\n{tools}")
-_PYTHONIC = ("You can call functions. If you decide to invoke any of the function(s), you MUST put it in the "
-             "format of [func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
-             "\nYou SHOULD NOT include any other text in the response if you call a function.\nThe functions:\n"
-             "{tools}")
+_HERMES = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+    "with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\nFor each "
+    "function call, return a json object with function name and arguments within <tool_call></tool_call> "
+    "XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>"
+)
+_LLAMA = (
+    "Given the following functions, please respond with a JSON for a function call with its proper "
+    "arguments that best answers the given prompt.\n\nRespond in the format {{\"name\": function name, "
+    "\"parameters\": dictionary of argument name and its value}}. Do not use variables.\n\n{tools}"
+)
+_PYTHONIC = (
+    "You can call functions. If you decide to invoke any of the function(s), you MUST put it in the "
+    "format of [func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
+    "\nYou SHOULD NOT include any other text in the response if you call a function.\nThe functions:\n"
+    "{tools}"
+)
 INSTRUCTIONS = {"hermes": _HERMES, "llama3_json": _LLAMA, "pythonic": _PYTHONIC}
 
 
@@ -51,8 +57,12 @@ def written_calls(parser: str | None, calls: list[dict]) -> str:
 
 def _written(parser: str, calls: list[dict]) -> str:
     if parser == "pythonic":
-        inner = ", ".join(f"{c['function']['name']}(" + ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in _args(c).items()) + ")" for c in calls)
+        inner = ", ".join(
+            f"{c['function']['name']}("
+            + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in _args(c).items())
+            + ")"
+            for c in calls
+        )
         return f"[{inner}]"
     key = "parameters" if parser == "llama3_json" else "arguments"
     objs = [json.dumps({"name": c["function"]["name"], key: _args(c)}, ensure_ascii=False) for c in calls]

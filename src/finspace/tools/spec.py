@@ -50,14 +50,17 @@ class ToolRequest:
 def _function(i: int, tool: Any) -> dict:
     where = f"tools[{i}]"
     if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
-        raise BadInput(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\", \"description\", "
-                       "\"parameters\"}}}}; finspace offers function tools only")
+        raise BadInput(
+            f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\", \"description\", "
+            "\"parameters\"}}}}; finspace offers function tools only"
+        )
     extra = sorted(set(tool) - {"type", "function"})
     fn = tool["function"]
     extra += sorted(set(fn) - {"name", "description", "parameters", "strict"})
     if extra:
-        raise BadInput(f"{where} has {str(extra[0])[:40]!r}; a function tool takes name, description, parameters, "
-                       "strict")
+        raise BadInput(
+            f"{where} has {str(extra[0])[:40]!r}; a function tool takes name, description, parameters, strict"
+        )
     name = fn.get("name")
     if not isinstance(name, str) or not NAME.match(name):
         raise BadInput(f"{where}.function.name must be 1 to 64 letters, digits, '_' or '-'")
@@ -83,29 +86,41 @@ def parse_tools(tools: Any, tool_choice: Any = None, parallel_tool_calls: Any = 
     if not isinstance(tools, list):
         raise BadInput("tools must be a list of {\"type\": \"function\", \"function\": {...}} objects")
     if len(tools) > MAX_TOOLS:
-        raise BadInput(f"tools has {len(tools):,} functions; the limit is {MAX_TOOLS}. Send the ones this "
-                       "conversation needs")
+        raise BadInput(
+            f"tools has {len(tools):,} functions; the limit is {MAX_TOOLS}. Send the ones this conversation needs"
+        )
     specs = tuple(_function(i, t) for i, t in enumerate(tools))
     names = [s["function"]["name"] for s in specs]
     if len(set(names)) != len(names):
-        raise BadInput(f"tools: the name {next(n for n in names if names.count(n) > 1)!r} is given twice; "
-                       "each function needs its own name")
+        raise BadInput(
+            f"tools: the name {next(n for n in names if names.count(n) > 1)!r} is given twice; "
+            "each function needs its own name"
+        )
     size = len(json.dumps(specs))
     if size > MAX_TOOLS_CHARS:
-        raise BadInput(f"tools are {size:,} characters as JSON; the limit is {MAX_TOOLS_CHARS:,} (they are written "
-                       "into the prompt): send fewer or shorter ones")
+        raise BadInput(
+            f"tools are {size:,} characters as JSON; the limit is {MAX_TOOLS_CHARS:,} (they are written "
+            "into the prompt): send fewer or shorter ones"
+        )
     parallel = parallel_tool_calls is not False
     if tool_choice is None or tool_choice in CHOICES:
         return ToolRequest(specs, tool_choice or "auto", None, parallel)
-    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function" \
-            and isinstance(tool_choice.get("function"), dict) and set(tool_choice) == {"type", "function"}:
+    if (
+        isinstance(tool_choice, dict)
+        and tool_choice.get("type") == "function"
+        and isinstance(tool_choice.get("function"), dict)
+        and set(tool_choice) == {"type", "function"}
+    ):
         name = tool_choice["function"].get("name")
         if isinstance(name, str) and name in names:
             return ToolRequest(specs, "named", name, parallel)
-        raise BadInput(f"tool_choice names {str(name)[:64]!r}, which is not one of the tools sent: "
-                       f"{', '.join(names)[:400]}")
-    raise BadInput("tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
-                   "\"function\": {\"name\": NAME}}")
+        raise BadInput(
+            f"tool_choice names {str(name)[:64]!r}, which is not one of the tools sent: {', '.join(names)[:400]}"
+        )
+    raise BadInput(
+        "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+        "\"function\": {\"name\": NAME}}"
+    )
 
 
 def _arguments(where: str, value: Any) -> dict:
@@ -132,14 +147,23 @@ def tool_calls(i: int, value: Any) -> list[dict]:
     for k, call in enumerate(value):
         w = f"{where}[{k}]"
         fn = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(fn, dict) or call.get("type", "function") != "function" \
-                or not isinstance(call.get("id", ""), str) or len(call.get("id", "")) > 128:
+        if (
+            not isinstance(fn, dict)
+            or call.get("type", "function") != "function"
+            or not isinstance(call.get("id", ""), str)
+            or len(call.get("id", "")) > 128
+        ):
             raise BadInput(f"{w} must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}")
         name = fn.get("name")
         if not isinstance(name, str) or not NAME.match(name):
             raise BadInput(f"{w}.function.name must be 1 to 64 letters, digits, '_' or '-'")
-        out.append({"id": call.get("id") or f"call_{i}_{k}", "type": "function",
-                    "function": {"name": name, "arguments": _arguments(w, fn.get("arguments"))}})
+        out.append(
+            {
+                "id": call.get("id") or f"call_{i}_{k}",
+                "type": "function",
+                "function": {"name": name, "arguments": _arguments(w, fn.get("arguments"))},
+            }
+        )
     return out
 
 
@@ -152,5 +176,7 @@ def check_rounds(messages: list[dict]) -> None:
             break
         rounds += bool(m.get("role") == "assistant" and m.get("tool_calls"))
     if rounds > MAX_TOOL_ROUNDS:
-        raise BadInput(f"messages: {rounds} tool-call rounds in a row since the last user message; the bound is "
-                       f"{MAX_TOOL_ROUNDS} per reply. Answer from the results so far, or start a new user turn")
+        raise BadInput(
+            f"messages: {rounds} tool-call rounds in a row since the last user message; the bound is "
+            f"{MAX_TOOL_ROUNDS} per reply. Answer from the results so far, or start a new user turn"
+        )

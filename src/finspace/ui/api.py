@@ -43,8 +43,10 @@ def user_error(svc: Service, exc: BaseException) -> gr.Error:
     if isinstance(exc, FinspaceError):
         return gr.Error(svc.redact(str(exc)), print_exception=False)
     log.error("unexpected %s in an API call", type(exc).__name__, exc_info=exc)
-    return gr.Error(f"unexpected server error ({type(exc).__name__}); the request was dropped and the app is still "
-                    f"running", print_exception=False)
+    return gr.Error(
+        f"unexpected server error ({type(exc).__name__}); the request was dropped and the app is still running",
+        print_exception=False,
+    )
 
 
 def chat_settings(system_prompt: Any, temperature: Any, max_tokens: Any, enable_thinking: Any = None) -> ChatSettings:
@@ -57,8 +59,9 @@ def chat_settings(system_prompt: Any, temperature: Any, max_tokens: Any, enable_
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise BadInput(f"enable_thinking must be true, false or null, got {type(enable_thinking).__name__}")
     kwargs = None if enable_thinking is None else {"enable_thinking": enable_thinking}
-    return ChatSettings(system_prompt=system_prompt or None, temperature=temperature, max_tokens=max_tokens,
-                        chat_template_kwargs=kwargs)
+    return ChatSettings(
+        system_prompt=system_prompt or None, temperature=temperature, max_tokens=max_tokens, chat_template_kwargs=kwargs
+    )
 
 
 def api_messages(message: Any, history: Any) -> list:
@@ -71,26 +74,34 @@ def api_messages(message: Any, history: Any) -> list:
     return [*history, {"role": "user", "content": message}]
 
 
-async def stream_parts(svc: Service, messages: list, settings: ChatSettings,
-                       info: ChatInfo | None = None, calculator: str = "off",
-                       documents: Any = None) -> AsyncIterator[tuple[str, str]]:
+async def stream_parts(
+    svc: Service,
+    messages: list,
+    settings: ChatSettings,
+    info: ChatInfo | None = None,
+    calculator: str = "off",
+    documents: Any = None,
+) -> AsyncIterator[tuple[str, str]]:
     """The engine's reply as (thinking so far, answer so far), coalesced; counts the stream so intervals
     stretch under load. ``info`` is filled in by the engine (tokens, stop reason; the calculator's steps when
     ``calculator`` is "auto" or "always": Service.answer)."""
     svc.active_streams += 1
     info = info if info is not None else ChatInfo()
     try:
-        async with contextlib.aclosing(svc.answer(messages, settings, info, calculator=calculator,
-                                                   documents=documents)) as parts:
-            async for pair in coalesce_parts(parts, lambda: interval_for(svc.active_streams,
-                                                                         svc.settings.stream_interval_s)):
+        async with contextlib.aclosing(
+            svc.answer(messages, settings, info, calculator=calculator, documents=documents)
+        ) as parts:
+            async for pair in coalesce_parts(
+                parts, lambda: interval_for(svc.active_streams, svc.settings.stream_interval_s)
+            ):
                 yield pair
     finally:
         svc.active_streams -= 1
 
 
-async def stream_reply(svc: Service, messages: list, settings: ChatSettings,
-                       documents: Any = None) -> AsyncIterator[str]:
+async def stream_reply(
+    svc: Service, messages: list, settings: ChatSettings, documents: Any = None
+) -> AsyncIterator[str]:
     """The answer so far (a reasoning model's thinking left out), from ``documents`` (Attached) when given."""
     last = None
     async with contextlib.aclosing(stream_parts(svc, messages, settings, documents=documents)) as parts:
@@ -123,11 +134,14 @@ async def attach_documents(svc: Service, document: Any, client: str | None = Non
 
 def matrix_files(documents: Any) -> list[tuple[str, str]]:
     """(path, name) of each handle_file(...) in ``documents``."""
-    if not isinstance(documents, list) or not all(isinstance(d, dict) and isinstance(d.get("path"), str)
-                                                  for d in documents):
+    if not isinstance(documents, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("path"), str) for d in documents
+    ):
         raise BadInput("documents must be a list of files sent with gradio_client's handle_file(...)")
-    return [(d["path"], d["orig_name"] if isinstance(d.get("orig_name"), str) else d["path"].rsplit("/", 1)[-1])
-            for d in documents]
+    return [
+        (d["path"], d["orig_name"] if isinstance(d.get("orig_name"), str) else d["path"].rsplit("/", 1)[-1])
+        for d in documents
+    ]
 
 
 class Endpoints:
@@ -139,9 +153,16 @@ class Endpoints:
         self.provenance = svc.provenance
 
     @takes_document
-    async def chat(self, message: str, history: list[dict] | None = None, system_prompt: str | None = None,
-                   temperature: float | None = None, max_tokens: int | None = None,
-                   document: dict | list[dict] | None = None, request: gr.Request = None) -> str:
+    async def chat(
+        self,
+        message: str,
+        history: list[dict] | None = None,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        document: dict | list[dict] | None = None,
+        request: gr.Request = None,
+    ) -> str:
         """Stream a reply. history: earlier turns [{"role": "user"|"assistant", "content": str}];
         system_prompt/temperature/max_tokens: null for the model's defaults. document: a filing to answer from
         (handle_file("10-K.pdf"): PDF, HTML, DOCX, XLSX, CSV, TXT or MD), placed before the conversation, whole
@@ -149,8 +170,11 @@ class Endpoints:
         try:
             messages = api_messages(message, history)
             settings = chat_settings(system_prompt, temperature, max_tokens)
-            atts = await attach_documents(self.svc, document, self.svc.client_of(request)) \
-                if document is not None else None
+            atts = (
+                await attach_documents(self.svc, document, self.svc.client_of(request))
+                if document is not None
+                else None
+            )
             text = ""
             async for text in stream_reply(self.svc, messages, settings, atts):
                 yield text
@@ -161,11 +185,19 @@ class Endpoints:
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise user_error(self.svc, exc) from None
 
-    chat.finspace_optional_inputs = 1  # the document: callers of the five-input /chat keep working (finspace.wall.guard)
+    chat.finspace_optional_inputs = (
+        1  # the document: callers of the five-input /chat keep working (finspace.wall.guard)
+    )
 
-    async def chat_with_thinking(self, message: str, history: list[dict] | None = None,
-                                 system_prompt: str | None = None, temperature: float | None = None,
-                                 max_tokens: int | None = None, enable_thinking: bool | None = None) -> dict:
+    async def chat_with_thinking(
+        self,
+        message: str,
+        history: list[dict] | None = None,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        enable_thinking: bool | None = None,
+    ) -> dict:
         """/chat with the thinking beside the answer: yields {"thinking": str, "answer": str} so far.
         enable_thinking: false asks a reasoning model (Qwen 3) to answer without thinking; null: the default.
         history holds answers only (send back "answer", never "thinking")."""
@@ -184,8 +216,9 @@ class Endpoints:
             raise user_error(self.svc, exc) from None
 
     @takes_document
-    async def matrix(self, documents: list[dict], fields: str | list[dict] = "income-statement",
-                     request: gr.Request = None) -> dict:
+    async def matrix(
+        self, documents: list[dict], fields: str | list[dict] = "income-statement", request: gr.Request = None
+    ) -> dict:
         """The Filing Matrix: the same fields from several filings. documents: a list of handle_file(...) (PDF, HTML,
         DOCX, XLSX, CSV, TXT, MD); fields: a preset key from matrix.yaml (income-statement, balance-sheet, guidance,
         auditor, risk-factors) or a list of {"name", "type", "instruction"} (types: number, percent, money, date,
@@ -230,11 +263,20 @@ class Endpoints:
         except Exception as exc:  # noqa: BLE001
             raise user_error(self.svc, exc) from None
 
-    async def fit(self, repo: str | None = None, config_json: str | None = None, gpu: str | None = None,
-                  gpus: int | None = None, max_model_len: int | None = None, dtype: str | None = None,
-                  quantization: str | None = None, gpu_memory_utilization: float | None = None,
-                  tensor_parallel_size: int | None = None, pipeline_parallel_size: int | None = None,
-                  request: gr.Request = None) -> dict:
+    async def fit(
+        self,
+        repo: str | None = None,
+        config_json: str | None = None,
+        gpu: str | None = None,
+        gpus: int | None = None,
+        max_model_len: int | None = None,
+        dtype: str | None = None,
+        quantization: str | None = None,
+        gpu_memory_utilization: float | None = None,
+        tensor_parallel_size: int | None = None,
+        pipeline_parallel_size: int | None = None,
+        request: gr.Request = None,
+    ) -> dict:
         """Will it fit? Any model before it is loaded: a catalogue key (as repo), a Hub repo id (OWNER/NAME) or its
         config.json as text, a GPU key (default: this machine's, else l40s) and count, and vLLM settings (null:
         vLLM's defaults).
@@ -243,9 +285,18 @@ class Endpoints:
         At most FINSPACE_FITS_PER_CLIENT checks at once per address, each answered within FINSPACE_FIT_TIMEOUT_S."""
         try:
             return await self.svc.fits.run(
-                self.svc.client_of(request), config_json, repo, gpu, gpus, max_model_len=max_model_len, dtype=dtype,
-                quantization=quantization, gpu_memory_utilization=gpu_memory_utilization,
-                tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size)
+                self.svc.client_of(request),
+                config_json,
+                repo,
+                gpu,
+                gpus,
+                max_model_len=max_model_len,
+                dtype=dtype,
+                quantization=quantization,
+                gpu_memory_utilization=gpu_memory_utilization,
+                tensor_parallel_size=tensor_parallel_size,
+                pipeline_parallel_size=pipeline_parallel_size,
+            )
         except Exception as exc:  # noqa: BLE001
             raise user_error(self.svc, exc) from None
 
@@ -264,5 +315,9 @@ def register_api(svc: Service, *, chat_concurrency: int | None) -> None:
         (api.matrix, "matrix", 4),
     ]
     for fn, name, limit in endpoints:
-        gr.api(fn, api_name=name, concurrency_limit=limit,
-               concurrency_id=CHAT_CONCURRENCY_ID if name.startswith("chat") else None)
+        gr.api(
+            fn,
+            api_name=name,
+            concurrency_limit=limit,
+            concurrency_id=CHAT_CONCURRENCY_ID if name.startswith("chat") else None,
+        )

@@ -38,13 +38,16 @@ TICK_S = 2.0
 ANALYTICS_EVERY = 1000
 DELETE_CACHE = (600, 600)  # Gradio's file cache: every 10 minutes, files older than 10 minutes go
 SESSION_CAPACITY = 2000  # sessions whose state (a conversation) the server holds; the oldest go first
-CSS = """
+CSS = (
+    """
 #banner {padding: 6px 12px; border-radius: 8px; background: var(--background-fill-secondary);}
 #chat-notice:empty {display: none;}
 #chat-notice p {margin: 4px 0; color: var(--body-text-color);}
 #memory-readings table {font-size: 0.9em;}
 #disclaimer p {margin: 2px 0; font-size: 0.85em; color: var(--body-text-color-subdued);}
-""" + MATRIX_CSS
+"""
+    + MATRIX_CSS
+)
 # the browser puts the page's own address where the API tab's examples name the server's (its last registered
 # event, so no other event's number moves)
 PAGE_URL_JS = r"""(text) => text.replace(/http:\/\/127\.0\.0\.1:\d+\//g,
@@ -100,8 +103,10 @@ def build_ui(svc: Service, *, chat_concurrency: int = 64, queue_size: int = 256)
     default_entry = catalog.get(key) if key in catalog else None  # None: a remote endpoint not yet read
 
     with gr.Blocks(title="finspace · finance LLMs on vLLM", fill_width=True, delete_cache=DELETE_CACHE) as demo:
-        p: dict[str, Any] = {"banner": gr.Markdown(elem_id="banner"),
-                             "seen": gr.State({})}  # what this session's page last showed: ticks send only changes
+        p: dict[str, Any] = {
+            "banner": gr.Markdown(elem_id="banner"),
+            "seen": gr.State({}),
+        }  # what this session's page last showed: ticks send only changes
         with gr.Tab("Chat", id="chat-tab"):
             with gr.Row(equal_height=False):
                 with gr.Column(scale=3):
@@ -141,11 +146,16 @@ def model_panel(svc: Service) -> dict[str, Any]:
     with gr.Group():
         gr.Markdown("#### Model")
         current = gr.Markdown(elem_id="current-model")
-        picker = gr.Dropdown(label="Models that fit this machine (max context)",
-                             choices=[], elem_id="model-picker", interactive=True)
-        token = gr.Textbox(label="Admin token", type="password", visible=svc.locked,
-                           elem_id="admin-token",
-                           placeholder="FINSPACE_ADMIN_TOKEN: needed to switch models")
+        picker = gr.Dropdown(
+            label="Models that fit this machine (max context)", choices=[], elem_id="model-picker", interactive=True
+        )
+        token = gr.Textbox(
+            label="Admin token",
+            type="password",
+            visible=svc.locked,
+            elem_id="admin-token",
+            placeholder="FINSPACE_ADMIN_TOKEN: needed to switch models",
+        )
         load_btn = gr.Button("Load model", variant="secondary", elem_id="load-model")
         load_status = gr.Markdown(elem_id="load-status")
         with gr.Accordion("Models that won't fit", open=False):
@@ -158,24 +168,44 @@ def memory_panel() -> dict[str, Any]:
     with gr.Group():
         gr.Markdown("#### Memory")
         mem_md = gr.Markdown(elem_id="memory-readings")
-        mem_plot = gr.LinePlot(x="time", y="GiB", color="series", title="Memory, last 5 minutes",
-                               height=220, elem_id="memory-plot", x_title="", y_title="GiB",
-                               y_lim=[0, None])
+        mem_plot = gr.LinePlot(
+            x="time",
+            y="GiB",
+            color="series",
+            title="Memory, last 5 minutes",
+            height=220,
+            elem_id="memory-plot",
+            x_title="",
+            y_title="GiB",
+            y_lim=[0, None],
+        )
         bar_caption = gr.Markdown(elem_id="breakdown-caption")
-        bar_plot = gr.BarPlot(x="bar", y="GiB", color="part", title="Planned breakdown vs capacity",
-                              height=220, elem_id="breakdown-plot", x_title="", y_title="GiB",
-                              color_map=views.PART_COLORS, sort=None)
+        bar_plot = gr.BarPlot(
+            x="bar",
+            y="GiB",
+            color="part",
+            title="Planned breakdown vs capacity",
+            height=220,
+            elem_id="breakdown-plot",
+            x_title="",
+            y_title="GiB",
+            color_map=views.PART_COLORS,
+            sort=None,
+        )
     return dict(mem_md=mem_md, mem_plot=mem_plot, bar_caption=bar_caption, bar_plot=bar_plot)
 
 
 def history_tab(svc: Service) -> dict[str, Any]:
     """The Load history tab: every load attempt from the ledger, with Refresh."""
     with gr.Tab("Load history", id="history-tab") as tab:
-        gr.Markdown("Every load attempt: the planner's prediction beside what vLLM did (from the load ledger)."
-                    if svc.ledger is not None else
-                    "The load ledger is not enabled in this app.")
-        history = gr.Dataframe(headers=views.HISTORY_COLUMNS, value=[], interactive=False,
-                               elem_id="load-history", wrap=True)
+        gr.Markdown(
+            "Every load attempt: the planner's prediction beside what vLLM did (from the load ledger)."
+            if svc.ledger is not None
+            else "The load ledger is not enabled in this app."
+        )
+        history = gr.Dataframe(
+            headers=views.HISTORY_COLUMNS, value=[], interactive=False, elem_id="load-history", wrap=True
+        )
         history_btn = gr.Button("Refresh", size="sm")
     return dict(history_tab=tab, history=history, history_btn=history_btn)
 
@@ -239,13 +269,24 @@ class PageHandlers:
     def memory_outputs(self):
         svc = self.svc
         readings = svc.read_memory()
-        return (views.memory_markdown(svc, readings), views.memory_frame(svc),
-                views.breakdown_caption(svc), views.breakdown_frame(svc, readings))
+        return (
+            views.memory_markdown(svc, readings),
+            views.memory_frame(svc),
+            views.breakdown_caption(svc),
+            views.breakdown_frame(svc, readings),
+        )
 
     def signature(self) -> tuple:
         h = self.serving.health()
-        return (h.state, h.model_key, h.loading_key, h.stage, h.last_error, self.svc.load_running,
-                self.svc.scoreboard.store.writes)
+        return (
+            h.state,
+            h.model_key,
+            h.loading_key,
+            h.stage,
+            h.last_error,
+            self.svc.load_running,
+            self.svc.scoreboard.store.writes,
+        )
 
     async def tick(self, seen_: dict):
         sig = self.signature()
@@ -267,19 +308,44 @@ def wire_page(demo: gr.Blocks, p: dict[str, Any], h: PageHandlers, register_rest
     history, seen = p["history"], p["seen"]
     history_table = h.history_table  # one function for its three events, so they share one concurrency group
 
-    (p["load_btn"].click(h.begin_load, inputs=[p["picker"], p["token"]],
-                         outputs=[p["load_status"], p["msg"], p["send"], p["notice"]],
-                         api_visibility="private", concurrency_limit=None, show_progress="hidden")
-     .success(h.wait_load, outputs=[p["load_status"]], api_visibility="private", concurrency_limit=None,
-              show_progress="full")
-     .then(h.refresh_model_panel, outputs=panel, api_visibility="private", show_progress="hidden")
-     .then(history_table, outputs=[history], api_visibility="private", show_progress="hidden"))
+    (
+        p["load_btn"]
+        .click(
+            h.begin_load,
+            inputs=[p["picker"], p["token"]],
+            outputs=[p["load_status"], p["msg"], p["send"], p["notice"]],
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
+        .success(
+            h.wait_load,
+            outputs=[p["load_status"]],
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="full",
+        )
+        .then(h.refresh_model_panel, outputs=panel, api_visibility="private", show_progress="hidden")
+        .then(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
+    )
 
     timer = gr.Timer(TICK_S)
-    timer.tick(h.tick, inputs=[seen], outputs=[*memory, *panel, seen], api_visibility="private",
-               show_progress="hidden", concurrency_limit=None, queue=True)
-    demo.load(h.page_load, outputs=[*memory, *panel, seen, history], api_visibility="private",
-              show_progress="hidden", concurrency_limit=None)
+    timer.tick(
+        h.tick,
+        inputs=[seen],
+        outputs=[*memory, *panel, seen],
+        api_visibility="private",
+        show_progress="hidden",
+        concurrency_limit=None,
+        queue=True,
+    )
+    demo.load(
+        h.page_load,
+        outputs=[*memory, *panel, seen, history],
+        api_visibility="private",
+        show_progress="hidden",
+        concurrency_limit=None,
+    )
     register_restore()  # the saved conversation comes back after the page's own load event
     p["history_btn"].click(history_table, outputs=[history], api_visibility="private", show_progress="hidden")
     p["history_tab"].select(history_table, outputs=[history], api_visibility="private", show_progress="hidden")

@@ -56,8 +56,9 @@ async def coalesce(deltas: AsyncIterator[str], interval: float | Any = BASE_INTE
         yield text
 
 
-async def coalesce_parts(parts: AsyncIterator[tuple[str, str]],
-                         interval: float | Any = BASE_INTERVAL_S) -> AsyncIterator[tuple[str, str]]:
+async def coalesce_parts(
+    parts: AsyncIterator[tuple[str, str]], interval: float | Any = BASE_INTERVAL_S
+) -> AsyncIterator[tuple[str, str]]:
     """``coalesce`` for (thinking, answer) delta pairs: yields both texts so far, at most every ``interval``."""
     thinking = answer = ""
     last = 0.0
@@ -89,8 +90,10 @@ def message_problem(message: Any, conv: Any, max_conversation_chars: int) -> str
     if not isinstance(message, str) or not message.strip():
         return "Type a message first."
     if len(message) > MAX_MESSAGE_CHARS:
-        return (f"The message has {len(message):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. "
-                "Send a shorter one (or split it).")
+        return (
+            f"The message has {len(message):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. "
+            "Send a shorter one (or split it)."
+        )
     held = sum(len(t.get("content") or "") for t in conv or () if isinstance(t, dict))
     if held + len(message) > max_conversation_chars:
         return "This conversation is too long to continue here; press Clear to start a new one."
@@ -146,8 +149,13 @@ def display(conv: list[dict]) -> list[dict]:
         if t["kind"] == "turn":
             if t["role"] == "assistant" and t.get("reasoning"):
                 done = bool(t["content"]) or t.get("usage") is not None
-                out.append({"role": "assistant", "content": t["reasoning"].strip(),
-                            "metadata": {"title": "Thinking", "status": "done" if done else "pending"}})
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": t["reasoning"].strip(),
+                        "metadata": {"title": "Thinking", "status": "done" if done else "pending"},
+                    }
+                )
             if t["role"] == "assistant":
                 out += [tool_step(s) for s in t.get("tools") or ()]
             if t["role"] == "assistant" and not t["content"] and t.get("usage") is None:
@@ -169,8 +177,12 @@ def tool_step(step: dict) -> dict:
     """A calculator call and its result as a collapsed step (as the Thinking block), above the answer."""
     from finspace.tools.registry import ToolStep
 
-    s = ToolStep(str(step.get("name", "")), str(step.get("arguments", "")), str(step.get("result", "")),
-                 bool(step.get("ok", True)))
+    s = ToolStep(
+        str(step.get("name", "")),
+        str(step.get("arguments", "")),
+        str(step.get("result", "")),
+        bool(step.get("ok", True)),
+    )
     body = f"`{_md_escape(s.arguments)}`\n\n→ **{_md_escape(s.result)}**"
     return {"role": "assistant", "content": body, "metadata": {"title": s.title, "status": "done"}}
 
@@ -210,8 +222,12 @@ def usage(info: Any, started: float, ended: float, previous: dict | None = None)
     return out
 
 
-STOP_REASONS = {"stop": "finished", "length": "stopped at max tokens: press Continue for more", "abort": "stopped",
-                None: "stopped"}
+STOP_REASONS = {
+    "stop": "finished",
+    "length": "stopped at max tokens: press Continue for more",
+    "abort": "stopped",
+    None: "stopped",
+}
 
 
 def usage_line(u: dict) -> str:
@@ -248,8 +264,11 @@ def last_reply(conv: list[dict]) -> int | None:
 
 def can_continue(conv: list[dict]) -> bool:
     i = last_reply(conv)
-    return i is not None and (conv[i].get("usage") or {}).get("finish_reason") == "length" \
+    return (
+        i is not None
+        and (conv[i].get("usage") or {}).get("finish_reason") == "length"
         and bool(conv[i].get("raw") or conv[i]["content"])
+    )
 
 
 def continue_messages(conv: list[dict], i: int) -> list[dict]:

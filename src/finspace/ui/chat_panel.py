@@ -29,8 +29,16 @@ from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
 from finspace.ui.conversations import build_conversations
-from finspace.ui.documents import (FILE_TYPES, build_attach, build_remove, doc_list, fit_table, message_file,
-                                    message_text, takes_document)
+from finspace.ui.documents import (
+    FILE_TYPES,
+    build_attach,
+    build_remove,
+    doc_list,
+    fit_table,
+    message_file,
+    message_text,
+    takes_document,
+)
 
 log = logging.getLogger("finspace.ui")
 
@@ -49,15 +57,22 @@ def parse_seed(value: Any) -> int | None:
     """The seed box: empty for a random seed, else a whole number in [0, 2**31 - 1] (BadInput otherwise)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or (isinstance(value, float) and not value.is_integer()) or not 0 <= value <= SEED_MAX:
-        raise BadInput(f"Seed must be a whole number from 0 to {SEED_MAX:,} (empty for a random seed); "
-                       f"got {str(value)[:40]}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or (isinstance(value, float) and not value.is_integer())
+        or not 0 <= value <= SEED_MAX
+    ):
+        raise BadInput(
+            f"Seed must be a whole number from 0 to {SEED_MAX:,} (empty for a random seed); got {str(value)[:40]}"
+        )
     return int(value)
 
 
-def settings_from(engine: Any, sp: Any, temp: Any, mt: Any, top_p: Any = None, seed: Any = None,
-                  think: Any = True) -> ChatSettings:
+def settings_from(
+    engine: Any, sp: Any, temp: Any, mt: Any, top_p: Any = None, seed: Any = None, think: Any = True
+) -> ChatSettings:
     """The page's settings as ChatSettings; max tokens clamped to the model's context, the seed checked."""
     cap = max(1, min(MAX_TOKENS_CAP, (engine.max_model_len or 2) - 1))
     try:
@@ -65,11 +80,16 @@ def settings_from(engine: Any, sp: Any, temp: Any, mt: Any, top_p: Any = None, s
     except (TypeError, ValueError, OverflowError):
         mt = None
     ok_top_p = isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and 0 < top_p <= 1
-    return ChatSettings(system_prompt=(sp or None) if isinstance(sp, str) else None,
-                        temperature=temp if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None,
-                        max_tokens=mt, top_p=float(top_p) if ok_top_p else None, seed=parse_seed(seed),
-                        chat_template_kwargs=({"enable_thinking": think if isinstance(think, bool) else True}
-                                              if thinks(engine.entry) else None))
+    return ChatSettings(
+        system_prompt=(sp or None) if isinstance(sp, str) else None,
+        temperature=temp if isinstance(temp, (int, float)) and not isinstance(temp, bool) else None,
+        max_tokens=mt,
+        top_p=float(top_p) if ok_top_p else None,
+        seed=parse_seed(seed),
+        chat_template_kwargs=(
+            {"enable_thinking": think if isinstance(think, bool) else True} if thinks(engine.entry) else None
+        ),
+    )
 
 
 def thinks(entry: Any) -> bool:
@@ -84,10 +104,14 @@ def effective_sampling(entry: Any, s: ChatSettings) -> dict:
     def pick(v: Any, name: str) -> Any:
         return v if v is not None else (getattr(d, name) if d is not None else None)
 
-    return {"temperature": pick(s.temperature, "temperature"), "top_p": pick(s.top_p, "top_p"),
-            "max_tokens": pick(s.max_tokens, "max_tokens"), "seed": s.seed,
-            "enable_thinking": s.enable_thinking if entry is not None and entry.reasoning else None,
-            "system_prompt": s.system_prompt if s.system_prompt is not None else (entry.system_prompt if entry else None)}
+    return {
+        "temperature": pick(s.temperature, "temperature"),
+        "top_p": pick(s.top_p, "top_p"),
+        "max_tokens": pick(s.max_tokens, "max_tokens"),
+        "seed": s.seed,
+        "enable_thinking": s.enable_thinking if entry is not None and entry.reasoning else None,
+        "system_prompt": s.system_prompt if s.system_prompt is not None else (entry.system_prompt if entry else None),
+    }
 
 
 def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr.Blocks) -> dict:
@@ -105,20 +129,39 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
     c: dict[str, Any] = {}
     c["conv"] = gr.State([])  # this session's conversation (finspace.ui.chat turns)
     c["chatbot"] = gr.Chatbot(
-        label="Conversation", elem_id="chatbot", height=520, buttons=["copy", "copy_all"],
-        placeholder="Ask about a balance sheet, a bond, a ratio…", feedback_options=None,
-        group_consecutive_messages=False, latex_delimiters=LATEX_DELIMITERS,
+        label="Conversation",
+        elem_id="chatbot",
+        height=520,
+        buttons=["copy", "copy_all"],
+        placeholder="Ask about a balance sheet, a bond, a ratio…",
+        feedback_options=None,
+        group_consecutive_messages=False,
+        latex_delimiters=LATEX_DELIMITERS,
     )
     c["notice"] = gr.Markdown(elem_id="chat-notice")
     c["doc"] = gr.State(None)  # the conversation's documents (a list of finspace.documents.desk.Attached states)
     c["doc_fit"] = gr.Markdown(elem_id="doc-fit")
-    c["doc_list"] = gr.CheckboxGroup([], value=[], visible=False, elem_id="doc-list", interactive=True,
-                                     label="Documents in this conversation, by id (uncheck one to remove it)")
+    c["doc_list"] = gr.CheckboxGroup(
+        [],
+        value=[],
+        visible=False,
+        elem_id="doc-list",
+        interactive=True,
+        label="Documents in this conversation, by id (uncheck one to remove it)",
+    )
     with gr.Row():
         c["msg"] = gr.MultimodalTextbox(
             placeholder="Type a question and press Enter; attach a filing (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) "
-                        "to ask about it", show_label=False, scale=8, elem_id="chat-input", max_lines=8,
-            autofocus=True, file_types=FILE_TYPES, file_count="single", sources=["upload"])
+            "to ask about it",
+            show_label=False,
+            scale=8,
+            elem_id="chat-input",
+            max_lines=8,
+            autofocus=True,
+            file_types=FILE_TYPES,
+            file_count="single",
+            sources=["upload"],
+        )
         c["send"] = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
         c["stop"] = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
     with gr.Row():
@@ -128,25 +171,44 @@ def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
     if svc.settings.disclaimer:
         gr.Markdown(html.escape(svc.settings.disclaimer), elem_id="disclaimer")
     with gr.Accordion("Settings", open=False, elem_id="settings"):
-        c["preset"] = gr.Dropdown(label="Preset (fills the system prompt)", choices=svc.presets.labels(),
-                                  value=None, elem_id="preset", interactive=True)
-        c["system_prompt"] = gr.Textbox(label="System prompt", lines=3, elem_id="system-prompt",
-                                        placeholder="Empty: the model's own system prompt")
-        c["think"] = gr.Checkbox(value=True, label="Think before answering (reasoning models such as Qwen 3)",
-                                 elem_id="think")
-        c["calculator"] = gr.Radio(CALCULATOR_CHOICES, value="auto", elem_id="calculator",
-                                   label="Tools (models with a tool parser): the calculator for arithmetic; with filings "
-                                         "attached, search and read them (forced first: a search)")
+        c["preset"] = gr.Dropdown(
+            label="Preset (fills the system prompt)",
+            choices=svc.presets.labels(),
+            value=None,
+            elem_id="preset",
+            interactive=True,
+        )
+        c["system_prompt"] = gr.Textbox(
+            label="System prompt", lines=3, elem_id="system-prompt", placeholder="Empty: the model's own system prompt"
+        )
+        c["think"] = gr.Checkbox(
+            value=True, label="Think before answering (reasoning models such as Qwen 3)", elem_id="think"
+        )
+        c["calculator"] = gr.Radio(
+            CALCULATOR_CHOICES,
+            value="auto",
+            elem_id="calculator",
+            label="Tools (models with a tool parser): the calculator for arithmetic; with filings "
+            "attached, search and read them (forced first: a search)",
+        )
         sampling = default_entry.sampling if default_entry is not None else Sampling()
         with gr.Row():
-            c["temperature"] = gr.Slider(0.0, 2.0, value=sampling.temperature, step=0.05,
-                                         label="Temperature", elem_id="temperature")
+            c["temperature"] = gr.Slider(
+                0.0, 2.0, value=sampling.temperature, step=0.05, label="Temperature", elem_id="temperature"
+            )
             c["top_p"] = gr.Slider(0.05, 1.0, value=sampling.top_p, step=0.01, label="Top-p", elem_id="top-p")
         with gr.Row():
-            c["max_tokens"] = gr.Slider(1, MAX_TOKENS_CAP, value=sampling.max_tokens, step=1,
-                                        label="Max tokens (capped by the model's context)", elem_id="max-tokens")
-            c["seed"] = gr.Number(value=None, label=f"Seed (empty: random; 0 to {SEED_MAX})", precision=0,
-                                  elem_id="seed")
+            c["max_tokens"] = gr.Slider(
+                1,
+                MAX_TOKENS_CAP,
+                value=sampling.max_tokens,
+                step=1,
+                label="Max tokens (capped by the model's context)",
+                elem_id="max-tokens",
+            )
+            c["seed"] = gr.Number(
+                value=None, label=f"Seed (empty: random; 0 to {SEED_MAX})", precision=0, elem_id="seed"
+            )
     return c
 
 
@@ -167,16 +229,28 @@ class ChatHandlers:
         self.remove = build_remove(svc)
         self.skip4 = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
-    async def stream_into(self, conv_: list[dict], settings: ChatSettings, first_msg: Any, at: int | None = None,
-                          doc_state: Any = None, calculator: Any = "auto"):
+    async def stream_into(
+        self,
+        conv_: list[dict],
+        settings: ChatSettings,
+        first_msg: Any,
+        at: int | None = None,
+        doc_state: Any = None,
+        calculator: Any = "auto",
+    ):
         """Stream a reply into conv_ (a new one, or turn ``at`` continued), yielding the four outputs; the
         conversation's document (``doc_state``) goes before it, whole or as the passages that fit."""
         entry = self.serving.entry
         attached = docs.attached_list(doc_state)
         if at is None:
             reply = convo.turn("assistant", "", model=entry.key if entry is not None else None)
-            reply.update(reasoning="", raw="", usage=None, sampling=effective_sampling(entry, settings),
-                         provenance=self.provenance())
+            reply.update(
+                reasoning="",
+                raw="",
+                usage=None,
+                sampling=effective_sampling(entry, settings),
+                provenance=self.provenance(),
+            )
             messages = convo.engine_messages(conv_)
             conv_.append(reply)
         else:
@@ -191,8 +265,9 @@ class ChatHandlers:
         hide = gr.update(visible=False)
         yield convo.display(conv_), conv_, first_msg, hide
         try:
-            async with contextlib.aclosing(stream_parts(self.svc, messages, settings, info, calculator,
-                                                        attached)) as parts:
+            async with contextlib.aclosing(
+                stream_parts(self.svc, messages, settings, info, calculator, attached)
+            ) as parts:
                 async for thinking, answer in parts:
                     reply["reasoning"] = base_thinking + thinking
                     reply["content"] = base_answer + answer if base_answer else answer.lstrip()
@@ -248,8 +323,15 @@ class ChatHandlers:
                 yield gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 return
             doc_state, table = attached
-            yield (gr.skip(), gr.skip(), {"text": text, "files": []}, gr.skip(), doc_state, table,
-                   doc_list(docs.attached_list(doc_state)))
+            yield (
+                gr.skip(),
+                gr.skip(),
+                {"text": text, "files": []},
+                gr.skip(),
+                doc_state,
+                table,
+                doc_list(docs.attached_list(doc_state)),
+            )
         if not text.strip() and doc_state is not None:
             return  # a document attached without a question: its fit table is the answer
         problem = convo.message_problem(text, conv_, MAX_CONVERSATION_CHARS)
@@ -299,8 +381,9 @@ class ChatHandlers:
         if settings is None:
             yield self.skip4
             return
-        async for out in self.stream_into(conv_, dataclasses.replace(settings, continue_final_message=True),
-                                          gr.skip(), at=at, doc_state=doc_state):
+        async for out in self.stream_into(
+            conv_, dataclasses.replace(settings, continue_final_message=True), gr.skip(), at=at, doc_state=doc_state
+        ):
             yield out
 
     def apply_preset(self, label):
@@ -313,7 +396,7 @@ class ChatHandlers:
             return gr.skip()
 
     for _fn in (respond, regenerate, continue_reply):  # the document state and the calculator, last: callers of
-        _fn.finspace_optional_inputs = 2                # the earlier inputs keep working (finspace.wall.guard pads null)
+        _fn.finspace_optional_inputs = 2  # the earlier inputs keep working (finspace.wall.guard pads null)
     del _fn
 
 
@@ -323,8 +406,13 @@ def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> li
     chatbot, conv, msg, cont, doc = c["chatbot"], c["conv"], c["msg"], c["cont"], c["doc"]
     settings_in = [c["system_prompt"], c["temperature"], c["max_tokens"], c["top_p"], c["seed"], c["think"]]
     respond = h.respond
-    common = dict(outputs=[chatbot, conv, msg, cont], concurrency_limit=chat_concurrency,
-                  concurrency_id=CHAT_CONCURRENCY_ID, api_visibility="private", show_progress="minimal")
+    common = dict(
+        outputs=[chatbot, conv, msg, cont],
+        concurrency_limit=chat_concurrency,
+        concurrency_id=CHAT_CONCURRENCY_ID,
+        api_visibility="private",
+        show_progress="minimal",
+    )
     asking = {**common, "outputs": [chatbot, conv, msg, cont, doc, c["doc_fit"], c["doc_list"]]}
     calc = c["calculator"]
     ev_submit = msg.submit(respond, inputs=[msg, conv, *settings_in, doc, calc], **asking)
@@ -333,10 +421,22 @@ def wire_events(c: dict[str, Any], h: ChatHandlers, chat_concurrency: int) -> li
     ev_cont = cont.click(h.continue_reply, inputs=[conv, *settings_in, doc, calc], **common)
     c["stop"].click(None, cancels=[ev_submit, ev_send, ev_regen, ev_cont], api_visibility="private")
     cleared = [chatbot, conv, cont, doc, c["doc_fit"], c["doc_list"]]
-    c["doc_list"].input(h.remove, inputs=[c["doc_list"], doc], outputs=[doc, c["doc_fit"], c["doc_list"]],
-                        api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    c["doc_list"].input(
+        h.remove,
+        inputs=[c["doc_list"], doc],
+        outputs=[doc, c["doc_fit"], c["doc_list"]],
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
     ev_clear = c["clear"].click(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
     ev_clear2 = chatbot.clear(clear_chat, outputs=cleared, api_visibility="private", concurrency_limit=None)
-    c["preset"].change(h.apply_preset, inputs=[c["preset"]], outputs=[c["system_prompt"]], api_visibility="private",
-                       concurrency_limit=None, show_progress="hidden")
+    c["preset"].change(
+        h.apply_preset,
+        inputs=[c["preset"]],
+        outputs=[c["system_prompt"]],
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
     return [ev_submit, ev_send, ev_regen, ev_cont, ev_clear, ev_clear2]

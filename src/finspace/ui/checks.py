@@ -3,9 +3,15 @@ under the answer with each cited page's text, the checked rows marked."""
 
 from __future__ import annotations
 
-MARK_WORDS = {"verified": "verified", "differs": "differs from the page", "not_on_page": "not on the cited page",
-              "uncited": "uncited", "no_such_page": "no such page", "other_document": "on another document's page",
-              "unknown_document": "no such document"}
+MARK_WORDS = {
+    "verified": "verified",
+    "differs": "differs from the page",
+    "not_on_page": "not on the cited page",
+    "uncited": "uncited",
+    "no_such_page": "no such page",
+    "other_document": "on another document's page",
+    "unknown_document": "no such document",
+}
 
 
 def _mark(c: dict) -> str:
@@ -23,13 +29,13 @@ def marked(answer: str, checks: list[dict]) -> str:
     out = answer
     for c in sorted(checks or (), key=lambda c: -int(c.get("end") or 0)):
         end = int(c.get("end") or 0)
-        if 0 < end <= len(out) and out[int(c.get("start") or 0):end] == c.get("figure"):
+        if 0 < end <= len(out) and out[int(c.get("start") or 0) : end] == c.get("figure"):
             out = out[:end] + _mark(c) + out[end:]
     return out
 
 
 def counts(checks: list[dict]) -> str:
-    """"2 ✓ verified, 1 ≠ differs from the page" for the Sources panel's title."""
+    """ "2 ✓ verified, 1 ≠ differs from the page" for the Sources panel's title."""
     tally: dict[str, int] = {}
     for c in checks or ():
         key = f"{c.get('symbol')} {MARK_WORDS.get(str(c.get('mark')), c.get('mark'))}"
@@ -48,7 +54,7 @@ def marked_page(text: str, marks: list[tuple[str, str]]) -> str:
     for quote, said in notes.items():
         note, row = " · ".join(f"**{n}**" for n in said), quote.rstrip()
         if row.startswith("|") and row.endswith("|") and (cut := row.find("|", 1)) > 0:  # in the row's label
-            tagged = f"{row[:cut].rstrip()} ⟵ {note} {row[cut:]}" + quote[len(row):]
+            tagged = f"{row[:cut].rstrip()} ⟵ {note} {row[cut:]}" + quote[len(row) :]
         else:
             tagged = f"{quote} ⟵ {note}"
         text = text.replace(quote, tagged, 1)
@@ -57,7 +63,9 @@ def marked_page(text: str, marks: list[tuple[str, str]]) -> str:
 
 def page_view(source: dict, marks: list[tuple[str, str]]) -> str:
     """One page under its name, "**document · label**", its quotes marked (``marked_page``)."""
-    return f"**{source.get('document')} · {source.get('label')}**\n\n{marked_page(str(source.get('text') or ''), marks)}"
+    return (
+        f"**{source.get('document')} · {source.get('label')}**\n\n{marked_page(str(source.get('text') or ''), marks)}"
+    )
 
 
 def sources(sources_: list[dict], checks: list[dict]) -> dict | None:
@@ -67,8 +75,11 @@ def sources(sources_: list[dict], checks: list[dict]) -> dict | None:
         return None
     parts = []
     for s in sources_ or ():
-        marks = [(c.get("quote"), f"{c.get('symbol')} {c.get('figure')}") for c in checks or ()
-                 if c.get("document") == s.get("document") and c.get("page") == s.get("page")]
+        marks = [
+            (c.get("quote"), f"{c.get('symbol')} {c.get('figure')}")
+            for c in checks or ()
+            if c.get("document") == s.get("document") and c.get("page") == s.get("page")
+        ]
         parts.append(page_view(s, marks))
     title = "📑 Sources" + (f": {counts(checks)}" if checks else "")
     body = "\n\n---\n\n".join(parts) or "No cited page: the figures carry no citation."

@@ -41,8 +41,10 @@ def build_conversations(demo: gr.Blocks, c: dict, svc: Service) -> Callable[[], 
     for ev in c["chat_events"]:
         ev.then(save, inputs=[conv, store], outputs=[store, picker, title], **private)
     c["stop"].click(save, inputs=[conv, store], outputs=[store, picker, title], **private)
-    switched = [picker.input(select, inputs=[picker, store], outputs=view, **private),
-                k["new"].click(new_chat, inputs=[conv, store], outputs=view, **private)]
+    switched = [
+        picker.input(select, inputs=[picker, store], outputs=view, **private),
+        k["new"].click(new_chat, inputs=[conv, store], outputs=view, **private),
+    ]
     k["rename"].click(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
     title.submit(rename_chat, inputs=[title, store], outputs=[store, picker], **private)
     switched.append(k["delete"].click(delete_chat, inputs=[store], outputs=view, **private))
@@ -69,8 +71,14 @@ def layout() -> dict[str, Any]:
     with gr.Accordion("Conversations (kept in this browser)", open=False, elem_id="conversations"):
         with gr.Row():
             # the choices are this browser's, set per page: the id is checked by select(), not by Gradio
-            k["picker"] = gr.Dropdown(label="Conversation", choices=[], elem_id="conversation-picker", scale=4,
-                                      interactive=True, allow_custom_value=True)
+            k["picker"] = gr.Dropdown(
+                label="Conversation",
+                choices=[],
+                elem_id="conversation-picker",
+                scale=4,
+                interactive=True,
+                allow_custom_value=True,
+            )
             k["new"] = gr.Button("New", size="sm", elem_id="new-chat", scale=1)
             k["delete"] = gr.Button("Delete", size="sm", variant="stop", elem_id="delete-chat", scale=1)
         with gr.Row():
@@ -78,8 +86,9 @@ def layout() -> dict[str, Any]:
             k["rename"] = gr.Button("Rename", size="sm", elem_id="rename-chat", scale=1)
         with gr.Row():
             k["export"] = gr.Button("Export (Markdown + JSON)", size="sm", elem_id="export")
-        k["files"] = gr.File(label="Downloads", file_count="multiple", interactive=False, visible=False,
-                             elem_id="export-files")
+        k["files"] = gr.File(
+            label="Downloads", file_count="multiple", interactive=False, visible=False, elem_id="export-files"
+        )
     return k
 
 
@@ -95,8 +104,14 @@ def shown(st: dict) -> tuple:
     """The view of the store's current conversation: chatbot, conversation, picker, title, store, Continue."""
     cid = st["current"]
     turns = st["conversations"][cid]["turns"]
-    return (convo.display(turns), turns, gr.update(choices=saved.choices(st), value=cid),
-            st["conversations"][cid]["title"], st, gr.update(visible=convo.can_continue(turns)))
+    return (
+        convo.display(turns),
+        turns,
+        gr.update(choices=saved.choices(st), value=cid),
+        st["conversations"][cid]["title"],
+        st,
+        gr.update(visible=convo.can_continue(turns)),
+    )
 
 
 def restore(raw):

@@ -71,8 +71,9 @@ def build_attach(svc: Service):
     warning says why). A second filing joins the first; the upload is deleted whatever happens."""
     folder = docs.upload_folder(svc.settings)
 
-    async def attach(message, client: str | None, doc_state: Any = None,
-                     settings: Any = None) -> tuple[list, str] | None:
+    async def attach(
+        message, client: str | None, doc_state: Any = None, settings: Any = None
+    ) -> tuple[list, str] | None:
         """``settings``: the chat's (its max tokens is the reply the fit table leaves room for)."""
         files = message.get("files") or []
         have = docs.attached_list(doc_state)

@@ -28,8 +28,9 @@ class EdgarEndpoints:
         self.svc = svc
         self.provenance = svc.provenance
 
-    async def company_filings(self, company: str, form: str | None = None, year: int | None = None,
-                              older: bool = False, limit: int = 100) -> dict:
+    async def company_filings(
+        self, company: str, form: str | None = None, year: int | None = None, older: bool = False, limit: int = 100
+    ) -> dict:
         """A company's filings on SEC's EDGAR, newest first. company: ticker, CIK or name; form: 10-K, 10-Q, 8-K,
         20-F, 40-F or null; year: the report period's. Returns {company, filings: [{form, period, filed, accession,
         document, url}]}."""
@@ -48,8 +49,15 @@ class EdgarEndpoints:
         except Exception as exc:  # noqa: BLE001
             raise user_error(self.svc, exc) from None
 
-    async def ask_filing(self, company: str, question: str, form: str | None = "10-K", year: int | None = None,
-                         accession: str | None = None, request: gr.Request = None) -> dict:
+    async def ask_filing(
+        self,
+        company: str,
+        question: str,
+        form: str | None = "10-K",
+        year: int | None = None,
+        accession: str | None = None,
+        request: gr.Request = None,
+    ) -> dict:
         """Ask about a company's filing, read from EDGAR's archive: the latest `form` of `year`, or `accession`.
         Returns {answer, citations (pages), document, pages, filing, url}."""
         try:
@@ -70,14 +78,19 @@ class EdgarEndpoints:
 
 def register_edgar_api(svc: Service) -> None:
     api = EdgarEndpoints(svc)
-    for fn, name, limit in ((api.company_filings, "company_filings", 8), (api.company_facts, "company_facts", 8),
-                            (api.ask_filing, "ask_filing", 4), (api.filing_matrix, "filing_matrix", 4)):
+    for fn, name, limit in (
+        (api.company_filings, "company_filings", 8),
+        (api.company_facts, "company_facts", 8),
+        (api.ask_filing, "ask_filing", 4),
+        (api.filing_matrix, "filing_matrix", 4),
+    ):
         gr.api(fn, api_name=name, concurrency_limit=limit)
 
 
 def chart_frame(points: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(points, columns=["company", "period", "end", "value", "unit", "form", "accession", "filed",
-                                       "url"])
+    df = pd.DataFrame(
+        points, columns=["company", "period", "end", "value", "unit", "form", "accession", "filed", "url"]
+    )
     df["end"] = pd.to_datetime(df["end"])
     return df
 
@@ -87,9 +100,11 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
     api = EdgarEndpoints(svc)
     exports = Exports(upload_folder(svc.settings))  # bounded per client, removed when the app stops
     svc.on_close.append(exports.clear)
-    gr.Markdown("Find a company on SEC's EDGAR by ticker or name, pick a filing and ask about it; chart what it "
-                "reported over the years. " + ("" if svc.settings.edgar.enabled else
-                                               f"**Off on this Space:** {svc.edgar.off_message}"))
+    gr.Markdown(
+        "Find a company on SEC's EDGAR by ticker or name, pick a filing and ask about it; chart what it "
+        "reported over the years. "
+        + ("" if svc.settings.edgar.enabled else f"**Off on this Space:** {svc.edgar.off_message}")
+    )
     with gr.Row():
         company = gr.Textbox(label="Company (ticker or name)", placeholder="AAPL", elem_id="edgar-company", scale=2)
         form = gr.Dropdown(FORMS, value="10-K", label="Form", elem_id="edgar-form", scale=1)
@@ -109,8 +124,14 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         period = gr.Radio(["annual", "quarterly"], value="annual", label="Period", scale=1)
         chart_btn = gr.Button("Chart", elem_id="edgar-chart-btn", scale=1)
     notes = gr.Markdown(elem_id="edgar-notes")
-    plot = gr.LinePlot(chart_frame([]), x="end", y="value", color="company", elem_id="edgar-chart",
-                       tooltip=["company", "period", "value", "form", "accession", "filed"])
+    plot = gr.LinePlot(
+        chart_frame([]),
+        x="end",
+        y="value",
+        color="company",
+        elem_id="edgar-chart",
+        tooltip=["company", "period", "value", "form", "accession", "filed"],
+    )
     facts_table = gr.Dataframe(interactive=False, elem_id="edgar-facts")
     csv_file = gr.File(label="CSV", elem_id="edgar-csv")
 
@@ -118,17 +139,23 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         out = await api.company_filings(q, None if f == "any" else f, int(y) if y else None)
         rows = [[x[c] for c in FILING_COLUMNS] for x in out["filings"]]
         c = out["company"]
-        choices = [(f"{x['form']} {x['period'] or ''} filed {x['filed']} ({x['accession']})", x["accession"])
-                   for x in out["filings"]]
-        return (f"**{c['name']}** ({c['ticker']}, CIK {c['cik']}): {len(rows)} filing(s)",
-                pd.DataFrame(rows, columns=FILING_COLUMNS),
-                gr.update(choices=choices, value=choices[0][1] if choices else None))
+        choices = [
+            (f"{x['form']} {x['period'] or ''} filed {x['filed']} ({x['accession']})", x["accession"])
+            for x in out["filings"]
+        ]
+        return (
+            f"**{c['name']}** ({c['ticker']}, CIK {c['cik']}): {len(rows)} filing(s)",
+            pd.DataFrame(rows, columns=FILING_COLUMNS),
+            gr.update(choices=choices, value=choices[0][1] if choices else None),
+        )
 
     async def ask_it(q, acc, text, request: gr.Request):
         out = await api.ask_filing(q, text, None, None, acc, request)
         cites = ", ".join(f"page {p}" for p in out["citations"]) or "none"
-        return f"{out['answer']}\n\n*Cited: {cites}. Source: [{out['filing']['form']} filed " \
-               f"{out['filing']['filed']}]({out['url']})*"
+        return (
+            f"{out['answer']}\n\n*Cited: {cites}. Source: [{out['filing']['form']} filed "
+            f"{out['filing']['filed']}]({out['url']})*"
+        )
 
     async def chart(cs, fld, per, request: gr.Request):
         out = await api.company_facts(cs, fld, per)
@@ -139,8 +166,13 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
             raise user_error(svc, exc) from None
         df = chart_frame(out["points"])
         units = ", ".join(out["units"])
-        return (f"**{out['field']}** ({units}); each point names its filing (form, accession, filed). "
-                + " ".join(out["notes"]), df, df.assign(end=df["end"].dt.date.astype(str)), path)
+        return (
+            f"**{out['field']}** ({units}); each point names its filing (form, accession, filed). "
+            + " ".join(out["notes"]),
+            df,
+            df.assign(end=df["end"].dt.date.astype(str)),
+            path,
+        )
 
     async def open_in_chat(q, acc, doc_state, request: gr.Request):  # joins the chat's documents, as an attach does
         have = docs.attached_list(doc_state)
@@ -151,12 +183,21 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         except Exception as exc:  # noqa: BLE001 - the boundary
             raise user_error(svc, exc) from None
         f, atts = picked.filing, [*have, att]
-        return ([a.to_state() for a in atts], fit_view(svc, atts), doc_list(atts), f"{picked.company.ticker} "
-                f"{f.form} filed {f.filed} is attached to the **Chat** tab as `{att.ident}`: ask there.")
+        return (
+            [a.to_state() for a in atts],
+            fit_view(svc, atts),
+            doc_list(atts),
+            f"{picked.company.ticker} "
+            f"{f.form} filed {f.filed} is attached to the **Chat** tab as `{att.ident}`: ask there.",
+        )
 
     if chat is not None:
-        to_chat.click(open_in_chat, [company, pick, chat["doc"]],
-                      [chat["doc"], chat["doc_fit"], chat["doc_list"], answer], api_visibility="private")
+        to_chat.click(
+            open_in_chat,
+            [company, pick, chat["doc"]],
+            [chat["doc"], chat["doc_fit"], chat["doc_list"], answer],
+            api_visibility="private",
+        )
     find.click(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     company.submit(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
     ask.click(ask_it, [company, pick, question], [answer], api_visibility="private")

@@ -36,8 +36,14 @@ MAX_AGE_S = 600.0
 class Exports:
     """One app's export folder: ``<upload folder>/finspace-exports/<app id>/<client>/<export>/``."""
 
-    def __init__(self, upload_folder: str | Path, *, per_client: int = PER_CLIENT, max_bytes: int = MAX_BYTES,
-                 max_age_s: float = MAX_AGE_S):
+    def __init__(
+        self,
+        upload_folder: str | Path,
+        *,
+        per_client: int = PER_CLIENT,
+        max_bytes: int = MAX_BYTES,
+        max_age_s: float = MAX_AGE_S,
+    ):
         self.root = Path(upload_folder) / EXPORTS_FOLDER / uuid.uuid4().hex
         self.per_client, self.max_bytes, self.max_age_s = per_client, max_bytes, max_age_s
         self._lock = threading.Lock()  # handlers run in worker threads
@@ -54,8 +60,10 @@ class Exports:
         every export older than ``max_age_s`` removed. BadInput naming ``fix`` when they are over ``max_bytes``."""
         size = sum(len(b) for b in files.values())
         if size > self.max_bytes:
-            raise BadInput(f"this export would be {size / (1 << 20):.1f} MiB; the limit is "
-                           f"{self.max_bytes / (1 << 20):g} MiB per export: {fix}")
+            raise BadInput(
+                f"this export would be {size / (1 << 20):.1f} MiB; the limit is "
+                f"{self.max_bytes / (1 << 20):g} MiB per export: {fix}"
+            )
         with self._lock:
             self._sweep()
             mine = self.root / _client_key(client)

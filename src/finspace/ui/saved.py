@@ -37,8 +37,7 @@ class StoreProblem(ValueError):
 
 def empty_store() -> dict:
     cid = new_id()
-    return {"current": cid, "conversations": {cid: {"title": "New conversation", "updated": time.time(),
-                                                    "turns": []}}}
+    return {"current": cid, "conversations": {cid: {"title": "New conversation", "updated": time.time(), "turns": []}}}
 
 
 def new_id() -> str:
@@ -98,8 +97,12 @@ def check_turn(t: Any, i: int) -> dict:
         out["tools"] = tools
     for key in ("checks", "sources"):  # the answer's figure checks and cited pages (finspace.ui.checks)
         v = t.get(key)
-        if isinstance(v, list) and len(v) <= MAX_CHECKS and all(isinstance(x, dict) and _plain(x) for x in v) \
-                and len(json.dumps(v)) <= MAX_CHECKS_CHARS:
+        if (
+            isinstance(v, list)
+            and len(v) <= MAX_CHECKS
+            and all(isinstance(x, dict) and _plain(x) for x in v)
+            and len(json.dumps(v)) <= MAX_CHECKS_CHARS
+        ):
             out[key] = v
     return out
 
@@ -120,8 +123,9 @@ def check_tools(steps: Any, i: int) -> list[dict] | None:
         raise StoreProblem(f"message {i}'s tools is not a list of at most {MAX_TOOL_STEPS} steps")
     out = []
     for s in steps:
-        if not isinstance(s, dict) or not all(isinstance(s.get(k), str) and len(s[k]) <= n
-                                              for k, n in TOOL_STEP_KEYS.items()):
+        if not isinstance(s, dict) or not all(
+            isinstance(s.get(k), str) and len(s[k]) <= n for k, n in TOOL_STEP_KEYS.items()
+        ):
             raise StoreProblem(f"message {i} has a tool step that is not name, arguments and result as short text")
         out.append({**{k: s[k] for k in TOOL_STEP_KEYS}, "ok": s.get("ok") is not False})
     return out
@@ -173,8 +177,10 @@ def read_store(raw: Any) -> tuple[dict, str | None]:
     except (TypeError, ValueError):
         return empty_store(), "The conversations saved in this browser could not be read (not JSON); started a new one."
     if size > MAX_STORE_CHARS:
-        return empty_store(), (f"The conversations saved in this browser are too large ({size:,} characters; the "
-                               f"limit is {MAX_STORE_CHARS:,}); started a new one.")
+        return empty_store(), (
+            f"The conversations saved in this browser are too large ({size:,} characters; the "
+            f"limit is {MAX_STORE_CHARS:,}); started a new one."
+        )
     try:
         if not isinstance(raw, dict) or not isinstance(raw.get("conversations"), dict):
             raise StoreProblem("no conversation list")
@@ -212,8 +218,10 @@ def _read_conversations(convs: dict) -> tuple[dict, list[str]]:
         out[cid] = {"title": title, "updated": 0.0 if updated is None else updated, "turns": turns}
     notes = []
     if too_long:
-        notes.append(f"{len(too_long)} saved conversation(s) were longer than {MAX_CONVERSATION_CHARS:,} characters, "
-                     f"the limit, and were dropped ({', '.join(repr(t) for t in too_long[:3])}).")
+        notes.append(
+            f"{len(too_long)} saved conversation(s) were longer than {MAX_CONVERSATION_CHARS:,} characters, "
+            f"the limit, and were dropped ({', '.join(repr(t) for t in too_long[:3])})."
+        )
     if repaired:
         notes.append(f"{repaired} saved time(s) were out of range and were cleared.")
     return out, notes
@@ -232,8 +240,10 @@ def put(store: dict, turns: list[dict]) -> tuple[dict, str | None]:
         del convs[oldest]
     if len(json.dumps(out)) > MAX_STORE_CHARS:
         convs[cid] = {**convs[cid], "turns": []}
-        return out, ("This conversation is too large to keep in this browser: it stays on the page until you "
-                     "leave; export it to keep it.")
+        return out, (
+            "This conversation is too large to keep in this browser: it stays on the page until you "
+            "leave; export it to keep it."
+        )
     return out, None
 
 
@@ -265,25 +275,39 @@ def export_json(title: str, turns: list[dict]) -> dict:
     for t in turns:
         m = {"role": t["role"], "kind": t["kind"], "content": t.get("content", ""), "at": _iso(t.get("at"))}
         if t["role"] == "assistant" and t["kind"] == "turn":
-            m.update(model=t.get("model"), thinking=t.get("reasoning") or None, usage=t.get("usage"),
-                     sampling=t.get("sampling"), provenance=t.get("provenance"), tools=t.get("tools") or None,
-                     checks=t.get("checks") or None, sources=t.get("sources") or None)
+            m.update(
+                model=t.get("model"),
+                thinking=t.get("reasoning") or None,
+                usage=t.get("usage"),
+                sampling=t.get("sampling"),
+                provenance=t.get("provenance"),
+                tools=t.get("tools") or None,
+                checks=t.get("checks") or None,
+                sources=t.get("sources") or None,
+            )
         messages.append(m)
     models = {}
     for t in turns:
         p = t.get("provenance")
         if isinstance(p, dict) and p.get("model_key"):
             models[p["model_key"]] = p
-    return {"schema": SCHEMA, "title": title, "exported_at": _iso(time.time()), "models": list(models.values()),
-            "messages": messages}
+    return {
+        "schema": SCHEMA,
+        "title": title,
+        "exported_at": _iso(time.time()),
+        "models": list(models.values()),
+        "messages": messages,
+    }
 
 
 def export_markdown(doc: dict) -> str:
     lines = [f"# {doc['title']}", "", f"Exported {doc['exported_at']} from finspace.", ""]
     for p in doc["models"]:
-        lines += [f"- **{p.get('label') or p.get('model_key')}** (`{p.get('model_key')}`): {p.get('repo')}"
-                  f"@{p.get('revision') or 'main'}, dtype {p.get('dtype')}, quantization {p.get('quantization')}, "
-                  f"max context {p.get('max_model_len')}, load record `{p.get('load_record_id')}`"]
+        lines += [
+            f"- **{p.get('label') or p.get('model_key')}** (`{p.get('model_key')}`): {p.get('repo')}"
+            f"@{p.get('revision') or 'main'}, dtype {p.get('dtype')}, quantization {p.get('quantization')}, "
+            f"max context {p.get('max_model_len')}, load record `{p.get('load_record_id')}`"
+        ]
     lines.append("")
     for m in doc["messages"]:
         if m["kind"] != "turn":
@@ -292,20 +316,30 @@ def export_markdown(doc: dict) -> str:
         head = f"## {'You' if m['role'] == 'user' else 'Assistant'} · {m['at']}"
         if m["role"] == "assistant":
             s = m.get("sampling") or {}
-            head += (f" · `{m.get('model')}` · temperature {s.get('temperature')}, top-p {s.get('top_p')}, "
-                     f"max tokens {s.get('max_tokens')}, seed {s.get('seed')}")
+            head += (
+                f" · `{m.get('model')}` · temperature {s.get('temperature')}, top-p {s.get('top_p')}, "
+                f"max tokens {s.get('max_tokens')}, seed {s.get('seed')}"
+            )
         lines += [head, ""]
         if m.get("thinking"):
             lines += ["<details><summary>Thinking</summary>", "", m["thinking"].strip(), "", "</details>", ""]
         for step in m.get("tools") or ():
-            lines += [f"<details><summary>Tool: {step['name']}</summary>", "", f"`{step['arguments']}` → "
-                      f"**{step['result']}**", "", "</details>", ""]
+            lines += [
+                f"<details><summary>Tool: {step['name']}</summary>",
+                "",
+                f"`{step['arguments']}` → **{step['result']}**",
+                "",
+                "</details>",
+                "",
+            ]
         lines += [m["content"], ""]
         for c in m.get("checks") or ():
             where = f"{c.get('document')} p. {c.get('page')}" if c.get("page") else "uncited"
-            lines.append(f"- {c.get('symbol')} {c.get('figure')} ({where}): {c.get('label_text')}"
-                         + (f"; the page prints {c['printed']}" if c.get("printed") else "")
-                         + (f"; \"{c['quote']}\"" if c.get("quote") else ""))
+            lines.append(
+                f"- {c.get('symbol')} {c.get('figure')} ({where}): {c.get('label_text')}"
+                + (f"; the page prints {c['printed']}" if c.get("printed") else "")
+                + (f"; \"{c['quote']}\"" if c.get("quote") else "")
+            )
         if m.get("checks"):
             lines.append("")
     return "\n".join(lines)

@@ -26,23 +26,39 @@ from finspace.scoreboard.asking import FORMATS, PROMPT_FORMAT
 from finspace.service import Service
 from finspace.ui.documents import takes_document
 
-COLUMNS = ["model", "set", "score %", "n", "of", "refusals", "errors", "tokens/s", "date (UTC)", "partial",
-           "prompt", "file"]
+COLUMNS = [
+    "model",
+    "set",
+    "score %",
+    "n",
+    "of",
+    "refusals",
+    "errors",
+    "tokens/s",
+    "date (UTC)",
+    "partial",
+    "prompt",
+    "file",
+]
 WIDTHS = ["11%", "6%", "6%", "4%", "4%", "6%", "5%", "6%", "12%", "6%", "10%", "24%"]
 POLL_S = 0.5
-ABOUT = ("Each row is one run of a public finance answer key on a model **as this Space served it** (its "
-         "revision, quantization, dtype and context), greedy. **score**: the share of the *n* items asked that the "
-         "set's own scorer marked correct (FinQA: the final number within its tolerance; TAT-QA: exact match, "
-         "with scale). A score compares models on these items under this prompt format; it is not a measure of "
-         "a model's finance skill in general. A partial row is a cancelled run.")
+ABOUT = (
+    "Each row is one run of a public finance answer key on a model **as this Space served it** (its "
+    "revision, quantization, dtype and context), greedy. **score**: the share of the *n* items asked that the "
+    "set's own scorer marked correct (FinQA: the final number within its tolerance; TAT-QA: exact match, "
+    "with scale). A score compares models on these items under this prompt format; it is not a measure of "
+    "a model's finance skill in general. A partial row is a cancelled run."
+)
 
 
-PLACE_HELP = ("**No GitHub from this machine?** A set's data is its published file: give it in the box above for "
-              "this run (TAT-QA `tatqa_dataset_dev.json`, FinQA `test.json`, FinanceBench "
-              "`financebench_open_source.jsonl`, as published), or place it once as `evalsets/<set>/<file>` beside "
-              "`src/` (or `$FINSPACE_EVALSETS_DIR/<set>/<file>`), where every run finds it. FinanceBench's `+filing` "
-              "formats read each question's PDF: place them as `evalsets/financebench/pdfs/<doc_name>.pdf` "
-              "(docs/scoreboard.md).")
+PLACE_HELP = (
+    "**No GitHub from this machine?** A set's data is its published file: give it in the box above for "
+    "this run (TAT-QA `tatqa_dataset_dev.json`, FinQA `test.json`, FinanceBench "
+    "`financebench_open_source.jsonl`, as published), or place it once as `evalsets/<set>/<file>` beside "
+    "`src/` (or `$FINSPACE_EVALSETS_DIR/<set>/<file>`), where every run finds it. FinanceBench's `+filing` "
+    "formats read each question's PDF: place them as `evalsets/financebench/pdfs/<doc_name>.pdf` "
+    "(docs/scoreboard.md)."
+)
 
 
 def limit_box(maximum: int) -> gr.Number:
@@ -54,11 +70,15 @@ def limit_box(maximum: int) -> gr.Number:
     gradios = box.preprocess
 
     def preprocess(payload: Any) -> float | int | None:
-        if payload is not None and (isinstance(payload, bool) or not isinstance(payload, int | float)
-                                    or not math.isfinite(payload)):
+        if payload is not None and (
+            isinstance(payload, bool) or not isinstance(payload, int | float) or not math.isfinite(payload)
+        ):
             shown = html.escape(str(payload)[:40])
-            raise gr.Error(f"limit must be a whole number of items in [1, {maximum}] (FINSPACE_EVAL_MAX_ITEMS), "
-                           f"got {shown}: send a number such as 20", print_exception=False)
+            raise gr.Error(
+                f"limit must be a whole number of items in [1, {maximum}] (FINSPACE_EVAL_MAX_ITEMS), "
+                f"got {shown}: send a number such as 20",
+                print_exception=False,
+            )
         return gradios(payload)
 
     box.preprocess = preprocess
@@ -71,10 +91,23 @@ def _pct(v: Any) -> Any:
 
 def board_rows(results: list[dict]) -> list[list]:
     """One row per stored result, newest first (as the desk returns them)."""
-    return [[r.get("model_key"), r.get("set"), _pct(r.get("score")), r.get("n"), r.get("total"), r.get("refusals"),
-             r.get("errors"), r.get("tokens_per_s"), str(r.get("date") or "").replace("T", " ").rstrip("Z"),
-             "partial" if r.get("partial") else "", str(r.get("prompt_format") or ""), r.get("file")]
-            for r in results]
+    return [
+        [
+            r.get("model_key"),
+            r.get("set"),
+            _pct(r.get("score")),
+            r.get("n"),
+            r.get("total"),
+            r.get("refusals"),
+            r.get("errors"),
+            r.get("tokens_per_s"),
+            str(r.get("date") or "").replace("T", " ").rstrip("Z"),
+            "partial" if r.get("partial") else "",
+            str(r.get("prompt_format") or ""),
+            r.get("file"),
+        ]
+        for r in results
+    ]
 
 
 def chart_frame(results: list[dict]) -> pd.DataFrame:
@@ -96,7 +129,8 @@ def progress_html(p: dict | None) -> str:
     if not p:
         return ""
     state = {"running": "running", "done": "done", "cancelled": "cancelled (partial result stored)"}.get(
-        p.get("state"), str(p.get("state")))
+        p.get("state"), str(p.get("state"))
+    )
     tail = ""
     if p.get("score") is not None:
         tail = f" · score {_pct(p['score'])}% of {p.get('n')}"
@@ -104,9 +138,11 @@ def progress_html(p: dict | None) -> str:
         tail += f" · {p['errors']} item errors"
     if p.get("error"):
         tail += f" · {html.escape(str(p['error']))}"
-    return (f"<progress value='{p.get('done', 0)}' max='{max(1, p.get('total') or 1)}' style='width:100%'></progress>"
-            f"<div id='scores-count'>{html.escape(str(p.get('set')))} on {html.escape(str(p.get('model_key')))}: "
-            f"{p.get('done', 0)} of {p.get('total', 0)} items · {state}{tail}</div>")
+    return (
+        f"<progress value='{p.get('done', 0)}' max='{max(1, p.get('total') or 1)}' style='width:100%'></progress>"
+        f"<div id='scores-count'>{html.escape(str(p.get('set')))} on {html.escape(str(p.get('model_key')))}: "
+        f"{p.get('done', 0)} of {p.get('total', 0)} items · {state}{tail}</div>"
+    )
 
 
 def _error(svc: Service, exc: BaseException) -> gr.Error:
@@ -138,8 +174,9 @@ class ScoreEndpoints:
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback to the client
             raise _error(self.svc, exc) from None
 
-    async def run_eval(self, set_name: str, limit: int | None = None, admin_token: str | None = None,
-                       request: gr.Request = None) -> dict:
+    async def run_eval(
+        self, set_name: str, limit: int | None = None, admin_token: str | None = None, request: gr.Request = None
+    ) -> dict:
         """Run `set_name` (finqa, tatqa) on the loaded model, `limit` items (null: up to FINSPACE_EVAL_MAX_ITEMS).
         Needs admin_token when the Space sets FINSPACE_ADMIN_TOKEN. Yields {"state", "done", "total", ...} as items
         finish; the last has "score", "n" and "file". The run goes on if the caller leaves; /cancel_eval stops it."""
@@ -179,8 +216,15 @@ class ScoreHandlers:
         return board_rows(b["results"]), chart_frame(b["results"]), ("Skipped:" + notes if notes else "")
 
     @takes_document
-    async def run(self, set_name: str, limit: Any, token: str, prompt_format: Any, data_file: Any = None,
-                  request: gr.Request = None):
+    async def run(
+        self,
+        set_name: str,
+        limit: Any,
+        token: str,
+        prompt_format: Any,
+        data_file: Any = None,
+        request: gr.Request = None,
+    ):
         """``data_file``: the set's published file uploaded for this run (read once, in the upload folder, deleted
         after), for a machine that cannot reach GitHub; nothing is written anywhere else."""
         svc = self.svc
@@ -189,9 +233,14 @@ class ScoreHandlers:
         try:
             if path is not None and not inside(path, folder):
                 raise BadInput("the set's file must be uploaded with the page's file box")
-            job = await svc.scoreboard.start(set_name, int(limit) if isinstance(limit, (int, float)) else limit,
-                                         token=token, client=svc.client_of(request), prompt_format=prompt_format,
-                                         path=path)
+            job = await svc.scoreboard.start(
+                set_name,
+                int(limit) if isinstance(limit, (int, float)) else limit,
+                token=token,
+                client=svc.client_of(request),
+                prompt_format=prompt_format,
+                path=path,
+            )
         except FinspaceError as exc:
             raise _page_error(svc, exc) from None
         finally:  # the set is read (or refused) by now: the upload never stays
@@ -223,28 +272,60 @@ def build_scores_tab(svc: Service) -> dict[str, Any]:
     with gr.Row():
         set_name = gr.Dropdown(sets, value=first, label="Set", elem_id="scores-set")
         limit = limit_box(svc.scoreboard.limits.max_items)
-        token = gr.Textbox(label="Admin token", type="password", visible=svc.locked, elem_id="scores-token",
-                           placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run")
-        fmt = gr.Dropdown(list(FORMATS), value=PROMPT_FORMAT, elem_id="scores-format",
-                          label="Prompt format (+calc: the model may call the calculator; +filing: FinanceBench over "
-                                "each question's whole filing, passages; +filing-tools: with the filing tools)")
-    data_file = gr.File(label="The set's published file (optional: when this machine cannot reach GitHub)",
-                        file_types=list(FILE_TYPES), type="filepath", elem_id="scores-file", height=90)
+        token = gr.Textbox(
+            label="Admin token",
+            type="password",
+            visible=svc.locked,
+            elem_id="scores-token",
+            placeholder="FINSPACE_ADMIN_TOKEN: needed to start a run",
+        )
+        fmt = gr.Dropdown(
+            list(FORMATS),
+            value=PROMPT_FORMAT,
+            elem_id="scores-format",
+            label="Prompt format (+calc: the model may call the calculator; +filing: FinanceBench over "
+            "each question's whole filing, passages; +filing-tools: with the filing tools)",
+        )
+    data_file = gr.File(
+        label="The set's published file (optional: when this machine cannot reach GitHub)",
+        file_types=list(FILE_TYPES),
+        type="filepath",
+        elem_id="scores-file",
+        height=90,
+    )
     gr.Markdown(PLACE_HELP, elem_id="scores-place")
     with gr.Row():
         run = gr.Button("Run on the loaded model", variant="primary", elem_id="scores-run")
         cancel = gr.Button("Cancel", elem_id="scores-cancel")
     progress = gr.HTML(elem_id="scores-progress")
-    table = gr.Dataframe(headers=COLUMNS, value=[], interactive=False, wrap=True, elem_id="scores-board",
-                         column_widths=WIDTHS)
-    chart = gr.BarPlot(x="model", y="score %", color="set", title="Latest complete score per model and set",
-                       height=260, elem_id="scores-chart", x_title="", y_title="score %", y_lim=[0, 100], sort=None)
+    table = gr.Dataframe(
+        headers=COLUMNS, value=[], interactive=False, wrap=True, elem_id="scores-board", column_widths=WIDTHS
+    )
+    chart = gr.BarPlot(
+        x="model",
+        y="score %",
+        color="set",
+        title="Latest complete score per model and set",
+        height=260,
+        elem_id="scores-chart",
+        x_title="",
+        y_title="score %",
+        y_lim=[0, 100],
+        sort=None,
+    )
     notes = gr.Markdown(elem_id="scores-notes")
     refresh = gr.Button("Refresh", size="sm", elem_id="scores-refresh")
     board = [table, chart, notes]
-    (run.click(h.run, [set_name, limit, token, fmt, data_file], [progress], api_visibility="private",
-               concurrency_limit=4, show_progress="hidden")
-     .then(h.board, outputs=board, api_visibility="private", show_progress="hidden"))
+    (
+        run.click(
+            h.run,
+            [set_name, limit, token, fmt, data_file],
+            [progress],
+            api_visibility="private",
+            concurrency_limit=4,
+            show_progress="hidden",
+        ).then(h.board, outputs=board, api_visibility="private", show_progress="hidden")
+    )
     cancel.click(h.cancel, [token], [progress], api_visibility="private", show_progress="hidden")
     refresh.click(h.board, outputs=board, api_visibility="private", show_progress="hidden")
     return {"board": board, "load": h.board}

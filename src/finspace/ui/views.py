@@ -27,8 +27,13 @@ STATE_WORDS = {
 }
 PARTS = ("weights", "KV cache", "activation", "overhead", "free")
 PART_COLORS = {
-    "weights": "#2563eb", "KV cache": "#16a34a", "activation": "#f59e0b", "overhead": "#9333ea",
-    "free": "#d1d5db", "engine": "#0ea5e9", "other processes": "#64748b",
+    "weights": "#2563eb",
+    "KV cache": "#16a34a",
+    "activation": "#f59e0b",
+    "overhead": "#9333ea",
+    "free": "#d1d5db",
+    "engine": "#0ea5e9",
+    "other processes": "#64748b",
 }
 
 
@@ -50,21 +55,27 @@ def banner(svc: Service) -> str:
         gpu = svc.serving.gpu
         where = f"**{svc.serving.gpus} × {esc(gpu.name)}** ({gpu.total_bytes / GIB:.1f} GiB each)"
     else:
-        where = ("**No NVIDIA GPU: running a small model on CPU.** SmolLM2 135M answers in plain English (often "
-                 "wrong on facts: it is tiny); the demo models stream random-weight nonsense. The memory panel "
-                 "shows host RAM.")
+        where = (
+            "**No NVIDIA GPU: running a small model on CPU.** SmolLM2 135M answers in plain English (often "
+            "wrong on facts: it is tiny); the demo models stream random-weight nonsense. The memory panel "
+            "shows host RAM."
+        )
     if h.state == "ready":
         state = f"Model: **{esc(h.model_label)}**"
     elif h.state in ("loading", "switching"):
         state = f"Loading **{esc(_label(svc, h.loading_key))}** ({esc(h.stage or 'starting')}); chat resumes when it is ready."
     elif h.state == "remote-unreachable":
-        state = (f"⚠ **The model server is unreachable:** {esc(svc.redact(h.last_error))}. Retrying every few "
-                 "seconds; chat resumes when it answers.")
+        state = (
+            f"⚠ **The model server is unreachable:** {esc(svc.redact(h.last_error))}. Retrying every few "
+            "seconds; chat resumes when it answers."
+        )
     elif h.state == "failed":
         state = f"⚠ No model is serving: {esc(svc.redact(h.last_error) or 'the last load failed')}"
     else:
         err = svc.redact(h.last_error) or svc.load_error
-        state = "No model loaded yet." + (f" Last error: {esc(err)}" if err else " Pick one under Model and press Load.")
+        state = "No model loaded yet." + (
+            f" Last error: {esc(err)}" if err else " Pick one under Model and press Load."
+        )
     if svc.blocking:
         state = f"⚠ **This machine cannot serve a model:** {esc(svc.blocking)}"
     note = f"  \n⚠ {esc(svc.storage_note)}" if svc.storage_note else ""
@@ -103,16 +114,20 @@ def unfit_markdown(svc: Service) -> str:
         v = svc.verdict(e)
         if v.fits:
             continue
-        fixes = [s.title + (f" (max context {s.plan_max_model_len:,})" if s.plan_max_model_len else "")
-                 for s in (v.plan.suggestions if v.plan is not None else ())[:2]]
+        fixes = [
+            s.title + (f" (max context {s.plan_max_model_len:,})" if s.plan_max_model_len else "")
+            for s in (v.plan.suggestions if v.plan is not None else ())[:2]
+        ]
         already = bool(fixes) and fixes[0].split(" (max context")[0].lower() in v.reason.lower()
         fix = f"  \n  *Fix:* {esc('; or '.join(fixes))}" if fixes and not already else ""
         mark = svc.ledger_mark(e.key)
         seen = f"  \n  *Ledger:* {esc(mark['text'])}" if mark else ""
         lines.append(f"- **{esc(e.label)}** (`{esc(e.key)}`): {esc(v.reason)}{fix}{seen}")
     if svc.serving.kind == "remote":
-        return (f"The models {esc(svc.serving.where())} serves (its /v1/models). Choosing one selects it for "
-                "this app at once: nothing is loaded or unloaded here.")
+        return (
+            f"The models {esc(svc.serving.where())} serves (its /v1/models). Choosing one selects it for "
+            "this app at once: nothing is loaded or unloaded here."
+        )
     if not lines:
         return "Every catalogue model fits this machine."
     where = "this GPU" if svc.on_gpu else "this machine"
@@ -123,8 +138,10 @@ def current_model(svc: Service) -> str:
     h = svc.serving.health()
     if h.state in ("loading", "switching"):
         stage, fraction, message = svc.load_progress or (h.stage or "start", h.progress or 0.0, "")
-        return (f"**Loading {esc(_label(svc, h.loading_key))}**: stage *{esc(stage)}* "
-                f"({fraction * 100:.0f}%) {esc(message)}")
+        return (
+            f"**Loading {esc(_label(svc, h.loading_key))}**: stage *{esc(stage)}* "
+            f"({fraction * 100:.0f}%) {esc(message)}"
+        )
     if h.model_key is None:
         return "**No model loaded.**" + (f"  \n{esc(svc.redact(h.last_error))}" if h.last_error else "")
     plan = svc.serving.plan
@@ -154,7 +171,9 @@ def load_notice(svc: Service) -> str:
     h = svc.serving.health()
     if h.state in ("loading", "switching") or svc.load_running:
         target = _label(svc, h.loading_key or svc.loading_key)
-        return f"**Chat is paused:** switching to {esc(target)}. Your conversation is kept; send again when it is ready."
+        return (
+            f"**Chat is paused:** switching to {esc(target)}. Your conversation is kept; send again when it is ready."
+        )
     if h.state == "remote-unreachable":
         return f"⚠ **Chat is unavailable:** the model server is unreachable ({esc(svc.redact(h.last_error))})."
     if h.state == "failed" or h.model_key is None:
@@ -175,19 +194,27 @@ def memory_markdown(svc: Service, readings: list) -> str:
     rows.append("| device | used / total | engine | free |")
     rows.append("|---|---|---|---|")
     for r in readings:
-        share = "?" if r.engine_bytes is None else f"{r.engine_bytes / MIB:,.0f} MiB ({r.engine_bytes / max(r.total_bytes, 1):.0%})"
+        share = (
+            "?"
+            if r.engine_bytes is None
+            else f"{r.engine_bytes / MIB:,.0f} MiB ({r.engine_bytes / max(r.total_bytes, 1):.0%})"
+        )
         if r.engine_source == "load delta":
             share += " †"
         name = f"GPU {r.index}: {esc(r.name)}" if r.kind == "gpu" else esc(r.name)
-        rows.append(f"| {name} | {r.used_bytes / MIB:,.0f} / {r.total_bytes / MIB:,.0f} MiB "
-                    f"({r.used_bytes / max(r.total_bytes, 1):.0%}) | {share} | {r.free_bytes / MIB:,.0f} MiB |")
+        rows.append(
+            f"| {name} | {r.used_bytes / MIB:,.0f} / {r.total_bytes / MIB:,.0f} MiB "
+            f"({r.used_bytes / max(r.total_bytes, 1):.0%}) | {share} | {r.free_bytes / MIB:,.0f} MiB |"
+        )
         rows.extend(f"| ↳ {esc(k.name)} (pid {k.pid}) | | {k.rss_bytes / MIB:,.0f} MiB | |" for k in r.ranks)
     note = "engine = the vLLM processes and this app"
     if any(r.ranks for r in readings):
         note += "; ↳ each engine worker (tensor-parallel rank) and its resident memory"
     if any(r.engine_source == "load delta" for r in readings):
-        note += ("; † NVML lists no process of this app (a container shows the host's ids): the engine's share is "
-                 "the memory added since its load began")
+        note += (
+            "; † NVML lists no process of this app (a container shows the host's ids): the engine's share is "
+            "the memory added since its load began"
+        )
     rows.append(f"\n<small>sampled {at} · every 2 s · {note}</small>")
     return "\n".join(rows)
 
@@ -200,10 +227,12 @@ def remote_markdown(r: Any) -> str:
     kv = "?" if r.kv_cache_usage is None else f"{r.kv_cache_usage:.1%}"
     num = lambda v: "?" if v is None else f"{v:,}"  # noqa: E731
     engines = f" across {r.engines} engines" if r.engines > 1 else ""
-    return ("**remote** · the model server's own /metrics (no local GPU memory to show)\n\n"
-            "| endpoint | KV cache usage | running requests | waiting requests |\n|---|---|---|---|\n"
-            f"| {esc(r.endpoint)} | {kv}{engines} | {num(r.running)} | {num(r.waiting)} |\n\n"
-            f"<small>sampled {at} · read every few seconds from vLLM's Prometheus metrics</small>")
+    return (
+        "**remote** · the model server's own /metrics (no local GPU memory to show)\n\n"
+        "| endpoint | KV cache usage | running requests | waiting requests |\n|---|---|---|---|\n"
+        f"| {esc(r.endpoint)} | {kv}{engines} | {num(r.running)} | {num(r.waiting)} |\n\n"
+        f"<small>sampled {at} · read every few seconds from vLLM's Prometheus metrics</small>"
+    )
 
 
 def memory_frame(svc: Service) -> pd.DataFrame:
@@ -221,8 +250,13 @@ def memory_frame(svc: Service) -> pd.DataFrame:
             if len(r.ranks) > 1:  # tensor parallel on CPU: a line per rank
                 rows.extend({"time": stamp, "GiB": round(k.rss_bytes / GIB, 3), "series": k.name} for k in r.ranks)
     if not rows:
-        return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns]"), "GiB": pd.Series([], dtype=float),
-                             "series": pd.Series([], dtype=str)})
+        return pd.DataFrame(
+            {
+                "time": pd.Series([], dtype="datetime64[ns]"),
+                "GiB": pd.Series([], dtype=float),
+                "series": pd.Series([], dtype=str),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -236,15 +270,22 @@ def breakdown_frame(svc: Service, readings: list) -> pd.DataFrame:
     reading = readings[0] if readings and readings[0].kind != "remote" else None
     planned = dict.fromkeys(("weights", "KV cache", "activation", "overhead", "free"), 0)
     if plan is not None:
-        planned.update({"weights": plan.weights_bytes, "KV cache": plan.kv_cache_bytes,
-                        "activation": plan.activation_bytes, "overhead": plan.overhead_bytes})
+        planned.update(
+            {
+                "weights": plan.weights_bytes,
+                "KV cache": plan.kv_cache_bytes,
+                "activation": plan.activation_bytes,
+                "overhead": plan.overhead_bytes,
+            }
+        )
         capacity = plan.gpu.total_bytes  # per GPU; on CPU the planner's "GPU" is host RAM
         planned["free"] = max(0, capacity - sum(planned.values()))
     now = dict.fromkeys(("engine", "other processes", "free"), 0)
     if reading is not None:
         engine = reading.engine_bytes or 0
-        now.update({"engine": engine, "other processes": max(0, reading.used_bytes - engine),
-                    "free": reading.free_bytes})
+        now.update(
+            {"engine": engine, "other processes": max(0, reading.used_bytes - engine), "free": reading.free_bytes}
+        )
     rows = [{"bar": "planned", "part": k, "GiB": round(v / GIB, 3)} for k, v in planned.items()]
     rows += [{"bar": "in use now", "part": k, "GiB": round(v / GIB, 3)} for k, v in now.items()]
     return pd.DataFrame(rows, columns=["bar", "part", "GiB"])
@@ -265,14 +306,26 @@ def breakdown_caption(svc: Service) -> str:
     else:
         where = "host RAM (on CPU the KV cache is the fixed FINSPACE_CPU_KV_CACHE_MIB pool)"
     kv, tokens = plan.kv_cache_bytes, plan.kv_cache_tokens
-    return (f"Planned for **{label}** on {esc(where)}: weights {_gib(plan.weights_bytes)}, "
-            f"KV cache {_gib(kv)} (~{tokens:,} tokens), activation {_gib(plan.activation_bytes)}, "
-            f"overhead {_gib(plan.overhead_bytes)}.")
+    return (
+        f"Planned for **{label}** on {esc(where)}: weights {_gib(plan.weights_bytes)}, "
+        f"KV cache {_gib(kv)} (~{tokens:,} tokens), activation {_gib(plan.activation_bytes)}, "
+        f"overhead {_gib(plan.overhead_bytes)}."
+    )
 
 
 # ---------------------------------------------------------------- load history
-HISTORY_COLUMNS = ["when", "model", "why", "outcome", "planned KV tokens", "actual KV tokens", "planner error %",
-                   "max context", "load s", "error"]
+HISTORY_COLUMNS = [
+    "when",
+    "model",
+    "why",
+    "outcome",
+    "planned KV tokens",
+    "actual KV tokens",
+    "planner error %",
+    "max context",
+    "load s",
+    "error",
+]
 
 
 def _get(rec: dict, *paths: str) -> Any:
@@ -290,23 +343,29 @@ def history_rows(records: list[dict]) -> list[list]:
     rows = []
     for rec in reversed(records):
         at = _get(rec, "at")
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else _get(rec, "when")
+        when = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+            if isinstance(at, (int, float))
+            else _get(rec, "when")
+        )
         seconds = _get(rec, "load_seconds")
         stages = _get(rec, "stage_seconds")
         if seconds is None and isinstance(stages, dict):
             seconds = sum(v for v in stages.values() if isinstance(v, (int, float)))
         err = _get(rec, "error_message")
         stage = _get(rec, "error_stage")
-        rows.append([
-            str(when or ""),
-            str(_get(rec, "model_key") or ""),
-            str(_get(rec, "reason") or ""),
-            str(_get(rec, "outcome") or ""),
-            _get(rec, "planned_kv_cache_tokens", "plan.kv_cache_tokens"),
-            _get(rec, "kv_cache_tokens"),
-            _get(rec, "kv_tokens_error_pct"),
-            _get(rec, "max_model_len", "plan.max_model_len", "settings.max_model_len"),
-            round(seconds, 1) if isinstance(seconds, (int, float)) else None,
-            ((f"[{stage}] " if stage else "") + str(err)[:300]) if err else "",
-        ])
+        rows.append(
+            [
+                str(when or ""),
+                str(_get(rec, "model_key") or ""),
+                str(_get(rec, "reason") or ""),
+                str(_get(rec, "outcome") or ""),
+                _get(rec, "planned_kv_cache_tokens", "plan.kv_cache_tokens"),
+                _get(rec, "kv_cache_tokens"),
+                _get(rec, "kv_tokens_error_pct"),
+                _get(rec, "max_model_len", "plan.max_model_len", "settings.max_model_len"),
+                round(seconds, 1) if isinstance(seconds, (int, float)) else None,
+                ((f"[{stage}] " if stage else "") + str(err)[:300]) if err else "",
+            ]
+        )
     return rows

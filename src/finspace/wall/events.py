@@ -69,8 +69,10 @@ class EventTracker:
         """Why ``client`` may not join another event now (it has its bound queued or running), else None."""
         bound = self.limits.events_per_client
         if self.in_flight(client) >= bound:
-            return (f"this client already has {bound} requests queued or running (the bound per client, "
-                    "FINSPACE_MAX_EVENTS_PER_CLIENT); wait for one to finish and read its result, then try again")
+            return (
+                f"this client already has {bound} requests queued or running (the bound per client, "
+                "FINSPACE_MAX_EVENTS_PER_CLIENT); wait for one to finish and read its result, then try again"
+            )
         return None
 
     def admit(self, client: str) -> str | None:
@@ -138,8 +140,9 @@ class EventTracker:
 
     def busy(self, session: str) -> bool:
         """Whether ``session`` has an event queued or running, or a result stream open."""
-        return self._open.get(session, 0) > 0 or any(ev.session == session and self._alive(ev)
-                                                      for ev in self._events.values())
+        return self._open.get(session, 0) > 0 or any(
+            ev.session == session and self._alive(ev) for ev in self._events.values()
+        )
 
     def has_session(self, session: str) -> bool:
         """Whether Gradio's queue holds messages for ``session`` (True before the queue is attached): a stream
@@ -155,11 +158,15 @@ class EventTracker:
         """Cancel the events whose stream was not opened in time; returns how many."""
         self.prune()
         now = self.clock()
-        late = [ev for ev in self._events.values()
-                if not ev.streamed and now - ev.joined_at >= self.limits.stream_open_s]
+        late = [
+            ev for ev in self._events.values() if not ev.streamed and now - ev.joined_at >= self.limits.stream_open_s
+        ]
         if late:  # said first: a running event's cancel waits for its engine request's abort, which can be slow
-            log.warning("cancelled %d event(s) whose result stream was never opened (clients: %s)",
-                        len(late), ", ".join(sorted({ev.client for ev in late}))[:200])
+            log.warning(
+                "cancelled %d event(s) whose result stream was never opened (clients: %s)",
+                len(late),
+                ", ".join(sorted({ev.client for ev in late}))[:200],
+            )
         for ev in late:
             await self._cancel(ev)
         return len(late)

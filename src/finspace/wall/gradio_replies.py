@@ -20,11 +20,14 @@ from typing import Any
 
 log = logging.getLogger("finspace.wall.guard")
 
-FILE_REFUSED = ("a file reference was refused: finspace takes no files here, and a document only as an upload "
-                "to the chat")
+FILE_REFUSED = (
+    "a file reference was refused: finspace takes no files here, and a document only as an upload to the chat"
+)
 # Gradio's file checks (gradio.processing_utils._check_allowed and friends): the sentence names the file and folders
-_GRADIO_PATH_ERROR = re.compile(r"(Cannot move|Dotfiles located|File not allowed|is not in the upload folder)"
-                                r"[^\"\n]*")
+_GRADIO_PATH_ERROR = re.compile(
+    r"(Cannot move|Dotfiles located|File not allowed|is not in the upload folder)"
+    r"[^\"\n]*"
+)
 _ERROR_MARKERS = (b'"success":false', b'"success": false', b"unexpected_error", b"event: error")
 
 
@@ -38,8 +41,10 @@ def json_response(status: int, message: str, headers: dict[str, str] | None = No
     body = json.dumps({"error": error}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    return {"type": "http.response.start", "status": status, "headers": raw}, \
-        {"type": "http.response.body", "body": body}
+    return {"type": "http.response.start", "status": status, "headers": raw}, {
+        "type": "http.response.body",
+        "body": body,
+    }
 
 
 class PathScrubber:
@@ -76,8 +81,12 @@ def error_text(body: bytes, status: int) -> str:
     if isinstance(value, dict):
         value = value.get("error") or value.get("detail") or value
     if isinstance(value, list):
-        value = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body') or 'body'}: {e.get('msg')}"
-                          if isinstance(e, dict) else str(e) for e in value[:5])
+        value = "; ".join(
+            f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body') or 'body'}: {e.get('msg')}"
+            if isinstance(e, dict)
+            else str(e)
+            for e in value[:5]
+        )
     text = value if isinstance(value, str) else json.dumps(value)[:300]
     return text[:500] or f"the request was refused ({status}); see /gradio_api/info for the endpoints"
 
@@ -87,8 +96,9 @@ def _kept_headers(start: dict) -> dict[str, str]:
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in start.get("headers", ()) if k.lower() not in drop}
 
 
-async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, stream: bool = False,
-                     keep_4xx: bool = False):
+async def downstream(
+    app, scope, receive, send, path: str, scrub: PathScrubber, stream: bool = False, keep_4xx: bool = False
+):
     """Call the app. On Gradio's routes a bare 500 becomes a 400 with a message and no traceback, any other 4xx
     becomes finspace's ``{"error": message}`` (Gradio answers ``{"detail": ...}`` or plain text), error texts lose
     their server paths (in a result ``stream``, its error events'), and a response the app abandons half-way is ended
@@ -102,8 +112,11 @@ async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, 
             status = message["status"]
             if gradio and status == 500 and not started[0]:
                 swallowed[0] = started[0] = ended[0] = True
-                for m in json_response(400, "the request could not be processed: check it against "
-                                            "/gradio_api/info (endpoint, number and types of inputs)"):
+                for m in json_response(
+                    400,
+                    "the request could not be processed: check it against "
+                    "/gradio_api/info (endpoint, number and types of inputs)",
+                ):
                     await send(m)
                 return
             started[0] = True
@@ -118,8 +131,9 @@ async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, 
             if not message.get("more_body", False):
                 ended[0] = True
                 start, body = held[0], b"".join(held[1:])
-                for m in json_response(start["status"], scrub.text(error_text(body, start["status"])),
-                                       _kept_headers(start)):
+                for m in json_response(
+                    start["status"], scrub.text(error_text(body, start["status"])), _kept_headers(start)
+                ):
                     await send(m)
             return
         elif message["type"] == "http.response.body":
@@ -133,8 +147,9 @@ async def downstream(app, scope, receive, send, path: str, scrub: PathScrubber, 
     except Exception as exc:  # noqa: BLE001 - the boundary
         if not gradio and not swallowed[0]:
             raise
-        log.warning("refused a malformed request to %s (%s: %s)", path[:80], type(exc).__name__,
-                    scrub.text(str(exc))[:120])
+        log.warning(
+            "refused a malformed request to %s (%s: %s)", path[:80], type(exc).__name__, scrub.text(str(exc))[:120]
+        )
         if not started[0]:
             for m in json_response(400, "the request could not be processed: check it against /gradio_api/info"):
                 await send(m)

@@ -89,8 +89,9 @@ def strict_json(body: bytes) -> Any:
     try:
         value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise Refusal(400, "the body is not valid JSON (UTF-8, finite numbers only); send a JSON object "
-                           "as gradio_client does") from None
+        raise Refusal(
+            400, "the body is not valid JSON (UTF-8, finite numbers only); send a JSON object as gradio_client does"
+        ) from None
     return value
 
 
@@ -138,27 +139,47 @@ def uploaded_file(ref: dict, upload_dir: str) -> bool:
     return url is None or (isinstance(url, str) and unquote(url).endswith("/gradio_api/file=" + path))
 
 
-def _check_references(value: Any, fn_index: Any, documents: Collection[int], upload_dir: str | None,
-                      owned: Callable[[str], bool] | None = None) -> None:
+def _check_references(
+    value: Any,
+    fn_index: Any,
+    documents: Collection[int],
+    upload_dir: str | None,
+    owned: Callable[[str], bool] | None = None,
+) -> None:
     refs = file_references(value)
     if refs == []:
         return
     on_document_event = isinstance(fn_index, int) and not isinstance(fn_index, bool) and fn_index in documents
-    if refs is not None and upload_dir is not None and on_document_event \
-            and all(uploaded_file(r, upload_dir) for r in refs):
+    if (
+        refs is not None
+        and upload_dir is not None
+        and on_document_event
+        and all(uploaded_file(r, upload_dir) for r in refs)
+    ):
         if owned is not None and not all(owned(r["path"]) for r in refs):
             raise Refusal(403, "that upload is not yours: a document is used by the client that uploaded it")
         return
-    shown = "(nested too deeply)" if refs is None else next(
-        (_shown(r) for r in refs if upload_dir is None or not uploaded_file(r, upload_dir)), _shown(refs[0]))
-    raise Refusal(400, f"file references are not accepted (got a gradio.FileData for {shown!r}): finspace takes "
-                       "no files on this endpoint, and a document only as an upload to the chat; send the text "
-                       "itself, or the document with gradio_client's handle_file on /chat")
+    shown = (
+        "(nested too deeply)"
+        if refs is None
+        else next((_shown(r) for r in refs if upload_dir is None or not uploaded_file(r, upload_dir)), _shown(refs[0]))
+    )
+    raise Refusal(
+        400,
+        f"file references are not accepted (got a gradio.FileData for {shown!r}): finspace takes "
+        "no files on this endpoint, and a document only as an upload to the chat; send the text "
+        "itself, or the document with gradio_client's handle_file on /chat",
+    )
 
 
-def check_event_body(value: Any, events: Mapping[int, tuple], api_name: str | None = None,
-                     documents: Collection[int] = (), upload_dir: str | None = None,
-                     owned: Callable[[str], bool] | None = None) -> tuple[int | None, str | None]:
+def check_event_body(
+    value: Any,
+    events: Mapping[int, tuple],
+    api_name: str | None = None,
+    documents: Collection[int] = (),
+    upload_dir: str | None = None,
+    owned: Callable[[str], bool] | None = None,
+) -> tuple[int | None, str | None]:
     """A queue/join body (or a call body for ``api_name``): (fn_index, session_hash), or Refusal(400) naming the
     field. ``events`` maps each event's fn_index to its (api_name, number of inputs[, number required: the rest
     are optional and padded with null in ``value``]). File references pass only on ``documents`` events, and
@@ -172,18 +193,25 @@ def check_event_body(value: Any, events: Mapping[int, tuple], api_name: str | No
     fn_index = value.get("fn_index")
     if api_name is not None:
         fn_index = named
-    elif fn_index is not None and (isinstance(fn_index, bool) or not isinstance(fn_index, int)
-                                   or fn_index not in events):
-        raise Refusal(400, f"fn_index must be one of the app's events (0 to {max(events, default=0)}), got "
-                           f"{str(fn_index)[:40]}; see /gradio_api/info for the endpoints")
+    elif fn_index is not None and (
+        isinstance(fn_index, bool) or not isinstance(fn_index, int) or fn_index not in events
+    ):
+        raise Refusal(
+            400,
+            f"fn_index must be one of the app's events (0 to {max(events, default=0)}), got "
+            f"{str(fn_index)[:40]}; see /gradio_api/info for the endpoints",
+        )
     data = value.get("data")
     if fn_index is not None and isinstance(data, list) and len(data) != events[fn_index][1]:
         name, n = events[fn_index][:2]
         required = events[fn_index][2] if len(events[fn_index]) > 2 else n
         if not required <= len(data) <= n:
             took = f"{required} to {n}" if required < n else str(n)
-            raise Refusal(400, f"{'/' + name if name else 'this event'} takes {took} input value(s) in \"data\", "
-                               f"got {len(data)}; see /gradio_api/info for each endpoint's parameters")
+            raise Refusal(
+                400,
+                f"{'/' + name if name else 'this event'} takes {took} input value(s) in \"data\", "
+                f"got {len(data)}; see /gradio_api/info for each endpoint's parameters",
+            )
         data.extend([None] * (n - len(data)))  # the optional trailing inputs, as gradio_client sends them
     session = value.get("session_hash")
     if session is not None and (not isinstance(session, str) or not 0 < len(session) <= 128):
@@ -202,14 +230,26 @@ class Guard:
     folder; None refuses uploads. ``upload_bytes``: the upload route's body bound; ``upload_files``: documents in
     one upload (the chat sends one, the Matrix tab its filings together), each of at most ``upload_file_bytes``."""
 
-    def __init__(self, app, *, limits: Limits, public_api: tuple[str, ...],
-                 events: Callable[[], Mapping[int, tuple]],
-                 tracker: EventTracker, api_docs: bool = False, upload_dir: str | None = None,
-                 upload_bytes: int = 0, upload_files: int = 1, upload_file_bytes: int | None = None,
-                 document_events: Callable[[], Collection[int]] = frozenset, mcp_bytes: int = 0,
-                 held: uploads.Held | None = None, stored: Callable[[list[str]], None] = lambda paths: None,
-                 heard: Callable[[str], None] = lambda path: None,
-                 upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md")):
+    def __init__(
+        self,
+        app,
+        *,
+        limits: Limits,
+        public_api: tuple[str, ...],
+        events: Callable[[], Mapping[int, tuple]],
+        tracker: EventTracker,
+        api_docs: bool = False,
+        upload_dir: str | None = None,
+        upload_bytes: int = 0,
+        upload_files: int = 1,
+        upload_file_bytes: int | None = None,
+        document_events: Callable[[], Collection[int]] = frozenset,
+        mcp_bytes: int = 0,
+        held: uploads.Held | None = None,
+        stored: Callable[[list[str]], None] = lambda paths: None,
+        heard: Callable[[str], None] = lambda path: None,
+        upload_types: tuple[str, ...] = (".pdf", ".html", ".htm", ".docx", ".xlsx", ".csv", ".txt", ".md"),
+    ):
         self.app = app
         self.limits = limits
         self.public_api = public_api
@@ -258,11 +298,18 @@ class Guard:
                     if self._events is None:
                         self._events = dict(self._events_of())
                         self._documents = frozenset(self._documents_of())
-                    sent = len(value["data"]) if isinstance(value, dict) and isinstance(value.get("data"), list) \
-                        else None
+                    sent = (
+                        len(value["data"]) if isinstance(value, dict) and isinstance(value.get("data"), list) else None
+                    )
                     owned = (lambda p: self.held.owns(client, p)) if self.held is not None else None
-                    _, session = check_event_body(value, self._events, call.group(1) if call else None,
-                                                  self._documents or (), self.upload_dir, owned)
+                    _, session = check_event_body(
+                        value,
+                        self._events,
+                        call.group(1) if call else None,
+                        self._documents or (),
+                        self.upload_dir,
+                        owned,
+                    )
                     if sent is not None and len(value["data"]) != sent:  # optional inputs were padded
                         body = json.dumps(value).encode()
                     refusal = self.tracker.admit(client)  # a place taken now, given back in _join
@@ -278,15 +325,21 @@ class Guard:
                 if refusal:
                     raise Refusal(429, refusal, {"Retry-After": "2"})
                 try:
-                    return await downstream(self.app, scope, _replay(body, receive), send, path, self.scrub,
-                                            keep_4xx=True)
+                    return await downstream(
+                        self.app, scope, _replay(body, receive), send, path, self.scrub, keep_4xx=True
+                    )
                 finally:
                     self.tracker.settle(client)
                     self.carried.release(client, len(body))
             elif path == UPLOAD:
                 try:
-                    stored = uploads.check_parts(body, headers.get("content-type", ""), self.upload_types,
-                                                 self.upload_files, self.upload_file_bytes)
+                    stored = uploads.check_parts(
+                        body,
+                        headers.get("content-type", ""),
+                        self.upload_types,
+                        self.upload_files,
+                        self.upload_file_bytes,
+                    )
                 except uploads.BadUpload as exc:
                     raise Refusal(413 if isinstance(exc, uploads.TooLarge) else 400, str(exc)) from None
                 if self.held is not None:
@@ -308,13 +361,19 @@ class Guard:
 
     def _refuse_closed_routes(self, path: str, method: str) -> None:
         if not self.api_docs and (path in ("/docs", "/openapi.json", "/redoc") or path.startswith("/docs/")):
-            raise Refusal(404, "the API docs are off on this app (FINSPACE_API_DOCS=1 turns them on); "
-                               "the API tab of the page lists the endpoints")
+            raise Refusal(
+                404,
+                "the API docs are off on this app (FINSPACE_API_DOCS=1 turns them on); "
+                "the API tab of the page lists the endpoints",
+            )
         if path.startswith(("/monitoring", "/gradio_api/monitoring")):
             raise Refusal(404, "Gradio's monitoring dashboard is off on this app")
         if _DIRECT.match(path):
-            raise Refusal(404, "direct calls are off on this app: they skip the queue. Use gradio_client, "
-                               "or POST /gradio_api/call/<name> and read GET /gradio_api/call/<name>/<event_id>")
+            raise Refusal(
+                404,
+                "direct calls are off on this app: they skip the queue. Use gradio_client, "
+                "or POST /gradio_api/call/<name> and read GET /gradio_api/call/<name>/<event_id>",
+            )
         call = _CALL.match(path)
         if call and call.group(1) not in self.public_api:
             names = ", ".join("/" + n for n in self.public_api)
@@ -340,13 +399,16 @@ class Guard:
         return self.limits.rest_body_bytes
 
     async def _read_body(self, receive, headers: Mapping[str, str], limit: int, path: str) -> bytes:
-        what = ("an MCP call carries at most the Matrix's filings as base64: send documents by url, or fewer at a "
-                "time" if path in MCP_PATHS else
-                "a chat message's limit is 64,000 characters, a conversation's 256,000"
-                if limit == self.limits.event_body_bytes else
-                f"a document may be {((self.upload_file_bytes or limit) >> 20)} MiB at most (FINSPACE_DOCUMENT_MAX_MIB), "
-                f"and one upload holds at most {self.upload_files}" if path == UPLOAD else
-                "the body of a REST call is a small JSON object, such as {\"model\": KEY}")
+        what = (
+            "an MCP call carries at most the Matrix's filings as base64: send documents by url, or fewer at a time"
+            if path in MCP_PATHS
+            else "a chat message's limit is 64,000 characters, a conversation's 256,000"
+            if limit == self.limits.event_body_bytes
+            else f"a document may be {((self.upload_file_bytes or limit) >> 20)} MiB at most (FINSPACE_DOCUMENT_MAX_MIB), "
+            f"and one upload holds at most {self.upload_files}"
+            if path == UPLOAD
+            else "the body of a REST call is a small JSON object, such as {\"model\": KEY}"
+        )
         too_big = Refusal(413, f"the body is larger than {path[:60]} takes ({limit:,} bytes); send less: {what}")
         declared = headers.get("content-length")
         if declared is not None:
@@ -401,6 +463,7 @@ class Guard:
         """Gradio's upload route, its answer (the stored paths, each moved to a folder of its own first:
         ``uploads.owned_copies``) held against the client's bound: the client that sent a file owns it alone."""
         got: list[dict] = []  # the answer (a short JSON list), held back until its paths are the client's own
+
         async def capture(message):
             got.append(message)
 
@@ -420,9 +483,12 @@ class Guard:
 
     async def _stream(self, scope, receive, send, session: str):
         if not self.tracker.has_session(session):
-            raise Refusal(404, "no event is queued or running for this session: it ended, or it was cancelled "
-                               f"because its result stream was not opened within {self.limits.stream_open_s:g} s "
-                               "(FINSPACE_STREAM_OPEN_S); join again and open the result stream at once")
+            raise Refusal(
+                404,
+                "no event is queued or running for this session: it ended, or it was cancelled "
+                f"because its result stream was not opened within {self.limits.stream_open_s:g} s "
+                "(FINSPACE_STREAM_OPEN_S); join again and open the result stream at once",
+            )
         self.tracker.stream_opened(session)
         finished = [False]  # Gradio ended the stream itself ("close_stream"): nothing was left to deliver on it
 

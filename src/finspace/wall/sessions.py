@@ -35,7 +35,7 @@ class Sessions:
     def heard(self, path: str) -> None:
         """The guard saw ``path``: a heartbeat's marks its session as a page's."""
         if path.startswith(HEARTBEAT):
-            self.beating.add(path[len(HEARTBEAT):][:128])
+            self.beating.add(path[len(HEARTBEAT) :][:128])
 
     def sweep(self) -> int:
         """Drop the state of every session without a heartbeat, idle ``idle_s``; how many were dropped."""
@@ -45,8 +45,12 @@ class Sessions:
         now, dropped = datetime.datetime.now(), 0
         for session in list(holder.session_data):
             last = holder.time_last_used.get(session)
-            if session in self.beating or last is None or (now - last).total_seconds() < self.idle_s \
-                    or self.busy(session):
+            if (
+                session in self.beating
+                or last is None
+                or (now - last).total_seconds() < self.idle_s
+                or self.busy(session)
+            ):
                 continue
             holder.delete_state(session)  # each State's delete_callback, as Gradio's deletion
             with holder.lock:
@@ -55,8 +59,9 @@ class Sessions:
             dropped += 1
         self.beating &= set(holder.session_data)
         if dropped:
-            log.info("dropped the state of %d session(s) that never opened a heartbeat, idle %g s", dropped,
-                     self.idle_s)
+            log.info(
+                "dropped the state of %d session(s) that never opened a heartbeat, idle %g s", dropped, self.idle_s
+            )
         return dropped
 
     async def run(self, every_s: float) -> None:

@@ -34,9 +34,11 @@ class Throttle:
             del self._failures[client]
         elif times is not None and len(times) >= self.limits.token_failures:
             wait = max(1, int(self.limits.token_window_s - (now - times[0])) + 1)
-            raise Busy(f"too many wrong admin tokens or API keys from this address ({self.limits.token_failures} "
-                       f"in {self.limits.token_window_s:.0f} s); wait {wait} s before trying again",
-                       retry_after_s=wait)
+            raise Busy(
+                f"too many wrong admin tokens or API keys from this address ({self.limits.token_failures} "
+                f"in {self.limits.token_window_s:.0f} s); wait {wait} s before trying again",
+                retry_after_s=wait,
+            )
 
     def failed(self, client: str | None) -> None:
         if client is None:

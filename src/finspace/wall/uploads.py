@@ -61,8 +61,7 @@ def parts(body: bytes, content_type: str, max_parts: int = 1 + MAX_FIELDS) -> li
     kind, params = parse_options_header(content_type or "")
     boundary = params.get(b"boundary")
     if kind != b"multipart/form-data" or not boundary:
-        raise BadUpload("send the document as multipart/form-data with a boundary (gradio_client's handle_file "
-                        "does)")
+        raise BadUpload("send the document as multipart/form-data with a boundary (gradio_client's handle_file does)")
     charset = _decode(params.get(b"charset", b"utf-8"), "latin-1")
     found: list[Part] = []
     current = {"field": b"", "value": b"", "disposition": b""}
@@ -85,22 +84,36 @@ def parts(body: bytes, content_type: str, max_parts: int = 1 + MAX_FIELDS) -> li
     def headers_finished():
         _, options = parse_options_header(current["disposition"])
         name, filename = options.get(b"name"), options.get(b"filename")
-        found.append(Part(None if name is None else _decode(name, charset),
-                          None if filename is None else _decode(filename, charset)))
+        found.append(
+            Part(
+                None if name is None else _decode(name, charset),
+                None if filename is None else _decode(filename, charset),
+            )
+        )
         current["disposition"] = b""
         if len(found) > max_parts:
-            raise BadUpload(f"this upload has more than {max_parts} parts; send at most {max_parts - MAX_FIELDS} "
-                            f"document{'s' if max_parts - MAX_FIELDS > 1 else ''} per upload")
+            raise BadUpload(
+                f"this upload has more than {max_parts} parts; send at most {max_parts - MAX_FIELDS} "
+                f"document{'s' if max_parts - MAX_FIELDS > 1 else ''} per upload"
+            )
 
-    parser = MultipartParser(boundary, {"on_header_field": header_field, "on_header_value": header_value,
-                                        "on_header_end": header_end, "on_headers_finished": headers_finished,
-                                        "on_part_data": part_data})
+    parser = MultipartParser(
+        boundary,
+        {
+            "on_header_field": header_field,
+            "on_header_value": header_value,
+            "on_header_end": header_end,
+            "on_headers_finished": headers_finished,
+            "on_part_data": part_data,
+        },
+    )
     try:
         parser.write(body)
         parser.finalize()
     except MultipartParseError:
-        raise BadUpload("the body is not valid multipart/form-data; send the document as gradio_client's "
-                        "handle_file does") from None
+        raise BadUpload(
+            "the body is not valid multipart/form-data; send the document as gradio_client's handle_file does"
+        ) from None
     return found
 
 
@@ -111,31 +124,40 @@ def stored_name(filename: str) -> str:
     return strip_invalid_filename_characters(Path(filename).name)
 
 
-def check(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1,
-          max_file_bytes: int | None = None) -> list[str]:
+def check(
+    body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1, max_file_bytes: int | None = None
+) -> list[str]:
     """The documents' stored names (``check_parts``)."""
     return [name for name, _size in check_parts(body, content_type, types, max_files, max_file_bytes)]
 
 
-def check_parts(body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1,
-                max_file_bytes: int | None = None) -> list[tuple[str, int]]:
+def check_parts(
+    body: bytes, content_type: str, types: tuple[str, ...], max_files: int = 1, max_file_bytes: int | None = None
+) -> list[tuple[str, int]]:
     """The documents' (stored name, bytes), or BadUpload naming the fix: 1 to ``max_files`` file parts (the chat takes
     one document; the Matrix tab sends its filings in one upload), each with a document's extension and at most
     ``max_file_bytes`` (TooLarge), and at most MAX_FIELDS other parts."""
     files = [p for p in parts(body, content_type, max_files + MAX_FIELDS) if p.filename is not None]
     if len(files) > max_files:
-        raise BadUpload("send one document per upload" if max_files == 1 else
-                        f"{len(files)} files in one upload; send at most {max_files} documents")
+        raise BadUpload(
+            "send one document per upload"
+            if max_files == 1
+            else f"{len(files)} files in one upload; send at most {max_files} documents"
+        )
     if not files:
-        raise BadUpload("the upload holds no file; send the document as a file part named with filename=\"...\" "
-                        "(gradio_client's handle_file does)")
+        raise BadUpload(
+            "the upload holds no file; send the document as a file part named with filename=\"...\" "
+            "(gradio_client's handle_file does)"
+        )
     names = [stored_name(f.filename or "") for f in files]
     for name, f in zip(names, files, strict=True):
         if not name.lower().endswith(types):
             raise BadUpload(f"{name[-60:]!r} is not a document this app takes; upload {', '.join(types)}")
         if max_file_bytes is not None and f.size > max_file_bytes:
-            raise TooLarge(f"{name[-60:]!r} is {f.size / (1 << 20):.1f} MiB: a document may be "
-                           f"{max_file_bytes >> 20} MiB at most (FINSPACE_DOCUMENT_MAX_MIB)")
+            raise TooLarge(
+                f"{name[-60:]!r} is {f.size / (1 << 20):.1f} MiB: a document may be "
+                f"{max_file_bytes >> 20} MiB at most (FINSPACE_DOCUMENT_MAX_MIB)"
+            )
     return [(name, f.size) for name, f in zip(names, files, strict=True)]
 
 
@@ -164,13 +186,17 @@ class Held:
         held = self._live(client)
         files, size = len(held) + len(sizes), sum(s for _p, s in held.values()) + sum(sizes)
         if files > self.max_files:
-            return [], (f"you hold {len(held)} uploaded document(s) not yet used; a client may hold "
-                          f"{self.max_files} (FINSPACE_UPLOAD_CLIENT_FILES): use them in a chat or a matrix, or "
-                          "wait for them to be removed")
+            return [], (
+                f"you hold {len(held)} uploaded document(s) not yet used; a client may hold "
+                f"{self.max_files} (FINSPACE_UPLOAD_CLIENT_FILES): use them in a chat or a matrix, or "
+                "wait for them to be removed"
+            )
         if size > self.max_bytes:
-            return [], (f"your uploaded documents not yet used would take {size / (1 << 20):.1f} MiB; a client may "
-                          f"hold {self.max_bytes >> 20} MiB (FINSPACE_UPLOAD_CLIENT_MIB): use them in a chat or a "
-                          "matrix first, or upload fewer")
+            return [], (
+                f"your uploaded documents not yet used would take {size / (1 << 20):.1f} MiB; a client may "
+                f"hold {self.max_bytes >> 20} MiB (FINSPACE_UPLOAD_CLIENT_MIB): use them in a chat or a "
+                "matrix first, or upload fewer"
+            )
         keys = [next(self._keys) for _ in sizes]
         self._held.setdefault(client, {}).update({k: (None, s) for k, s in zip(keys, sizes)})
         return keys, None
@@ -195,8 +221,9 @@ class Held:
     def owns(self, client: str | None, path: str) -> bool:
         """Whether ``client``'s upload is the file at ``path`` (its real path), still stored."""
         real = os.path.realpath(path)
-        return client is not None and any(p is not None and os.path.realpath(p) == real
-                                          for p, _size in self._live(client).values())
+        return client is not None and any(
+            p is not None and os.path.realpath(p) == real for p, _size in self._live(client).values()
+        )
 
 
 class Carried:
@@ -211,9 +238,11 @@ class Carried:
         """None, with ``size`` counted for ``client`` (``release`` it after), or the refusal naming the bound."""
         now = self._bytes.get(client, 0)
         if now and now + size > self.max_bytes:
-            return (f"your MCP calls running now carry {now / (1 << 20):.1f} MiB; a client's calls together carry "
-                    f"{self.max_bytes >> 20} MiB at most, as its uploads (FINSPACE_UPLOAD_CLIENT_MIB): wait for "
-                    "them, or send documents by url")
+            return (
+                f"your MCP calls running now carry {now / (1 << 20):.1f} MiB; a client's calls together carry "
+                f"{self.max_bytes >> 20} MiB at most, as its uploads (FINSPACE_UPLOAD_CLIENT_MIB): wait for "
+                "them, or send documents by url"
+            )
         self._bytes[client] = now + size
         return None
 

@@ -66,5 +66,6 @@ def add_error_handlers(app: FastAPI, svc: Service) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
         log.error("unexpected %s on %s", type(exc).__name__, request.url.path, exc_info=exc)
-        return error_response(500, f"unexpected server error ({type(exc).__name__}); the app is still running",
-                      path=request.url.path)
+        return error_response(
+            500, f"unexpected server error ({type(exc).__name__}); the app is still running", path=request.url.path
+        )

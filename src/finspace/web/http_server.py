@@ -43,8 +43,10 @@ class HeaderDeadline(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
-        if any(name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0"))
-               for name, value in self.headers or ()):
+        if any(
+            name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0"))
+            for name, value in self.headers or ()
+        ):
             self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_too_slow)
 
     def on_message_complete(self) -> None:
@@ -69,11 +71,16 @@ class HeaderDeadline(HttpToolsProtocol):
             return
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
-            body = json.dumps({"error": f"the request body did not arrive within {self.body_timeout_s:g} s of its "
-                                        "headers (FINSPACE_BODY_TIMEOUT_S); send the whole body at once"}).encode()
-            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                                 b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n"
-                                 + body)
+            body = json.dumps(
+                {
+                    "error": f"the request body did not arrive within {self.body_timeout_s:g} s of its "
+                    "headers (FINSPACE_BODY_TIMEOUT_S); send the whole body at once"
+                }
+            ).encode()
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
         if cycle is not None:
             cycle.disconnected = True
             cycle.message_event.set()
@@ -96,14 +103,25 @@ class HeaderDeadline(HttpToolsProtocol):
 
 
 def protocol_for(limits: Limits) -> type[HeaderDeadline]:
-    return type("FinspaceHttp", (HeaderDeadline,), {"header_timeout_s": limits.header_timeout_s,
-                                                    "body_timeout_s": limits.body_timeout_s})
+    return type(
+        "FinspaceHttp",
+        (HeaderDeadline,),
+        {"header_timeout_s": limits.header_timeout_s, "body_timeout_s": limits.body_timeout_s},
+    )
 
 
 def uvicorn_config(app, host: str, port: int, limits: Limits):
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
-                          http=protocol_for(limits), timeout_keep_alive=int(limits.keep_alive_s),
-                          limit_concurrency=limits.max_connections, server_header=False,
-                          proxy_headers=False)  # finspace.wall.clients reads X-Forwarded-For, from trusted proxies only
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+        http=protocol_for(limits),
+        timeout_keep_alive=int(limits.keep_alive_s),
+        limit_concurrency=limits.max_connections,
+        server_header=False,
+        proxy_headers=False,
+    )  # finspace.wall.clients reads X-Forwarded-For, from trusted proxies only

@@ -32,9 +32,13 @@ def rest_router(svc: Service, require_admin: Any) -> APIRouter:
         body, status = svc.health()
         return JSONResponse(body, status_code=status)
 
-    @app.post("/load-model", status_code=202, dependencies=[Depends(require_admin)],
-              summary="Switch to a catalogue model in the background",
-              responses={401: {}, 403: {}, 409: {}, 422: {}, 400: {}, 429: {}})
+    @app.post(
+        "/load-model",
+        status_code=202,
+        dependencies=[Depends(require_admin)],
+        summary="Switch to a catalogue model in the background",
+        responses={401: {}, 403: {}, 409: {}, 422: {}, 400: {}, 429: {}},
+    )
     async def load_model(body: LoadRequest):
         svc.start_load(body.model)
         await asyncio.sleep(0)  # let the load enter its first stage, so the answer shows it
@@ -50,15 +54,22 @@ def rest_router(svc: Service, require_admin: Any) -> APIRouter:
         return (await svc.edgar.company(q)).to_json()
 
     @app.get("/edgar/filings", summary="A company's filings on EDGAR, newest first (form, year: the period's)")
-    async def edgar_filings(company: str = Query(..., max_length=120), form: str | None = Query(None, max_length=8),
-                            year: int | None = Query(None), older: bool = False,
-                            limit: int = Query(100, ge=1, le=1000)):
+    async def edgar_filings(
+        company: str = Query(..., max_length=120),
+        form: str | None = Query(None, max_length=8),
+        year: int | None = Query(None),
+        older: bool = False,
+        limit: int = Query(100, ge=1, le=1000),
+    ):
         found, filings = await svc.edgar.filings(company, form, year, older, limit)
         return {"company": found.to_json(), "filings": [f.to_json() for f in filings]}
 
     @app.get("/edgar/facts", summary="Companies' reported figures by fiscal year or quarter (XBRL company facts)")
-    async def edgar_facts(companies: str = Query(..., max_length=400), field: str = Query(..., max_length=160),
-                          period: str = Query("annual", max_length=12)):
+    async def edgar_facts(
+        companies: str = Query(..., max_length=400),
+        field: str = Query(..., max_length=160),
+        period: str = Query("annual", max_length=12),
+    ):
         return await svc.edgar.facts(companies, field, period)
 
     @app.get("/loads", summary="The load ledger's last records (planned vs actual)")

@@ -51,8 +51,23 @@ from finspace.web.scores import scores_router
 log = logging.getLogger("finspace.web.server")
 
 
-PUBLIC_API = ("chat", "chat_with_thinking", "load_model", "models", "health", "loads", "fit", "matrix", "scores",
-              "run_eval", "cancel_eval", "company_filings", "company_facts", "ask_filing", "filing_matrix")
+PUBLIC_API = (
+    "chat",
+    "chat_with_thinking",
+    "load_model",
+    "models",
+    "health",
+    "loads",
+    "fit",
+    "matrix",
+    "scores",
+    "run_eval",
+    "cancel_eval",
+    "company_filings",
+    "company_facts",
+    "ask_filing",
+    "filing_matrix",
+)
 
 
 def blocked_paths(settings: Settings, catalog=None) -> list[str]:
@@ -60,17 +75,29 @@ def blocked_paths(settings: Settings, catalog=None) -> list[str]:
     code and catalogue, the data folder, the Hub cache, the system's secrets and devices."""
     here = Path(__file__).resolve().parents[3]
     out = [str(here), str(Path.cwd()), "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/var", "/run"]
-    for extra in (settings.data_dir, settings.catalog_path and str(Path(settings.catalog_path).parent),
-                  settings.hf_home):
+    for extra in (
+        settings.data_dir,
+        settings.catalog_path and str(Path(settings.catalog_path).parent),
+        settings.hf_home,
+    ):
         if extra:
             out.append(str(Path(extra).resolve()))
     upload = Path(settings.gradio_temp_dir or Path(tempfile.gettempdir()) / "gradio").resolve()
     return sorted({p for p in out if not upload.is_relative_to(Path(p))})
 
 
-def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None = None,
-              default_model: str | None = None, settings: Settings | None = None,
-              blocking: str | None = None, storage_note: str | None = None) -> FastAPI:
+def build_app(
+    engine,
+    catalog,
+    monitor,
+    *,
+    ledger=None,
+    admin_token: str | None = None,
+    default_model: str | None = None,
+    settings: Settings | None = None,
+    blocking: str | None = None,
+    storage_note: str | None = None,
+) -> FastAPI:
     """The whole app: REST routes + the Gradio UI at "/", behind finspace.wall.guard. Run it with uvicorn in one process."""
     from finspace.ui import build_ui
 
@@ -87,8 +114,9 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         sweeper = asyncio.get_running_loop().create_task(tracker.run(), name="finspace-event-sweeper")
-        idle = asyncio.get_running_loop().create_task(sessions.run(min(30.0, sessions.idle_s / 4)),
-                                                      name="finspace-session-sweeper")
+        idle = asyncio.get_running_loop().create_task(
+            sessions.run(min(30.0, sessions.idle_s / 4)), name="finspace-session-sweeper"
+        )
         await svc.open()
         if svc.blocking:
             log.error("no model will load: %s", svc.blocking)
@@ -104,10 +132,15 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
             await svc.close()
 
     docs = settings.api_docs
-    app = FastAPI(title="finspace", version=svc.versions.get("finspace") or "0",
-                  description="Finance LLMs on vLLM: chat UI at /, REST beside it.",
-                  lifespan=lifespan, redoc_url=None, docs_url="/docs" if docs else None,
-                  openapi_url="/openapi.json" if docs else None)
+    app = FastAPI(
+        title="finspace",
+        version=svc.versions.get("finspace") or "0",
+        description="Finance LLMs on vLLM: chat UI at /, REST beside it.",
+        lifespan=lifespan,
+        redoc_url=None,
+        docs_url="/docs" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+    )
     app.state.service = svc
     add_error_handlers(app, svc)
     require_admin = auth.admin(svc)
@@ -124,30 +157,49 @@ def build_app(engine, catalog, monitor, *, ledger=None, admin_token: str | None 
     return app
 
 
-def _mount_behind_the_guard(app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker,
-                            sessions: Sessions) -> None:
+def _mount_behind_the_guard(
+    app: FastAPI, demo, settings: Settings, catalog, tracker: EventTracker, sessions: Sessions
+) -> None:
     """The Gradio UI at "/", Gradio's own file checks on, and finspace.wall.guard in front of every route."""
     import gradio as gr
 
-    gr.mount_gradio_app(app, demo, path="/", css=_ui_css(), show_error=True, ssr_mode=False,
-                        footer_links=["api", "gradio"], run_history=False, theme=gr.themes.Soft(),
-                        allowed_paths=[], blocked_paths=blocked_paths(settings, catalog),
-                        max_file_size=settings.documents.max_bytes)  # Gradio's own bound: the document limit
+    gr.mount_gradio_app(
+        app,
+        demo,
+        path="/",
+        css=_ui_css(),
+        show_error=True,
+        ssr_mode=False,
+        footer_links=["api", "gradio"],
+        run_history=False,
+        theme=gr.themes.Soft(),
+        allowed_paths=[],
+        blocked_paths=blocked_paths(settings, catalog),
+        max_file_size=settings.documents.max_bytes,
+    )  # Gradio's own bound: the document limit
     # gr.mount_gradio_app never marks the Blocks launched, and Gradio skips its check of file paths in payloads
     # until they are (gradio 6.31 processing_utils._check_allowed): mark them, so Gradio's own wall stands too.
     demo.has_launched = True
     held = uploads.Held(settings.limits.upload_client_files, settings.limits.upload_client_bytes)
     demo.finspace_service.uploads = held  # who owns which upload: MCP's upload argument names only its caller's
-    app.add_middleware(Guard, limits=settings.limits, public_api=PUBLIC_API, tracker=tracker,
-                       mcp_bytes=mcp_body_bound(settings),
-                       events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()}, api_docs=settings.api_docs,
-                       upload_dir=upload_folder(settings), upload_files=settings.matrix.max_documents,
-                       upload_file_bytes=settings.documents.max_bytes,
-                       upload_bytes=upload_body_bound(settings),
-                       upload_types=tuple(sorted({*KINDS, *EVAL_FILE_TYPES})),
-                       held=held, stored=demo.upload_file_set.update, heard=sessions.heard,
-                       document_events=lambda: {i for i, fn in demo.fns.items()
-                                                if getattr(fn.fn, "finspace_takes_document", False)})
+    app.add_middleware(
+        Guard,
+        limits=settings.limits,
+        public_api=PUBLIC_API,
+        tracker=tracker,
+        mcp_bytes=mcp_body_bound(settings),
+        events=lambda: {i: _event_shape(fn) for i, fn in demo.fns.items()},
+        api_docs=settings.api_docs,
+        upload_dir=upload_folder(settings),
+        upload_files=settings.matrix.max_documents,
+        upload_file_bytes=settings.documents.max_bytes,
+        upload_bytes=upload_body_bound(settings),
+        upload_types=tuple(sorted({*KINDS, *EVAL_FILE_TYPES})),
+        held=held,
+        stored=demo.upload_file_set.update,
+        heard=sessions.heard,
+        document_events=lambda: {i for i, fn in demo.fns.items() if getattr(fn.fn, "finspace_takes_document", False)},
+    )
 
 
 def upload_body_bound(settings: Settings) -> int:
@@ -166,8 +218,7 @@ def mcp_body_bound(settings: Settings) -> int:
 def _event_shape(fn) -> tuple[str | None, int, int]:
     """(api_name, inputs, inputs required) of one Gradio event: /chat's trailing document is optional."""
     n = len(fn.inputs)
-    return (fn.api_name if isinstance(fn.api_name, str) else None, n,
-            n - getattr(fn.fn, "finspace_optional_inputs", 0))
+    return (fn.api_name if isinstance(fn.api_name, str) else None, n, n - getattr(fn.fn, "finspace_optional_inputs", 0))
 
 
 def _skip_absent_matplotlib() -> None:
@@ -232,8 +283,11 @@ def run(settings: Settings) -> int:
     monitor = MemoryMonitor()
     key = settings.model or catalog.default_key(monitor.has_gpu)
     if key not in catalog and not settings.remote.url:  # remote: FINSPACE_MODEL names a served model
-        print(f"error: FINSPACE_MODEL / --model {key!r} is not a catalogue key; "
-              f"choose one of {', '.join(catalog.keys())}", file=sys.stderr)
+        print(
+            f"error: FINSPACE_MODEL / --model {key!r} is not a catalogue key; "
+            f"choose one of {', '.join(catalog.keys())}",
+            file=sys.stderr,
+        )
         return 2
     ledger = _make_ledger(settings)
     if settings.remote.url:  # FINSPACE_ENGINE_URL: an endpoint serves; its models are the catalogue
@@ -241,21 +295,39 @@ def run(settings: Settings) -> int:
 
         for name in ("httpx", "httpx2"):  # the openai client logs with httpx2: a line per probe and per chat
             logging.getLogger(name).setLevel(logging.WARNING)
-        engine = RemoteEngine(settings.remote, catalog=catalog, preferred=settings.model,
-                              max_in_flight=settings.max_in_flight)
+        engine = RemoteEngine(
+            settings.remote, catalog=catalog, preferred=settings.model, max_in_flight=settings.max_in_flight
+        )
         engine.prime()  # the served models before the page is built (bounded; the probe keeps reading them)
         catalog, key, (blocking, storage_note) = engine.catalog, None, (None, None)
     else:
-        engine = Engine(catalog, monitor, on_load=ledger.append, freeze_heap=True, front_nice=settings.front_nice,
-                        models_dir=ledger.path.parent / "models", **settings.engine_options())
+        engine = Engine(
+            catalog,
+            monitor,
+            on_load=ledger.append,
+            freeze_heap=True,
+            front_nice=settings.front_nice,
+            models_dir=ledger.path.parent / "models",
+            **settings.engine_options(),
+        )
         blocking, storage_note = _host_problems(monitor, ledger, settings)
     if settings.switching == "open":
         log.warning("FINSPACE_ADMIN_TOKEN is not set: anyone who can open this app can switch its model")
     elif settings.switching == "off":
-        log.warning("switching models is off on this Space: set FINSPACE_ADMIN_TOKEN (a secret) to allow it with "
-                    "the token, or FINSPACE_OPEN_SWITCHING=1 to let anyone switch")
-    app = build_app(engine, catalog, monitor, ledger=ledger, default_model=key, settings=settings,
-                    blocking=blocking, storage_note=storage_note)
+        log.warning(
+            "switching models is off on this Space: set FINSPACE_ADMIN_TOKEN (a secret) to allow it with "
+            "the token, or FINSPACE_OPEN_SWITCHING=1 to let anyone switch"
+        )
+    app = build_app(
+        engine,
+        catalog,
+        monitor,
+        ledger=ledger,
+        default_model=key,
+        settings=settings,
+        blocking=blocking,
+        storage_note=storage_note,
+    )
 
     import uvicorn
 

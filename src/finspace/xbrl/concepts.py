@@ -23,8 +23,9 @@ from finspace.xbrl.facts import Context, Fact, Facts
 # days a duration lasts for the form's own period (52/53-week years and 13/14-week quarters included)
 YEAR_DAYS = range(350, 380)
 QUARTER_DAYS = range(80, 100)
-_MONTHS = {m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
-                                       "dec"], 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)
+}
 _NAMED = re.compile(r"([a-z]{3})[a-z]*\.?\s+(\d{1,2}),?\s+(\d{4})")
 _DAY_FIRST = re.compile(r"(\d{1,2})\s+([a-z]{3})[a-z]*\.?,?\s+(\d{4})")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
@@ -43,10 +44,15 @@ class FilerValue:
     end: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"concept": self.concept, "value": None if self.value is None else format(self.value, "f"),
-                "text": self.text,
-                "unit": self.unit, "decimals": self.decimals, "page": self.page,
-                "period": {"start": self.start, "end": self.end}}
+        return {
+            "concept": self.concept,
+            "value": None if self.value is None else format(self.value, "f"),
+            "text": self.text,
+            "unit": self.unit,
+            "decimals": self.decimals,
+            "page": self.page,
+            "period": {"start": self.start, "end": self.end},
+        }
 
 
 def as_date(text: str | None) -> str | None:

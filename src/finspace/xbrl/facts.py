@@ -68,20 +68,36 @@ class Facts:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {"contexts": [[c.id, c.start, c.end, c.instant, [list(d) for d in c.dims]]
-                             for c in self.contexts.values()],
-                "facts": [[f.concept, f.context, f.page, None if f.value is None else str(f.value), f.text, f.unit,
-                           f.decimals, f.scale] for f in self.facts],
-                "notes": list(self.notes)}
+        return {
+            "contexts": [[c.id, c.start, c.end, c.instant, [list(d) for d in c.dims]] for c in self.contexts.values()],
+            "facts": [
+                [
+                    f.concept,
+                    f.context,
+                    f.page,
+                    None if f.value is None else str(f.value),
+                    f.text,
+                    f.unit,
+                    f.decimals,
+                    f.scale,
+                ]
+                for f in self.facts
+            ],
+            "notes": list(self.notes),
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any] | None) -> Facts:
         if not d:
             return cls()
-        contexts = {str(c[0]): Context(str(c[0]), c[1], c[2], bool(c[3]), tuple((str(a), str(b)) for a, b in c[4]))
-                    for c in d.get("contexts", ())}
-        facts = tuple(Fact(str(f[0]), str(f[1]), int(f[2]), _decimal(f[3]), f[4], f[5], f[6], int(f[7]))
-                      for f in d.get("facts", ()))
+        contexts = {
+            str(c[0]): Context(str(c[0]), c[1], c[2], bool(c[3]), tuple((str(a), str(b)) for a, b in c[4]))
+            for c in d.get("contexts", ())
+        }
+        facts = tuple(
+            Fact(str(f[0]), str(f[1]), int(f[2]), _decimal(f[3]), f[4], f[5], f[6], int(f[7]))
+            for f in d.get("facts", ())
+        )
         return cls(facts, contexts, tuple(str(n) for n in d.get("notes", ())))
 
 

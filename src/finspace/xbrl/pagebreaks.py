@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
-_BREAK = re.compile(r"(?:^|[;\s\"'{])(?:page-break-|break-)(before|after)\s*:\s*(always|page|left|right|recto|verso)",
-                    re.IGNORECASE)
+_BREAK = re.compile(
+    r"(?:^|[;\s\"'{])(?:page-break-|break-)(before|after)\s*:\s*(always|page|left|right|recto|verso)", re.IGNORECASE
+)
 
 
 def breaks(style: str | None) -> tuple[bool, bool]:

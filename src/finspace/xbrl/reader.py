@@ -47,8 +47,13 @@ class XbrlLimits:
 
 _NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 _ZERO_WORDS = {"no", "none", "nil", "zero", "-", "—", "–", ""}
-_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-                                     "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
 
 
 def read_file(path: str | Path, limits: XbrlLimits | None = None) -> Facts:
@@ -69,8 +74,9 @@ def read(data: bytes, limits: XbrlLimits | None = None) -> Facts:
 def _parse(data: bytes) -> Any:
     from lxml import etree
 
-    xml = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
-                          remove_comments=True, remove_pis=True)
+    xml = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=True, remove_pis=True
+    )
     try:
         return etree.fromstring(data, xml)
     except etree.XMLSyntaxError:
@@ -185,8 +191,10 @@ class _Reader:
         uid = el.get("id")
         if not uid or len(self.units) >= self.lim.max_contexts:
             return
+
         def measures(node: Any) -> str:
             return "*".join((m.text or "").strip()[:60] for m in node.iter() if _local(m.tag) == "measure")
+
         num = next((s for s in el.iter() if _local(s.tag) == "unitnumerator"), None)
         den = next((s for s in el.iter() if _local(s.tag) == "unitdenominator"), None)
         self.units[uid] = f"{measures(num)}/{measures(den)}" if num is not None and den is not None else measures(el)
@@ -224,8 +232,15 @@ class _Reader:
         value = shown.scaleb(scale)
         if a.get("sign", "") == "-":
             value = -value
-        return Fact(concept, ctx, page, value=value, unit=self.units[unit], decimals=a.get("decimals", "")[:8] or None,
-                    scale=scale)
+        return Fact(
+            concept,
+            ctx,
+            page,
+            value=value,
+            unit=self.units[unit],
+            decimals=a.get("decimals", "")[:8] or None,
+            scale=scale,
+        )
 
     def _number(self, el: Any, fmt: str) -> Decimal | None:
         fmt = fmt.rsplit(":", 1)[-1].replace("-", "").lower()
