@@ -221,6 +221,23 @@ def test_an_unreadable_ledger_says_what_to_check(tmp_path):
         Ledger(tmp_path / "loads.jsonl").records()
 
 
+def test_the_last_load_id_is_the_newest_success_of_that_model_with_the_id_normalize_gives(ledger, tmp_path):
+    # a reply's export (engine.view.Provenance) and a Scoreboard run (scoreboard.result) both cite it
+    assert ledger.last_load_id("a") is None  # no file
+    ledger.append(ok_record(key="a", at=1000.0))
+    newest = ledger.append(ok_record(key="a", at=2000.0))
+    ledger.append(failed_record(key="a"))  # a failure after it is not what serves
+    ledger.append(ok_record(key="b", at=3000.0))
+    assert ledger.last_load_id("a") == newest["id"]
+    # an older line written without an id: the id its normalized record shows (the ledger's own rule)
+    with open(ledger.path, "a") as f:
+        f.write(json.dumps({"model_key": "c", "outcome": "ok", "at": 4000.5}) + "\n")
+    assert ledger.last_load_id("c") == ledger_mod.normalize(ledger.records()[-1])["id"] == "4000.500-c"
+    assert ledger.last_load_id("nobody") is None
+    (tmp_path / "dir.jsonl").mkdir()
+    assert Ledger(tmp_path / "dir.jsonl").last_load_id("a") is None  # unreadable: logged, no id
+
+
 # ---------------------------------------------------------------- racing writers
 BIG = 12_000  # bytes of payload per record: each line is well over PIPE_BUF (4 KiB)
 

@@ -12,7 +12,9 @@ from finspace.engine.api import EngineAPI
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.host.gpu import MemoryMonitor
+from finspace.ledger import Ledger
 from finspace.models.catalog import load_catalog
+from finspace.scoreboard import result as scoreboard_result
 from finspace.service import Service
 from finspace.settings import Settings
 from support.fake_engine import FakeEngine
@@ -25,6 +27,21 @@ def svc(tmp_path):
     catalog = load_catalog()
     engine = FakeEngine(catalog.get(catalog.default_key(False)))
     return Service(engine, catalog, MemoryMonitor(nvml=None), settings=Settings(gradio_temp_dir=str(tmp_path)))
+
+
+def test_provenance_cites_the_ledgers_last_load_of_the_serving_model(tmp_path):
+    catalog = load_catalog()
+    engine = FakeEngine(catalog.get(catalog.default_key(False)))
+    ledger = Ledger(tmp_path / "loads.jsonl")
+    settings = Settings(gradio_temp_dir=str(tmp_path))
+    empty = Service(engine, catalog, MemoryMonitor(nvml=None), ledger=ledger, settings=settings).provenance()
+    assert empty is not None and empty["load_record_id"] is None
+    with open(ledger.path, "w") as f:  # a line from before records had ids: cited by its time and model
+        f.write(f'{{"model_key": "{engine.entry.key}", "outcome": "ok", "at": 17}}\n')
+    prov = Service(engine, catalog, MemoryMonitor(nvml=None), ledger=ledger, settings=settings).provenance()
+    assert prov["model_key"] == engine.entry.key and prov["load_record_id"] == f"17.000-{engine.entry.key}"
+    # a Scoreboard run cites the same record (it cited none for such a line: a second copy of the lookup)
+    assert scoreboard_result.provenance(engine, ledger)["load_id"] == prov["load_record_id"]
 
 
 def test_the_fake_implements_the_engine_protocol(svc):

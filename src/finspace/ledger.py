@@ -179,6 +179,15 @@ def kv_tokens_error_pct(planned: Any, actual: Any) -> float | None:
     return round((p - a) / a * 100, 2)
 
 
+def record_id(rid: Any, at: Any, model_key: Any) -> str:
+    """A load record's id (what a chat's export, a matrix's and a Scoreboard run cite): the one it was written
+    with, or, for an older line without one, its time and model."""
+    if isinstance(rid, str) and 0 < len(rid) <= 200:
+        return rid
+    at = at if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) else 0.0
+    return f"{at:.3f}-{model_key}"
+
+
 def normalize(record: Any) -> dict:
     """A LoadRecord (or its dict, or a ledger line) -> the JSON-able dict the ledger writes."""
     if is_dataclass(record) and not isinstance(record, type):
@@ -213,11 +222,9 @@ def normalize(record: Any) -> dict:
     planned = _planned_pool_tokens(plan)
     model_key = jsonable(raw.get("model_key"))
     ranks = raw.get("ranks")
-    rid = raw.get("id")
     out = {
         "v": SCHEMA,
-        # a record's id (what a chat export cites): its time and model; older lines get the same one on read
-        "id": rid if isinstance(rid, str) and 0 < len(rid) <= 200 else f"{at:.3f}-{model_key}",
+        "id": record_id(raw.get("id"), at, model_key),
         "at": at,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
         "model_key": model_key,
@@ -391,6 +398,17 @@ class Ledger:
                 continue
             out.append(rec)
         return out
+
+    def last_load_id(self, model_key: str) -> str | None:
+        """The id of the newest successful load of ``model_key`` among the last 50 records (None when there is
+        none, or the ledger cannot be read: a record without the id beats none)."""
+        try:
+            for rec in reversed(self.records(50)):
+                if rec.get("model_key") == model_key and rec.get("outcome") == "ok":
+                    return record_id(rec.get("id"), rec.get("at"), model_key)
+        except LedgerError as exc:
+            log.error("reading the load ledger for a load's id failed: %s", exc)
+        return None
 
     # -------------------------------------------------------------- feedback
     def status_for(self, model_key: str, gpu_key: str, settings: dict | None = None) -> LedgerStatus | None:

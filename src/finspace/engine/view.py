@@ -99,23 +99,11 @@ class Provenance:
             "dtype": sv.dtype,
             "quantization": sv.quantization or sv.prequantized,
             "max_model_len": self._engine.max_model_len or None,
-            "load_record_id": self._load_id(entry.key),
+            "load_record_id": self._ledger.last_load_id(entry.key) if self._ledger is not None else None,
             "loaded_at": _iso(h.loaded_since),
         }
         self._cache = (stamp, out)
         return out
-
-    def _load_id(self, key: str) -> str | None:
-        if self._ledger is None:
-            return None
-        try:
-            for rec in reversed(self._ledger.records(50)):
-                if rec.get("model_key") == key and rec.get("outcome") == "ok":
-                    at = rec.get("at") if _finite(rec.get("at")) else 0.0
-                    return rec.get("id") or f"{at:.3f}-{key}"
-        except Exception:  # noqa: BLE001 - an export without the ledger's id beats none
-            return None
-        return None
 
 
 def _finite(v: Any) -> bool:

@@ -37,22 +37,10 @@ def provenance(engine: Any, ledger: Any) -> dict:
         "quantization": sv.quantization or sv.prequantized,
         "dtype": sv.dtype,
         "max_model_len": int(engine.max_model_len or 0) or None,
-        "load_id": load_id(ledger, entry.key),
+        "load_id": ledger.last_load_id(entry.key) if ledger is not None else None,
         "loaded_at": _iso(h.loaded_since),
         "device": h.device,
     }
-
-
-def load_id(ledger: Any, key: str) -> str | None:
-    if ledger is None:
-        return None
-    try:
-        for rec in reversed(ledger.records(50)):
-            if rec.get("model_key") == key and rec.get("outcome") == "ok":
-                return rec.get("id")
-    except Exception:  # noqa: BLE001 - a result without the ledger's id beats none
-        log.exception("reading the load ledger for a result's load id failed")
-    return None
 
 
 def _summary(set_name: str, scored: list) -> dict:
