@@ -19,6 +19,7 @@ from finspace.matrix import run
 from finspace.matrix.fields import parse_fields
 from finspace.matrix.table import MatrixResult, Row
 from finspace.matrix.waves import Waves
+from support.fake_engine import FakeEngine as SharedFake
 
 FIELDS = parse_fields(
     [
@@ -30,14 +31,12 @@ FIELDS = parse_fields(
 NOT_FOUND = json.dumps({"found": False, "quote": "", "page": None, "value": None})
 
 
-class FakeEngine:
-    """Counts a token a word; each cell takes a moment; records which documents have cells in flight."""
-
-    entry = None
-    max_model_len = 4096
+class FakeEngine(SharedFake):
+    """The shared fake (tests/support/fake_engine.py) that also counts cells: each takes a moment, and it records
+    which documents have cells in flight."""
 
     def __init__(self, kv_cache_tokens, fail: str | None = None, hold_until: int = 0):
-        self.kv_cache_tokens = kv_cache_tokens
+        super().__init__(None, reply=NOT_FOUND, max_model_len=4096, kv_cache_tokens=kv_cache_tokens)
         self.hold_until = hold_until  # cells wait (up to 10 s) until this many have started
         self.in_flight: dict[str, int] = {}  # document name -> its cells in flight
         self.seen: list[frozenset[str]] = []  # the documents in flight, at each cell's start
@@ -52,7 +51,7 @@ class FakeEngine:
             raise BadInput(f"templating and tokenizing {out.doc.name} took too long")
         return out
 
-    async def chat_parts(self, messages, settings, info):
+    async def chat_parts(self, messages, settings=None, info=None):
         name = settings.document.split('name="', 1)[1].split('"', 1)[0]
         self.in_flight[name] = self.in_flight.get(name, 0) + 1
         self.seen.append(frozenset(self.in_flight))

@@ -26,9 +26,14 @@ class FakeEngine:
     gpus = 0
 
     def __init__(
-        self, entry: Any, reply: str = "Total net sales were $391,035 million (page 31).", max_model_len: int = 2048
+        self,
+        entry: Any,
+        reply: str = "Total net sales were $391,035 million (page 31).",
+        max_model_len: int = 2048,
+        kv_cache_tokens: int | None = None,
     ):
         self._entry, self.reply, self._max_model_len = entry, reply, max_model_len
+        self._kv_cache_tokens = kv_cache_tokens  # what the Matrix's waves fit their cells into (None: unknown)
         self.sent: list[tuple[list[dict[str, Any]], ChatSettings]] = []  # each request's messages and settings
         self._since = time.time()
 
@@ -52,7 +57,7 @@ class FakeEngine:
 
     @property
     def kv_cache_tokens(self) -> int | None:
-        return None
+        return self._kv_cache_tokens
 
     @property
     def ready(self) -> bool:
