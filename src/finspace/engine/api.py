@@ -32,12 +32,20 @@ Counter = Callable[[str], int]  # tokens of one text, in the serving model's tok
 
 
 @runtime_checkable
-class EngineAPI(Protocol):
-    kind: str  # "local" (vLLM in-process) or "remote" (an endpoint)
-    gpu: GPUSpec | None  # the local GPU's spec (None on CPU and in remote mode)
-    gpus: int
+class ServingState(Protocol):
+    """The engine's state, never its work: what serves, where, with what context. The engine implements it, and
+    so does ``finspace.engine.view.ServingView`` (``svc.serving``, what the doors read); the functions that only
+    decide from the serving model (which tools a reply offers, a result's share of the context) take this."""
 
-    # ----------------------------------------------------------------- state
+    @property
+    def kind(self) -> str: ...  # "local" (vLLM in-process) or "remote" (an endpoint)
+
+    @property
+    def gpu(self) -> GPUSpec | None: ...  # the local GPU's spec (None on CPU and in remote mode)
+
+    @property
+    def gpus(self) -> int: ...
+
     def health(self) -> Health: ...
 
     @property
@@ -50,12 +58,21 @@ class EngineAPI(Protocol):
     def max_model_len(self) -> int: ...
 
     @property
-    def kv_cache_tokens(self) -> int | None: ...  # the KV cache's capacity in tokens; None when not known (remote)
-
-    @property
     def ready(self) -> bool: ...  # a model answers now (chat, token counts)
 
     def where(self) -> str: ...  # what serves, for the page: "this machine" or "remote endpoint HOST"
+
+
+@runtime_checkable
+class EngineAPI(ServingState, Protocol):
+    """The state above, and the work: loads, chats, token counts, the memory panel's readings."""
+
+    kind: str
+    gpu: GPUSpec | None
+    gpus: int
+
+    @property
+    def kv_cache_tokens(self) -> int | None: ...  # the KV cache's capacity in tokens; None when not known (remote)
 
     # ----------------------------------------------------------------- models
     def check_fits(self, entry: ModelEntry) -> Plan | None: ...  # None: nothing is planned (remote); DoesNotFit

@@ -13,7 +13,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from finspace.engine.api import EngineAPI
+from finspace.engine.api import EngineAPI, ServingState
 from finspace.engine.records import Health
 from finspace.tools.calls import reading_parser
 
@@ -114,3 +114,7 @@ def _iso(ts: float | None) -> str | None:
     if ts is None or not _finite(ts) or not 0 <= ts <= 253_402_300_799:  # up to 9999-12-31, as ui.saved
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _conforms(view: ServingView) -> ServingState:  # mypy (make lint) checks the view against the protocol
+    return view

@@ -14,7 +14,7 @@ from typing import Any
 
 from finspace.documents import desk as docs
 from finspace.engine import tool_loop
-from finspace.engine.api import EngineAPI
+from finspace.engine.api import EngineAPI, ServingState
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.grounding.calls import runner
@@ -29,7 +29,7 @@ RESULT_SHARE = 8  # a tool result may take 1/8 of the context
 RESULT_TOKENS = (128, 1_500)  # within these bounds
 
 
-def filing_tools(engine: Any, calculator: str, documents: Any) -> bool:
+def filing_tools(engine: ServingState, calculator: str, documents: Any) -> bool:
     """Whether a reply offers the filing tools (see the module's docstring)."""
     return (
         bool(documents)
@@ -39,13 +39,13 @@ def filing_tools(engine: Any, calculator: str, documents: Any) -> bool:
     )
 
 
-def result_tokens(engine: Any) -> int:
+def result_tokens(engine: ServingState) -> int:
     """The tokens one filing tool's result may take: an eighth of the context, within ``RESULT_TOKENS``."""
     lo, hi = RESULT_TOKENS
     return max(lo, min(hi, (engine.max_model_len or 0) // RESULT_SHARE))
 
 
-def counter(engine: Any):
+def counter(engine: ServingState):
     """Tokens of a text in the serving model's tokenizer (a table's digits cost more than 4 characters a token),
     else about four characters a token (a remote endpoint)."""
     tok = getattr(engine, "tokenizer", None)
@@ -54,7 +54,7 @@ def counter(engine: Any):
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def chat_tools(engine: Any, calculator: str = "off", documents: Any = None) -> tuple[dict, ...] | None:
+def chat_tools(engine: ServingState, calculator: str = "off", documents: Any = None) -> tuple[dict, ...] | None:
     """The tool specs a reply offers (None: none): the calculator, and the filing tools when offered."""
     if calculator in ("auto", "always") and tool_loop.offered(engine):
         more = filing.specs() if filing_tools(engine, calculator, documents) else []
@@ -62,7 +62,7 @@ def chat_tools(engine: Any, calculator: str = "off", documents: Any = None) -> t
     return None
 
 
-def preamble(engine: Any, documents: list) -> str:
+def preamble(engine: ServingState, documents: list) -> str:
     """Before the documents' block: the documents' ids for the tools, and for a context of
     ``OUTLINES_MIN_CONTEXT`` or more each filing's outline."""
     text = (
@@ -78,7 +78,7 @@ def preamble(engine: Any, documents: list) -> str:
 
 
 def chat_parts(
-    engine: Any,
+    engine: EngineAPI,
     messages: Any,
     settings: ChatSettings,
     info: ChatInfo,

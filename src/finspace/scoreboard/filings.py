@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from finspace.documents import desk as docs
+from finspace.engine.api import ServingState
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import BadInput, DataUnavailable, FinspaceError
@@ -45,7 +46,7 @@ CALL_TOKENS = 128
 CLIENT = "scoreboard"  # the conversion gate's client for a run's filings
 
 
-def calculator_mode(engine: Any, prompt_format: str, documents: list) -> str:
+def calculator_mode(engine: ServingState, prompt_format: str, documents: list) -> str:
     """The chat's tool setting for this format: off for the passages; for the tools "auto" where the model's
     context holds them (finspace.grounding.chat.filing_tools), else "always" (a forced first search)."""
     if prompt_format != PROMPT_FORMAT_FILING_TOOLS:
