@@ -40,8 +40,15 @@ def test_provenance_cites_the_ledgers_last_load_of_the_serving_model(tmp_path):
         f.write(f'{{"model_key": "{engine.entry.key}", "outcome": "ok", "at": 17}}\n')
     prov = Service(engine, catalog, MemoryMonitor(nvml=None), ledger=ledger, settings=settings).provenance()
     assert prov["model_key"] == engine.entry.key and prov["load_record_id"] == f"17.000-{engine.entry.key}"
-    # a Scoreboard run cites the same record (it cited none for such a line: a second copy of the lookup)
-    assert scoreboard_result.provenance(engine, ledger)["load_id"] == prov["load_record_id"]
+    # a converted model names its package and file (the export said "local", the Scoreboard the package)
+    assert prov["repo"] == engine.entry.source and engine.entry.convert is not None
+    # a Scoreboard run cites the same (it had a copy of its own, which cited no record for such a line)
+    stored = scoreboard_result.provenance(prov, "cpu")
+    assert (stored["load_id"], stored["repo"], stored["model_label"]) == (
+        prov["load_record_id"],
+        prov["repo"],
+        prov["label"],
+    )
 
 
 def test_the_fake_implements_the_engine_protocol(svc):

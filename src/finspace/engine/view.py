@@ -94,7 +94,8 @@ class Provenance:
         out = {
             "model_key": entry.key,
             "label": entry.label,
-            "repo": entry.repo or "local",
+            # a converted model names its package and file; a local folder only "local" (no path leaves)
+            "repo": entry.repo or (entry.source if getattr(entry, "convert", None) is not None else "local"),
             "revision": entry.revision,
             "dtype": sv.dtype,
             "quantization": sv.quantization or sv.prequantized,

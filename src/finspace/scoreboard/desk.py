@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from finspace.documents.desk import Answering
@@ -28,11 +29,13 @@ log = logging.getLogger("finspace.scoreboard")
 
 class ScoreboardHost(Answering, Protocol):
     """What the Scoreboard's desk is given besides the engine it sends a set's items to (Service implements it):
-    answering a filing's questions as the chat does, the admin token's check, the load in progress, the ledger."""
+    answering a filing's questions as the chat does, the admin token's check, the load in progress, the ledger,
+    the serving model's provenance."""
 
     ledger: Any
     load_running: bool
     loading_key: str | None
+    provenance: Callable[[], dict[str, Any] | None]  # the serving model's (engine.view.Provenance)
 
     def authorize(self, token: Any, client: str | None = None, action: str = "switching models") -> None: ...
 
@@ -186,11 +189,12 @@ class ScoreDesk:
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
             engine = self.svc.serving
-            if engine.entry is None or engine.health().state != "ready":
+            served = self.svc.provenance()
+            if served is None or engine.health().state != "ready":
                 raise NotReady("the model stopped being ready while the set loaded; try again when it is")
             job = Job(
                 eval_set,
-                results.provenance(engine, self.svc.ledger),
+                results.provenance(served, engine.health().device),
                 self._context_chars(engine),
                 self.limits.reply_tokens,
                 fmt,

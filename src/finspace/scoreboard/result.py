@@ -23,23 +23,21 @@ def _iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else None
 
 
-def provenance(engine: Any, ledger: Any) -> dict:
-    """The loaded model as served: catalogue key, repo, revision, quantization, dtype, context, and the load's
-    record id in the load ledger (its last successful load of this model)."""
-    entry, h = engine.entry, engine.health()
-    sv = entry.serving
-    repo = entry.repo or (entry.source if getattr(entry, "convert", None) is not None else "local")  # no local path
+def provenance(served: dict[str, Any], device: str | None) -> dict:
+    """A run's model as served, from the service's provenance (``svc.provenance()``, what a reply's and a
+    matrix's export cite: key, repo, revision, quantization, dtype, context, the load ledger's record id), under
+    the keys a stored result has kept since its schema 1, with the device it ran on."""
     return {
-        "model_key": entry.key,
-        "model_label": entry.label,
-        "repo": repo,
-        "revision": entry.revision,
-        "quantization": sv.quantization or sv.prequantized,
-        "dtype": sv.dtype,
-        "max_model_len": int(engine.max_model_len or 0) or None,
-        "load_id": ledger.last_load_id(entry.key) if ledger is not None else None,
-        "loaded_at": _iso(h.loaded_since),
-        "device": h.device,
+        "model_key": served["model_key"],
+        "model_label": served["label"],
+        "repo": served["repo"],
+        "revision": served["revision"],
+        "quantization": served["quantization"],
+        "dtype": served["dtype"],
+        "max_model_len": served["max_model_len"],
+        "load_id": served["load_record_id"],
+        "loaded_at": served["loaded_at"],
+        "device": device,
     }
 
 
