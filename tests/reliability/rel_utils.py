@@ -213,6 +213,29 @@ def start_server(
     return srv
 
 
+def conversions_server(root: Path, model_dir: Path, max_tokens: int, env: dict, **kw: Any) -> Server:
+    """The app the conversion tests share the shape of (test_surface_matrix, test_surface_shares): the tiny
+    Llama with a 2k context, 64 MiB of KV cache, uploads in ``root/gradio``, 127.0.0.1 a trusted proxy (so
+    ``from_ip`` names the client), and slow PDFs never refused for their time (on a busy machine one may take
+    minutes: a 600 s bound, 5 s a page); ``env`` adds to that, ``kw`` goes to ``start_server``."""
+    from support.catalog import long_context_copy
+
+    model = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
+    uploads = root / "gradio"
+    uploads.mkdir()
+    base = {
+        "GRADIO_TEMP_DIR": str(uploads),
+        "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
+        "FINSPACE_CPU_KV_CACHE_MIB": "64",
+        "FINSPACE_DOCUMENT_TIMEOUT_S": "600",
+        "FINSPACE_DOCUMENT_PAGE_S": "5",
+    }
+    entry = demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=max_tokens)
+    srv = start_server(root, {"a": entry}, env={**base, **env}, timeout=900, **kw)  # a shared machine: slow starts
+    srv.uploads = uploads
+    return srv
+
+
 def tiny(model_dir: Path, preset: str = "tiny-llama", **kw) -> dict:
     folder = {"tiny-llama": "tiny-llama", "tiny-qwen3": "tiny-qwen3"}[preset]
     return demo_entry(model_dir / folder, preset, **kw)

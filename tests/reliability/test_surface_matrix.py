@@ -32,9 +32,7 @@ import httpx
 import psutil
 import pytest
 
-from helpers import demo_entry
-from rel_utils import TALLY, converting, from_ip, start_server, v1_chat_with, wait_for
-from support.catalog import long_context_copy
+from rel_utils import TALLY, conversions_server, converting, from_ip, v1_chat_with, wait_for
 from support.slow_pdf import slow_pdf
 
 pytestmark = pytest.mark.timeout(900)
@@ -47,27 +45,8 @@ NOTE = b"EBITDA rose 4% in fiscal 2024."
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
     root = tmp_path_factory.mktemp("rel-matrix")
-    model = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
-    uploads = root / "gradio"
-    uploads.mkdir()
-    env = {
-        "GRADIO_TEMP_DIR": str(uploads),
-        "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
-        "FINSPACE_CPU_KV_CACHE_MIB": "64",
-        "FINSPACE_MATRIX_REPLY_TOKENS": "64",
-        "FINSPACE_UPLOAD_CLIENT_FILES": "6",
-        "FINSPACE_UPLOAD_CLIENT_MIB": "8",
-        # slow PDFs are the point here: on a busy machine one may take minutes, and must not be refused for it
-        "FINSPACE_DOCUMENT_TIMEOUT_S": "600",
-        "FINSPACE_DOCUMENT_PAGE_S": "5",
-    }
-    srv = start_server(
-        root,
-        {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=8)},
-        env=env,
-        timeout=900,
-    )  # this machine is shared: the engine's start may be slow
-    srv.uploads = uploads
+    env = {"FINSPACE_MATRIX_REPLY_TOKENS": "64", "FINSPACE_UPLOAD_CLIENT_FILES": "6", "FINSPACE_UPLOAD_CLIENT_MIB": "8"}
+    srv = conversions_server(root, model_dir, 8, env)
     srv.slow = [slow_pdf(root / f"slow-{i}.pdf", operators=1600) for i in range(4)]  # `timings` makes them slower
     srv.note = root / "note.txt"
     srv.note.write_bytes(NOTE)

@@ -38,21 +38,20 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from helpers import REPO, demo_entry
+from helpers import REPO
 from rel_utils import (
     TALLY,
     assert_clean,
+    conversions_server,
     converting,
     drop,
     from_ip,
     peak_rss_during,
     raw_post,
-    start_server,
     v1_chat_with,
     v1_file_body,
     wait_for,
 )
-from support.catalog import long_context_copy
 from support.slow_pdf import slow_pdf
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -148,19 +147,11 @@ def hub():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir, hub):
     root = tmp_path_factory.mktemp("rel-shares")
-    model = long_context_copy(model_dir / "tiny-llama", root / "tiny-llama-2k", 2048)
-    uploads, hf_home = root / "gradio", root / "hf-home"
-    uploads.mkdir()
+    hf_home = root / "hf-home"
     cache_repo(hf_home, "owner/cached")
     env = {
-        "GRADIO_TEMP_DIR": str(uploads),
-        "FINSPACE_TRUSTED_PROXIES": "127.0.0.1",
         "FINSPACE_SESSION_IDLE_S": str(IDLE_S),
         "FINSPACE_UPLOAD_CLIENT_MIB": "4",
-        "FINSPACE_CPU_KV_CACHE_MIB": "64",
-        # slow PDFs are the point of test 1: on a busy machine one may take minutes, and must not be refused
-        "FINSPACE_DOCUMENT_TIMEOUT_S": "600",
-        "FINSPACE_DOCUMENT_PAGE_S": "5",
         "HF_HOME": str(hf_home),
         "HF_TOKEN": SPACE_TOKEN,
         "HF_ENDPOINT": hub.url,
@@ -168,13 +159,7 @@ def server(tmp_path_factory, model_dir, hub):
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_ETAG_TIMEOUT": "5",
     }
-    srv = start_server(
-        root,
-        {"a": demo_entry(model, None, label="Tiny Llama 2k", max_model_len=2048, max_tokens=4)},
-        admin_token=ADMIN,
-        env=env,
-        timeout=900,
-    )
+    srv = conversions_server(root, model_dir, 4, env, admin_token=ADMIN)
     srv.hf_home = hf_home
     # slow to read: PDFium takes about 5 s of CPU for each on CI (1,600 operators: 2.8 s), here 5-15 s
     srv.slow = [slow_pdf(root / f"slow-{i}.pdf", operators=3200) for i in range(2)]
