@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
-
-import psutil
 
 from finspace.models.catalog import Catalog, ModelEntry
 from finspace.documents.desk import DocumentDesk, upload_folder
@@ -36,26 +32,24 @@ from finspace.errors import (
     DoesNotFit,
     EngineFailed,
     FinspaceError,
-    Forbidden,
     SwitchInProgress,
-    Unauthorized,
     redact,
 )
 from finspace.wall.clients import request_client
 from finspace.fit.marks import LedgerMarks, model_rows
 from finspace.fit.runner import FitRunner
 from finspace.ledger import jsonable
-from finspace.settings import ADMIN_TOKEN_MAX_CHARS, Settings
+from finspace.settings import Settings
 from finspace.wall.throttle import Throttle
+from finspace.wall import secrets
+from finspace.host.memory import MemoryHistory
+from finspace.engine.health_body import health_body
 from finspace.grounding import chat as grounded
 from finspace.tools.calls import CallReader
 from finspace.host.versions import versions
 
 log = logging.getLogger("finspace.service")
 
-MIB = 1 << 20
-HISTORY_SECONDS = 300  # the memory plot's window
-SAMPLE_EVERY_S = 1.5  # readings are taken on demand, at most this often
 MAX_LOADS_LIMIT = 1000
 
 
@@ -109,13 +103,12 @@ class Service:
         self.started_at = time.time()
         self.versions = versions()
         self.active_streams = 0
-        self.samples: deque = deque(maxlen=int(HISTORY_SECONDS / SAMPLE_EVERY_S) + 8)
+        self.memory = MemoryHistory(lambda: self.engine.read_memory(self.monitor))  # the memory plot's readings
         self._load_task: asyncio.Task | None = None
         self._load_key: str | None = None
         self._load_error: str | None = None  # the last failed load, for /health when the engine has none
         self._progress: tuple[str, float, str] | None = None  # the running load's (stage, fraction, message)
         self._verdicts: dict[str, Verdict] = {}
-        self._last_read: tuple[float, list] = (0.0, [])
         self.marks = LedgerMarks(ledger, catalog, self.redact)  # the ledger's word per model, on the page
         self.on_close: list = []  # called when the app stops (the exports' folder is removed)
 
@@ -135,24 +128,7 @@ class Service:
         messages): Forbidden when switching is off, Busy (429) while ``client`` is throttled for wrong tokens,
         Unauthorized for a missing or wrong token. ``client`` is the caller's address at the public boundaries;
         None (an internal call) is not throttled."""
-        mode = self.switching
-        if mode == "open":
-            return
-        if mode == "off":
-            raise Forbidden(
-                "switching models is off on this public Space: its owner can set FINSPACE_ADMIN_TOKEN "
-                "(a secret of 16+ characters) in the Space's settings to allow it with that token, or "
-                "FINSPACE_OPEN_SWITCHING=1 to let anyone switch"
-            )
-        self.check_throttle(client)
-        if not isinstance(token, str) or not token:
-            raise Unauthorized(
-                f"{action} on this Space needs the admin token "
-                "(Authorization: Bearer <token>, or the token field in the UI)"
-            )
-        if not self._is_admin_token(token):
-            self.note_failure(client)
-            raise Unauthorized("the admin token is wrong; nothing was changed")
+        secrets.authorize(self.switching, token, self._is_admin_token, self.throttle, client, action)
 
     def client_of(self, request: Any) -> str | None:
         """The caller's address from a Gradio/Starlette request (None when there is none, as in tests)."""
@@ -347,64 +323,17 @@ class Service:
     # ------------------------------------------------------------------ memory
     def read_memory(self) -> list:
         """Device readings, at most every SAMPLE_EVERY_S; each new reading joins the plot's history."""
-        now = time.time()
-        at, readings = self._last_read
-        if readings and now - at < SAMPLE_EVERY_S:
-            return readings
-        try:
-            readings = self.engine.read_memory(self.monitor)  # NVML/host RAM, or a remote endpoint's /metrics
-        except Exception:  # NVML can fail transiently; keep the last reading
-            log.exception("reading device memory failed")
-            return readings
-        self._last_read = (now, readings)
-        self.samples.append((now, readings))
-        return readings
+        return self.memory.read()
 
     def history(self) -> list[tuple[float, list]]:
-        cutoff = time.time() - HISTORY_SECONDS
-        return [(t, r) for t, r in self.samples if t >= cutoff]
+        return self.memory.history()
 
     # ------------------------------------------------------------------- views
     def health(self) -> tuple[dict, int]:
-        """The /health body and its HTTP status (200 only when a model is ready)."""
+        """The /health body and its HTTP status (200 only when a model is ready; finspace.engine.health_body)."""
         h = self.engine.health()
         readings = self.read_memory()
-        gpus = [r.as_mib() for r in readings if r.kind == "gpu"]
-        vm = psutil.virtual_memory()
-        host = {
-            "total_mib": vm.total // MIB,
-            "used_mib": (vm.total - vm.available) // MIB,
-            "free_mib": vm.available // MIB,
-        }
-        host_reading = next((r for r in readings if r.kind == "host"), None)
-        if host_reading is not None and host_reading.engine_bytes is not None:
-            host["engine_mib"] = host_reading.engine_bytes // MIB
-            host["ranks"] = host_reading.as_mib()["ranks"]  # each engine worker (tensor-parallel rank): its RSS
-        last_error = self.blocking or h.last_error or (self._load_error if h.state != "ready" else None)
-        body = {
-            "status": "unavailable" if self.blocking else h.state,
-            "ready": h.state == "ready" and self.blocking is None,
-            "model": h.model_key,
-            "model_label": h.model_label,
-            "engine": {
-                "state": h.state,
-                "stage": h.stage,
-                "progress": h.progress,
-                "loading": h.loading_key,
-                "alive": h.engine_alive,
-                "restarts": h.restarts,
-                "last_restart": h.last_restart,
-                "running_requests": h.running_requests,
-                "kind": self.engine.kind,
-                "endpoint": self.engine.hardware_info().get("remote"),  # a remote endpoint's host[:port]
-                "tools_refused": self.redact(getattr(self.engine, "tools_refused", None)),  # the chat's calculator
-            },
-            "loaded_since": _iso(h.loaded_since),
-            "last_error": self.redact(last_error),
-            "device": h.device,
-            "gpus": gpus,
-            **{r.kind: r.as_dict() for r in readings if r.kind == "remote"},
-            "host_ram": host,
+        own = {
             "uptime_s": round(time.time() - self.started_at, 1),
             "version": self.versions,
             "admin_token_required": self.locked,
@@ -416,7 +345,9 @@ class Service:
                 "note": self.storage_note,
             },
         }
-        return body, 200 if h.state == "ready" and self.blocking is None else 503
+        return health_body(
+            self.engine, h, readings, self.redact, blocking=self.blocking, load_error=self._load_error, service=own
+        )
 
     def ledger_marks(self) -> dict[str, dict]:
         """What the load ledger knows per model on this GPU (finspace.fit.marks)."""
@@ -460,19 +391,10 @@ class Service:
 
     def is_api_key(self, token: Any) -> bool:
         """True when ``token`` is one of FINSPACE_API_KEYS (/v1's), every key compared in constant time."""
-        given = (
-            token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1] if isinstance(token, str) else b""
-        )
-        matched = False
-        for key in self.settings.api_keys:  # every key compared, whichever matches
-            matched |= hmac.compare_digest(given, key.encode("utf-8"))
-        return matched and bool(given)
+        return secrets.is_api_key(token, self.settings.api_keys)
 
     def _is_admin_token(self, token: Any) -> bool:  # in constant time, bounded work for any length
-        if not isinstance(token, str) or not token or not self.admin_token:
-            return False
-        given = token.encode("utf-8", "surrogatepass")[: ADMIN_TOKEN_MAX_CHARS * 4 + 1]
-        return hmac.compare_digest(given, self.admin_token.encode("utf-8"))
+        return secrets.is_admin_token(token, self.admin_token)
 
     def redact_record(self, record: Any) -> Any:
         if isinstance(record, dict):
@@ -485,9 +407,3 @@ class Service:
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
