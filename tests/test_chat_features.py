@@ -420,7 +420,7 @@ def test_export_carries_the_provenance():
 
 
 def test_ledger_records_have_an_id():
-    from finspace.ledger import normalize
+    from finspace.ledger_line import normalize
 
     rec = normalize({"at": 1764556800.0, "model_key": "demo", "outcome": "ok"})
     assert rec["id"] == "1764556800.000-demo"

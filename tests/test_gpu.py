@@ -10,7 +10,7 @@ import pytest
 
 from finspace.engine.records import LoadRecord, note_engine
 from finspace.host.gpu import MemoryMonitor
-from finspace.ledger import normalize
+from finspace.ledger_line import normalize
 
 GIB = 1 << 30
 ENGINE_PID = 4242

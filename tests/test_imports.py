@@ -173,6 +173,7 @@ LAYERS = [
     "host",
     "planner",
     "models",
+    "ledger_line",
     "ledger",
     "structured",
     "tools",

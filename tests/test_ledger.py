@@ -17,6 +17,7 @@ import pytest
 from finspace import ledger as ledger_mod
 from finspace.engine import LoadRecord
 from finspace.ledger import Ledger, LedgerStatus, default_data_dir
+from finspace.ledger_line import normalize
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = {"device": "cpu", "gpu": None, "gpu_key": "cpu", "count": 0, "total_bytes": 8 << 30}
@@ -186,7 +187,7 @@ def test_truncated_last_line_and_garbage_are_skipped_with_a_warning(ledger, capl
         f.write(b"[1, 2]\n")
         f.write(b"\xff\xfe\n")
     ledger.append(ok_record(key="second"))
-    line = json.dumps(ledger_mod.normalize(ok_record(key="cut"))).encode()
+    line = json.dumps(normalize(ok_record(key="cut"))).encode()
     with open(ledger.path, "ab") as f:
         f.write(line[: len(line) // 2])  # a write cut short by a crash
     with caplog.at_level(logging.WARNING, logger="finspace.ledger"):
@@ -232,7 +233,7 @@ def test_the_last_load_id_is_the_newest_success_of_that_model_with_the_id_normal
     # an older line written without an id: the id its normalized record shows (the ledger's own rule)
     with open(ledger.path, "a") as f:
         f.write(json.dumps({"model_key": "c", "outcome": "ok", "at": 4000.5}) + "\n")
-    assert ledger.last_load_id("c") == ledger_mod.normalize(ledger.records()[-1])["id"] == "4000.500-c"
+    assert ledger.last_load_id("c") == normalize(ledger.records()[-1])["id"] == "4000.500-c"
     assert ledger.last_load_id("nobody") is None
     (tmp_path / "dir.jsonl").mkdir()
     assert Ledger(tmp_path / "dir.jsonl").last_load_id("a") is None  # unreadable: logged, no id
@@ -243,7 +244,7 @@ BIG = 12_000  # bytes of payload per record: each line is well over PIPE_BUF (4 
 
 
 def _big_record(writer: str, i: int) -> dict:
-    rec = ledger_mod.normalize(ok_record(key=writer, at=1000.0 + i))
+    rec = normalize(ok_record(key=writer, at=1000.0 + i))
     rec["error_message"] = f"{writer}-{i}:" + writer[0] * BIG
     return rec
 
@@ -454,7 +455,7 @@ def test_cli_data_dir_that_is_a_file_exits_2(tmp_path):
 # ---------------------------------------------------------------- the cap (issue 16, finding 9)
 def test_the_ledger_rotates_at_its_cap_and_keeps_the_newest_records(tmp_path):
     led = Ledger(tmp_path / "loads.jsonl", max_bytes=8192)
-    line = len(json.dumps(ledger_mod.normalize(ok_record(key="m0")), separators=(",", ":")).encode()) + 1
+    line = len(json.dumps(normalize(ok_record(key="m0")), separators=(",", ":")).encode()) + 1
     for i in range(200):
         led.append(ok_record(key=f"m{i}", at=1000.0 + i))
     # each file stays under the cap: the current one and one rotated file, never more
@@ -510,5 +511,5 @@ def test_a_tensor_parallel_load_keeps_its_ranks(ledger):
     ],
 )
 def test_ranks_are_normalised(raw, tp, ranks):
-    line = ledger_mod.normalize({"model_key": "m", "at": 1.0, **raw})
+    line = normalize({"model_key": "m", "at": 1.0, **raw})
     assert (line["tensor_parallel_size"], line["ranks"]) == (tp, ranks)

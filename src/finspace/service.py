@@ -38,7 +38,7 @@ from finspace.errors import (
 from finspace.wall.clients import request_client
 from finspace.fit.marks import LedgerMarks, model_rows
 from finspace.fit.runner import FitRunner
-from finspace.ledger import jsonable
+from finspace.ledger_line import jsonable
 from finspace.settings import Settings
 from finspace.wall.throttle import Throttle
 from finspace.wall import secrets

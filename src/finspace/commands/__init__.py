@@ -1,4 +1,4 @@
 """The CLI's commands: one module each, a thin shell over the library.
 
-May import: errors, units, host, planner, models, ledger, engine, settings, fit, service, web (tests/test_imports.py).
+May import: errors, units, host, planner, models, ledger_line, ledger, engine, settings, fit, service, web (tests/test_imports.py).
 """

@@ -70,7 +70,7 @@ def _one_line(text: str, width: int) -> str:
 
 
 def table(records: list[dict], total: int, path: Path) -> str:
-    from finspace.ledger import failure_reason
+    from finspace.ledger_line import failure_reason
 
     head = ("when (UTC)", "model", "hardware", "outcome", "planned KV", "actual KV", "planner error", "load s", "error")
     rows: list[tuple[str, ...]] = []

@@ -7,5 +7,5 @@ TAT-QA's EM and F1). run.py sends the items to the engine; desk.py is the Servic
 over the whole filings: pdfs.py fetches each question's PDF once (cached, never shipped), filings.py asks it
 through the Service as the chat asks about an attached document (passages, or the filing tools).
 
-May import: errors, ledger, engine, documents, grounding (tests/test_imports.py).
+May import: errors, ledger_line, ledger, engine, documents, grounding (tests/test_imports.py).
 """

@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from finspace.ledger import jsonable
+from finspace.ledger_line import jsonable
 
 log = logging.getLogger("finspace.scoreboard")
 
