@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from finspace import planner
 from finspace.errors import DoesNotFit, FinspaceError
+
+if TYPE_CHECKING:
+    from finspace.engine.api import EngineAPI
+    from finspace.models.catalog import ModelEntry
 
 log = logging.getLogger("finspace.service")
 
@@ -33,11 +37,11 @@ class Verdict:
         return self.plan.max_model_len if self.plan is not None else self.served_len
 
 
-def verdict_of(engine: Any, entry: Any) -> Verdict:
+def verdict_of(engine: EngineAPI, entry: ModelEntry) -> Verdict:
     try:
         p = engine.check_fits(entry)
     except DoesNotFit as exc:
-        return Verdict(entry.key, False, str(exc), exc.plan)
+        return Verdict(entry.key, False, str(exc), exc.plan if isinstance(exc.plan, planner.Plan) else None)
     except FinspaceError as exc:
         return Verdict(entry.key, False, str(exc), None, error=str(exc))
     except Exception as exc:  # a config the planner cannot read must not break the page

@@ -129,7 +129,7 @@ class _ClosingStream(StreamingResponse):
                 await self.body_iterator.aclose()
 
 
-def add_openai_routes(app: FastAPI, svc) -> None:
+def add_openai_routes(app: FastAPI, svc: Service) -> None:
     """Register /v1/chat/completions and /v1/models on ``app`` (before the Gradio mount at "/")."""
     compiles = CompileGate()  # a client's new response_format schemas compiling at once (finspace.structured)
     checks = anyio.CapacityLimiter(CHECK_THREADS)  # requests being checked at once, in worker threads

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from finspace.documents.desk import Answering
-from finspace.engine.api import EngineAPI
+from finspace.engine.api import EngineAPI, ServingState
 from finspace.errors import BadInput, EvalRunning, NotReady, SwitchInProgress
 from finspace.scoreboard import result as results
 from finspace.scoreboard.limits import EvalLimits
@@ -264,7 +264,7 @@ class ScoreDesk:
         """FINSPACE_FINANCEBENCH_FILE: the user's own copy of FinanceBench (never vendored, else fetched)."""
         return getattr(self.svc.settings, "financebench_file", None) if set_name == "financebench" else None
 
-    def _context_chars(self, engine: Any) -> int:
+    def _context_chars(self, engine: ServingState) -> int:
         """The items' context in characters: the bound, and what fits the model's context at ~2.5 characters a
         token (tables are digits and separators) after the answer's tokens and the instructions."""
         room = int((int(engine.max_model_len or 0) - self.limits.reply_tokens - 320) * 2.5)
@@ -344,7 +344,7 @@ class ScoreDesk:
         return mine[-1] if mine else None
 
 
-def data_folder(svc: Any) -> Path:
+def data_folder(svc: ScoreboardHost) -> Path:
     """Beside the load ledger when there is one; else FINSPACE_DATA_DIR's folder (Settings.data_dir), else the
     ledger's default (/data on a Space with storage, ./data)."""
     from finspace.ledger import default_data_dir
