@@ -13,7 +13,8 @@ import json
 import httpx
 import pytest
 
-from finspace.wall.guard import EventTracker, Guard, client_address, find_file_reference
+from finspace.wall.bodies import find_file_reference
+from finspace.wall.guard import EventTracker, Guard, client_address
 from finspace.settings import Limits
 
 EVENTS = {0: ("respond", 5), 1: ("chat", 5), 2: (None, 0)}
