@@ -25,7 +25,8 @@ from finspace.errors import BadInput, CatalogError
 from finspace.host.gpu import MemoryMonitor
 from finspace.models.presets import DEFAULT_PRESETS, load_presets
 from finspace.ui import chat as convo
-from finspace.ui.chat_panel import LATEX_DELIMITERS, parse_seed
+from finspace.ui.chat_layout import LATEX_DELIMITERS
+from finspace.ui.chat_panel import parse_seed
 
 DATA = Path(__file__).parent / "data"
 

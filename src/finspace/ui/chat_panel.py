@@ -1,4 +1,4 @@
-"""The chat column of the page: the conversation, its input and buttons, its settings, and their events.
+"""The chat column of the page: its events over the components ``finspace.ui.chat_layout`` lays out.
 
 A reply streams through ``stream_into``: a reasoning model's thinking fills a
 collapsible "Thinking" message above the answer (finspace.engine.reasoning splits
@@ -22,15 +22,14 @@ import gradio as gr
 
 from finspace.documents import desk as docs
 from finspace.engine.prompt import allowed_template_kwargs
-from finspace.models.catalog import Sampling
 from finspace.errors import BadInput, FinspaceError
 from finspace.service import MAX_TOKENS_CAP, ChatInfo, ChatSettings, Service
 from finspace.ui import chat as convo
 from finspace.ui import saved
 from finspace.ui.api import CHAT_CONCURRENCY_ID, stream_parts
+from finspace.ui.chat_layout import SEED_MAX, layout
 from finspace.ui.conversations import build_conversations
 from finspace.ui.documents import (
-    FILE_TYPES,
     build_attach,
     build_remove,
     doc_list,
@@ -43,14 +42,6 @@ from finspace.ui.documents import (
 log = logging.getLogger("finspace.ui")
 
 MAX_CONVERSATION_CHARS = saved.MAX_CONVERSATION_CHARS  # one session's conversation held on the server
-SEED_MAX = 2**31 - 1
-CALCULATOR_CHOICES = [("Off", "off"), ("When the model asks", "auto"), ("Always first", "always")]
-# LaTeX between \( \), \[ \] and $$ only: a single $ is a currency sign ("$5 and $10" stays text)
-LATEX_DELIMITERS = [
-    {"left": "$$", "right": "$$", "display": True},
-    {"left": "\\[", "right": "\\]", "display": True},
-    {"left": "\\(", "right": "\\)", "display": False},
-]
 
 
 def parse_seed(value: Any) -> int | None:
@@ -121,94 +112,6 @@ def build_chat(svc: Service, default_entry: Any, chat_concurrency: int, demo: gr
     c = layout(svc, default_entry)
     c["chat_events"] = wire_events(c, handlers, chat_concurrency)
     c["register_restore"] = build_conversations(demo, c, svc)
-    return c
-
-
-def layout(svc: Service, default_entry: Any) -> dict[str, Any]:
-    """The chat column's components, by name: the conversation, its input and buttons, the settings."""
-    c: dict[str, Any] = {}
-    c["conv"] = gr.State([])  # this session's conversation (finspace.ui.chat turns)
-    c["chatbot"] = gr.Chatbot(
-        label="Conversation",
-        elem_id="chatbot",
-        height=520,
-        buttons=["copy", "copy_all"],
-        placeholder="Ask about a balance sheet, a bond, a ratio…",
-        feedback_options=None,
-        group_consecutive_messages=False,
-        latex_delimiters=LATEX_DELIMITERS,
-    )
-    c["notice"] = gr.Markdown(elem_id="chat-notice")
-    c["doc"] = gr.State(None)  # the conversation's documents (a list of finspace.documents.desk.Attached states)
-    c["doc_fit"] = gr.Markdown(elem_id="doc-fit")
-    c["doc_list"] = gr.CheckboxGroup(
-        [],
-        value=[],
-        visible=False,
-        elem_id="doc-list",
-        interactive=True,
-        label="Documents in this conversation, by id (uncheck one to remove it)",
-    )
-    with gr.Row():
-        c["msg"] = gr.MultimodalTextbox(
-            placeholder="Type a question and press Enter; attach a filing (PDF, HTML, DOCX, XLSX, CSV, TXT, MD) "
-            "to ask about it",
-            show_label=False,
-            scale=8,
-            elem_id="chat-input",
-            max_lines=8,
-            autofocus=True,
-            file_types=FILE_TYPES,
-            file_count="single",
-            sources=["upload"],
-        )
-        c["send"] = gr.Button("Send", variant="primary", scale=1, min_width=80, elem_id="send")
-        c["stop"] = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="stop")
-    with gr.Row():
-        c["regen"] = gr.Button("↻ Regenerate", size="sm", elem_id="regenerate")
-        c["cont"] = gr.Button("Continue ▸", size="sm", elem_id="continue", visible=False)
-        c["clear"] = gr.Button("Clear", size="sm", elem_id="clear")
-    if svc.settings.disclaimer:
-        gr.Markdown(html.escape(svc.settings.disclaimer), elem_id="disclaimer")
-    with gr.Accordion("Settings", open=False, elem_id="settings"):
-        c["preset"] = gr.Dropdown(
-            label="Preset (fills the system prompt)",
-            choices=svc.presets.labels(),
-            value=None,
-            elem_id="preset",
-            interactive=True,
-        )
-        c["system_prompt"] = gr.Textbox(
-            label="System prompt", lines=3, elem_id="system-prompt", placeholder="Empty: the model's own system prompt"
-        )
-        c["think"] = gr.Checkbox(
-            value=True, label="Think before answering (reasoning models such as Qwen 3)", elem_id="think"
-        )
-        c["calculator"] = gr.Radio(
-            CALCULATOR_CHOICES,
-            value="auto",
-            elem_id="calculator",
-            label="Tools (models with a tool parser): the calculator for arithmetic; with filings "
-            "attached, search and read them (forced first: a search)",
-        )
-        sampling = default_entry.sampling if default_entry is not None else Sampling()
-        with gr.Row():
-            c["temperature"] = gr.Slider(
-                0.0, 2.0, value=sampling.temperature, step=0.05, label="Temperature", elem_id="temperature"
-            )
-            c["top_p"] = gr.Slider(0.05, 1.0, value=sampling.top_p, step=0.01, label="Top-p", elem_id="top-p")
-        with gr.Row():
-            c["max_tokens"] = gr.Slider(
-                1,
-                MAX_TOKENS_CAP,
-                value=sampling.max_tokens,
-                step=1,
-                label="Max tokens (capped by the model's context)",
-                elem_id="max-tokens",
-            )
-            c["seed"] = gr.Number(
-                value=None, label=f"Seed (empty: random; 0 to {SEED_MAX})", precision=0, elem_id="seed"
-            )
     return c
 
 

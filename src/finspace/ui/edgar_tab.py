@@ -105,6 +105,17 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
         "reported over the years. "
         + ("" if svc.settings.edgar.enabled else f"**Off on this Space:** {svc.edgar.off_message}")
     )
+    f = _filings_panel(chat is not None)
+    c = _chart_panel(svc)
+    if chat is not None:  # the events in the order they always had (their fn_index)
+        _wire_open_in_chat(svc, f, chat)
+    _wire_filings(api, f)
+    _wire_chart(svc, api, exports, c)
+    return {"plot": c["plot"]}
+
+
+def _filings_panel(with_chat: bool) -> dict:
+    """Find a company's filings, pick one, ask about it (or open it in the Chat tab)."""
     with gr.Row():
         company = gr.Textbox(label="Company (ticker or name)", placeholder="AAPL", elem_id="edgar-company", scale=2)
         form = gr.Dropdown(FORMS, value="10-K", label="Form", elem_id="edgar-form", scale=1)
@@ -116,8 +127,16 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
     question = gr.Textbox(label="Question about the filing", elem_id="edgar-question")
     with gr.Row():
         ask = gr.Button("Ask", elem_id="edgar-ask")
-        to_chat = gr.Button("Open in Chat", elem_id="edgar-to-chat", visible=chat is not None)
+        to_chat = gr.Button("Open in Chat", elem_id="edgar-to-chat", visible=with_chat)
     answer = gr.Markdown(elem_id="edgar-answer")
+    return dict(
+        company=company, form=form, year=year, find=find, who=who, table=table, pick=pick, question=question,
+        ask=ask, to_chat=to_chat, answer=answer,
+    )  # fmt: skip
+
+
+def _chart_panel(svc: Service) -> dict:
+    """Chart one figure of several companies over the years, with the facts and a CSV of them."""
     with gr.Row():
         companies = gr.Textbox(label="Companies", placeholder="AAPL, NVDA", elem_id="edgar-companies", scale=2)
         field = gr.Dropdown(svc.edgar.field_names(), value="Revenue", label="Figure", elem_id="edgar-field", scale=1)
@@ -134,9 +153,15 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
     )
     facts_table = gr.Dataframe(interactive=False, elem_id="edgar-facts")
     csv_file = gr.File(label="CSV", elem_id="edgar-csv")
+    return dict(
+        companies=companies, field=field, period=period, chart_btn=chart_btn, notes=notes, plot=plot,
+        facts_table=facts_table, csv_file=csv_file,
+    )  # fmt: skip
 
-    async def list_filings(q, f, y):
-        out = await api.company_filings(q, None if f == "any" else f, int(y) if y else None)
+
+def _wire_filings(api: EdgarEndpoints, f: dict) -> None:
+    async def list_filings(q, form, y):
+        out = await api.company_filings(q, None if form == "any" else form, int(y) if y else None)
         rows = [[x[c] for c in FILING_COLUMNS] for x in out["filings"]]
         c = out["company"]
         choices = [
@@ -157,6 +182,13 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
             f"{out['filing']['filed']}]({out['url']})*"
         )
 
+    found = [f["who"], f["table"], f["pick"]]
+    f["find"].click(list_filings, [f["company"], f["form"], f["year"]], found, api_visibility="private")
+    f["company"].submit(list_filings, [f["company"], f["form"], f["year"]], found, api_visibility="private")
+    f["ask"].click(ask_it, [f["company"], f["pick"], f["question"]], [f["answer"]], api_visibility="private")
+
+
+def _wire_chart(svc: Service, api: EdgarEndpoints, exports: Exports, c: dict) -> None:
     async def chart(cs, fld, per, request: gr.Request):
         out = await api.company_facts(cs, fld, per)
         name = re.sub(r"[^A-Za-z0-9-]+", "-", out["field"])[:40] + ".csv"
@@ -174,6 +206,15 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
             path,
         )
 
+    c["chart_btn"].click(
+        chart,
+        [c["companies"], c["field"], c["period"]],
+        [c["notes"], c["plot"], c["facts_table"], c["csv_file"]],
+        api_visibility="private",
+    )
+
+
+def _wire_open_in_chat(svc: Service, f: dict, chat: dict) -> None:
     async def open_in_chat(q, acc, doc_state, request: gr.Request):  # joins the chat's documents, as an attach does
         have = docs.attached_list(doc_state)
         try:
@@ -182,24 +223,18 @@ def build_edgar_tab(svc: Service, chat: dict | None = None) -> dict:
             att = docs.with_id(await svc.edgar.attach(picked, svc.client_of(request)), have)
         except Exception as exc:  # noqa: BLE001 - the boundary
             raise user_error(svc, exc) from None
-        f, atts = picked.filing, [*have, att]
+        filing, atts = picked.filing, [*have, att]
         return (
             [a.to_state() for a in atts],
             fit_view(svc, atts),
             doc_list(atts),
             f"{picked.company.ticker} "
-            f"{f.form} filed {f.filed} is attached to the **Chat** tab as `{att.ident}`: ask there.",
+            f"{filing.form} filed {filing.filed} is attached to the **Chat** tab as `{att.ident}`: ask there.",
         )
 
-    if chat is not None:
-        to_chat.click(
-            open_in_chat,
-            [company, pick, chat["doc"]],
-            [chat["doc"], chat["doc_fit"], chat["doc_list"], answer],
-            api_visibility="private",
-        )
-    find.click(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
-    company.submit(list_filings, [company, form, year], [who, table, pick], api_visibility="private")
-    ask.click(ask_it, [company, pick, question], [answer], api_visibility="private")
-    chart_btn.click(chart, [companies, field, period], [notes, plot, facts_table, csv_file], api_visibility="private")
-    return {"plot": plot}
+    f["to_chat"].click(
+        open_in_chat,
+        [f["company"], f["pick"], chat["doc"]],
+        [chat["doc"], chat["doc_fit"], chat["doc_list"], f["answer"]],
+        api_visibility="private",
+    )
