@@ -108,12 +108,26 @@ def gpus_count(value: Any) -> Any:
 
 def build_fit_tab(svc: Service) -> None:
     """The tab's components and its event (call inside ``with gr.Tab(...)``)."""
-    default_gpu = svc.serving.gpu.key if svc.serving.gpu is not None else "l40s"
     gr.Markdown(
         "Plan any model before loading it: a catalogue key (planned from its bundled config.json), a Hub "
         "repo id, or its config.json pasted below. The planner predicts what vLLM does at start-up on the "
         "GPU you pick."
     )
+    ins = _inputs(svc.serving.gpu.key if svc.serving.gpu is not None else "l40s")
+    verdict, bars, breakdown = _outputs()
+    check = ins.pop("check")
+    check.click(
+        _runner(svc),
+        inputs=list(ins.values()),
+        outputs=[verdict, bars, breakdown],
+        api_visibility="private",
+        concurrency_limit=4,
+        show_progress="minimal",
+    )
+
+
+def _inputs(default_gpu: str) -> dict[str, Any]:
+    """The model (key, repo or config.json), the GPU and the engine settings, in the event's input order."""
     with gr.Row():
         with gr.Column(scale=3):
             repo = gr.Textbox(
@@ -143,6 +157,13 @@ def build_fit_tab(svc: Service) -> None:
             quant = gr.Dropdown(QUANTS, value="none", label="quantization", elem_id="fit-quant")
             util = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="gpu_memory_utilization", elem_id="fit-util")
     check = gr.Button("Will it fit?", variant="primary", elem_id="fit-check")
+    return dict(
+        repo=repo, config=config, gpu=gpu, gpus=gpus, max_len=max_len, dtype=dtype, quant=quant, util=util, check=check
+    )
+
+
+def _outputs() -> tuple[Any, Any, Any]:
+    """The verdict, the planned breakdown per GPU as bars, and the arithmetic."""
     verdict = gr.Markdown(elem_id="fit-verdict")
     bars = gr.BarPlot(
         x="bar",
@@ -157,6 +178,12 @@ def build_fit_tab(svc: Service) -> None:
         sort=None,
     )
     breakdown = gr.Code(label="The arithmetic", language=None, interactive=False, elem_id="fit-breakdown")
+
+    return verdict, bars, breakdown
+
+
+def _runner(svc: Service):
+    """The event's handler: the plan through svc.fits (bounded per client and in time, shared with /fit)."""
 
     async def run(
         repo_: Any,
@@ -187,11 +214,4 @@ def build_fit_tab(svc: Service) -> None:
             raise user_error(svc, exc) from None
         return verdict_markdown(result, svc.serving.gpu is not None), plan_bars(result["plan"]), result["breakdown"]
 
-    check.click(
-        run,
-        inputs=[repo, config, gpu, gpus, max_len, dtype, quant, util],
-        outputs=[verdict, bars, breakdown],
-        api_visibility="private",
-        concurrency_limit=4,
-        show_progress="minimal",
-    )
+    return run
