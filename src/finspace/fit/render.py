@@ -119,7 +119,7 @@ def fit_table(rows: list[tuple[str, Plan | Exception]], gpu: GPUSpec, gpus: int 
 
 def breakdown(p: Plan, label: str = "") -> str:
     """One plan, step by step, with each figure's arithmetic."""
-    s, d = p.settings, p.detail
+    s = p.settings
     gname = p.gpu.name
     out = []
     title = f"{label} on " if label else ""
@@ -128,6 +128,16 @@ def breakdown(p: Plan, label: str = "") -> str:
     )
     out.append(f"settings: {_settings_line(p)}")
     out.append("")
+    out.extend(_budget_lines(p))
+    out.extend(_kv_lines(p))
+    out.extend(_verdict_lines(p))
+    return "\n".join(out)
+
+
+def _budget_lines(p: Plan) -> list[str]:
+    """The budget and what comes off it before the KV cache: weights, activation, overhead."""
+    s, d = p.settings, p.detail
+    out = []
     out.append(
         f"  budget        {fmt_size(p.gpu.total_bytes)} GiB x {s.gpu_memory_utilization:.2f}"
         f" = {fmt_size(p.requested_bytes)} GiB"
@@ -154,7 +164,13 @@ def breakdown(p: Plan, label: str = "") -> str:
     out.append(f"- overhead      {fmt_size(p.overhead_bytes)} GiB: non-torch {fmt_size(d.non_torch_bytes)} + {graphs}")
     out.append(f"= KV cache      {fmt_size(d.available_kv_bytes)} GiB")
     out.append("")
-    # KV
+    return out
+
+
+def _kv_lines(p: Plan) -> list[str]:
+    """The KV cache: bytes per token, sliding windows, blocks, capacity."""
+    s, d = p.settings, p.detail
+    out = []
     layers = d.full_layers + d.sliding_layers
     per_layer = p.kv_bytes_per_token // max(1, layers)
     if d.mla_latent:
@@ -185,6 +201,13 @@ def breakdown(p: Plan, label: str = "") -> str:
         f"{fmt_size(d.request_kv_bytes)} GiB"
     )
     out.append("")
+    return out
+
+
+def _verdict_lines(p: Plan) -> list[str]:
+    """The verdict, the longest context, the pipeline stages, the fixes and the notes."""
+    d = p.detail
+    out = []
     if p.fits:
         out.append(f"verdict: STARTS: {p.reason.removeprefix('starts: ')}")
     else:
@@ -209,7 +232,7 @@ def breakdown(p: Plan, label: str = "") -> str:
             )
     for n in p.notes:
         out.append(f"note: {n}")
-    return "\n".join(out)
+    return out
 
 
 def warmup_text(p: Plan) -> str:
