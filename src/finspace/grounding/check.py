@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from finspace.documents.convert import Document
-from finspace.grounding.citations import MAX_FIGURES, Figure, figures_in
+from finspace.grounding.citations import MAX_FIGURES, Citation, Figure, figures_in
 from finspace.grounding.library import Library
 from finspace.matrix import align, verify
 from finspace.matrix.numbers import numbers_in
@@ -143,22 +143,7 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
         )
     keys = [cite.document] if cite.document else list(lib)
     if cite.printed:  # "printed page 29": the page whose label says so
-        pages = {k: _printed_page(lib[k], cite.page) for k in keys}
-        if not any(pages.values()):
-            return _base(
-                fig,
-                NO_SUCH_PAGE,
-                document=cite.document,
-                page=None,
-                note=f"no page prints the number {cite.page}: cite the page's own number, as its label "
-                "gives it (\"page 31 (printed 29)\" is page 31)",
-            )
-        tried = [
-            _check(replace(fig, citation=replace(cite, page=pages[k], printed=False, document=k)), lib, lookups)
-            for k in keys
-            if pages[k]
-        ]  # each document's page that prints the number: the first that verifies
-        return next((c for c in tried if c.mark == VERIFIED), tried[0])
+        return _check_printed(fig, cite, lib, lookups, keys)
     in_range = [k for k in keys if 1 <= cite.page <= len(lib[k].pages)]
     if not in_range:
         ranges = "; ".join(f"{k} has pages 1 to {len(lib[k].pages)}" for k in keys)
@@ -184,7 +169,33 @@ def _check(fig: Figure, lib: Library, lookups: list[int]) -> FigureCheck:
     for key, got in results:
         if got is not None:
             return _with(got, key, cite.page, lib[key])
-    key = in_range[0]
+    return _not_on_page(fig, cite, lib, lookups, in_range[0])
+
+
+def _check_printed(fig: Figure, cite: Citation, lib: Library, lookups: list[int], keys: list[str]) -> FigureCheck:
+    """A citation of a printed page number ("printed page 29"): each document's page whose label prints it, the
+    first that verifies."""
+    pages = {k: _printed_page(lib[k], cite.page) for k in keys}
+    if not any(pages.values()):
+        return _base(
+            fig,
+            NO_SUCH_PAGE,
+            document=cite.document,
+            page=None,
+            note=f"no page prints the number {cite.page}: cite the page's own number, as its label "
+            "gives it (\"page 31 (printed 29)\" is page 31)",
+        )
+    tried = [
+        _check(replace(fig, citation=replace(cite, page=pages[k], printed=False, document=k)), lib, lookups)
+        for k in keys
+        if pages[k]
+    ]  # each document's page that prints the number: the first that verifies
+    return next((c for c in tried if c.mark == VERIFIED), tried[0])
+
+
+def _not_on_page(fig: Figure, cite: Citation, lib: Library, lookups: list[int], key: str) -> FigureCheck:
+    """The cited page does not print the figure: where it is printed, if anywhere (another document's page is
+    OTHER_DOCUMENT when the citation named its document)."""
     where = _found_at(fig, lib, lookups)
     label = _label(lib[key], cite.page)
     if cite.document and where and not where.startswith(f"{key} "):
