@@ -17,7 +17,8 @@ from finspace.errors import BadInput, PageOutOfRange, UnknownDocument
 from finspace.grounding import library as gl
 from finspace.documents.desk import unique_id
 from finspace.grounding.library import approx_tokens
-from finspace.grounding.lookup import filer_facts, read_page, search
+from finspace.grounding.filer_facts import filer_facts
+from finspace.grounding.lookup import read_page, search
 from finspace.grounding.outline import outline
 from support.filings import filing
 

@@ -12,6 +12,7 @@ from typing import Any
 from finspace.errors import BadInput
 from finspace.grounding import library as lib_
 from finspace.grounding import lookup
+from finspace.grounding.filer_facts import filer_facts
 from finspace.grounding.outline import outline
 from finspace.tools import filing, registry
 
@@ -69,4 +70,4 @@ def _result(lib: lib_.Library, name: str, args: dict, bound: int, count: Callabl
     if name == filing.READ_PAGE:
         return lookup.read_page(lib, doc, args.get("page")).render(bound, count)
     query = _text(args, "query") or ""
-    return lookup.filer_facts(lib, doc, query, _text(args, "period")).render(bound, count)
+    return filer_facts(lib, doc, query, _text(args, "period")).render(bound, count)
