@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
+from finspace.engine.api import EngineAPI, ServingState
 from finspace.engine.prompt import ChatSettings
 from finspace.engine.records import ChatInfo
 from finspace.errors import PromptTooLong, ToolsRefused
@@ -36,7 +36,7 @@ CUT = (
 )
 
 
-def offered(engine: Any) -> bool:
+def offered(engine: ServingState) -> bool:
     """Whether the chat offers the calculator to the engine's model: a tool parser reads its calls, and the
     engine has not found that its model server refuses tools (a remote one started without them)."""
     return reading_parser(engine) is not None and not getattr(engine, "tools_refused", None)
@@ -62,7 +62,7 @@ def _merge(total: ChatInfo, part: ChatInfo) -> None:
 
 
 async def calculator_rounds(
-    engine: Any,
+    engine: EngineAPI,
     messages: list[dict],
     settings: ChatSettings,
     info: ChatInfo,
@@ -80,17 +80,9 @@ async def calculator_rounds(
     run = run or _run
     msgs, fitted = list(messages), list(messages)  # fitted: the conversation of the last round that fitted
     for round_no in range(max_rounds + 1):
-        last = round_no == max_rounds
         req = _round_request(round_no, force, specs, first or registry.CALCULATE)
-        if last:  # the bound: one more round without the tool, so the reply ends with an answer
-            if max_rounds:
-                info.notes.append(f"tool rounds ended at the bound ({max_rounds}): answered without tools")
-            round_settings = dataclasses.replace(settings, tools=None)
-        else:
-            schema = forced_schema(req) if req.forced else settings.json_schema
-            round_settings = dataclasses.replace(settings, tools=req.specs, json_schema=schema)
-        reader = CallReader(parser, getattr(engine, "tokenizer", None), req) if not last else None
-        part = ChatInfo()
+        round_settings, reader = _round(engine, parser, req, settings, info, round_no, max_rounds)
+        part: ChatInfo | None = ChatInfo()
         try:
             async with contextlib.aclosing(engine.chat_parts(msgs, round_settings, part)) as parts:
                 async for thinking, answer in parts:
@@ -100,36 +92,22 @@ async def calculator_rounds(
         except PromptTooLong:
             if not round_no:  # the question itself does not fit: the caller's message says how to fix it
                 raise
-            # the last round's results overflow the context (nothing of this round was written yet): the model
-            # is told so in place of those results and answers without tools; if even that does not fit, from
-            # the rounds that fitted. The usage line says so.
-            info.notes.append(NO_ROOM)
-            told = msgs[: len(fitted) + 1] + [{**m, "content": TOLD} for m in msgs[len(fitted) + 1 :]]
-            for conversation in (told, fitted):
-                part = ChatInfo()
-                try:
-                    async with contextlib.aclosing(
-                        engine.chat_parts(conversation, dataclasses.replace(settings, tools=None), part)
-                    ) as parts:
-                        async for pair in parts:
-                            yield pair
-                    return
-                except PromptTooLong:
-                    if conversation is fitted:
-                        raise
+            part = None  # the answer from what fitted adds its own
+            async with contextlib.aclosing(_from_what_fitted(engine, msgs, fitted, settings, info)) as pairs:
+                async for pair in pairs:
+                    yield pair
             return
         except ToolsRefused as exc:
             if round_no:  # a server that took the first round's tools: its refusal is the reply's error
                 raise
-            # the model server takes no tools (the engine remembers it): the reply comes without the calculator
-            info.notes.append(f"calculator off: {exc}")
-            part = ChatInfo()  # what the finally below adds to info
-            async with contextlib.aclosing(engine.chat_parts(messages, settings, part)) as parts:
-                async for pair in parts:
+            part = None  # the answer without the calculator adds its own
+            async with contextlib.aclosing(_without_calculator(engine, messages, settings, info, exc)) as pairs:
+                async for pair in pairs:
                     yield pair
             return
         finally:
-            _merge(info, part)
+            if part is not None:
+                _merge(info, part)
         if reader is None:
             return
         rest, calls = reader.finish()
@@ -145,6 +123,66 @@ async def calculator_rounds(
         info.tool_steps.extend(steps)
         msgs = msgs + [{"role": "assistant", "content": rest, "tool_calls": calls}]
         msgs += [{"role": "tool", "tool_call_id": c["id"], "content": s.result} for c, s in zip(calls, steps)]
+
+
+def _round(
+    engine: EngineAPI,
+    parser: str | None,
+    req: ToolRequest,
+    settings: ChatSettings,
+    info: ChatInfo,
+    round_no: int,
+    max_rounds: int,
+) -> tuple[ChatSettings, CallReader | None]:
+    """One round's settings (its tools, a forced call's schema) and the reader of its calls; the last round (the
+    bound) offers no tools and reads no calls, so the reply ends with an answer."""
+    if round_no == max_rounds:
+        if max_rounds:
+            info.notes.append(f"tool rounds ended at the bound ({max_rounds}): answered without tools")
+        return dataclasses.replace(settings, tools=None), None
+    schema = forced_schema(req) if req.forced else settings.json_schema
+    reader = CallReader(parser, getattr(engine, "tokenizer", None), req)
+    return dataclasses.replace(settings, tools=req.specs, json_schema=schema), reader
+
+
+async def _from_what_fitted(
+    engine: EngineAPI, msgs: list[dict], fitted: list[dict], settings: ChatSettings, info: ChatInfo
+) -> AsyncIterator[tuple[str, str]]:
+    """The last round's results overflow the context (nothing of that round was written yet): the model is told
+    so in place of those results and answers without tools; if even that does not fit, from the rounds that
+    fitted. The usage line says so."""
+    info.notes.append(NO_ROOM)
+    told = msgs[: len(fitted) + 1] + [{**m, "content": TOLD} for m in msgs[len(fitted) + 1 :]]
+    part = ChatInfo()
+    try:
+        for conversation in (told, fitted):
+            part = ChatInfo()
+            try:
+                async with contextlib.aclosing(
+                    engine.chat_parts(conversation, dataclasses.replace(settings, tools=None), part)
+                ) as parts:
+                    async for pair in parts:
+                        yield pair
+                return
+            except PromptTooLong:
+                if conversation is fitted:
+                    raise
+    finally:
+        _merge(info, part)
+
+
+async def _without_calculator(
+    engine: EngineAPI, messages: list[dict], settings: ChatSettings, info: ChatInfo, refused: ToolsRefused
+) -> AsyncIterator[tuple[str, str]]:
+    """The model server takes no tools (the engine remembers it): the reply comes without the calculator."""
+    info.notes.append(f"calculator off: {refused}")
+    part = ChatInfo()
+    try:
+        async with contextlib.aclosing(engine.chat_parts(messages, settings, part)) as parts:
+            async for pair in parts:
+                yield pair
+    finally:
+        _merge(info, part)
 
 
 def _run(name: str, arguments: str) -> registry.ToolStep:
