@@ -21,6 +21,7 @@ from typing import Any, overload
 from dataclasses import dataclass, replace
 
 from finspace.errors import ConfigError
+from finspace.planner.attention import derived_max_len, layer_types_of, rotary_caches
 from finspace.planner.bounds import check_config
 from finspace.planner.defaults import with_defaults
 from finspace.planner.experts import (
@@ -80,20 +81,6 @@ UNSERVED = {
     "mllama": "Llama 3.2 Vision (mllama) is not served by vLLM 0.32: its model file was removed in vLLM 0.11 "
     "(vllm/model_executor/models has no mllama.py), so no vLLM memory plan exists for it",
 }
-_MAX_LEN_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
-# rope types whose max_position_embeddings is already the scaled length
-_ROPE_NO_LEN_SCALING = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
-# rope types whose cos/sin cache covers max_position x factor
-_ROPE_CACHE_SCALED = ("linear", "dynamic", "yarn", "deepseek_yarn")
 
 
 def cdiv(a: int, b: int) -> int:
@@ -171,41 +158,6 @@ def _opt_int(cfg: dict[str, Any], key: str, default: int | None, where: str) -> 
     return _need(cfg, key, where)
 
 
-def _rope_scaling(cfg: dict[str, Any]) -> dict[str, Any] | None:
-    rs = cfg.get("rope_scaling")
-    if rs is None and isinstance(cfg.get("rope_parameters"), dict):
-        rp = cfg["rope_parameters"]
-        # transformers >= 4.57 nests per layer type or writes rope_type "default"
-        if "rope_type" in rp:
-            rs = rp
-        elif isinstance(rp.get("full_attention"), dict):
-            rs = rp["full_attention"]
-    if not isinstance(rs, dict):
-        return None
-    rope_type = rs.get("rope_type", rs.get("type", "default"))
-    if rope_type == "default":
-        return None
-    return {**rs, "rope_type": rope_type}
-
-
-def _derived_max_len(cfg: dict[str, Any], model_type: str, text: dict[str, Any]) -> int:
-    lens = [int(text[k]) for k in _MAX_LEN_KEYS if isinstance(text.get(k), (int, float)) and text.get(k)]
-    derived = min(lens) if lens else 2048  # vLLM warns and assumes 2048
-    rs = _rope_scaling(text)
-    if rs and "gemma3" not in model_type and rs["rope_type"] not in _ROPE_NO_LEN_SCALING:
-        derived = int(derived * float(rs.get("factor") or 1.0))
-    return derived
-
-
-def _gemma3_layer_types(text: dict[str, Any], n: int, where: str) -> tuple[str, ...]:
-    lt = text.get("layer_types")
-    if isinstance(lt, list) and len(lt) == n:
-        return tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
-    pattern = text.get("sliding_window_pattern", text.get("_sliding_window_pattern", 6))
-    pattern = int(pattern) if pattern else 6
-    return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(n))
-
-
 def model_shape(config: dict[str, Any]) -> ModelShape:
     """Read the fields the planner needs from a Hugging Face config.json.
 
@@ -235,14 +187,14 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
             f"config.json{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
         )
     max_pos = _opt_int(text, "max_position_embeddings", None, where) or 2048
-    derived = _derived_max_len(config, fam, text)
+    derived = derived_max_len(config, fam, text)
 
     tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings", gemma))
     tie = bool(gemma if tie is None else tie)
     torch_dtype = config.get("torch_dtype") or config.get("dtype") or text.get("torch_dtype") or text.get("dtype")
     if torch_dtype is not None:
         torch_dtype = DTYPE_ALIASES.get(str(torch_dtype).replace("torch.", ""), None)
-    layer_types, window = _layer_types(fam, text, layers, derived, where)
+    layer_types, window = layer_types_of(fam, text, layers, derived, where)
     moe, mla = parse_moe(fam, text, layers), parse_mla(fam, text)
     if moe is not None and (moe.num_experts <= 0 or moe.expert_intermediate <= 0):
         raise ConfigError(f"config.json{where} ({fam}) has no expert count or expert intermediate size")
@@ -264,7 +216,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         torch_dtype=torch_dtype,
         layer_types=layer_types,
         sliding_window=window,
-        rope_caches=_rope_caches(fam, text, rotary, max_pos, layer_types),
+        rope_caches=rotary_caches(fam, text, rotary, max_pos, layer_types),
         **_layer_details(fam, text, hidden),
         vision=siglip(config, hidden) if model_type == "gemma3" else None,
         quantization=parse_quant(config.get("quantization_config")),
@@ -316,75 +268,6 @@ def _text_config(
         f"unknown architecture model_type={model_type!r} ({arch or 'no architectures'}); "
         f"the planner supports: {', '.join(SUPPORTED_ARCHITECTURES)} (and configs whose text_config is one of them)"
     )
-
-
-def _layer_types(
-    model_type: str, text: dict[str, Any], layers: int, derived: int, where: str
-) -> tuple[tuple[str, ...], int | None]:
-    """("full" | "sliding" per decoder layer, the sliding window or None)."""
-    window = text.get("sliding_window")
-    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
-        if not text.get("use_sliding_window", False):
-            window = None
-    # Without layer_types, vLLM's CacheConfig.sliding_window is the config's, for every layer
-    # (``EngineArgs.create_engine_config``): phi3's 2047, mistral v0.1's 4096 slide all layers.
-    if model_type in ("gemma3", "gemma3_text"):
-        window = int(window or 4096)
-        layer_types = _gemma3_layer_types(text, layers, where)
-    elif model_type == "gpt_oss":  # gpt_oss.py: even layers slide
-        window = int(window or 128)
-        lt = text.get("layer_types")
-        if isinstance(lt, list) and len(lt) == layers:
-            layer_types = tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
-        else:
-            layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
-    elif model_type == "gemma2":
-        window = int(window or 4096)
-        lt = text.get("layer_types")
-        if isinstance(lt, list) and len(lt) == layers:
-            layer_types = tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
-        else:
-            layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
-    elif window:
-        window = int(window)
-        if model_type == "qwen2":
-            mwl = int(text.get("max_window_layers", layers))
-            layer_types = tuple("sliding" if i >= mwl else "full" for i in range(layers))
-        else:
-            layer_types = ("sliding",) * layers
-    else:
-        window = None
-        layer_types = ("full",) * layers
-    if window is not None and window >= derived:
-        # a window as long as the context is full attention
-        layer_types = ("full",) * layers
-        window = None
-    if "sliding" not in layer_types:
-        window = None
-    return layer_types, window
-
-
-def _rope_caches(
-    model_type: str, text: dict[str, Any], rotary_dim: int, max_pos: int, layer_types: tuple[str, ...]
-) -> tuple[tuple[int, int], ...]:
-    """(positions, rotary_dim) of each cos/sin cache vLLM registers."""
-    gemma3 = model_type in ("gemma3", "gemma3_text")
-    if model_type == "gpt_neox":
-        rotary_dim = int(rotary_dim * float(text.get("rotary_pct", 1.0)))
-
-    def cache(scaling: dict[str, Any] | None) -> tuple[int, int]:
-        pos = max_pos
-        if scaling and scaling["rope_type"] in _ROPE_CACHE_SCALED:
-            base = max_pos
-            if scaling["rope_type"] in ("yarn", "deepseek_yarn") and scaling.get("original_max_position_embeddings"):
-                base = int(scaling["original_max_position_embeddings"])  # YaRN: original length x factor
-            pos = int(base * float(scaling.get("factor") or 1.0))
-        return (pos, rotary_dim)
-
-    caches = [cache(_rope_scaling(text))]
-    if gemma3 and "sliding" in layer_types:
-        caches.append(cache(None))  # local layers: rope_local_base_freq, unscaled
-    return tuple(dict.fromkeys(caches)) if not gemma3 else tuple(caches)
 
 
 def _layer_details(model_type: str, text: dict[str, Any], hidden: int) -> dict[str, Any]:
