@@ -13,6 +13,8 @@ One module per concept, each importing only those above it:
 * ``quant``: ``quantization_config`` to ``QuantScheme`` (mxfp4 experts included).
 * ``experts``: mixture-of-experts and MLA fields, parameters and the fused-MoE
   workspace; ``towers``: vision towers and projectors of vision-language models.
+* ``attention``: what a config says of positions: the derived context, which layers
+  slide, the rotary caches.
 * ``shape``: config.json to ``ModelShape`` (parameters per rank, KV heads, layer
   types, rotary caches) and pipeline-parallel stages (``stage``, ``pp_partition``).
 * ``settings``: ``Settings`` (vLLM engine arguments), their vocabularies, the one
@@ -22,7 +24,9 @@ One module per concept, each importing only those above it:
 * ``suggest``: ranked fixes for a plan that does not start, each re-checked.
 * ``warmup``: the sampler warm-up vLLM runs after the KV cache and CUDA graphs are in place (a start
   check of its own, with vLLM's two fixes).
-* ``plan``: the budget, the start check and the verdict, per pipeline stage;
+* ``budget``: one stage's budget before the KV cache (weights, activation, overhead),
+  its sampler warm-up and the ``PlanDetail`` behind the totals.
+* ``plan``: the KV cache, the start check and the verdict, per pipeline stage;
   ``plan()`` is the entry point.
 * ``cluster``: a model on N GPUs: TP x PP per replica and DP replicas (``size_cluster``).
 
@@ -37,7 +41,8 @@ from __future__ import annotations
 
 from finspace.planner.export import plan_json, settings_json
 from finspace.planner.memory import KvCapacity, activation_bytes, kv_capacity
-from finspace.planner.plan import Plan, PlanDetail, StagePlan, plan
+from finspace.planner.plan import Plan, StagePlan, plan
+from finspace.planner.result import PlanDetail
 from finspace.planner.settings import (
     CURRENT_VLLM,
     KV_CACHE_DTYPES,

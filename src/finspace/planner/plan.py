@@ -33,26 +33,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import math
 from dataclasses import replace
 
 from finspace.errors import BadInput
 from finspace.host.hardware import GPUSpec
 from finspace.planner import warmup
-from finspace.planner.memory import (
-    activation_bytes,
-    cudagraph_bytes,
-    init_non_torch_bytes,
-    cudagraphs_counted,
-    kv_dtype_bytes,
-    kv_layout,
-    max_len_that_fits,
-    overhead,
-    weights,
-)
-from finspace.planner.settings import Settings, resolve_batch, resolve_dtype, resolve_quant, validate, version
+from finspace.planner.budget import plan_detail, stage_budget, stage_warmup
+from finspace.planner.memory import cudagraph_bytes, cudagraphs_counted, kv_dtype_bytes, kv_layout, max_len_that_fits
+from finspace.planner.settings import Settings, validate, version
 from finspace.planner.shape import (
-    DTYPE_BYTES,
     ModelShape,
     QuantScheme,
     model_shape,
@@ -61,7 +50,7 @@ from finspace.planner.shape import (
     tp_on_machine,
     tp_splits,
 )
-from finspace.planner.result import Plan, PlanDetail, StagePlan, Suggestion, Verdict
+from finspace.planner.result import Plan, StagePlan, Suggestion, Verdict
 from finspace.planner.suggest import suggestions
 from finspace.units import fmt_size
 
@@ -176,8 +165,6 @@ def _evaluate_stage(
     """``evaluate`` for the layers ``shape`` holds (the whole model, or one pipeline stage of ``whole``)."""
     v = version(s.vllm_version)
     tp = s.tensor_parallel_size
-    dtype = resolve_dtype(s, shape)
-    quant = resolve_quant(s, shape)
     notes: list[str] = list(shape.notes)
     if s.dtype == "auto" and shape.torch_dtype in (None, "float32"):
         notes.append(f"checkpoint is {shape.torch_dtype or 'float32 (assumed)'}; vLLM serves it as bfloat16")
@@ -186,17 +173,12 @@ def _evaluate_stage(
     model_max = shape.derived_max_model_len
     auto_fit = s.max_model_len == -1
     length = model_max if (s.max_model_len is None or auto_fit) else s.max_model_len
-    mnbt, seqs = resolve_batch(s, gpu, length)
-    w = weights(shape, quant, dtype, tp, total_size, whole, marlin=gpu.compute_capability < (9, 0))
-    act = activation_bytes(shape, DTYPE_BYTES[dtype], mnbt, seqs, tp)
-    non_torch, cudagraph = overhead(shape, s)
-    requested = math.ceil(gpu.total_bytes * s.gpu_memory_utilization)
-    available = requested - w.bytes - act["total"] - non_torch - cudagraph
+    b = stage_budget(shape, whole, gpu, s, total_size, length)
+    available = b.available_kv_bytes
 
     # KV cache: blocks, the start check (0.32 holds back the null block), the longest length that fits
-    kv_el = kv_dtype_bytes(s.kv_cache_dtype, dtype)
-    kv = kv_layout(shape, s, kv_el, tp, mnbt, v)
-    kv_rank = 1 if shape.mla else max(1, shape.num_kv_heads // tp)
+    kv_el = kv_dtype_bytes(s.kv_cache_dtype, b.dtype)
+    kv = kv_layout(shape, s, kv_el, tp, b.max_num_batched_tokens, v)
     kv_cache = max(0, available)
     blocks = kv_cache // kv.block_bytes
     check_avail = available - (kv.block_bytes if v >= (0, 32) else 0)
@@ -208,64 +190,19 @@ def _evaluate_stage(
     if not cudagraphs_counted(s) and not s.enforce_eager:
         notes.append(f"vLLM {s.vllm_version} rules: CUDA graphs come out of the 1 - utilization slack")
         graphs_outside = cudagraph_bytes(shape)
-    pp = s.pipeline_parallel_size
-    warm = warmup.sampler_warmup(
-        shape,
-        gpu.total_bytes,
-        requested,
-        act["total"],
-        graphs_outside,
-        init_non_torch_bytes(tp, pp),
-        seqs,
-        mnbt,
-        transient_freed=warmup.transient_freed(shape, v),
-    )
+    warm = stage_warmup(shape, gpu, s, b, graphs_outside, v)
 
-    detail = PlanDetail(
-        architecture=shape.architecture,
-        num_params=shape.num_params,
-        rank_params=w.rank_params,
-        dtype=dtype,
-        kv_dtype_bytes=kv_el,
-        quant=quant.label if quant else "none",
-        weight_parts=w.parts,
-        buffer_bytes=w.buffer_bytes,
-        weights_source=w.source,
-        non_torch_bytes=non_torch,
-        cudagraph_bytes=cudagraph,
-        sampler_bytes=act["sampler"],
-        forward_bytes=act["forward"],
-        held_bytes=act["held"],
-        vision_bytes=act["vision"],
-        max_num_batched_tokens=mnbt,
-        max_num_seqs=seqs,
-        model_max_len=model_max,
-        kv_heads_per_rank=kv_rank,
-        mla_latent=shape.mla.latent_dim if shape.mla else 0,
-        page_bytes=kv.page,
-        block_bytes=kv.block_bytes,
-        num_groups=len(kv.groups),
-        group_size=kv.group_size,
-        full_layers=shape.num_full_layers,
-        sliding_layers=shape.num_sliding_layers,
-        sliding_window=shape.sliding_window,
-        in_flight_tokens=kv.in_flight,
-        kv_cache_blocks=blocks,
-        request_kv_bytes=kv.request_bytes(length),
-        available_kv_bytes=available,
-        warmup_requests=warm.requests,
-        warmup_bytes=warm.peak_bytes,
-        warmup_free_bytes=warm.free_bytes,
-    )
     p = Plan(
         gpu=gpu,
         gpus=gpus,
-        settings=replace(s, max_model_len=length, max_num_batched_tokens=mnbt, max_num_seqs=seqs),
-        weights_bytes=w.bytes,
+        settings=replace(
+            s, max_model_len=length, max_num_batched_tokens=b.max_num_batched_tokens, max_num_seqs=b.max_num_seqs
+        ),
+        weights_bytes=b.weights.bytes,
         kv_bytes_per_token=shape.num_layers * shape.kv_entry(tp) * kv_el,
-        activation_bytes=act["total"],
-        overhead_bytes=non_torch + cudagraph,
-        requested_bytes=requested,
+        activation_bytes=b.activation["total"],
+        overhead_bytes=b.non_torch_bytes + b.cudagraph_bytes,
+        requested_bytes=b.requested_bytes,
         kv_cache_bytes=kv_cache,
         kv_cache_tokens=blocks // len(kv.groups) * s.block_size,
         max_model_len=length,
@@ -273,20 +210,25 @@ def _evaluate_stage(
         max_concurrency=round(blocks / bpr, 2) if bpr else 0.0,
         fits=True,
         reason="",
-        detail=detail,
+        detail=plan_detail(shape, b, kv, kv_el, blocks, length, warm, model_max, tp),
         notes=tuple(notes),
     )
-    verdict = _setting_problem(shape, gpu, s, gpus, quant, auto_fit) or _memory_problem(p, auto_fit, check_avail)
+    verdict = _setting_problem(shape, gpu, s, gpus, b.quant, auto_fit) or _memory_problem(p, auto_fit, check_avail)
+    return _with_verdict(p, verdict), verdict
+
+
+def _with_verdict(p: Plan, verdict: Verdict | None) -> Plan:
+    """The plan with its reason: what starts and holds how much, or the problem with its own fix."""
     if verdict is None:
         return replace(
             p,
             reason=(
-                f"starts: {fmt_size(kv_cache, places=1)} GiB of KV cache holds {p.kv_cache_tokens:,} tokens; "
-                f"{p.max_concurrency:.2f} requests of {length:,} tokens at once"
+                f"starts: {fmt_size(p.kv_cache_bytes, places=1)} GiB of KV cache holds {p.kv_cache_tokens:,} "
+                f"tokens; {p.max_concurrency:.2f} requests of {p.max_model_len:,} tokens at once"
             ),
-        ), None
+        )
     own = ". " + verdict.own_fix if verdict.own_fix else "."
-    return replace(p, fits=False, max_concurrency=0.0, reason=verdict.problem + own), verdict
+    return replace(p, fits=False, max_concurrency=0.0, reason=verdict.problem + own)
 
 
 def _gpu_short(gpu: GPUSpec) -> str:
