@@ -74,15 +74,8 @@ def layer_types_of(
     if model_type in ("gemma3", "gemma3_text"):
         window = int(window or 4096)
         layer_types = _gemma3_layer_types(text, layers, where)
-    elif model_type == "gpt_oss":  # gpt_oss.py: even layers slide
-        window = int(window or 128)
-        lt = text.get("layer_types")
-        if isinstance(lt, list) and len(lt) == layers:
-            layer_types = tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
-        else:
-            layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
-    elif model_type == "gemma2":
-        window = int(window or 4096)
+    elif model_type in ("gpt_oss", "gemma2"):  # gpt_oss.py, gemma2.py: even layers slide
+        window = int(window or (128 if model_type == "gpt_oss" else 4096))
         lt = text.get("layer_types")
         if isinstance(lt, list) and len(lt) == layers:
             layer_types = tuple("sliding" if "sliding" in str(t) else "full" for t in lt)
