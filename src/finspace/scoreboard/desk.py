@@ -189,12 +189,12 @@ class ScoreDesk:
             if not eval_set.items:
                 raise BadInput(f"the set {set_name} has no items; check its data file")
             engine = self.svc.serving
-            served = self.svc.provenance()
-            if served is None or engine.health().state != "ready":
+            served, h = self.svc.provenance(), engine.health()
+            if served is None or h.state != "ready":
                 raise NotReady("the model stopped being ready while the set loaded; try again when it is")
             job = Job(
                 eval_set,
-                results.provenance(served, engine.health().device),
+                results.provenance(served, h.device),
                 self._context_chars(engine),
                 self.limits.reply_tokens,
                 fmt,
